@@ -1,0 +1,3 @@
+from gkdtop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""Entry point: `gkdtop` (the dashboard) and its subcommands. Imports stay lazy: first frame first."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log", action="append", default=[], metavar="PATH",
+                        help="log file or glob to follow (repeatable); default: ./train.log and the newest Ray session's logs")
+    parser.add_argument("--config", metavar="FILE", help="YAML config (default: $XDG_CONFIG_HOME/gkdtop/config.yaml)")
+    parser.add_argument("--stall-after", type=float, metavar="SECONDS",
+                        help="seconds without progress before a phase is STALLED (default 120)")
+    parser.add_argument("--ray-address", metavar="ADDR", help="Ray cluster (GCS host:port or dashboard URL)")
+    parser.add_argument("--filter", metavar="REGEX", help="log filter (default: the config's 'default' preset)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gkdtop import __version__
+
+    parser = argparse.ArgumentParser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.")
+    parser.add_argument("--version", action="version", version=f"gkdtop {__version__}")
+    _common(parser)
+    parser.add_argument("--refresh", type=float, metavar="SECONDS", help="UI refresh interval (default 1)")
+    sub = parser.add_subparsers(dest="command")
+    snap = sub.add_parser("snapshot", help="print the current state once (or after --duration)")
+    _common(snap)
+    snap.add_argument("--json", action="store_true", help="print JSON (schema in docs/snapshot.md)")
+    snap.add_argument("--duration", type=float, default=0.0, metavar="S", help="collect for S seconds first")
+    snap.add_argument("--lines", type=int, default=50, help="how many matched log lines to include")
+    demo = sub.add_parser("demo", help="run the built-in miniature GKD job and watch it")
+    _common(demo)
+    demo.add_argument("--steps", type=int, default=20)
+    demo.add_argument("--log-file", metavar="PATH", help="where the job logs (default: a new run directory)")
+    demo.add_argument("--fault", metavar="NAME", help="hang-sync, stall-dataset, crash-rollout, infeasible, leak")
+    demo.add_argument("--no-ui", action="store_true", help="run the job alone, without the dashboard")
+    return parser
+
+
+def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from gkdtop.config import load_config
+
+    config = load_config(args.config)
+    if args.stall_after is not None:
+        if args.stall_after <= 0:
+            raise SystemExit("gkdtop: --stall-after must be positive")
+        config.stall_after = args.stall_after
+    if args.filter is not None:
+        import re
+
+        try:
+            re.compile(args.filter)
+        except re.error as exc:
+            raise SystemExit(f"gkdtop: --filter: invalid regular expression: {exc}") from None
+        config.filters["default"] = args.filter
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gkdtop.config import ConfigError
+
+    args = build_parser().parse_args(argv)
+    try:
+        config = load(args)
+    except ConfigError as exc:
+        print(f"gkdtop: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "snapshot":
+        return snapshot(args, config)
+    if args.command == "demo":
+        return demo(args, config)
+    return dashboard(args, config)
+
+
+def dashboard(args: argparse.Namespace, config, root_pids: tuple[int, ...] = ()) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+
+    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, root_pids=root_pids)
+    GkdtopApp(config, monitor, refresh=getattr(args, "refresh", None)).run()
+    return 0
+
+
+def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop import snapshot as snap
+    from gkdtop.monitor import Monitor
+
+    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address)
+
+    async def collect() -> None:
+        if args.duration > 0:
+            monitor.start()
+            await asyncio.sleep(args.duration)
+            await monitor.stop()
+        else:
+            await monitor.collect_once()
+            await monitor.stop()
+
+    asyncio.run(collect())
+    doc = snap.build(monitor.store, config.default_filter, lines=args.lines)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(snap.text_summary(doc))
+    return 0
+
+
+def demo(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop.demo.launcher import DemoOptions, main_no_ui, start_demo
+
+    opts = DemoOptions(steps=args.steps, log_file=args.log_file, fault=args.fault, ray_address=args.ray_address)
+    if args.no_ui:
+        return main_no_ui(opts)
+    run = start_demo(opts)
+    print(f"gkdtop demo: run directory {run.run_dir}, log {run.log_path}", file=sys.stderr)
+    try:
+        args.log = [str(run.log_path)] + list(args.log)
+        os.environ.setdefault("GKDTOP_DEMO", "1")
+        dashboard(args, config, root_pids=(run.pid,))
+    finally:
+        run.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

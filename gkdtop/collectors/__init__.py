@@ -1,0 +1,1 @@
+"""Async producers of state. No Textual imports: usable as a library."""

@@ -1,0 +1,74 @@
+"""The contract every collector follows, and the loop that runs one.
+
+A collector is a plain object with a blocking `collect()`; the loop runs it in a worker thread
+so a slow NVML call or a hung /proc read never blocks the UI, bounds it with a timeout, and on
+failure records the error and retries with exponential backoff while the other collectors go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Protocol
+
+
+class Collector(Protocol):
+    name: str
+    interval: float  # seconds between two collections when healthy
+
+    def collect(self) -> Any:
+        """Blocking; returns the new state (or a batch of new items). Raise on failure."""
+
+    def close(self) -> None:
+        """Release handles (NVML, files). Called once when the monitor stops."""
+
+
+MAX_BACKOFF = 30.0
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the single line a pane can show."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def run_forever(
+    collector: Collector,
+    on_result: Callable[[Any], None],
+    on_error: Callable[[str, float], None],
+    timeout: float = 15.0,
+) -> None:
+    """Collect on the collector's interval; report results and errors through the callbacks.
+
+    A collection still running after `timeout` is reported as hung and abandoned (threads can't
+    be killed); the next attempt waits for the backoff. Rescheduling happens after a collection
+    ends, so two collections of one collector never overlap.
+    """
+    failures = 0
+    pending: asyncio.Future[Any] | None = None
+    while True:
+        started = time.monotonic()
+        try:
+            if pending is None or pending.done():
+                pending = asyncio.ensure_future(asyncio.to_thread(collector.collect))
+            result = await asyncio.wait_for(asyncio.shield(pending), timeout)
+            pending = None
+        except asyncio.CancelledError:
+            raise
+        except asyncio.TimeoutError:
+            failures += 1
+            delay = min(MAX_BACKOFF, collector.interval * 2**failures)
+            on_error(f"no answer after {timeout:.0f}s (hung); retrying", delay)
+            await asyncio.sleep(delay)
+            continue
+        except Exception as exc:  # noqa: BLE001 - any failure of a source is shown, never fatal
+            pending = None
+            failures += 1
+            delay = min(MAX_BACKOFF, collector.interval * 2**failures)
+            on_error(one_line(exc), delay)
+            await asyncio.sleep(delay)
+            continue
+        failures = 0
+        on_result(result)
+        elapsed = time.monotonic() - started
+        await asyncio.sleep(max(0.0, collector.interval - elapsed))

@@ -1,0 +1,239 @@
+"""The job's processes: Ray workers and daemons, drivers, inference engines, GPU holders.
+
+Scans /proc through psutil every interval but reads a process's command line once (keyed by
+PID and start time), so watching a machine with hundreds of processes stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import psutil
+
+from gkdtop.model import ProcInfo
+
+RAY_DAEMON_RE = re.compile(
+    r"(?:^|/)(?:raylet|gcs_server|plasma_store)\b|dashboard/dashboard\.py|dashboard/agent\.py|log_monitor\.py"
+    r"|autoscaler/_private/monitor\.py|ray\.util\.client\.server|runtime_env/agent|ray-dashboard-"
+    r"|ray\.dashboard\.|^ray::(?:DashboardAgent|RuntimeEnvAgent)"
+)
+RAY_WORKER_RE = re.compile(r"^ray::|default_worker\.py|setup_worker\.py")
+ENGINE_RE = re.compile(r"VLLM::|sglang::|vllm\.entrypoints|sglang\.launch_server|EngineCore")
+# Order matters: the first keyword found in the actor class / title names the role.
+ROLE_KEYWORDS = [
+    ("teacher", re.compile(r"teacher", re.I)),
+    ("rollout", re.compile(r"rollout|vllm|sglang|generat", re.I)),
+    ("ref", re.compile(r"\bref|reference", re.I)),
+    ("critic", re.compile(r"critic", re.I)),
+    ("reward", re.compile(r"reward|\brm\b", re.I)),
+    ("driver", re.compile(r"TaskRunner", re.I)),
+    ("actor", re.compile(r"actor|WorkerDict|policy|student", re.I)),
+]
+SESSION_RE = re.compile(r"(session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+)")
+
+
+@dataclass(slots=True)
+class _Known:
+    """What never changes for one process: read once."""
+
+    create_time: float
+    cmdline: str
+    title: str  # the first argv word (Ray's `ray::Class.method` proc title lives here)
+    user: str
+    role: str | None  # None: not a job process by itself (may still join as a child or GPU holder)
+    actor: str
+    session: str
+    last_cpu: float = 0.0
+    last_wall: float = 0.0
+
+
+def classify(title: str, cmdline: str, driver_re: re.Pattern[str] | None) -> tuple[str | None, str]:
+    """(role, actor class) for a process, from its title and command line."""
+    if title.startswith("ray::"):
+        actor = title[5:].split(".", 1)[0].split(" ", 1)[0]
+        if actor in ("DashboardAgent", "RuntimeEnvAgent"):
+            return "ray-daemon", ""
+        if actor == "IDLE":
+            return "ray-worker", ""
+        return role_of(actor, default="ray-worker"), actor
+    if ENGINE_RE.search(cmdline):
+        return "engine", ""
+    if RAY_DAEMON_RE.search(cmdline):
+        return "ray-daemon", ""
+    if RAY_WORKER_RE.search(cmdline):
+        return "ray-worker", ""
+    if driver_re is not None and driver_re.search(cmdline):
+        return "driver", ""
+    return None, ""
+
+
+def display_name(cmdline: str) -> str:
+    """What a person calls the process: `log_monitor.py`, `python -m verl.trainer.main_ppo`, `raylet`."""
+    argv = cmdline.split()
+    first = argv[0].rsplit("/", 1)[-1] if argv else "?"
+    if re.fullmatch(r"python[\d.]*", first):
+        for i, arg in enumerate(argv[1:], 1):
+            if arg == "-m" and i + 1 < len(argv):
+                return f"python -m {argv[i + 1]}"[:60]
+            if arg.endswith(".py"):
+                return arg.rsplit("/", 1)[-1][:60]
+    return first[:60]
+
+
+def role_of(name: str, default: str) -> str:
+    for role, pattern in ROLE_KEYWORDS:
+        if pattern.search(name):
+            return role
+    return default
+
+
+class ProcCollector:
+    name = "procs"
+
+    def __init__(
+        self,
+        driver_patterns: Iterable[str] = (),
+        root_pids: Iterable[int] = (),
+        gpu_pids: Callable[[], set[int]] = set,
+        interval: float = 2.0,
+    ) -> None:
+        joined = "|".join(f"(?:{p})" for p in driver_patterns)
+        self.driver_re = re.compile(joined) if joined else None
+        self.root_pids = set(root_pids)
+        self.gpu_pids = gpu_pids
+        self.interval = interval
+        self.me = os.getpid()
+        self._known: dict[int, _Known] = {}
+
+    def collect(self) -> list[ProcInfo]:
+        now = time.time()
+        parents: dict[int, int] = {}
+        for proc in psutil.process_iter(["ppid"]):
+            parents[proc.pid] = proc.info["ppid"] or 0
+        # Forget processes that are gone (or whose PID was reused: create_time checked below).
+        for pid in list(self._known):
+            if pid not in parents:
+                del self._known[pid]
+
+        known = self._known
+        job: dict[int, str] = {}
+        live_gcs_sessions: set[str] = set()
+        for pid in parents:
+            info = known.get(pid)
+            if info is None:
+                info = self._learn(pid)
+                if info is None:
+                    continue
+            if info.role is not None:
+                job[pid] = info.role
+            if info.session and "gcs_server" in info.title:
+                live_gcs_sessions.add(info.session)
+
+        # Children of a driver or of a process the user named are part of the job too.
+        roots = {pid for pid, role in job.items() if role == "driver"} | (self.root_pids & parents.keys())
+        if roots:
+            for pid in parents:
+                if pid in job or pid == self.me:
+                    continue
+                ancestor, hops = parents.get(pid, 0), 0
+                while ancestor > 1 and hops < 32:
+                    if ancestor in roots:
+                        job[pid] = "worker"
+                        break
+                    ancestor, hops = parents.get(ancestor, 0), hops + 1
+            for pid in self.root_pids & parents.keys():
+                job.setdefault(pid, "driver")
+        gpu_pids = self.gpu_pids()
+        for pid in gpu_pids & parents.keys():
+            job.setdefault(pid, "gpu-holder")
+        job.pop(self.me, None)
+
+        rows = []
+        for pid, role in job.items():
+            row = self._row(pid, role, parents, now, live_gcs_sessions)
+            if row is not None:
+                rows.append(row)
+        rows.sort(key=lambda r: (r.role, r.pid))
+        return rows
+
+    def _learn(self, pid: int) -> _Known | None:
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                create_time = proc.create_time()
+                argv = proc.cmdline()
+                user = proc.username()
+                if not argv:
+                    argv = [proc.name()]
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return None
+        except psutil.AccessDenied:
+            argv, user, create_time = [f"[{pid}]"], "?", 0.0
+        cmdline = " ".join(argv)
+        role, actor = classify(argv[0], cmdline, self.driver_re)
+        match = SESSION_RE.search(cmdline)
+        info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "")
+        self._known[pid] = info
+        return info
+
+    def _row(
+        self, pid: int, role: str, parents: dict[int, int], now: float, live_sessions: set[str]
+    ) -> ProcInfo | None:
+        info = self._known.get(pid) or self._learn(pid)
+        if info is None:
+            return None
+        try:
+            proc = psutil.Process(pid)
+            with proc.oneshot():
+                if info.create_time and abs(proc.create_time() - info.create_time) > 1:
+                    del self._known[pid]  # PID reused: read it afresh next time
+                    return None
+                status = proc.status()
+                times = proc.cpu_times()
+                rss = proc.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            return None  # vanished mid-read: skipped silently
+        except psutil.AccessDenied:
+            status, times, rss = "?", None, 0
+        cpu = 0.0
+        if times is not None:
+            total = times.user + times.system
+            if info.last_wall:
+                cpu = max(0.0, 100.0 * (total - info.last_cpu) / max(1e-6, now - info.last_wall))
+            info.last_cpu, info.last_wall = total, now
+        ppid = parents.get(pid, 0)
+        flags = []
+        if status == psutil.STATUS_ZOMBIE:
+            flags.append("zombie")
+        parent = self._known.get(ppid)
+        if role in ("ray-worker", "actor", "rollout", "ref", "teacher", "critic", "reward") and info.title.startswith(
+            "ray::"
+        ):
+            if ppid <= 1 or parent is None or "raylet" not in parent.title:
+                flags.append("orphaned")  # a Ray worker outlives its raylet
+        elif role == "engine" and ppid <= 1:
+            flags.append("orphaned")
+        session = info.session or (parent.session if parent is not None else "")
+        if session and live_sessions and session not in live_sessions:
+            flags.append("stale-session")
+        return ProcInfo(
+            pid=pid,
+            ppid=ppid,
+            name=display_name(info.cmdline),
+            cmdline=info.cmdline,
+            role=role,
+            user=info.user,
+            status=status,
+            cpu_percent=round(cpu, 1),
+            rss=rss,
+            create_time=info.create_time,
+            actor=info.actor,
+            flags=flags,
+        )
+
+    def close(self) -> None:
+        self._known.clear()

@@ -1,0 +1,253 @@
+"""Defaults plus the user's YAML config: phase rules, log filters, thresholds, paths.
+
+A malformed file is a `ConfigError` whose message is one line naming the file, the line and the
+key, so the CLI can print it and exit non-zero without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gkdtop.model import Hint
+
+DEFAULT_FILTER = r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL|Traceback|✓|✗|WARN|step:\d+ -"
+FAIL_PATTERN = (
+    r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
+    r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective operation timeout"
+)
+# Lines a hung job keeps printing; they are not progress.
+IDLE_PATTERNS = [
+    r"resource request cannot be scheduled|No available node types can fulfill",
+    r"Waiting for .* to be ready|still waiting",
+]
+DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.trainer", r"gkdtop\.demo\.job"]
+
+
+class ConfigError(Exception):
+    """A config problem, already phrased as the one line the user sees."""
+
+
+@dataclass(slots=True)
+class PhaseRule:
+    name: str
+    start: re.Pattern[str]
+    done: re.Pattern[str] | None = None
+    fail: re.Pattern[str] | None = None
+    stall_after: float | None = None
+    terminal: bool = False
+    hint: Hint = field(default_factory=Hint)
+
+
+@dataclass(slots=True)
+class Config:
+    stall_after: float = 120.0
+    phases: list[PhaseRule] = field(default_factory=list)
+    filters: dict[str, str] = field(default_factory=lambda: {"default": DEFAULT_FILTER})
+    fail_pattern: str = FAIL_PATTERN
+    idle_patterns: list[str] = field(default_factory=lambda: list(IDLE_PATTERNS))
+    driver_patterns: list[str] = field(default_factory=lambda: list(DRIVER_PATTERNS))
+    logs: list[str] = field(default_factory=list)
+    backlog: int = 200
+    max_line: int = 16384
+    refresh: dict[str, float] = field(
+        default_factory=lambda: {"gpus": 1.0, "procs": 2.0, "logs": 0.25, "ray": 5.0, "ui": 1.0}
+    )
+    source: str = ""  # the file it was read from, if any
+
+    @property
+    def default_filter(self) -> str:
+        return self.filters.get("default", DEFAULT_FILTER)
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gkdtop" / "config.yaml"
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Built-ins, then the user's file (`path`, else the XDG one if it exists)."""
+    cfg = Config(phases=builtin_phases())
+    if path is None:
+        candidate = default_config_path()
+        if not candidate.is_file():
+            return cfg
+        path = candidate
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    _apply(cfg, _compose(text, str(path)), str(path))
+    cfg.source = str(path)
+    return cfg
+
+
+def builtin_phases() -> list[PhaseRule]:
+    text = resources.files("gkdtop.data").joinpath("phases.yaml").read_text(encoding="utf-8")
+    doc = _compose(text, "gkdtop/data/phases.yaml")
+    return _phases(_get(doc, "phases"), "gkdtop/data/phases.yaml", "phases")
+
+
+# --- YAML with line numbers -------------------------------------------------------------------
+# We validate the composed node tree rather than the loaded dicts so every error can name its line.
+
+
+def _compose(text: str, where: str) -> Any:
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}{line}: invalid YAML: {problem}") from None
+    if node is None:
+        return None
+    if node.tag != "tag:yaml.org,2002:map":
+        raise ConfigError(f"{where}:{node.start_mark.line + 1}: the config must be a mapping of keys")
+    return node
+
+
+def _err(where: str, node: Any, key: str, msg: str) -> ConfigError:
+    return ConfigError(f"{where}:{node.start_mark.line + 1}: {key}: {msg}")
+
+
+def _get(node: Any, key: str) -> Any:
+    if node is None:
+        return None
+    for k, v in node.value:
+        if k.value == key:
+            return v
+    return None
+
+
+def _keys(node: Any, where: str, path: str, allowed: set[str]) -> None:
+    if node.tag != "tag:yaml.org,2002:map":
+        raise _err(where, node, path, "expected a mapping")
+    for k, _ in node.value:
+        if k.value not in allowed:
+            raise _err(where, k, f"{path}.{k.value}" if path else k.value,
+                       f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+
+
+def _scalar(node: Any, where: str, key: str) -> str:
+    if node.tag in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"):
+        raise _err(where, node, key, "expected a single value")
+    return str(node.value)
+
+
+def _number(node: Any, where: str, key: str) -> float:
+    raw = _scalar(node, where, key)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _err(where, node, key, f"expected a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise _err(where, node, key, f"must be positive, got {raw}")
+    return value
+
+
+def _regex(node: Any, where: str, key: str) -> re.Pattern[str]:
+    raw = _scalar(node, where, key)
+    try:
+        return re.compile(raw)
+    except re.error as exc:
+        raise _err(where, node, key, f"invalid regular expression: {exc}") from None
+
+
+def _strings(node: Any, where: str, key: str) -> list[str]:
+    if node.tag != "tag:yaml.org,2002:seq":
+        return [_scalar(node, where, key)]
+    return [_scalar(item, where, f"{key}[{i}]") for i, item in enumerate(node.value)]
+
+
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint"}
+
+
+def _phases(node: Any, where: str, path: str) -> list[PhaseRule]:
+    if node is None or node.tag != "tag:yaml.org,2002:seq":
+        raise _err(where, node, path, "expected a list of phases")
+    rules = []
+    for i, item in enumerate(node.value):
+        key = f"{path}[{i}]"
+        _keys(item, where, key, PHASE_KEYS)
+        name_node, start_node = _get(item, "name"), _get(item, "start")
+        if name_node is None:
+            raise _err(where, item, key, "missing 'name'")
+        if start_node is None:
+            raise _err(where, item, key, "missing 'start' (a regular expression)")
+        rule = PhaseRule(name=_scalar(name_node, where, f"{key}.name"), start=_regex(start_node, where, f"{key}.start"))
+        if (n := _get(item, "done")) is not None:
+            rule.done = _regex(n, where, f"{key}.done")
+        if (n := _get(item, "fail")) is not None:
+            rule.fail = _regex(n, where, f"{key}.fail")
+        if (n := _get(item, "stall_after")) is not None:
+            rule.stall_after = _number(n, where, f"{key}.stall_after")
+        if (n := _get(item, "terminal")) is not None:
+            rule.terminal = _scalar(n, where, f"{key}.terminal").lower() in ("true", "yes", "1")
+        if (n := _get(item, "hint")) is not None:
+            _keys(n, where, f"{key}.hint", {"causes", "actions"})
+            causes, actions = _get(n, "causes"), _get(n, "actions")
+            rule.hint = Hint(
+                causes=_strings(causes, where, f"{key}.hint.causes") if causes is not None else [],
+                actions=_strings(actions, where, f"{key}.hint.actions") if actions is not None else [],
+            )
+        rules.append(rule)
+    return rules
+
+
+TOP_KEYS = {
+    "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh",
+}
+
+
+def _apply(cfg: Config, doc: Any, where: str) -> None:
+    if doc is None:
+        return
+    _keys(doc, where, "", TOP_KEYS)
+    if (n := _get(doc, "stall_after")) is not None:
+        cfg.stall_after = _number(n, where, "stall_after")
+    mode = "extend"
+    if (n := _get(doc, "phases_mode")) is not None:
+        mode = _scalar(n, where, "phases_mode")
+        if mode not in ("extend", "replace"):
+            raise _err(where, n, "phases_mode", f"expected 'extend' or 'replace', got {mode!r}")
+    if (n := _get(doc, "phases")) is not None:
+        user = _phases(n, where, "phases")
+        if mode == "replace":
+            cfg.phases = user
+        else:
+            # extend: a user rule with a built-in's name replaces it in place; new ones go first,
+            # so they are tried before the built-ins.
+            by_name = {r.name: r for r in user}
+            kept = [by_name.pop(r.name, r) for r in cfg.phases]
+            cfg.phases = [r for r in user if r.name in by_name] + kept
+    if (n := _get(doc, "filters")) is not None:
+        _keys(n, where, "filters", {k.value for k, _ in n.value} if n.tag.endswith(":map") else set())
+        for k, v in n.value:
+            _regex(v, where, f"filters.{k.value}")
+            cfg.filters[k.value] = _scalar(v, where, f"filters.{k.value}")
+    if (n := _get(doc, "fail_pattern")) is not None:
+        cfg.fail_pattern = _regex(n, where, "fail_pattern").pattern
+    for key in ("idle_patterns", "driver_patterns"):
+        if (n := _get(doc, key)) is not None:
+            values = _strings(n, where, key)
+            for i, item in enumerate(n.value if n.tag.endswith(":seq") else [n]):
+                _regex(item, where, f"{key}[{i}]")
+            setattr(cfg, key, values)
+    if (n := _get(doc, "logs")) is not None:
+        cfg.logs = [os.path.expanduser(p) for p in _strings(n, where, "logs")]
+    for key in ("backlog", "max_line"):
+        if (n := _get(doc, key)) is not None:
+            setattr(cfg, key, int(_number(n, where, key)))
+    if (n := _get(doc, "refresh")) is not None:
+        _keys(n, where, "refresh", set(cfg.refresh))
+        for k, v in n.value:
+            cfg.refresh[k.value] = _number(v, where, f"refresh.{k.value}")

@@ -1,0 +1,54 @@
+"""Small text formatters shared by the TUI and the plain-text CLI output."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            return f"{n:.0f}{unit}" if unit in ("B", "K") else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}T"
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def clock(epoch: float | None) -> str:
+    return "--:--:--" if epoch is None else time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A horizontal bar of `width` cells, with eighth-cell resolution."""
+    if fraction is None:
+        return "·" * width
+    fraction = min(1.0, max(0.0, fraction))
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
+    return text.ljust(width)
+
+
+def sparkline(values: Iterable[float], width: int, top: float = 100.0) -> str:
+    data = list(values)[-width:]
+    if not data:
+        return " " * width
+    chars = [SPARK[min(7, max(0, int(v / top * 7.999)))] for v in data]
+    return "".join(chars).rjust(width)

@@ -1,0 +1,168 @@
+"""Plain data shared by collectors, the store and every view (TUI, snapshot, bundle).
+
+No I/O and no third-party imports here: this module is the contract between layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class GpuProcess:
+    pid: int
+    used_memory: int | None  # bytes; None when the driver does not say
+
+
+@dataclass(slots=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    utilization: float | None  # percent 0-100
+    memory_used: int | None  # bytes
+    memory_total: int | None  # bytes
+    temperature: float | None  # Celsius
+    power: float | None  # watts
+    power_limit: float | None  # watts
+    processes: list[GpuProcess] = field(default_factory=list)
+    error: str | None = None  # per-device failure, e.g. "GPU is lost"
+
+
+@dataclass(slots=True)
+class GpuState:
+    """What the GPU collector knows. status: ok | unavailable | error."""
+
+    status: str = "pending"
+    reason: str = ""
+    driver: str = ""
+    devices: list[GpuSample] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    name: str
+    cmdline: str
+    role: str  # actor | rollout | ref | teacher | critic | driver | ray-daemon | ray-worker | engine | other
+    user: str
+    status: str  # psutil status string: running, sleeping, zombie, ...
+    cpu_percent: float
+    rss: int  # bytes
+    create_time: float  # epoch seconds
+    actor: str = ""  # Ray actor class from the `ray::Class` title, if any
+    gpu_memory: int | None = None  # bytes, joined from NVML by PID
+    flags: list[str] = field(default_factory=list)  # zombie, orphaned, stale-session
+
+
+@dataclass(slots=True)
+class RayState:
+    """One-line Ray status. status: connected | not connected | pending."""
+
+    status: str = "pending"
+    reason: str = ""
+    address: str = ""
+    session: str = ""
+    resources_total: dict[str, float] = field(default_factory=dict)
+    resources_available: dict[str, float] = field(default_factory=dict)
+    pending: list[dict[str, float]] = field(default_factory=list)
+    nodes_alive: int = 0
+    nodes_dead: int = 0
+
+
+@dataclass(slots=True)
+class LogLine:
+    """One logical log line after decoding, ANSI stripping and `\\r` collapsing."""
+
+    source: str  # path of the file it came from
+    text: str  # the message, without Ray prefix; ANSI stripped; capped
+    seen: float  # epoch seconds: arrival time, or the file's mtime for backlog lines
+    ts: float | None = None  # epoch seconds parsed from the line itself, if any
+    worker: str = ""  # Ray prefix name, e.g. WorkerDict / TaskRunner
+    pid: int | None = None  # Ray prefix pid
+    ip: str = ""  # Ray prefix ip
+    truncated: int = 0  # bytes cut from an over-long line
+    progress: bool = False  # a tqdm-style `\r` rewrite (latest state of a bar)
+    backlog: bool = False  # read from the file's existing content at start-up
+    raw: str = ""  # the full line as written (prefix included), ANSI stripped, capped
+
+    @property
+    def time(self) -> float:
+        """Best time for the line: its own timestamp, unless that lies in the future."""
+        if self.ts is not None and self.ts <= self.seen + 5:
+            return self.ts
+        return self.seen
+
+
+@dataclass(slots=True)
+class LogFileState:
+    path: str
+    state: str  # following | waiting (not there yet) | deleted | error
+    error: str = ""
+    size: int = 0
+    lines: int = 0
+    rotations: int = 0
+    truncations: int = 0
+    mtime: float | None = None
+
+
+@dataclass(slots=True)
+class PhaseSpan:
+    name: str
+    start: float
+    end: float | None = None
+    status: str = "running"  # running | done | failed | stalled
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.end is None else self.end - self.start
+
+
+@dataclass(slots=True)
+class StepInfo:
+    step: int
+    time: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """verl's `timing_s/<name>` entries, keyed by <name>."""
+        return {k[len("timing_s/") :]: v for k, v in self.metrics.items() if k.startswith("timing_s/")}
+
+
+@dataclass(slots=True)
+class Hint:
+    causes: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PhaseStatus:
+    """The phase engine's verdict at one instant. state: waiting | running | stalled | done | failed."""
+
+    current: str | None
+    state: str
+    since: float | None  # when the current phase started
+    last_progress: float | None
+    stalled_for: float | None  # seconds, when state == stalled
+    stall_after: float
+    hint: Hint | None
+    failure: str = ""  # the line that failed the phase
+    steps_done: int = 0
+    last_step: StepInfo | None = None
+    step_time: float | None = None  # seconds per step, from timing_s/step or step spacing
+    timeline: list[PhaseSpan] = field(default_factory=list)
+    expected: str | None = None  # after a phase finished: the next phase, the one that waits
+
+
+@dataclass(slots=True)
+class SourceHealth:
+    """How one collector is doing: the pane shows `error` while it retries."""
+
+    name: str
+    ok: bool = True
+    error: str = ""
+    failures: int = 0
+    last_ok: float | None = None
+    next_try: float | None = None

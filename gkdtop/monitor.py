@@ -1,0 +1,96 @@
+"""Wires the collectors to the store and runs them: one asyncio task per collector.
+
+Used by the TUI (run until quit), by `snapshot` (collect once, or for a duration) and by tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Iterable
+
+from gkdtop.collectors.base import Collector, one_line, run_forever
+from gkdtop.collectors.ray import ray_temp_dir
+from gkdtop.config import Config
+from gkdtop.store import Store
+
+
+def default_log_sources() -> list[str]:
+    """With no --log: ./train.log if present, plus the newest Ray session's driver and worker logs."""
+    sources = []
+    if os.path.exists("train.log"):
+        sources.append(os.path.abspath("train.log"))
+    logs = ray_temp_dir() / "session_latest" / "logs"
+    # Through the session_latest link, so a session started later is picked up by the re-glob.
+    sources += [str(logs / "job-driver-*.log"), str(logs / "worker-*.out"), str(logs / "worker-*.err")]
+    return sources
+
+
+class Monitor:
+    def __init__(
+        self,
+        config: Config,
+        logs: Iterable[str] | None = None,
+        ray_address: str | None = None,
+        root_pids: Iterable[int] = (),
+        gpu_backend: Any = None,
+    ) -> None:
+        from gkdtop.collectors.gpu import GpuCollector
+        from gkdtop.collectors.logs import LogCollector
+        from gkdtop.collectors.procs import ProcCollector
+        from gkdtop.collectors.ray import RayCollector
+
+        self.config = config
+        self.store = Store(config)
+        self.log_sources = list(logs) if logs else (config.logs or default_log_sources())
+        refresh = config.refresh
+        self.collectors: list[Collector] = [
+            GpuCollector(backend=gpu_backend, interval=refresh["gpus"]),
+            LogCollector(self.log_sources, backlog=config.backlog, max_line=config.max_line,
+                         interval=refresh["logs"]),
+            RayCollector(ray_address, interval=refresh["ray"]),
+            ProcCollector(config.driver_patterns, root_pids, self.store.gpu_pids, interval=refresh["procs"]),
+        ]
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start every collector's loop in the running event loop."""
+        for collector in self.collectors:
+            self._tasks.append(
+                asyncio.create_task(
+                    run_forever(
+                        collector,
+                        lambda result, name=collector.name: self.store.put(name, result),
+                        lambda error, delay, name=collector.name: self.store.fail(name, error, delay),
+                    ),
+                    name=f"collector-{collector.name}",
+                )
+            )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for collector in self.collectors:
+            try:
+                collector.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+    async def collect_once(self, timeout: float = 10.0) -> None:
+        """Each collector once; GPUs before processes so GPU holders join the process list."""
+
+        async def one(collector: Collector) -> None:
+            try:
+                result = await asyncio.wait_for(asyncio.to_thread(collector.collect), timeout)
+            except asyncio.TimeoutError:
+                self.store.fail(collector.name, f"no answer after {timeout:.0f}s (hung)", 0)
+            except Exception as exc:  # noqa: BLE001 - a failing source is reported, not fatal
+                self.store.fail(collector.name, one_line(exc), 0)
+            else:
+                self.store.put(collector.name, result)
+
+        first = [c for c in self.collectors if c.name != "procs"]
+        await asyncio.gather(*(one(c) for c in first))
+        await asyncio.gather(*(one(c) for c in self.collectors if c.name == "procs"))

@@ -1,0 +1,93 @@
+"""`gkdtop snapshot --json`: the store as one JSON document (schema in docs/snapshot.md)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from dataclasses import asdict
+from typing import Any
+
+from gkdtop import __version__
+from gkdtop.store import Store
+
+SCHEMA = 1
+
+
+def build(store: Store, filter_pattern: str | None = None, now: float | None = None, lines: int = 50) -> dict[str, Any]:
+    now = time.time() if now is None else now
+    status = store.phase_status(now)
+    pattern = re.compile(filter_pattern) if filter_pattern else None
+    matched = store.matching(pattern, limit=lines)
+    return {
+        "schema": SCHEMA,
+        "gkdtop": __version__,
+        "host": socket.gethostname(),
+        "time": now,
+        "gpus": {
+            "status": store.gpus.status,
+            "reason": store.gpus.reason,
+            "driver": store.gpus.driver,
+            "devices": [asdict(d) for d in store.gpus.devices],
+        },
+        "processes": [asdict(p) for p in store.processes],
+        "ray": asdict(store.ray),
+        "phases": {
+            "current": status.current,
+            "state": status.state,
+            "since": status.since,
+            "expected": status.expected,
+            "last_progress": status.last_progress,
+            "stalled_for": status.stalled_for,
+            "stall_after": status.stall_after,
+            "failure": status.failure,
+            "hint": asdict(status.hint) if status.hint else None,
+            "steps": {
+                "done": status.steps_done,
+                "last": status.last_step.step if status.last_step else None,
+                "step_time": status.step_time,
+                "metrics": status.last_step.metrics if status.last_step else {},
+            },
+            "timeline": [
+                {"name": s.name, "start": s.start, "end": s.end, "duration": s.duration, "status": s.status}
+                for s in status.timeline
+            ],
+        },
+        "logs": {
+            "filter": filter_pattern or "",
+            "files": [asdict(f) for f in store.log_files],
+            "lines": [
+                {"source": ln.source, "time": ln.time, "worker": ln.worker, "pid": ln.pid, "text": ln.text}
+                for ln in matched
+            ],
+        },
+        "errors": [
+            {"source": h.name, "error": h.error, "failures": h.failures}
+            for h in store.health.values()
+            if not h.ok
+        ],
+    }
+
+
+def text_summary(doc: dict[str, Any]) -> str:
+    """The snapshot for a person: a few lines, the same facts as the JSON."""
+    from gkdtop.format import human_duration
+
+    ph = doc["phases"]
+    lines = [f"phase: {ph['current'] or '-'}  state: {ph['state']}"]
+    if ph["stalled_for"] is not None:
+        lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
+    if ph["failure"]:
+        lines.append(f"failure: {ph['failure']}")
+    if ph["hint"]:
+        lines += [f"  cause: {c}" for c in ph["hint"]["causes"]] + [f"  try: {a}" for a in ph["hint"]["actions"]]
+    if ph["steps"]["done"]:
+        lines.append(f"steps: {ph['steps']['done']} (last {ph['steps']['last']})")
+    gpus = doc["gpus"]
+    lines.append(f"gpus: {gpus['status']} {gpus['reason']}".rstrip() + f" ({len(gpus['devices'])} devices)")
+    lines.append(f"processes: {len(doc['processes'])}")
+    ray = doc["ray"]
+    lines.append(f"ray: {ray['status']} {ray['reason']}".rstrip())
+    for err in doc["errors"]:
+        lines.append(f"error in {err['source']}: {err['error']}")
+    return "\n".join(lines) + "\n"

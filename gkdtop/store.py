@@ -1,0 +1,124 @@
+"""The one place state lives: the latest of everything plus bounded history.
+
+Collectors write here (through `Monitor`); views (the TUI, `snapshot --json`, the bundle) only
+read. Nothing in here grows without bound.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from typing import Any
+
+from gkdtop.collectors.phases import PhaseEngine
+from gkdtop.config import Config
+from gkdtop.model import GpuState, LogFileState, LogLine, PhaseStatus, ProcInfo, RayState, SourceHealth
+
+HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
+LINES = 5000  # log lines kept for scrollback and re-filtering
+
+
+class Store:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.gpus = GpuState()
+        self.gpu_util: dict[int, deque[float]] = {}
+        self.gpu_mem: dict[int, deque[float]] = {}
+        self.processes: list[ProcInfo] = []
+        self.ray = RayState()
+        self.log_files: list[LogFileState] = []
+        self.lines: deque[LogLine] = deque(maxlen=LINES)
+        self.total_lines = 0  # lines ever stored: views ask for what came after their last look
+        self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
+        self.phases = PhaseEngine(config)
+        self.health: dict[str, SourceHealth] = {}
+        self.version = 0  # bumped on every change so views can skip redraws
+        self.started = time.time()
+
+    # --- writes (from the monitor) ------------------------------------------------------------
+
+    def put(self, source: str, result: Any) -> None:
+        health = self.health.setdefault(source, SourceHealth(source))
+        health.ok, health.error, health.failures = True, "", 0
+        health.last_ok, health.next_try = time.time(), None
+        if source == "gpus":
+            self._put_gpus(result)
+        elif source == "procs":
+            self.processes = result
+            self._join_gpu_memory()
+        elif source == "ray":
+            self.ray = result
+        elif source == "logs":
+            self._put_logs(result)
+        self.version += 1
+
+    def fail(self, source: str, error: str, retry_in: float) -> None:
+        health = self.health.setdefault(source, SourceHealth(source))
+        health.ok, health.error = False, error
+        health.failures += 1
+        health.next_try = time.time() + retry_in
+        self.version += 1
+
+    def _put_gpus(self, state: GpuState) -> None:
+        self.gpus = state
+        for dev in state.devices:
+            if dev.error:
+                continue
+            util = self.gpu_util.setdefault(dev.index, deque(maxlen=HISTORY))
+            util.append(dev.utilization or 0.0)
+            if dev.memory_total:
+                mem = self.gpu_mem.setdefault(dev.index, deque(maxlen=HISTORY))
+                mem.append(100.0 * (dev.memory_used or 0) / dev.memory_total)
+        self._join_gpu_memory()
+
+    def _join_gpu_memory(self) -> None:
+        used: dict[int, int] = {}
+        for dev in self.gpus.devices:
+            for proc in dev.processes:
+                if proc.used_memory is not None:
+                    used[proc.pid] = used.get(proc.pid, 0) + proc.used_memory
+        for row in self.processes:
+            row.gpu_memory = used.get(row.pid)
+
+    def _put_logs(self, batch: Any) -> None:
+        self.log_files = batch.files
+        for line in batch.lines:
+            self.lines.append(line)
+            self.phases.feed(line)
+            self.progress.pop(line.source, None)
+        self.total_lines += len(batch.lines)
+        for source, line in batch.progress.items():
+            self.progress[source] = line
+            self.phases.feed_progress(line)
+
+    # --- reads (from views) --------------------------------------------------------------------
+
+    def gpu_pids(self) -> set[int]:
+        return {p.pid for dev in self.gpus.devices for p in dev.processes}
+
+    def proc_by_pid(self) -> dict[int, ProcInfo]:
+        return {p.pid: p for p in self.processes}
+
+    def phase_status(self, now: float | None = None) -> PhaseStatus:
+        return self.phases.status(time.time() if now is None else now)
+
+    def lines_since(self, count: int) -> list[LogLine]:
+        """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""
+        new = self.total_lines - count
+        if new <= 0:
+            return []
+        if new >= len(self.lines):
+            return list(self.lines)
+        return list(self.lines)[-new:]
+
+    def matching(self, pattern: re.Pattern[str] | None, limit: int = 1000) -> list[LogLine]:
+        """The newest `limit` lines that match the filter, oldest first."""
+        found: list[LogLine] = []
+        for line in reversed(self.lines):
+            if pattern is None or pattern.search(line.raw or line.text):
+                found.append(line)
+                if len(found) >= limit:
+                    break
+        found.reverse()
+        return found

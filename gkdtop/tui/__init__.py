@@ -1,0 +1,1 @@
+"""The Textual view: a thin layer that reads the store and draws it. One pane per module."""

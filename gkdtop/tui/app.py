@@ -1,0 +1,163 @@
+"""The dashboard: composes the panes, runs the monitor, and refreshes the panes from the store."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+
+from gkdtop.config import Config
+from gkdtop.monitor import Monitor
+from gkdtop.tui import gpu_pane, procs_pane
+from gkdtop.tui.filter_screen import FilterScreen
+from gkdtop.tui.gpu_pane import GpuPane
+from gkdtop.tui.help_screen import HelpScreen
+from gkdtop.tui.logs_pane import LogsPane
+from gkdtop.tui.phases_pane import PhasesPane, headline
+from gkdtop.tui.procs_pane import ProcsPane
+from gkdtop.tui.ray_line import RayLine
+
+COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
+PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayLine}
+
+
+class TopBar(Static):
+    DEFAULT_CSS = "TopBar { height: 1; background: $panel; }"
+
+
+class GkdtopApp(App[None]):
+    TITLE = "gkdtop"
+    CSS = """
+    #upper { height: 2fr; }
+    #upper PhasesPane { width: 1fr; }
+    #upper GpuPane { width: 1fr; }
+    ProcsPane { height: 2fr; }
+    LogsPane { height: 3fr; }
+    #summary { height: 2; padding: 0 1; color: $text-muted; display: none; }
+    .-compact #summary { display: block; }
+    .-compact GpuPane { display: none; }
+    .-compact ProcsPane { display: none; }
+    .-compact #upper { height: 2fr; }
+    .-compact LogsPane { height: 3fr; }
+    .-maximized { display: block; }
+    """
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("slash", "edit_filter", "Filter", key_display="/"),
+        Binding("f", "toggle_follow", "Follow"),
+        Binding("space", "toggle_pause", "Pause"),
+        Binding("tab", "app.focus_next", "Focus", show=False),
+        Binding("shift+tab", "app.focus_previous", "Focus", show=False),
+        Binding("escape", "restore", "Restore", show=False),
+        *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-5") for key in PANES],
+    ]
+
+    def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.monitor = monitor
+        self.store = monitor.store
+        self.ui_interval = refresh or config.refresh.get("ui", 1.0)
+        self._drawn_version = -1
+        self.first_frame_at: float | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(id="top")
+        with Vertical(id="panes"):
+            with Horizontal(id="upper"):
+                yield PhasesPane(id="phases")
+                yield GpuPane(id="gpus")
+            yield Static("", id="summary")
+            yield ProcsPane(id="procs")
+            yield LogsPane(self.config.default_filter, id="logs")
+        yield RayLine(id="ray")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for pane_type in PANES.values():
+            pane = self.query_one(pane_type)
+            pane.ALLOW_MAXIMIZE = True
+            pane.can_focus = True
+        self._apply_size(self.size.width, self.size.height)
+        self.monitor.start()
+        self.set_interval(self.ui_interval, self.refresh_panes)
+        self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
+        self.refresh_panes(force=True)
+        self.call_after_refresh(self._first_frame)
+
+    def _first_frame(self) -> None:
+        self.first_frame_at = time.monotonic()
+
+    async def on_unmount(self) -> None:
+        await self.monitor.stop()
+
+    def on_resize(self, event: Any) -> None:
+        self._apply_size(event.size.width, event.size.height)
+
+    def _apply_size(self, width: int, height: int) -> None:
+        self.set_class(width < COMPACT_WIDTH or height < COMPACT_HEIGHT, "-compact")
+
+    # --- refresh -------------------------------------------------------------------------------
+
+    def refresh_panes(self, force: bool = False) -> None:
+        store = self.store
+        status = store.phase_status()
+        top = headline(status, time.time())
+        top.append(f"   {time.strftime('%H:%M:%S')}", "dim")
+        self.query_one(TopBar).update(top)
+        # Phases age by the clock even when nothing arrives, so they always redraw; the rest only
+        # when the store changed.
+        self.query_one(PhasesPane).refresh_from(store)
+        if not force and store.version == self._drawn_version:
+            return
+        self._drawn_version = store.version
+        if self.has_class("-compact"):
+            self.query_one("#summary", Static).update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}")
+        self.query_one(GpuPane).refresh_from(store)
+        self.query_one(ProcsPane).refresh_from(store)
+        self.query_one(RayLine).refresh_from(store)
+        self.refresh_logs()
+
+    def refresh_logs(self) -> None:
+        self.query_one(LogsPane).refresh_from(self.store)
+
+    # --- actions -------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.config.source))
+
+    def action_edit_filter(self) -> None:
+        logs = self.query_one(LogsPane)
+
+        def apply(value: str | None) -> None:
+            if value is not None:
+                logs.set_filter(value, self.store)
+
+        self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
+
+    def action_toggle_follow(self) -> None:
+        self.query_one(LogsPane).toggle_follow(self.store)
+
+    def action_toggle_pause(self) -> None:
+        self.query_one(LogsPane).toggle_pause(self.store)
+
+    def action_maximize(self, key: str) -> None:
+        pane: Widget = self.query_one(PANES[key])
+        if self.screen.maximized is pane:
+            self.screen.minimize()
+            self.refresh_panes(force=True)
+            return
+        self.screen.maximize(pane, container=False)
+        pane.focus()
+        self.refresh_panes(force=True)
+
+    def action_restore(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            self.refresh_panes(force=True)

@@ -1,0 +1,76 @@
+"""GPUs: utilization and memory per device, with history, and which job process holds what."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gkdtop.format import bar, human_bytes, sparkline
+from gkdtop.store import Store
+
+
+class GpuPane(Static):
+    DEFAULT_CSS = """
+    GpuPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
+    """
+    BORDER_TITLE = "2 GPUs"
+
+    def refresh_from(self, store: Store) -> None:
+        self.update(render_gpus(store, self.size.width - 4))
+
+
+def summary(store: Store) -> str:
+    """One line for the compact layout."""
+    gpus = store.gpus
+    if gpus.status != "ok":
+        return f"GPUs: {gpus.status}" + (f": {gpus.reason}" if gpus.reason else "")
+    utils = " ".join(
+        "lost" if d.error else f"{d.utilization or 0:.0f}%" for d in gpus.devices
+    )
+    used = sum(d.memory_used or 0 for d in gpus.devices if not d.error)
+    total = sum(d.memory_total or 0 for d in gpus.devices if not d.error)
+    return f"GPUs: {len(gpus.devices)} · util {utils} · mem {human_bytes(used)}/{human_bytes(total)}"
+
+
+def render_gpus(store: Store, width: int) -> Text:
+    text = Text()
+    health = store.health.get("gpus")
+    if health is not None and not health.ok:
+        text.append(f"collector error: {health.error} (retrying)\n", "bold red")
+    gpus = store.gpus
+    if gpus.status == "pending":
+        text.append("reading NVML…", "dim")
+        return text
+    if gpus.status != "ok" and not gpus.devices:
+        text.append(f"{gpus.status}: {gpus.reason}", "yellow")
+        return text
+    procs = store.proc_by_pid()
+    spark_w = max(0, min(30, width - 62))
+    for dev in gpus.devices:
+        text.append(f"{dev.index} ", "bold")
+        text.append(f"{dev.name[:22]:<22} ")
+        if dev.error:
+            text.append(f"✗ {dev.error}\n", "bold red")
+            continue
+        util = dev.utilization
+        text.append(bar(None if util is None else util / 100, 8), "green")
+        text.append(f" {'-' if util is None else f'{util:3.0f}%'} ")
+        if spark_w:
+            text.append(sparkline(store.gpu_util.get(dev.index, []), spark_w) + " ", "green")
+        frac = (dev.memory_used or 0) / dev.memory_total if dev.memory_total else None
+        text.append(bar(frac, 6), "magenta")
+        text.append(f" {human_bytes(dev.memory_used)}/{human_bytes(dev.memory_total)}")
+        if dev.temperature is not None:
+            text.append(f" {dev.temperature:.0f}°C")
+        if dev.power is not None:
+            text.append(f" {dev.power:.0f}W" + (f"/{dev.power_limit:.0f}" if dev.power_limit else ""))
+        text.append("\n")
+        for gp in dev.processes:
+            row = procs.get(gp.pid)
+            who = f"{row.role}" + (f" {row.actor}" if row and row.actor else "") if row else "not a job process"
+            style = "yellow" if row is None or row.flags else "dim"
+            flags = f" [{','.join(row.flags)}]" if row and row.flags else ""
+            text.append(f"    pid {gp.pid:<7} {human_bytes(gp.used_memory):>7}  {who}{flags}\n", style)
+    if gpus.status != "ok":
+        text.append(f"{gpus.status}: {gpus.reason}\n", "yellow")
+    return text

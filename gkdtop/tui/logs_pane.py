@@ -1,0 +1,126 @@
+"""Logs: the followed files, filtered, with follow / pause, scrollback and the matches highlighted."""
+
+from __future__ import annotations
+
+import re
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import RichLog, Static
+
+from gkdtop.format import clock
+from gkdtop.model import LogLine
+from gkdtop.store import Store
+
+MAX_PER_REFRESH = 400  # in a flood, draw only the newest lines of each refresh
+LEVEL_STYLES = [
+    (re.compile(r"Traceback|ERROR|Error|✗|FATAL|CRITICAL"), "red"),
+    (re.compile(r"WARN"), "yellow"),
+    (re.compile(r"✓|step:\d+ -"), "green"),
+]
+
+
+def render_line(line: LogLine, pattern: re.Pattern[str] | None) -> Text:
+    text = Text(no_wrap=False)
+    text.append(clock(line.time) + " ", "dim")
+    if line.worker or line.pid:
+        text.append(f"({line.worker or 'pid'} {line.pid or ''}) ", "cyan")
+    style = ""
+    for regex, candidate in LEVEL_STYLES:
+        if regex.search(line.text):
+            style = candidate
+            break
+    body = Text(line.text, style=style)
+    if line.truncated:
+        body.append(f" …[+{line.truncated} bytes cut]", "dim italic")
+    if pattern is not None and pattern.pattern:
+        body.highlight_regex(pattern, "reverse")
+    text.append_text(body)
+    return text
+
+
+class LogsPane(Vertical):
+    DEFAULT_CSS = """
+    LogsPane { border: round $primary; height: 2fr; }
+    LogsPane RichLog { height: 1fr; scrollbar-size-vertical: 1; }
+    LogsPane #progress { height: auto; max-height: 3; color: $accent; }
+    """
+    BORDER_TITLE = "4 Logs"
+
+    def __init__(self, filter_text: str, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.filter_text = filter_text
+        self.pattern: re.Pattern[str] | None = re.compile(filter_text) if filter_text else None
+        self.paused = False
+        self.follow = True
+        self._seen = 0
+        self._held = 0  # lines that arrived while paused
+
+    def compose(self) -> ComposeResult:
+        yield RichLog(max_lines=5000, wrap=True, markup=False, auto_scroll=True, min_width=20)
+        yield Static("", id="progress")
+
+    @property
+    def log_view(self) -> RichLog:
+        return self.query_one(RichLog)
+
+    def set_filter(self, filter_text: str, store: Store) -> None:
+        """Apply a new filter to the scrollback too: the history is kept, only the view changes."""
+        self.filter_text = filter_text
+        self.pattern = re.compile(filter_text) if filter_text else None
+        view = self.log_view
+        view.clear()
+        for line in store.matching(self.pattern, limit=2000):
+            view.write(render_line(line, self.pattern))
+        self._seen = store.total_lines
+        self._held = 0
+        self._update_title(store)
+
+    def toggle_pause(self, store: Store) -> None:
+        self.paused = not self.paused
+        if not self.paused:
+            self.refresh_from(store)
+        self._update_title(store)
+
+    def toggle_follow(self, store: Store) -> None:
+        self.follow = not self.follow
+        self.log_view.auto_scroll = self.follow
+        if self.follow:
+            self.log_view.scroll_end(animate=False)
+        self._update_title(store)
+
+    def refresh_from(self, store: Store) -> None:
+        if self.paused:
+            self._held = store.total_lines - self._seen
+            self._update_title(store)
+            return
+        new = store.lines_since(self._seen)
+        self._seen = store.total_lines
+        self._held = 0
+        if new:
+            pattern = self.pattern
+            matched = [ln for ln in new if pattern is None or pattern.search(ln.raw or ln.text)]
+            view = self.log_view
+            if len(matched) > MAX_PER_REFRESH:
+                view.write(Text(f"… {len(matched) - MAX_PER_REFRESH} matching lines skipped (flood)", "dim italic"))
+                matched = matched[-MAX_PER_REFRESH:]
+            for line in matched:
+                view.write(render_line(line, pattern))
+        bars = [ln.text[:200] for ln in store.progress.values()]
+        self.query_one("#progress", Static).update("\n".join(f"⟳ {b}" for b in bars[-3:]))
+        self._update_title(store)
+
+    def _update_title(self, store: Store) -> None:
+        files = store.log_files
+        states: dict[str, int] = {}
+        for f in files:
+            states[f.state] = states.get(f.state, 0) + 1
+        parts = [f"{len(files)} file{'s' if len(files) != 1 else ''}"]
+        parts += [f"{n} {s}" for s, n in sorted(states.items()) if s != "following"]
+        errors = [f for f in files if f.state == "error"]
+        if errors:
+            parts.append(f"{errors[0].path}: {errors[0].error}"[:80])
+        mode = f"PAUSED · {self._held} new" if self.paused else ("follow" if self.follow else "scroll")
+        shown = self.filter_text if len(self.filter_text) < 40 else self.filter_text[:37] + "…"
+        self.border_subtitle = f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts)

@@ -1,0 +1,98 @@
+"""Phases: where the job is, since when, whether that is normal, and what to do if it is not."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import Static
+
+from gkdtop.format import clock, human_duration
+from gkdtop.model import PhaseStatus
+from gkdtop.store import Store
+
+STATE_STYLE = {
+    "running": "bold green",
+    "stalled": "bold white on red",
+    "failed": "bold white on dark_red",
+    "done": "bold cyan",
+    "waiting": "bold yellow",
+}
+TIMING_ORDER = ("gen", "sync_rollout_weights", "wait_prev_gen", "get_teacher_knowledge", "ref", "update_actor", "step")
+
+
+class PhasesPane(Static):
+    DEFAULT_CSS = """
+    PhasesPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
+    PhasesPane.-stalled { border: heavy $error; }
+    PhasesPane.-failed { border: heavy $error; }
+    """
+    BORDER_TITLE = "1 Phases"
+
+    def refresh_from(self, store: Store) -> None:
+        status = store.phase_status()
+        self.set_class(status.state == "stalled", "-stalled")
+        self.set_class(status.state == "failed", "-failed")
+        self.update(render_phases(status, time.time()))
+
+
+def headline(status: PhaseStatus, now: float) -> Text:
+    """One line: the phase, its state and for how long. Also used by the top bar."""
+    text = Text()
+    name = status.current or "no phase yet"
+    text.append(f" {status.state.upper()} ", STATE_STYLE.get(status.state, "bold"))
+    text.append(f" {name}", "bold")
+    if status.state == "stalled":
+        text.append(f" · no progress for {human_duration(status.stalled_for)}", "bold red")
+        if status.expected:
+            text.append(f" · waiting for: {status.expected}", "yellow")
+    elif status.since is not None and status.state != "done":
+        text.append(f" · for {human_duration(now - status.since)}", "dim")
+    return text
+
+
+def render_phases(status: PhaseStatus, now: float) -> Text:
+    text = headline(status, now)
+    text.append("\n")
+    if status.state == "failed" and status.failure:
+        text.append(f"  {status.failure[:300]}\n", "red")
+    if status.hint is not None:
+        for cause in status.hint.causes:
+            text.append("  cause: ", "bold yellow")
+            text.append(cause + "\n")
+        for action in status.hint.actions:
+            text.append("  try:   ", "bold green")
+            text.append(action + "\n")
+    if status.steps_done:
+        text.append(f"steps {status.steps_done}", "bold")
+        if status.step_time is not None:
+            text.append(f" · {status.step_time:.2f} s/step")
+        last = status.last_step
+        if last is not None:
+            text.append(f" · last step:{last.step} at {clock(last.time)}\n")
+            timings = last.timings
+            ordered = [k for k in TIMING_ORDER if k in timings] + sorted(k for k in timings if k not in TIMING_ORDER)
+            if ordered:
+                text.append("  " + "  ".join(f"{k} {timings[k]:.2f}s" for k in ordered) + "\n", "cyan")
+            others = [(k, v) for k, v in last.metrics.items() if not k.startswith("timing_s/")][:6]
+            if others:
+                text.append("  " + "  ".join(f"{k} {v:.4g}" for k, v in others) + "\n", "dim")
+        else:
+            text.append("\n")
+    spans = status.timeline
+    if spans:
+        shown = spans if len(spans) <= 14 else spans[:8] + spans[-6:]
+        width = max(len(s.name) for s in shown)
+        for i, span in enumerate(shown):
+            if len(spans) > 14 and i == 8:
+                text.append(f"  … {len(spans) - 14} more\n", "dim")
+            end = span.end if span.end is not None else now
+            mark = {"done": "✓", "failed": "✗", "running": "▶"}.get(span.status, "·")
+            style = {"failed": "red", "running": "bold"}.get(span.status, "")
+            if span is spans[-1] and status.state == "stalled":
+                mark, style = "⏸", "bold red"
+            text.append(f"  {mark} {span.name:<{width}}  {clock(span.start)}  {human_duration(end - span.start):>7}\n",
+                        style)
+    elif status.current is None:
+        text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
+    return text

@@ -1,0 +1,101 @@
+"""Processes: the job's processes with role, resources and flags, as a sortable table."""
+
+from __future__ import annotations
+
+import time
+
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from gkdtop.format import human_bytes, human_duration
+from gkdtop.model import ProcInfo
+from gkdtop.store import Store
+
+COLUMNS = [("pid", "PID"), ("role", "ROLE"), ("what", "ACTOR / NAME"), ("cpu", "CPU%"), ("rss", "RSS"),
+           ("gpu", "GPU MEM"), ("state", "STATE"), ("age", "AGE"), ("flags", "FLAGS")]
+SORTS = {
+    "cpu": lambda p: -p.cpu_percent,
+    "rss": lambda p: -p.rss,
+    "gpu": lambda p: -(p.gpu_memory or 0),
+    "pid": lambda p: p.pid,
+    "role": lambda p: (p.role, p.pid),
+    "age": lambda p: p.create_time,
+}
+
+
+def cells(p: ProcInfo, now: float) -> dict[str, str]:
+    return {
+        "pid": str(p.pid),
+        "role": p.role,
+        "what": (p.actor or p.name)[:40],
+        "cpu": f"{p.cpu_percent:.0f}",
+        "rss": human_bytes(p.rss),
+        "gpu": human_bytes(p.gpu_memory) if p.gpu_memory is not None else "",
+        "state": p.status,
+        "age": human_duration(now - p.create_time) if p.create_time else "?",
+        "flags": ",".join(p.flags),
+    }
+
+
+def summary(store: Store) -> str:
+    flagged = sum(1 for p in store.processes if p.flags)
+    roles: dict[str, int] = {}
+    for p in store.processes:
+        roles[p.role] = roles.get(p.role, 0) + 1
+    parts = ", ".join(f"{n} {r}" for r, n in sorted(roles.items()))
+    return f"Processes: {len(store.processes)} ({parts})" + (f" · {flagged} flagged" if flagged else "")
+
+
+class ProcsPane(DataTable[str]):
+    DEFAULT_CSS = """
+    ProcsPane { border: round $primary; height: 1fr; }
+    """
+    BORDER_TITLE = "3 Processes"
+    BINDINGS = [Binding("o", "cycle_sort", "Sort")]
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self.sort_key = "role"
+        self._rows: dict[int, dict[str, str]] = {}
+        self._procs: list[ProcInfo] = []
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+        self.border_subtitle = f"sort: {self.sort_key} (o)"
+
+    def refresh_from(self, store: Store) -> None:
+        now = time.time()
+        self._procs = store.processes
+        fresh = {p.pid: cells(p, now) for p in store.processes}
+        with self.app.batch_update():
+            for pid in [pid for pid in self._rows if pid not in fresh]:
+                self.remove_row(str(pid))
+                del self._rows[pid]
+            for pid, row in fresh.items():
+                old = self._rows.get(pid)
+                if old is None:
+                    self.add_row(*(row[k] for k, _ in COLUMNS), key=str(pid))
+                else:
+                    for key, value in row.items():
+                        if old[key] != value:
+                            self.update_cell(str(pid), key, value)
+                self._rows[pid] = row
+            self._apply_sort()
+
+    def _apply_sort(self) -> None:
+        order = {p.pid: i for i, p in enumerate(sorted(self._procs, key=SORTS[self.sort_key]))}
+        self.sort("pid", key=lambda pid: order.get(int(pid), len(order)))
+
+    def action_cycle_sort(self) -> None:
+        keys = list(SORTS)
+        self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
+        self.border_subtitle = f"sort: {self.sort_key} (o)"
+        self._apply_sort()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = str(event.column_key.value)
+        if key in SORTS:
+            self.sort_key = key
+            self.border_subtitle = f"sort: {self.sort_key} (o)"
+            self._apply_sort()
