@@ -165,11 +165,12 @@ class ProcCollector:
             proc = psutil.Process(pid)
             with proc.oneshot():
                 create_time = proc.create_time()
-                argv = proc.cmdline()
                 user = proc.username()
-                if not argv:
+                try:
+                    argv = proc.cmdline() or [proc.name()]
+                except psutil.ZombieProcess:  # exited, not reaped: /proc/PID/cmdline is empty
                     argv = [proc.name()]
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        except psutil.NoSuchProcess:
             return None
         except psutil.AccessDenied:
             argv, user, create_time = [f"[{pid}]"], "?", 0.0

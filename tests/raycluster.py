@@ -1,0 +1,103 @@
+"""A real Ray cluster for tests: `ray start --head` on loopback in its own temp dir, torn down after.
+
+Teardown kills only this cluster's processes (matched by its temp dir, plus their descendants),
+never another Ray on the machine: `ray stop` would stop every cluster of the user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RayCluster:
+    temp_root: Path  # RAY_TMPDIR: Ray uses <it>/ray
+    gcs_port: int
+    dashboard_port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.gcs_port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "RAY_TMPDIR": str(self.temp_root), "RAY_USAGE_STATS_ENABLED": "0"}
+
+    def start(self, num_cpus: int = 2, extra: tuple[str, ...] = ()) -> None:
+        cmd = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs_port}",
+               f"--dashboard-port={self.dashboard_port}", "--dashboard-host=127.0.0.1", f"--num-cpus={num_cpus}",
+               "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *extra]
+        proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
+
+    def processes(self) -> list[psutil.Process]:
+        marker = str(self.temp_root)
+        found: dict[int, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if any(marker in part for part in proc.info["cmdline"] or []):
+                    found[proc.pid] = proc
+                    for child in proc.children(recursive=True):
+                        found[child.pid] = child
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return list(found.values())
+
+    def kill(self, sig_timeout: float = 5.0) -> None:
+        """Stop this cluster only: SIGTERM, then SIGKILL what is left."""
+        procs = self.processes()
+        for proc in procs:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=sig_timeout)
+        for proc in alive:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(alive, timeout=sig_timeout)
+
+    def remove(self) -> None:
+        self.kill()
+        shutil.rmtree(self.temp_root, ignore_errors=True)
+
+
+def new_cluster() -> RayCluster:
+    # Short path: Ray's unix sockets live under it and must stay under the 107-byte limit.
+    root = Path(tempfile.mkdtemp(prefix="gkr", dir="/tmp"))
+    return RayCluster(root, free_port(), free_port())
+
+
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        time.sleep(interval)

@@ -1,0 +1,198 @@
+"""The phase engine on realistic verl/GKD logs, read through the real log follower from real files."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from gkdtop.collectors.logs import LogCollector
+from gkdtop.collectors.phases import PhaseEngine
+from gkdtop.config import Config, builtin_phases, load_config
+from gkdtop.store import Store
+from tests.gkdlog import asctime, ray, startup
+
+
+def write(path: Path, lines: list[str], mtime: float | None = None) -> None:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+def read_into(store: Store, path: Path, backlog: int = 1000) -> None:
+    collector = LogCollector([str(path)], backlog=backlog)
+    try:
+        store.put("logs", collector.collect())
+    finally:
+        collector.close()
+
+
+def config(**overrides: object) -> Config:
+    cfg = Config(phases=builtin_phases())
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+def test_full_startup_timeline_steps_and_timings(tmp_path: Path) -> None:
+    t0 = time.time() - 400
+    lines, last = startup(t0, steps=3, step_s=30.0)
+    log = tmp_path / "train.log"
+    write(log, lines, mtime=last)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status(now=last + 5)
+
+    names = [s.name for s in status.timeline]
+    assert names[:7] == ["config", "dataset generation", "resource pool", "actor init", "rollout init",
+                         "weight sync", "training loop"]
+    spans = {s.name: s for s in status.timeline}
+    # Durations come from the lines' own timestamps, not from when gkdtop read them.
+    assert spans["dataset generation"].duration == pytest.approx(21.0, abs=0.01)
+    assert spans["resource pool"].duration == pytest.approx(5.0, abs=0.01)
+    assert spans["actor init"].status == "done"
+    assert status.current == "training loop"
+    assert status.state == "running"
+    assert status.steps_done == 3
+    assert status.last_step is not None and status.last_step.step == 3
+    assert status.last_step.timings["update_actor"] == pytest.approx(10.5)
+    assert status.last_step.metrics["actor/kl_loss"] == pytest.approx(1 / 3, abs=1e-3)
+    assert status.step_time == pytest.approx(30.0)
+
+
+def test_log_already_silent_at_startup_is_stalled_at_once(tmp_path: Path) -> None:
+    """Opening gkdtop on a job that went quiet ten minutes ago shows STALLED immediately."""
+    t0 = time.time() - 900
+    lines, last = startup(t0, upto="sync")
+    log = tmp_path / "train.log"
+    write(log, lines, mtime=last)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status()
+    assert status.current == "weight sync"
+    assert status.state == "stalled"
+    assert status.stalled_for is not None and status.stalled_for > 600
+    hint = " ".join(status.hint.actions + status.hint.causes) if status.hint else ""
+    # The playbook's wrong tip is corrected, not repeated.
+    assert "NCCL_TIMEOUT is read by nothing" in hint
+    assert "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" in hint
+
+
+def test_lines_without_timestamps_use_file_mtime(tmp_path: Path) -> None:
+    log = tmp_path / "plain.log"
+    write(log, ["Initializing Actor Worker...", "loading shards 1/4"], mtime=time.time() - 3600)
+    store = Store(config(stall_after=60.0))
+    read_into(store, log)
+    status = store.phase_status()
+    assert status.current == "actor init"
+    # actor init allows 600 s; an hour of silence is a stall either way.
+    assert status.state == "stalled"
+    assert status.stalled_for == pytest.approx(3600, abs=30)
+
+
+def test_finished_phase_points_at_the_next_one(tmp_path: Path) -> None:
+    """'✓ Actor Worker initialized' and then silence: the rollout init is what hangs (playbook case C)."""
+    lines, last = startup(time.time() - 2000, upto="actor-done")
+    log = tmp_path / "train.log"
+    write(log, lines, mtime=last)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status()
+    assert status.state == "stalled"
+    assert status.current == "actor init"
+    assert status.expected == "rollout init"
+    assert status.stall_after == 600
+    assert any("gpu_memory_utilization" in a for a in status.hint.actions)
+
+
+def test_tqdm_redraws_with_only_the_clock_moving_are_not_progress() -> None:
+    from gkdtop.model import LogLine
+
+    engine = PhaseEngine(config(stall_after=60.0))
+    t = time.time() - 300
+    engine.feed(LogLine(source="a", text="Starting dataset generation...", seen=t))
+    for i in range(10):  # tqdm keeps redrawing "0 examples" with a new elapsed time
+        engine.feed_progress(LogLine(source="a", text=f"Generating train split: 0 examples [00:{i:02d}, ? examples/s]",
+                                     seen=t + 30 * i, progress=True))
+    status = engine.status(now=t + 300)
+    assert status.current == "dataset generation"
+    assert status.state == "stalled"
+    assert status.last_progress == pytest.approx(t, abs=1)
+    engine.feed_progress(LogLine(source="a", text="Generating train split: 500 examples [04:59, 2 examples/s]",
+                                 seen=t + 299, progress=True))
+    assert engine.status(now=t + 300).state == "running"
+
+
+def test_traceback_fails_the_phase_with_the_exception_line(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 100, upto="rollout")
+    lines += [
+        ray("TaskRunner", 133947, "Traceback (most recent call last):"),
+        ray("TaskRunner", 133947, '  File "verl/trainer/main_ppo.py", line 64, in run'),
+        ray("TaskRunner", 133947, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+    ]
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status()
+    assert status.state == "failed"
+    assert status.current == "rollout init"
+    assert status.failure.startswith("ray.exceptions.ActorDiedError")
+    assert status.timeline[-1].status == "failed"
+
+
+def test_done_when_training_finishes(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 500, steps=2)
+    lines.append(ray("TaskRunner", 133947, f"{asctime(last + 1)} root INFO ✓ Training finished: 2 steps"))
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status(now=time.time() + 10_000)  # long after: still done, never stalled
+    assert status.state == "done"
+    assert status.current == "finished"
+
+
+def test_user_phase_extends_builtins_with_its_own_stall_after(tmp_path: Path) -> None:
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text(
+        "stall_after: 30\n"
+        "phases:\n"
+        "  - name: load checkpoint\n"
+        "    start: 'Loading checkpoint'\n"
+        "    stall_after: 600\n"
+    )
+    cfg = load_config(cfg_file)
+    assert [r.name for r in cfg.phases][:2] == ["load checkpoint", "config"]
+    log = tmp_path / "train.log"
+    write(log, [f"{asctime(time.time() - 120)} Loading checkpoint from /ckpt/global_step_100"])
+    store = Store(cfg)
+    read_into(store, log)
+    status = store.phase_status()
+    assert status.current == "load checkpoint"
+    assert status.state == "running"  # 120 s of silence is fine for a phase allowed 600 s
+    assert status.stall_after == 600
+
+
+def test_live_lines_advance_the_phase(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("")
+    collector = LogCollector([str(log)])
+    store = Store(config())
+    try:
+        store.put("logs", collector.collect())
+        with log.open("a") as fh:
+            fh.write(ray("TaskRunner", 1, "Creating ResourcePool...") + "\n")
+        store.put("logs", collector.collect())
+        assert store.phase_status().current == "resource pool"
+        with log.open("a") as fh:
+            fh.write(ray("TaskRunner", 1, "Initializing Actor Worker...") + "\n")
+        store.put("logs", collector.collect())
+        status = store.phase_status()
+        assert status.current == "actor init"
+        assert [s.name for s in status.timeline] == ["resource pool", "actor init"]
+        assert status.state == "running"
+    finally:
+        collector.close()

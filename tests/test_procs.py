@@ -1,0 +1,154 @@
+"""The process collector against real processes: roles, flags, GPU holders, and processes that vanish."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from gkdtop.collectors.procs import ProcCollector, classify, display_name
+from gkdtop.config import DRIVER_PATTERNS
+from tests.raycluster import wait_for
+
+
+def spawn_titled(title: str, seconds: int = 60) -> subprocess.Popen[bytes]:
+    """A real process whose argv[0] is `title`, the way Ray and vLLM set their process titles."""
+    return subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep {seconds}"])
+
+
+def rows_by_pid(collector: ProcCollector) -> dict[int, object]:
+    return {r.pid: r for r in collector.collect()}
+
+
+@pytest.mark.parametrize(
+    ("title", "cmdline", "role", "actor"),
+    [
+        ("ray::WorkerDict.actor_rollout_update_actor", "ray::WorkerDict.actor_rollout_update_actor", "actor", "WorkerDict"),
+        ("ray::TaskRunner.run", "ray::TaskRunner.run", "driver", "TaskRunner"),
+        ("ray::vLLMRolloutWorker", "ray::vLLMRolloutWorker", "rollout", "vLLMRolloutWorker"),
+        ("ray::TeacherWorker.score", "ray::TeacherWorker.score", "teacher", "TeacherWorker"),
+        ("ray::IDLE", "ray::IDLE", "ray-worker", ""),
+        ("ray::DashboardAgent", "ray::DashboardAgent", "ray-daemon", ""),
+        ("/x/raylet", "/x/raylet --raylet_socket_name=/tmp/ray/session_x/sockets/raylet", "ray-daemon", ""),
+        ("VLLM::EngineCore", "VLLM::EngineCore", "engine", ""),
+        ("python3", "python3 -m verl.trainer.main_ppo trainer.nnodes=1", "driver", ""),
+        ("python", "python main_gkd.py --config x", "driver", ""),
+        ("bash", "bash", None, ""),
+    ],
+)
+def test_classify(title: str, cmdline: str, role: str | None, actor: str) -> None:
+    import re
+
+    assert classify(title, cmdline, re.compile("|".join(DRIVER_PATTERNS))) == (role, actor)
+
+
+def test_display_name() -> None:
+    assert display_name("/usr/bin/python3 -u /x/ray/_private/log_monitor.py --a") == "log_monitor.py"
+    assert display_name("python -m verl.trainer.main_ppo a=b") == "python -m verl.trainer.main_ppo"
+    assert display_name("/opt/ray/raylet --x") == "raylet"
+
+
+def test_real_processes_roles_and_flags() -> None:
+    worker = spawn_titled("ray::WorkerDict.init_model")
+    engine = spawn_titled("VLLM::EngineCore")
+    # A driver with a child, and a second child that exits unreaped (a real zombie).
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen(['sleep', '60'])\n"
+        "subprocess.Popen(['true'])\n"
+        "time.sleep(60)\n"), "main_gkd"])
+    try:
+        collector = ProcCollector(DRIVER_PATTERNS, interval=0.1)
+
+        def ready() -> dict[int, object] | None:
+            rows = rows_by_pid(collector)
+            kids = psutil.Process(driver.pid).children()
+            zombies = [k for k in kids if k.status() == psutil.STATUS_ZOMBIE]
+            return rows if len(kids) == 2 and zombies and all(k.pid in rows for k in kids) else None
+
+        rows = wait_for(ready, timeout=20, interval=0.2)
+        assert rows[worker.pid].role == "actor"
+        assert rows[worker.pid].actor == "WorkerDict"
+        # Its parent is not a raylet: a Ray worker without its raylet is flagged.
+        assert "orphaned" in rows[worker.pid].flags
+        assert rows[engine.pid].role == "engine"
+        assert rows[driver.pid].role == "driver"
+        kids = {k.pid: k for k in psutil.Process(driver.pid).children()}
+        states = {rows[pid].status: rows[pid] for pid in kids}
+        assert states["zombie"].flags == ["zombie"]
+        assert states["zombie"].role == "worker"
+        assert states["sleeping"].role == "worker"
+        # CPU is measured between two collections; RSS and age are real.
+        row = rows_by_pid(collector)[driver.pid]
+        assert row.rss > 1_000_000
+        assert 0 <= time.time() - row.create_time < 60
+    finally:
+        for proc in (worker, engine, driver):
+            for child in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
+                child.kill()
+            proc.kill()
+            proc.wait()
+
+
+def test_engine_whose_parent_died_is_orphaned() -> None:
+    # bash starts the engine in the background and exits: the engine is re-parented.
+    out = subprocess.run(["bash", "-c", "(exec -a 'VLLM::Worker_TP1' sleep 60) >/dev/null 2>&1 & echo $!"],
+                         capture_output=True, text=True, check=True)
+    pid = int(out.stdout.strip())
+    try:
+        row = wait_for(lambda: rows_by_pid(ProcCollector()).get(pid), timeout=10)
+        assert row.role == "engine"
+        assert "orphaned" in row.flags
+    finally:
+        psutil.Process(pid).kill()
+
+
+def test_gpu_holders_and_root_pids_join_the_job() -> None:
+    plain = subprocess.Popen(["sleep", "60"])
+    rooted = subprocess.Popen(["sleep", "61"])
+    try:
+        collector = ProcCollector(root_pids=[rooted.pid], gpu_pids=lambda: {plain.pid})
+        rows = rows_by_pid(collector)
+        assert rows[plain.pid].role == "gpu-holder"
+        assert rows[rooted.pid].role == "driver"
+    finally:
+        for p in (plain, rooted):
+            p.kill()
+            p.wait()
+
+
+def test_processes_vanishing_mid_read_are_skipped_silently() -> None:
+    """A storm of short-lived job processes while collecting: no exception, no ghost rows."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        while not stop.is_set():
+            p = subprocess.Popen(["bash", "-c", "exec -a 'ray::Churn' sleep 0.01"])
+            p.wait()
+
+    threads = [threading.Thread(target=churn) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        collector = ProcCollector(DRIVER_PATTERNS)
+        for _ in range(40):
+            rows = collector.collect()
+            for row in rows:
+                assert row.pid > 0
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert all(psutil.pid_exists(r.pid) or r.status == "zombie" or r.actor == "Churn" for r in collector.collect())
+
+
+def test_real_ray_cluster_processes(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    rows = ProcCollector(DRIVER_PATTERNS).collect()
+    daemons = [r for r in rows if r.role == "ray-daemon" and str(ray_cluster.temp_root) in r.cmdline]
+    names = {r.name for r in daemons}
+    assert {"raylet", "gcs_server"} <= names
+    assert not any("stale-session" in r.flags for r in daemons)

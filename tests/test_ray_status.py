@@ -1,0 +1,96 @@
+"""The one-line Ray status against a real local cluster, and when there is none."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gkdtop.collectors.ray import RayCollector, ray_line, resolve_dashboard
+from tests.raycluster import free_port, wait_for
+
+
+def test_connected_to_the_newest_session(ray_cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_cluster.temp_root))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    url, _, session = resolve_dashboard(None)
+    assert url == ray_cluster.dashboard
+    assert session.startswith("session_")
+    collector = RayCollector()
+    # Right after `ray start` the autoscaler may not have reported resources yet.
+    state = wait_for(lambda: (s := collector.collect()).resources_total and s, timeout=30)
+    assert state.status == "connected", state.reason
+    assert state.resources_total["CPU"] == 2.0
+    assert state.nodes_alive == 1
+    assert ray_line(state).startswith("Ray: 1 node | CPU ")
+
+
+def test_explicit_dashboard_address(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    state = RayCollector(address=ray_cluster.dashboard).collect()
+    assert state.status == "connected"
+
+
+def test_pending_gpu_demand_is_said_in_one_line(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """An actor asks for a GPU the cluster lacks: the status line names the demand."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import ray, time\n"
+            f"ray.init(address='{ray_cluster.address}', log_to_driver=False)\n"
+            "@ray.remote(num_gpus=1)\n"
+            "class NeedsGpu:\n"
+            "    def ping(self): return 1\n"
+            "a = NeedsGpu.remote()\n"
+            "print('submitted', flush=True)\n"
+            "time.sleep(120)\n")],
+        env=ray_cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert driver.stdout is not None and "submitted" in driver.stdout.readline()
+        collector = RayCollector(address=ray_cluster.dashboard)
+        state = wait_for(lambda: (s := collector.collect()).pending and s, timeout=60, interval=1)
+        assert {"GPU": 1.0}.items() <= state.pending[0].items()
+        line = ray_line(state)
+        assert "PENDING 1" in line and "'GPU': 1.0" in line and "cannot be scheduled" in line
+    finally:
+        driver.kill()
+        driver.wait()
+
+
+def test_nothing_listening_returns_quickly_and_starts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no session here
+    before = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
+    port = free_port()
+    started = time.monotonic()
+    state = RayCollector(address=f"127.0.0.1:{port}").collect()
+    assert time.monotonic() - started < 5
+    assert state.status == "not connected"
+    assert f"127.0.0.1:{port}" not in state.reason or "no answer" in state.reason
+    after = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
+    assert after <= before
+
+
+def test_no_session_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    state = RayCollector().collect()
+    assert state.status == "not connected"
+    assert state.reason == "no Ray session found on this node"
+    assert ray_line(state) == "Ray: not connected: no Ray session found on this node"
+
+
+def test_session_left_by_a_dead_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crashed run leaves /tmp/ray/session_latest behind: the status says nobody answers there."""
+    session = tmp_path / "ray" / "session_2026-01-01_00-00-00_000000_1"
+    (session / "logs").mkdir(parents=True)
+    port = free_port()
+    (session / "logs" / "dashboard.log").write_text(f"INFO -- Dashboard head http address: 127.0.0.1:{port}\n")
+    (tmp_path / "ray" / "session_latest").symlink_to(session)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    state = RayCollector().collect()
+    assert state.status == "not connected"
+    assert f"http://127.0.0.1:{port}" in state.reason
