@@ -11,7 +11,8 @@ import sys
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", action="append", default=[], metavar="PATH",
-                        help="log file or glob to follow (repeatable); default: ./train.log and the newest Ray session's logs")
+                        help="log file or glob to follow (repeatable); "
+                        "default: ./train.log and the newest Ray session's logs")
     parser.add_argument("--config", metavar="FILE", help="YAML config (default: $XDG_CONFIG_HOME/gkdtop/config.yaml)")
     parser.add_argument("--stall-after", type=float, metavar="SECONDS",
                         help="seconds without progress before a phase is STALLED (default 120)")
@@ -119,7 +120,7 @@ def demo(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-de
     run = start_demo(opts)
     print(f"gkdtop demo: run directory {run.run_dir}, log {run.log_path}", file=sys.stderr)
     try:
-        args.log = [str(run.log_path)] + list(args.log)
+        args.log = [str(run.log_path), *list(args.log)]
         os.environ.setdefault("GKDTOP_DEMO", "1")
         dashboard(args, config, root_pids=(run.pid,))
     finally:

@@ -6,8 +6,10 @@ Used by the TUI (run until quit), by `snapshot` (collect once, or for a duration
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from gkdtop.collectors.base import Collector, one_line, run_forever
 from gkdtop.collectors.ray import ray_temp_dir
@@ -73,10 +75,8 @@ class Monitor:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         for collector in self.collectors:
-            try:
+            with contextlib.suppress(Exception):
                 collector.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
-                pass
 
     async def collect_once(self, timeout: float = 10.0) -> None:
         """Each collector once; GPUs before processes so GPU holders join the process list."""
@@ -86,7 +86,7 @@ class Monitor:
                 result = await asyncio.wait_for(asyncio.to_thread(collector.collect), timeout)
             except asyncio.TimeoutError:
                 self.store.fail(collector.name, f"no answer after {timeout:.0f}s (hung)", 0)
-            except Exception as exc:  # noqa: BLE001 - a failing source is reported, not fatal
+            except Exception as exc:
                 self.store.fail(collector.name, one_line(exc), 0)
             else:
                 self.store.put(collector.name, result)

@@ -6,6 +6,7 @@ never another Ray on the machine: `ray stop` would stop every cluster of the use
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -69,16 +70,12 @@ class RayCluster:
         """Stop this cluster only: SIGTERM, then SIGKILL what is left."""
         procs = self.processes()
         for proc in procs:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.terminate()
-            except psutil.NoSuchProcess:
-                pass
         _, alive = psutil.wait_procs(procs, timeout=sig_timeout)
         for proc in alive:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
         psutil.wait_procs(alive, timeout=sig_timeout)
 
     def remove(self) -> None:

@@ -27,7 +27,7 @@ def rows_by_pid(collector: ProcCollector) -> dict[int, object]:
 @pytest.mark.parametrize(
     ("title", "cmdline", "role", "actor"),
     [
-        ("ray::WorkerDict.actor_rollout_update_actor", "ray::WorkerDict.actor_rollout_update_actor", "actor", "WorkerDict"),
+        ("ray::WorkerDict.update_actor", "ray::WorkerDict.update_actor", "actor", "WorkerDict"),
         ("ray::TaskRunner.run", "ray::TaskRunner.run", "driver", "TaskRunner"),
         ("ray::vLLMRolloutWorker", "ray::vLLMRolloutWorker", "rollout", "vLLMRolloutWorker"),
         ("ray::TeacherWorker.score", "ray::TeacherWorker.score", "teacher", "TeacherWorker"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 
 class Collector(Protocol):
@@ -61,7 +62,7 @@ async def run_forever(
             on_error(f"no answer after {timeout:.0f}s (hung); retrying", delay)
             await asyncio.sleep(delay)
             continue
-        except Exception as exc:  # noqa: BLE001 - any failure of a source is shown, never fatal
+        except Exception as exc:
             pending = None
             failures += 1
             delay = min(MAX_BACKOFF, collector.interval * 2**failures)

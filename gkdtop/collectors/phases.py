@@ -123,7 +123,11 @@ class PhaseEngine:
             span.end, span.status = t, "done"
 
     def _done(self, rule: PhaseRule, t: float) -> None:
-        if self.current is not rule or not self.timeline or self.timeline[-1].end is not None:
+        last = self.timeline[-1] if self.timeline else None
+        if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
+            last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
+            return
+        if self.current is not rule or last is None or last.end is not None:
             # The start line was missed (or came before the backlog): record the phase at this point.
             self._close_current(t)
             self.current = rule

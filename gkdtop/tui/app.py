@@ -12,6 +12,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from gkdtop.config import Config
+from gkdtop.format import clock
 from gkdtop.monitor import Monitor
 from gkdtop.tui import gpu_pane, procs_pane
 from gkdtop.tui.filter_screen import FilterScreen
@@ -44,7 +45,7 @@ class GkdtopApp(App[None]):
     .-compact ProcsPane { display: none; }
     .-compact #upper { height: 2fr; }
     .-compact LogsPane { height: 3fr; }
-    .-maximized { display: block; }
+    .-compact GpuPane.-maximized, .-compact ProcsPane.-maximized { display: block; }
     """
     BINDINGS = [
         Binding("q", "quit", "Quit"),
@@ -109,7 +110,7 @@ class GkdtopApp(App[None]):
         store = self.store
         status = store.phase_status()
         top = headline(status, time.time())
-        top.append(f"   {time.strftime('%H:%M:%S')}", "dim")
+        top.append(f"   {clock(time.time())}", "dim")
         self.query_one(TopBar).update(top)
         # Phases age by the clock even when nothing arrives, so they always redraw; the rest only
         # when the store changed.

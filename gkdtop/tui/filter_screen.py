@@ -26,7 +26,7 @@ class FilterScreen(ModalScreen[str | None]):
         self.presets = presets
 
     def compose(self) -> ComposeResult:
-        names = ", ".join(sorted(self.presets) + ["all"])
+        names = ", ".join([*sorted(self.presets), "all"])
         with Vertical():
             yield Static(f"Filter (regular expression, or a preset: {names}). Enter applies, Escape cancels.")
             yield Input(value=self.current, id="filter")

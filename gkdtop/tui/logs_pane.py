@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -123,4 +124,4 @@ class LogsPane(Vertical):
             parts.append(f"{errors[0].path}: {errors[0].error}"[:80])
         mode = f"PAUSED · {self._held} new" if self.paused else ("follow" if self.follow else "scroll")
         shown = self.filter_text if len(self.filter_text) < 40 else self.filter_text[:37] + "…"
-        self.border_subtitle = f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts)
+        self.border_subtitle = escape(f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts))

@@ -1,0 +1,64 @@
+"""First frame of `gkdtop` vs a bare Textual app, both started in a real tmux and timed the same way.
+
+Usage: .venv/bin/python bench/first_frame.py [--runs N]
+Time is from `tmux new-session` until the app's own text is on the screen (polled every 5 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.tmux import Tmux
+
+BARE = (
+    "from textual.app import App\n"
+    "from textual.widgets import Footer, Static\n"
+    "class Bare(App):\n"
+    "    BINDINGS = [('q', 'quit', 'Quit')]\n"
+    "    def compose(self):\n"
+    "        yield Static('BARE-READY')\n"
+    "        yield Footer()\n"
+    "Bare().run()\n"
+)
+
+
+def time_to_text(command: list[str], text: str, env: dict[str, str]) -> float:
+    tmux = Tmux(width=120, height=40)
+    try:
+        started = time.perf_counter()
+        tmux.start(command, env=env)
+        while text not in tmux.screen():
+            if time.perf_counter() - started > 30:
+                raise TimeoutError(f"{text!r} never appeared:\n{tmux.screen()}")
+            time.sleep(0.005)
+        return time.perf_counter() - started
+    finally:
+        tmux.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    bindir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "train.log"
+        log.write_text("Initializing Actor Worker...\n")
+        env = {"XDG_CONFIG_HOME": tmp, "RAY_TMPDIR": tmp}
+        bare, ours = [], []
+        for _ in range(args.runs):
+            bare.append(time_to_text([str(bindir / "python"), "-c", BARE], "BARE-READY", env))
+            ours.append(time_to_text([str(bindir / "gkdtop"), "--log", str(log)], "4 Logs", env))
+    b, o = statistics.median(bare), statistics.median(ours)
+    print(f"first frame: gkdtop {o * 1000:.0f} ms, bare Textual app {b * 1000:.0f} ms, "
+          f"ratio {o / b:.2f} (median of {args.runs})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""CPU of a running `gkdtop` following an idle log, with ~200 processes on the machine.
+
+Usage: .venv/bin/python bench/idle_cpu.py [--seconds S] [--procs N]
+Runs gkdtop in a real tmux at the default refresh, lets it warm up, then reads the CPU time the
+gkdtop process used over S seconds (psutil), as percent of one core. 20% of the extra processes
+carry Ray worker titles and 10% vLLM titles, so they are job processes gkdtop tracks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.tmux import Tmux
+
+
+def spawn(n: int) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for i in range(n):
+        title = "ray::WorkerDict" if i % 5 == 0 else ("VLLM::Worker_TP0" if i % 10 == 1 else "sleep")
+        procs.append(subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 600"]))
+    return procs
+
+
+def gkdtop_process(tmux: Tmux) -> psutil.Process:
+    shell = psutil.Process(tmux.pane_pid())
+    for child in shell.children(recursive=True):
+        if "gkdtop" in " ".join(child.cmdline()):
+            return child
+    raise RuntimeError("gkdtop is not running in the pane")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--procs", type=int, default=200)
+    args = parser.parse_args()
+    extra = spawn(max(0, args.procs - len(psutil.pids())))
+    tmux = Tmux(width=160, height=50)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "train.log"
+            log.write_text("Initializing Actor Worker...\n" * 50)
+            tmux.start([str(Path(sys.executable).with_name("gkdtop")), "--log", str(log)],
+                       env={"XDG_CONFIG_HOME": tmp, "RAY_TMPDIR": tmp})
+            tmux.wait_for("4 Logs", timeout=30)
+            proc = gkdtop_process(tmux)
+            time.sleep(5)  # warm-up: first scans read every command line once
+            before = proc.cpu_times()
+            time.sleep(args.seconds)
+            after = proc.cpu_times()
+            used = (after.user - before.user) + (after.system - before.system)
+            print(f"idle CPU: {100 * used / args.seconds:.2f}% of one core over {args.seconds:.0f} s, "
+                  f"{len(psutil.pids())} processes on the machine, rss {proc.memory_info().rss / 2**20:.0f} MiB")
+    finally:
+        tmux.kill()
+        for p in extra:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":
+    main()

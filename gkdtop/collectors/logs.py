@@ -1,0 +1,564 @@
+"""Follow log files like `tail -F`, and turn their bytes into clean, parsed `LogLine`s.
+
+Training jobs write logs that are hostile to naive readers: ANSI colour, tqdm's `\\r` rewrites,
+multi-megabyte lines, junk bytes, logrotate, copytruncate, files that appear minutes after the
+job starts. The follower survives all of that, and reads in bounded chunks so one flooding file
+never stalls a poll; the decoding is done on whole chunks (one C-level pass each for decode, ANSI
+strip and split) so the per-line Python work is only the cheap prefix / timestamp parse.
+"""
+
+from __future__ import annotations
+
+import calendar
+import glob
+import io
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, field
+
+from gkdtop.model import LogFileState, LogLine
+
+READ_LIMIT = 4 << 20  # bytes read per file per collect(): a flood is spread over polls
+GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
+BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
+BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
+
+# --- cleaning ------------------------------------------------------------------------------------
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks; never across a newline, so an unterminated
+# one can't eat the following lines), two-byte and charset escapes, then every other C0 / C1
+# control character except tab, and the \n / \r that the splitter handles.
+_CLEAN_PATTERN = (
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[()*+][0-~]"
+    r"|\x1b[@-Z\\-_]"
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+_CLEAN_RE = re.compile(_CLEAN_PATTERN)
+# The same characters, looked for in raw bytes: when none are there (the common case) the
+# substitution pass is skipped. C1 controls arrive as \xc2\x80-\x9f in UTF-8.
+_DIRTY_BYTES_RE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without ANSI escapes (CSI, OSC, ...) and control characters; keeps tab, \\n and \\r."""
+    return _CLEAN_RE.sub("", text)
+
+
+def _last_segment(text: str) -> str:
+    """What a terminal would show for a `\\r`-rewritten line: its last non-blank segment."""
+    parts = text.split("\r")
+    for part in reversed(parts):
+        if part.strip():
+            return part
+    return ""
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+# `(WorkerDict pid=1234, ip=10.0.0.1) `, `(TaskRunner pid=133947) `, `(pid=42) `.
+_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\) ?")
+_REPEAT_RE = re.compile(r" \[repeated (\d+)x across cluster\]")
+
+# ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, each optionally in brackets.
+_DATE_RE = re.compile(
+    r"\[?(\d{4})[-/](\d\d)[-/](\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+)
+# glog `I1122 10:00:00.123456 ...` and vLLM `INFO 01-11 10:00:05 ...`: no year.
+_GLOG_RE = re.compile(r"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?!\d)")
+_VLLM_RE = re.compile(
+    r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+)
+_TS_FIRST = frozenset("0123456789[IWEFDC")
+_GLOG_FIRST = frozenset("IWEF")
+_VLLM_FIRST = frozenset("IWEDC")
+
+# Epoch seconds of each minute seen, keyed by its text: a flood of lines from the same minute
+# costs one regex match and a dict lookup each, not a calendar conversion.
+_minute_cache: dict[str, float | None] = {}
+
+
+def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str | None) -> float | None:
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59):
+        return None
+    try:
+        if tz is None:  # naive: local time, DST included
+            return time.mktime((year, month, day, hour, minute, 0, 0, 0, -1))
+        base = calendar.timegm((year, month, day, hour, minute, 0, 0, 0, 0))
+    except (OverflowError, ValueError):
+        return None
+    if tz == "Z":
+        return float(base)
+    sign = -1 if tz[0] == "+" else 1
+    digits = tz[1:].replace(":", "")
+    return float(base + sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60))
+
+
+def _yearless_minute(month: int, day: int, hour: int, minute: int) -> float | None:
+    """glog / vLLM give no year: this year, unless that is more than a day ahead (then last year)."""
+    now = time.time()
+    year = time.localtime(now).tm_year
+    base = _minute_epoch(year, month, day, hour, minute, None)
+    if base is not None and base > now + 86400:
+        base = _minute_epoch(year - 1, month, day, hour, minute, None)
+    return base
+
+
+def _with_seconds(base: float | None, sec: str, frac: str | None) -> float | None:
+    if base is None:
+        return None
+    seconds = int(sec)
+    if seconds > 60:
+        return None
+    return base + seconds + (float("0." + frac) if frac else 0.0)
+
+
+def parse_timestamp(text: str) -> float | None:
+    """Epoch seconds of a timestamp at the very start of `text` (see the module doc), else None."""
+    first = text[:1]
+    if first not in _TS_FIRST:
+        return None
+    if first in _GLOG_FIRST and (m := _GLOG_RE.match(text)) is not None:
+        key = "g" + text[1:10]
+        base = _minute_cache.get(key, 0.0)
+        if base == 0.0:
+            g = m.groups()
+            base = _cache_put(key, _yearless_minute(int(g[0]), int(g[1]), int(g[2]), int(g[3])))
+        return _with_seconds(base, m.group(5), m.group(6))
+    if first in _VLLM_FIRST:
+        if (m := _VLLM_RE.match(text)) is None:
+            return None
+        g = m.groups()
+        key = "v" + "".join(g[:4])
+        base = _minute_cache.get(key, 0.0)
+        if base == 0.0:
+            base = _cache_put(key, _yearless_minute(int(g[0]), int(g[1]), int(g[2]), int(g[3])))
+        return _with_seconds(base, g[4], g[5])
+    if (m := _DATE_RE.match(text)) is None:
+        return None
+    tz = m.group(8)
+    start = m.start(1)
+    key = text[start : start + 16] + (tz or "")
+    base = _minute_cache.get(key, 0.0)
+    if base == 0.0:
+        g = m.groups()
+        base = _cache_put(key, _minute_epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), tz))
+    return _with_seconds(base, m.group(6), m.group(7))
+
+
+def _cache_put(key: str, value: float | None) -> float | None:
+    if len(_minute_cache) > 4096:
+        _minute_cache.clear()
+    _minute_cache[key] = value
+    return value
+
+
+def repeat_count(text: str) -> int:
+    """N from Ray's ` [repeated Nx across cluster]` dedup suffix (kept in the text), else 1."""
+    if "[repeated " not in text:
+        return 1
+    m = _REPEAT_RE.search(text)
+    return int(m.group(1)) if m else 1
+
+
+def parse_line(raw: str, source: str, seen: float) -> LogLine:
+    """One cleaned line (no ANSI, no \\r / \\n) into a LogLine: Ray prefix split off, timestamp read."""
+    text = raw
+    worker = ip = ""
+    pid = None
+    if raw[:1] == "(" and (m := _RAY_RE.match(raw)) is not None:
+        worker = m.group(1) or ""
+        pid = int(m.group(2))
+        ip = m.group(3) or ""
+        text = raw[m.end() :]
+    ts = parse_timestamp(text) if text[:1] in _TS_FIRST else None
+    return LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw)
+
+
+# --- following -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LogBatch:
+    """What one collect() found: new complete lines, unfinished-bar updates, and every file's state."""
+
+    lines: list[LogLine] = field(default_factory=list)
+    progress: dict[str, LogLine] = field(default_factory=dict)  # source -> latest `\r` state
+    files: list[LogFileState] = field(default_factory=list)
+
+
+class _Follower:
+    """One followed path: its open handle, read position and unfinished last line."""
+
+    def __init__(self, path: str, max_line: int, at_start_up: bool) -> None:
+        self.path = path
+        self.max_line = max_line
+        # The unfinished line is kept in bytes up to this much: enough for max_line characters of
+        # any UTF-8 plus some ANSI; what lies beyond is only counted.
+        self.cap = max(max_line * 4, 4096)
+        self.backlog_pending = at_start_up  # existing content: start from its last lines
+        self.fh: io.FileIO | None = None
+        self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the open handle
+        self.pos = 0
+        self.partial = b""  # the unfinished last line, bounded by self.cap
+        self.over = 0  # bytes of the unfinished line dropped past the cap
+        self.shown = ""  # the progress text last reported for the unfinished line
+        self.opened_once = False
+        self.state = LogFileState(path, "waiting")
+
+    # --- polling -------------------------------------------------------------------------------
+
+    def poll(self, out: list[LogLine], progress: dict[str, LogLine], backlog: int) -> None:
+        """Read what's new (at most READ_LIMIT bytes); lines go to `out`, a changed bar to `progress`."""
+        st = self.state
+        try:
+            info = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            self.backlog_pending = False  # when it appears, all of it is new
+            self._gone(out)
+            st.state = "deleted" if self.opened_once else "waiting"
+            st.error = ""
+            return
+        except OSError as exc:
+            self._error(out, exc)
+            return
+        st.size = info.st_size
+        st.mtime = info.st_mtime
+        if not stat.S_ISREG(info.st_mode):
+            self._gone(out)
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            st.state, st.error = "error", f"{kind}: {self.path}"
+            return
+        ident = (info.st_dev, info.st_ino)
+        if self.fh is not None and ident == self.ident and info.st_size == self.pos:
+            st.state, st.error = "following", ""
+            return  # the idle case: one stat, nothing else
+        budget = READ_LIMIT
+        try:
+            if self.fh is not None:
+                if ident != self.ident:
+                    # Rotated, or deleted and re-created: finish the old file (we hold it open, so
+                    # its inode number can't have been reused), then read the new one from its start.
+                    budget -= self._drain(out)
+                    if self.fh is not None:
+                        return  # more left in the old file: next poll
+                    st.rotations += 1
+                elif info.st_size < self.pos:  # copytruncate
+                    self._flush(out)
+                    self.fh.seek(0)
+                    self.pos = 0
+                    st.truncations += 1
+            if self.fh is None:
+                self._open(out, backlog)
+            st.state, st.error = "following", ""
+            if budget > 0 and info.st_size > self.pos:
+                self._read(min(budget, info.st_size - self.pos), out, progress)
+        except OSError as exc:
+            self._error(out, exc)
+
+    def _open(self, out: list[LogLine], backlog: int) -> None:
+        fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 - held open across polls, closed in close()
+        try:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise IsADirectoryError(f"not a regular file: {self.path}")
+        except BaseException:
+            fh.close()
+            raise
+        ident = (info.st_dev, info.st_ino)
+        reopen = self.ident == ident and self.pos <= info.st_size
+        self.fh = fh
+        self.ident = ident
+        self.opened_once = True
+        if reopen:  # the same file after a read error: go on where we were
+            fh.seek(self.pos)
+        elif self.backlog_pending:
+            self._backlog(info.st_size, info.st_mtime, out, backlog)
+        else:
+            self.pos = 0
+        self.backlog_pending = False
+
+    def _backlog(self, size: int, mtime: float, out: list[LogLine], backlog: int) -> None:
+        """The last `backlog` lines of the existing content, read from the end, marked as backlog."""
+        assert self.fh is not None
+        start = size
+        newlines = 0
+        blocks: list[bytes] = []
+        while start > 0 and newlines <= backlog and size - start < BACKLOG_LIMIT:
+            step = min(BACKLOG_BLOCK, start)
+            start -= step
+            self.fh.seek(start)
+            block = self.fh.read(step) or b""
+            blocks.append(block)
+            newlines += block.count(b"\n")
+        data = b"".join(reversed(blocks))
+        self.fh.seek(start + len(data))
+        self.pos = start + len(data)
+        if start > 0:  # we began inside a line: drop its tail end
+            cut = data.find(b"\n")
+            if cut < 0:
+                self.over = len(data)  # inside a giant line: the rest of it is counted, not kept
+                return
+            data = data[cut + 1 :]
+        if backlog <= 0:  # no lines wanted: only the unfinished last one, to complete later
+            self._extend(data[data.rfind(b"\n") + 1 :])
+            return
+        lines: list[LogLine] = []
+        self._feed(data, mtime, lines, None)
+        kept = lines[-backlog:]
+        for line in kept:
+            line.backlog = True
+        out.extend(kept)
+        self.state.lines -= len(lines) - len(kept)  # count only what was delivered
+
+    def _read(self, limit: int, out: list[LogLine], progress: dict[str, LogLine]) -> None:
+        assert self.fh is not None
+        data = self.fh.read(limit) or b""
+        if data:
+            self.pos += len(data)
+            self._feed(data, time.time(), out, progress)
+
+    def _drain(self, out: list[LogLine]) -> int:
+        """Read the old handle of a rotated / deleted file towards its end; close it at the end."""
+        assert self.fh is not None
+        left = os.fstat(self.fh.fileno()).st_size - self.pos
+        data = self.fh.read(min(max(left, 0), READ_LIMIT)) if left > 0 else b""
+        data = data or b""
+        self.pos += len(data)
+        if data:
+            self._feed(data, time.time(), out, None)
+        if left <= READ_LIMIT:
+            self._flush(out)
+            self._close()
+            self.ident, self.pos = None, 0
+        return len(data)
+
+    def _gone(self, out: list[LogLine]) -> None:
+        """The path names nothing readable now: drain the old handle; keep it while it's only renamed."""
+        if self.fh is None:
+            return
+        try:
+            if os.fstat(self.fh.fileno()).st_nlink > 0:
+                # logrotate moved it away: its writer may still append, so keep reading it until a
+                # new file takes the path.
+                left = os.fstat(self.fh.fileno()).st_size - self.pos
+                if left > 0:
+                    data = self.fh.read(min(left, READ_LIMIT)) or b""
+                    self.pos += len(data)
+                    self._feed(data, time.time(), out, None)
+            else:
+                self._drain(out)
+        except OSError:
+            self._flush(out)
+            self._close()
+            self.ident, self.pos = None, 0
+
+    def _error(self, out: list[LogLine], exc: OSError) -> None:
+        self._flush(out)
+        self._close()  # ident and pos stay: a reopen of the same file goes on where it was
+        reason = exc.strerror or type(exc).__name__
+        self.state.state = "error"
+        self.state.error = f"{reason}: {exc.filename or self.path}"
+
+    def _close(self) -> None:
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            finally:
+                self.fh = None
+
+    # --- bytes to lines ------------------------------------------------------------------------
+
+    def _feed(
+        self, data: bytes, seen: float, out: list[LogLine], progress: dict[str, LogLine] | None
+    ) -> None:
+        """Split a chunk: finish the pending line, bulk-convert the complete ones, keep the rest."""
+        last = data.rfind(b"\n")
+        if last < 0:
+            self._extend(data)
+        else:
+            start = 0
+            if self.partial or self.over:
+                first = data.find(b"\n")
+                out.append(self._finish(data[:first], seen))
+                start = first + 1
+            if start <= last:
+                self._bulk(data[start:last], seen, out)
+            self.partial = b""
+            self.over = 0
+            self.shown = ""
+            if last + 1 < len(data):
+                self._extend(data[last + 1 :])
+        if progress is not None and self.partial and b"\r" in self.partial[:-1]:
+            line = self._progress_line(seen)
+            if line is not None:
+                progress[self.path] = line
+
+    def _bulk(self, data: bytes, seen: float, out: list[LogLine]) -> None:
+        """Complete lines (`data` without its final newline): one decode, one clean, one split."""
+        text = data.decode("utf-8", "replace")
+        if _DIRTY_BYTES_RE.search(data) is not None:
+            text = _CLEAN_RE.sub("", text)
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+            has_cr = "\r" in text
+        else:
+            has_cr = False
+        lines = text.split("\n")
+        self.state.lines += len(lines)
+        source = self.path
+        max_line = self.max_line
+        if not has_cr and max(map(len, lines)) <= max_line:
+            out.extend([parse_line(raw, source, seen) for raw in lines])
+            return
+        for raw in lines:
+            if "\r" in raw:
+                raw = _last_segment(raw)
+            cut = 0
+            if len(raw) > max_line:
+                cut = len(raw[max_line:].encode("utf-8", "surrogatepass"))
+                raw = raw[:max_line]
+            line = parse_line(raw, source, seen)
+            line.truncated = cut
+            out.append(line)
+
+    def _extend(self, data: bytes) -> None:
+        """Append to the unfinished line, collapsing `\\r` rewrites and bounding what is kept."""
+        if self.over:
+            self.over += len(data)
+            return
+        buf = self.partial + data if self.partial else data
+        if b"\r" in data:
+            buf = _collapse(buf)
+        if len(buf) > self.cap:
+            keep = _utf8_boundary(buf, self.cap)
+            self.over = len(buf) - keep
+            buf = buf[:keep]
+        self.partial = buf
+
+    def _text_of(self, buf: bytes, dropped: int) -> tuple[str, int]:
+        """One line's bytes to (text, bytes cut): the careful path for pending and odd lines."""
+        text = _CLEAN_RE.sub("", buf.decode("utf-8", "replace"))
+        if "\r" in text:
+            text = _last_segment(text)
+        if len(text) > self.max_line:
+            dropped += len(text[self.max_line :].encode("utf-8", "surrogatepass"))
+            text = text[: self.max_line]
+        return text, dropped
+
+    def _finish(self, rest: bytes, seen: float) -> LogLine:
+        """The pending line, completed by `rest` (the bytes up to its newline)."""
+        if self.over:
+            buf, dropped = self.partial, self.over + len(rest)
+        else:
+            buf, dropped = self.partial + rest, 0
+            if b"\r" in rest:
+                buf = _collapse(buf)
+            if len(buf) > self.cap:
+                keep = _utf8_boundary(buf, self.cap)
+                buf, dropped = buf[:keep], len(buf) - keep
+        text, dropped = self._text_of(buf, dropped)
+        line = parse_line(text, self.path, seen)
+        line.truncated = dropped
+        self.state.lines += 1
+        return line
+
+    def _progress_line(self, seen: float) -> LogLine | None:
+        """The unfinished `\\r` line as a progress update, if it shows something new."""
+        text, dropped = self._text_of(self.partial, self.over)
+        if not text or text == self.shown:
+            return None
+        self.shown = text
+        line = parse_line(text, self.path, seen)
+        line.truncated = dropped
+        line.progress = True
+        return line
+
+    def _flush(self, out: list[LogLine]) -> None:
+        """The file ends (rotated, truncated, deleted) with an unfinished line: it is finished now."""
+        if self.partial or self.over:
+            line = self._finish(b"", time.time())
+            if line.text or line.truncated:
+                out.append(line)
+            else:
+                self.state.lines -= 1
+        self.partial = b""
+        self.over = 0
+        self.shown = ""
+
+    def snapshot(self) -> LogFileState:
+        s = self.state
+        return LogFileState(s.path, s.state, s.error, s.size, s.lines, s.rotations, s.truncations, s.mtime)
+
+
+def _collapse(buf: bytes) -> bytes:
+    """Drop the `\\r`-overwritten segments of a line, keeping the last visible one (and a trailing \\r)."""
+    parts = buf.split(b"\r")
+    for i in range(len(parts) - 1, -1, -1):
+        part = parts[i]
+        if part.strip() and (b"\x1b" not in part or strip_ansi(part.decode("utf-8", "replace")).strip()):
+            head = b"\r" if i else b""
+            tail = b"\r" if i < len(parts) - 1 else b""
+            return head + part + tail
+    return b"\r"
+
+
+def _utf8_boundary(buf: bytes, limit: int) -> int:
+    """A cut position <= limit that does not split a UTF-8 sequence."""
+    cut = limit
+    while cut > limit - 3 and cut > 0 and 0x80 <= buf[cut] < 0xC0:
+        cut -= 1
+    return cut
+
+
+# --- the collector -------------------------------------------------------------------------------
+
+
+class LogCollector:
+    """Follows every file the patterns name, now or later; a collect() returns what's new since the last."""
+
+    name = "logs"
+
+    def __init__(
+        self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25
+    ) -> None:
+        self.patterns = [os.path.expanduser(p) for p in patterns]
+        self.backlog = backlog
+        self.max_line = max_line
+        self.interval = interval
+        self._files: dict[str, _Follower] = {}
+        self._next_glob = 0.0
+        self._started = False
+
+    def _expand(self) -> None:
+        """Add the paths the patterns name now. Named paths are followed even before they exist."""
+        for pattern in self.patterns:
+            if glob.has_magic(pattern):
+                for path in sorted(glob.glob(pattern)):
+                    if path not in self._files and not os.path.isdir(path):
+                        self._add(path)
+            elif pattern not in self._files:
+                self._add(pattern)
+
+    def _add(self, path: str) -> None:
+        # Files there at start-up begin with their last lines; those that appear later, at their start.
+        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started)
+
+    def collect(self) -> LogBatch:
+        now = time.monotonic()
+        if now >= self._next_glob:
+            self._expand()
+            self._next_glob = now + GLOB_EVERY
+        self._started = True
+        batch = LogBatch()
+        for follower in self._files.values():
+            follower.poll(batch.lines, batch.progress, self.backlog)
+            batch.files.append(follower.snapshot())
+        return batch
+
+    def close(self) -> None:
+        for follower in self._files.values():
+            follower._close()

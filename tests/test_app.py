@@ -1,0 +1,187 @@
+"""The real Textual app driven through Pilot, on real files, real processes and recorded GPU data."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from textual.widgets import RichLog
+
+from gkdtop.config import Config, builtin_phases
+from gkdtop.monitor import Monitor
+from gkdtop.tui.app import GkdtopApp
+from gkdtop.tui.filter_screen import FilterScreen
+from gkdtop.tui.gpu_pane import GpuPane
+from gkdtop.tui.help_screen import HelpScreen
+from gkdtop.tui.logs_pane import LogsPane
+from gkdtop.tui.phases_pane import PhasesPane
+from gkdtop.tui.procs_pane import ProcsPane
+from tests.gkdlog import ray, startup
+from tests.gpudata import recorded_gpus
+
+
+def make_app(tmp_path: Path, lines: list[str], mtime: float | None = None, **cfg: object) -> tuple[GkdtopApp, Path]:
+    import os
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    if mtime is not None:
+        os.utime(log, (mtime, mtime))
+    config = Config(phases=builtin_phases())
+    config.refresh.update({"logs": 0.05, "gpus": 0.2, "procs": 0.5, "ray": 5.0, "ui": 0.1})
+    for key, value in cfg.items():
+        setattr(config, key, value)
+    from gkdtop.collectors.gpu import RecordedBackend
+
+    monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9", gpu_backend=RecordedBackend(
+        str(recorded_gpus(tmp_path))))
+    return GkdtopApp(config, monitor), log
+
+
+def pane_text(app: GkdtopApp, pane_type: type) -> str:
+    pane = app.query_one(pane_type)
+    return str(pane.render())
+
+
+def log_lines(app: GkdtopApp) -> list[str]:
+    """The Logs pane's lines as shown, wrapped rows joined back (each line starts with its clock)."""
+    view = app.query_one(LogsPane).query_one(RichLog)
+    rows = ["".join(seg.text for seg in strip) for strip in view.lines]
+    lines: list[str] = []
+    for row in rows:
+        if re.match(r"\d\d:\d\d:\d\d ", row) or not lines:
+            lines.append(row)
+        else:
+            lines[-1] += row
+    return lines
+
+
+async def settle(pilot, predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("the app did not reach the expected state in time")
+        await pilot.pause(0.05)
+
+
+async def test_panes_show_the_job(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 200, steps=3, step_s=30)
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "training loop" in pane_text(app, PhasesPane))
+        phases = pane_text(app, PhasesPane)
+        assert "RUNNING" in phases
+        assert "steps 3" in phases
+        assert "update_actor 10.50s" in phases
+        for name in ("config", "dataset generation", "resource pool", "actor init", "rollout init", "weight sync"):
+            assert name in phases
+        await settle(pilot, lambda: "NVIDIA H100" in pane_text(app, GpuPane))
+        assert "lost" not in pane_text(app, GpuPane)
+        await settle(pilot, lambda: any("step:3" in ln for ln in log_lines(app)))
+        # The default filter keeps markers and step lines, drops the config dump.
+        assert not any("actor_rollout_ref" in ln for ln in log_lines(app))
+        assert any("[ACTOR] init_model START" in ln for ln in log_lines(app))
+
+
+async def test_stall_banner_for_a_log_silent_before_start(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 1200, upto="sync")
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
+        phases = pane_text(app, PhasesPane)
+        assert "weight sync" in phases
+        assert re.search(r"no progress for 1\dm", phases)  # the log went quiet ~19 minutes before start
+        assert "NCCL_TIMEOUT is read by nothing" in phases
+        assert app.query_one(PhasesPane).has_class("-stalled")
+
+
+async def test_filter_edit_pause_and_follow(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 100, steps=2, step_s=5)
+    app, log = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: any("step:2" in ln for ln in log_lines(app)))
+        await pilot.press("slash")
+        assert isinstance(app.screen, FilterScreen)
+        await pilot.press("ctrl+u", *"(unclosed", "enter")
+        assert isinstance(app.screen, FilterScreen)  # a bad regex is said, not applied
+        assert "invalid regular expression" in str(app.screen.query_one("#error").render())
+        await pilot.press("ctrl+u", *r"step:\d+", "enter")
+        await pilot.pause(0.1)
+        assert not isinstance(app.screen, FilterScreen)
+        shown = log_lines(app)
+        assert shown and all("step:" in ln for ln in shown)
+        assert len(shown) == 2
+
+        await pilot.press("space")
+        logs = app.query_one(LogsPane)
+        assert logs.paused
+        with log.open("a") as fh:
+            fh.write(ray("TaskRunner", 1, "step:3 - timing_s/step:5.0 - actor/kl_loss:0.3") + "\n")
+        await settle(pilot, lambda: "PAUSED · 1 new" in str(logs.border_subtitle))
+        assert len(log_lines(app)) == 2
+        await pilot.press("space")
+        await settle(pilot, lambda: len(log_lines(app)) == 3)
+
+        await pilot.press("f")
+        assert not logs.follow and "scroll" in str(logs.border_subtitle)
+        await pilot.press("f")
+        assert logs.follow
+
+
+async def test_maximize_help_and_focus(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 100, steps=1)
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        for key, pane_type in (("1", PhasesPane), ("2", GpuPane), ("3", ProcsPane), ("4", LogsPane)):
+            await pilot.press(key)
+            assert app.screen.maximized is app.query_one(pane_type)
+            await pilot.press(key)
+            assert app.screen.maximized is None
+        await pilot.press("5")
+        assert app.screen.maximized is not None and app.screen.maximized.id == "ray"
+        await pilot.press("escape")
+        assert app.screen.maximized is None
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        focused = []
+        for _ in range(4):
+            await pilot.press("tab")
+            focused.append(app.focused.id if app.focused else None)
+        assert {"phases", "gpus", "procs", "logs"} <= set(focused)
+
+
+async def test_compact_layout_in_an_80x24_pane(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 100, steps=1)
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, lambda: "GPUs: 2" in str(app.query_one("#summary").render()))
+        assert not app.query_one(GpuPane).display or app.query_one(GpuPane).size.height == 0
+        summary = str(app.query_one("#summary").render())
+        assert "Processes:" in summary
+        await pilot.press("2")  # a collapsed pane can still be maximized
+        await settle(pilot, lambda: "NVIDIA H100" in pane_text(app, GpuPane))
+        assert app.query_one(GpuPane).size.height > 5
+
+
+async def test_a_failing_collector_shows_its_error_and_the_rest_goes_on(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 100, steps=1)
+    app, _ = make_app(tmp_path, lines, mtime=last)
+
+    class Broken:
+        name = "gpus"
+        interval = 0.1
+
+        def collect(self) -> object:
+            raise OSError("NVML went away")
+
+        def close(self) -> None:
+            pass
+
+    app.monitor.collectors[0] = Broken()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "NVML went away" in pane_text(app, GpuPane))
+        assert "retrying" in pane_text(app, GpuPane)
+        await settle(pilot, lambda: "training loop" in pane_text(app, PhasesPane))
