@@ -31,7 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 screenshots: $(STAMP)
-	$(BIN)/python -m gkdtop.tui.screenshots screenshots
+	$(BIN)/python -m tests.screenshots screenshots
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -76,7 +76,7 @@ async def test_panes_show_the_job(tmp_path: Path) -> None:
         assert "update_actor 10.50s" in phases
         for name in ("config", "dataset generation", "resource pool", "actor init", "rollout init", "weight sync"):
             assert name in phases
-        await settle(pilot, lambda: "NVIDIA H100" in pane_text(app, GpuPane))
+        await settle(pilot, lambda: "H100 80GB HBM3" in pane_text(app, GpuPane))
         assert "lost" not in pane_text(app, GpuPane)
         await settle(pilot, lambda: any("step:3" in ln for ln in log_lines(app)))
         # The default filter keeps markers and step lines, drops the config dump.
@@ -162,7 +162,7 @@ async def test_compact_layout_in_an_80x24_pane(tmp_path: Path) -> None:
         summary = str(app.query_one("#summary").render())
         assert "Processes:" in summary
         await pilot.press("2")  # a collapsed pane can still be maximized
-        await settle(pilot, lambda: "NVIDIA H100" in pane_text(app, GpuPane))
+        await settle(pilot, lambda: "H100 80GB HBM3" in pane_text(app, GpuPane))
         assert app.query_one(GpuPane).size.height > 5
 
 

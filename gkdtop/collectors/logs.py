@@ -17,6 +17,7 @@ import re
 import stat
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from gkdtop.model import LogFileState, LogLine
 
@@ -28,19 +29,15 @@ BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
 # --- cleaning ------------------------------------------------------------------------------------
 
 # CSI (colours, cursor moves), OSC (titles, hyperlinks; never across a newline, so an unterminated
-# one can't eat the following lines), two-byte and charset escapes, then every other C0 / C1
-# control character except tab, and the \n / \r that the splitter handles.
-_CLEAN_PATTERN = (
-    r"\x1b\[[0-?]*[ -/]*[@-~]"
-    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
-    r"|\x1b[()*+][0-~]"
-    r"|\x1b[@-Z\\-_]"
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-)
-_CLEAN_RE = re.compile(_CLEAN_PATTERN)
-# The same characters, looked for in raw bytes: when none are there (the common case) the
-# substitution pass is skipped. C1 controls arrive as \xc2\x80-\x9f in UTF-8.
-_DIRTY_BYTES_RE = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\xc2[\x80-\x9f]")
+# one can't eat the following lines), charset and two-byte escapes.
+_ESC_PATTERN = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[()*+][0-~]|[@-Z\\-_])"
+# ... then every other C0 / C1 control character except tab (and the \n / \r the splitter handles).
+_CLEAN_RE = re.compile(_ESC_PATTERN + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# The bulk path works on bytes: the escapes by a regex with a literal first byte (a fast scan),
+# the C0 controls by bytes.translate, and C1 (\xc2\x80-\x9f in UTF-8) only if a \xc2 is there.
+_ESC_BYTES_RE = re.compile(_ESC_PATTERN.encode())
+_C0_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
+_C1_RE = re.compile("[\x80-\x9f]")
 
 
 def strip_ansi(text: str) -> str:
@@ -48,44 +45,86 @@ def strip_ansi(text: str) -> str:
     return _CLEAN_RE.sub("", text)
 
 
-def _last_segment(text: str) -> str:
-    """What a terminal would show for a `\\r`-rewritten line: its last non-blank segment."""
-    parts = text.split("\r")
-    for part in reversed(parts):
+def _clean(data: bytes) -> bytes:
+    """strip_ansi for bytes (C1 controls aside, see _decode): what the bulk path runs per chunk."""
+    if b"\x1b" in data:
+        data = _ESC_BYTES_RE.sub(b"", data)
+    return data.translate(None, _C0_BYTES)
+
+
+def _decode(data: bytes) -> str:
+    """Cleaned bytes to text; junk bytes become U+FFFD, never an error."""
+    text = data.decode("utf-8", "replace")
+    if b"\xc2" in data:
+        text = _C1_RE.sub("", text)
+    return text
+
+
+def _last_segment(line: bytes) -> bytes:
+    """What a terminal shows for a `\\r`-rewritten (cleaned) line: its last non-blank segment."""
+    for part in reversed(line.split(b"\r")):
         if part.strip():
             return part
-    return ""
+    return b""
+
+
+def _collapse_lines(data: bytes) -> bytes:
+    """Each line of a cleaned chunk that holds a `\\r` becomes its last non-blank segment.
+
+    A plain `\\r\\n` ending just loses its `\\r`. Only lines with a `\\r` cost Python work: the
+    rest of the chunk is copied through in slices.
+    """
+    pieces: list[bytes] = []
+    pos = 0
+    cr = data.find(b"\r")
+    while cr >= 0:
+        end = data.find(b"\n", cr)
+        if end < 0:
+            end = len(data)
+        if end == cr + 1:  # the line's only \r (the first one after pos) ends it: CRLF
+            pieces.append(data[pos:cr])
+        else:
+            nl = data.rfind(b"\n", pos, cr)
+            start = pos if nl < 0 else nl + 1
+            pieces.append(data[pos:start])
+            pieces.append(_last_segment(data[start:end]))
+        pos = end
+        cr = data.find(b"\r", pos)
+    pieces.append(data[pos:])
+    return b"".join(pieces)
 
 
 # --- parsing -------------------------------------------------------------------------------------
 
-# `(WorkerDict pid=1234, ip=10.0.0.1) `, `(TaskRunner pid=133947) `, `(pid=42) `.
-_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\) ?")
+# `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
+# distinct prefix, then found in _prefix_cache.
+_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
 _REPEAT_RE = re.compile(r" \[repeated (\d+)x across cluster\]")
+_PREFIX_MAX = 256  # a Ray prefix closes within this many characters
 
-# ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, each optionally in brackets.
-_DATE_RE = re.compile(
-    r"\[?(\d{4})[-/](\d\d)[-/](\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+# One regex for every timestamp form; group 1, 5 or 8 is the text of its minute (the cache key).
+_TS_RE = re.compile(
+    # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
+    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+    # glog `I1122 10:00:00.123456`: no year.
+    r"|[IWEF](\d{4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+    # vLLM `INFO 01-11 10:00:05`: no year.
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d-\d\d \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
 )
-# glog `I1122 10:00:00.123456 ...` and vLLM `INFO 01-11 10:00:05 ...`: no year.
-_GLOG_RE = re.compile(r"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?!\d)")
-_VLLM_RE = re.compile(
-    r"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
-)
-_TS_FIRST = frozenset("0123456789[IWEFDC")
-_GLOG_FIRST = frozenset("IWEF")
-_VLLM_FIRST = frozenset("IWEDC")
+_TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
 
-# Epoch seconds of each minute seen, keyed by its text: a flood of lines from the same minute
-# costs one regex match and a dict lookup each, not a calendar conversion.
+_MISS = object()
+# Epoch seconds of each minute seen, keyed by its text (+ zone): a flood of lines from the same
+# minute costs one regex match and a dict lookup each, not a calendar conversion.
 _minute_cache: dict[str, float | None] = {}
+_prefix_cache: dict[str, tuple[str, int, str] | None] = {}
 
 
-def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str | None) -> float | None:
+def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str) -> float | None:
     if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59):
         return None
     try:
-        if tz is None:  # naive: local time, DST included
+        if not tz:  # naive: local time, DST included
             return time.mktime((year, month, day, hour, minute, 0, 0, 0, -1))
         base = calendar.timegm((year, month, day, hour, minute, 0, 0, 0, 0))
     except (OverflowError, ValueError):
@@ -97,63 +136,65 @@ def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: s
     return float(base + sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60))
 
 
-def _yearless_minute(month: int, day: int, hour: int, minute: int) -> float | None:
+def _yearless_epoch(month: int, day: int, hour: int, minute: int) -> float | None:
     """glog / vLLM give no year: this year, unless that is more than a day ahead (then last year)."""
     now = time.time()
     year = time.localtime(now).tm_year
-    base = _minute_epoch(year, month, day, hour, minute, None)
+    base = _minute_epoch(year, month, day, hour, minute, "")
     if base is not None and base > now + 86400:
-        base = _minute_epoch(year - 1, month, day, hour, minute, None)
+        base = _minute_epoch(year - 1, month, day, hour, minute, "")
     return base
 
 
-def _with_seconds(base: float | None, sec: str, frac: str | None) -> float | None:
-    if base is None:
+def _minute_of(key: str) -> float | None:
+    """Epoch of a minute key from _TS_RE (date form, vLLM `MM-DD hh:mm` or glog `MMDD hh:mm`), cached."""
+    if len(key) >= 16 and key[4] in "-/":
+        base = _minute_epoch(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]),
+                             key[16:])
+    elif key[2] == "-":
+        base = _yearless_epoch(int(key[:2]), int(key[3:5]), int(key[6:8]), int(key[9:11]))
+    else:
+        base = _yearless_epoch(int(key[:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]))
+    if len(_minute_cache) > 4096:
+        _minute_cache.clear()
+    _minute_cache[key] = base
+    return base
+
+
+def _ts_of(g: tuple[Any, ...]) -> float | None:
+    """Epoch seconds from the groups of a _TS_RE match."""
+    key = g[0]
+    if key:
+        if g[3]:
+            key += g[3]
+        sec, frac = g[1], g[2]
+    elif g[4]:
+        key, sec, frac = g[4], g[5], g[6]
+    else:
+        key, sec, frac = g[7], g[8], g[9]
+    base = _minute_cache.get(key, _MISS)
+    if base is _MISS:
+        base = _minute_of(key)
+    if base is None or sec > "60":
         return None
-    seconds = int(sec)
-    if seconds > 60:
-        return None
-    return base + seconds + (float("0." + frac) if frac else 0.0)
+    return base + int(sec) + (float("0." + frac) if frac else 0.0)  # type: ignore[operator]
 
 
 def parse_timestamp(text: str) -> float | None:
     """Epoch seconds of a timestamp at the very start of `text` (see the module doc), else None."""
-    first = text[:1]
-    if first not in _TS_FIRST:
+    if text[:1] not in _TS_FIRST or (m := _TS_RE.match(text)) is None:
         return None
-    if first in _GLOG_FIRST and (m := _GLOG_RE.match(text)) is not None:
-        key = "g" + text[1:10]
-        base = _minute_cache.get(key, 0.0)
-        if base == 0.0:
-            g = m.groups()
-            base = _cache_put(key, _yearless_minute(int(g[0]), int(g[1]), int(g[2]), int(g[3])))
-        return _with_seconds(base, m.group(5), m.group(6))
-    if first in _VLLM_FIRST:
-        if (m := _VLLM_RE.match(text)) is None:
-            return None
-        g = m.groups()
-        key = "v" + "".join(g[:4])
-        base = _minute_cache.get(key, 0.0)
-        if base == 0.0:
-            base = _cache_put(key, _yearless_minute(int(g[0]), int(g[1]), int(g[2]), int(g[3])))
-        return _with_seconds(base, g[4], g[5])
-    if (m := _DATE_RE.match(text)) is None:
-        return None
-    tz = m.group(8)
-    start = m.start(1)
-    key = text[start : start + 16] + (tz or "")
-    base = _minute_cache.get(key, 0.0)
-    if base == 0.0:
-        g = m.groups()
-        base = _cache_put(key, _minute_epoch(int(g[0]), int(g[1]), int(g[2]), int(g[3]), int(g[4]), tz))
-    return _with_seconds(base, m.group(6), m.group(7))
+    return _ts_of(m.groups())
 
 
-def _cache_put(key: str, value: float | None) -> float | None:
-    if len(_minute_cache) > 4096:
-        _minute_cache.clear()
-    _minute_cache[key] = value
-    return value
+def _prefix_of(key: str) -> tuple[str, int, str] | None:
+    """(worker, pid, ip) of a Ray prefix `(...)`, None if `key` is not one; cached."""
+    m = _RAY_RE.fullmatch(key)
+    found = (m.group(1) or "", int(m.group(2)), m.group(3) or "") if m is not None else None
+    if len(_prefix_cache) > 4096:
+        _prefix_cache.clear()
+    _prefix_cache[key] = found
+    return found
 
 
 def repeat_count(text: str) -> int:
@@ -164,18 +205,38 @@ def repeat_count(text: str) -> int:
     return int(m.group(1)) if m else 1
 
 
+def _parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -> None:
+    """parse_line over many lines, appended to `out`. The hot loop: everything local, caches first."""
+    append = out.append
+    prefixes = _prefix_cache
+    ts_match = _TS_RE.match
+    ts_first = _TS_FIRST
+    miss = _MISS
+    for raw in lines:
+        text = raw
+        worker = ip = ""
+        pid = None
+        if raw[:1] == "(":
+            close = raw.find(")", 1, _PREFIX_MAX)
+            if close > 0:
+                key = raw[: close + 1]
+                hit = prefixes.get(key, miss)
+                if hit is miss:
+                    hit = _prefix_of(key)
+                if hit is not None:
+                    worker, pid, ip = hit  # type: ignore[misc]
+                    text = raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
+        ts = None
+        if text[:1] in ts_first and (m := ts_match(text)) is not None:
+            ts = _ts_of(m.groups())
+        append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
+
+
 def parse_line(raw: str, source: str, seen: float) -> LogLine:
     """One cleaned line (no ANSI, no \\r / \\n) into a LogLine: Ray prefix split off, timestamp read."""
-    text = raw
-    worker = ip = ""
-    pid = None
-    if raw[:1] == "(" and (m := _RAY_RE.match(raw)) is not None:
-        worker = m.group(1) or ""
-        pid = int(m.group(2))
-        ip = m.group(3) or ""
-        text = raw[m.end() :]
-    ts = parse_timestamp(text) if text[:1] in _TS_FIRST else None
-    return LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw)
+    out: list[LogLine] = []
+    _parse_into(out, [raw], source, seen)
+    return out[0]
 
 
 # --- following -----------------------------------------------------------------------------------
@@ -398,32 +459,22 @@ class _Follower:
                 progress[self.path] = line
 
     def _bulk(self, data: bytes, seen: float, out: list[LogLine]) -> None:
-        """Complete lines (`data` without its final newline): one decode, one clean, one split."""
-        text = data.decode("utf-8", "replace")
-        if _DIRTY_BYTES_RE.search(data) is not None:
-            text = _CLEAN_RE.sub("", text)
-        if "\r" in text:
-            text = text.replace("\r\n", "\n")
-            has_cr = "\r" in text
-        else:
-            has_cr = False
-        lines = text.split("\n")
+        """Complete lines (`data` without its final newline): clean, collapse, decode, split per chunk."""
+        data = _clean(data)
+        if b"\r" in data:
+            data = _collapse_lines(data)
+        lines = _decode(data).split("\n")
         self.state.lines += len(lines)
-        source = self.path
         max_line = self.max_line
-        if not has_cr and max(map(len, lines)) <= max_line:
-            out.extend([parse_line(raw, source, seen) for raw in lines])
+        if max(map(len, lines)) <= max_line:
+            _parse_into(out, lines, self.path, seen)
             return
         for raw in lines:
-            if "\r" in raw:
-                raw = _last_segment(raw)
-            cut = 0
-            if len(raw) > max_line:
-                cut = len(raw[max_line:].encode("utf-8", "surrogatepass"))
-                raw = raw[:max_line]
-            line = parse_line(raw, source, seen)
-            line.truncated = cut
-            out.append(line)
+            if len(raw) <= max_line:
+                _parse_into(out, [raw], self.path, seen)
+            else:
+                _parse_into(out, [raw[:max_line]], self.path, seen)
+                out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
 
     def _extend(self, data: bytes) -> None:
         """Append to the unfinished line, collapsing `\\r` rewrites and bounding what is kept."""
@@ -441,9 +492,10 @@ class _Follower:
 
     def _text_of(self, buf: bytes, dropped: int) -> tuple[str, int]:
         """One line's bytes to (text, bytes cut): the careful path for pending and odd lines."""
-        text = _CLEAN_RE.sub("", buf.decode("utf-8", "replace"))
-        if "\r" in text:
-            text = _last_segment(text)
+        buf = _clean(buf)
+        if b"\r" in buf:
+            buf = _last_segment(buf)
+        text = _decode(buf)
         if len(text) > self.max_line:
             dropped += len(text[self.max_line :].encode("utf-8", "surrogatepass"))
             text = text[: self.max_line]

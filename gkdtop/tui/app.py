@@ -81,8 +81,16 @@ class GkdtopApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        for pane_type in PANES.values():
-            pane = self.query_one(pane_type)
+        # Kept by reference: timers fire while a modal is on top, and queries search the top screen.
+        self.top_bar = self.query_one(TopBar)
+        self.summary = self.query_one("#summary", Static)
+        self.phases = self.query_one(PhasesPane)
+        self.gpus = self.query_one(GpuPane)
+        self.procs = self.query_one(ProcsPane)
+        self.logs = self.query_one(LogsPane)
+        self.ray = self.query_one(RayLine)
+        self.panes: dict[str, Widget] = {key: self.query_one(pane_type) for key, pane_type in PANES.items()}
+        for pane in self.panes.values():
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
@@ -111,22 +119,22 @@ class GkdtopApp(App[None]):
         status = store.phase_status()
         top = headline(status, time.time())
         top.append(f"   {clock(time.time())}", "dim")
-        self.query_one(TopBar).update(top)
+        self.top_bar.update(top)
         # Phases age by the clock even when nothing arrives, so they always redraw; the rest only
         # when the store changed.
-        self.query_one(PhasesPane).refresh_from(store)
+        self.phases.refresh_from(store)
         if not force and store.version == self._drawn_version:
             return
         self._drawn_version = store.version
         if self.has_class("-compact"):
-            self.query_one("#summary", Static).update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}")
-        self.query_one(GpuPane).refresh_from(store)
-        self.query_one(ProcsPane).refresh_from(store)
-        self.query_one(RayLine).refresh_from(store)
+            self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}")
+        self.gpus.refresh_from(store)
+        self.procs.refresh_from(store)
+        self.ray.refresh_from(store)
         self.refresh_logs()
 
     def refresh_logs(self) -> None:
-        self.query_one(LogsPane).refresh_from(self.store)
+        self.logs.refresh_from(self.store)
 
     # --- actions -------------------------------------------------------------------------------
 
@@ -134,7 +142,7 @@ class GkdtopApp(App[None]):
         self.push_screen(HelpScreen(self.config.source))
 
     def action_edit_filter(self) -> None:
-        logs = self.query_one(LogsPane)
+        logs = self.logs
 
         def apply(value: str | None) -> None:
             if value is not None:
@@ -143,13 +151,13 @@ class GkdtopApp(App[None]):
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
 
     def action_toggle_follow(self) -> None:
-        self.query_one(LogsPane).toggle_follow(self.store)
+        self.logs.toggle_follow(self.store)
 
     def action_toggle_pause(self) -> None:
-        self.query_one(LogsPane).toggle_pause(self.store)
+        self.logs.toggle_pause(self.store)
 
     def action_maximize(self, key: str) -> None:
-        pane: Widget = self.query_one(PANES[key])
+        pane = self.panes[key]
         if self.screen.maximized is pane:
             self.screen.minimize()
             self.refresh_panes(force=True)

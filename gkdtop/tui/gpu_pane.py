@@ -45,29 +45,31 @@ def render_gpus(store: Store, width: int) -> Text:
         text.append(f"{gpus.status}: {gpus.reason}", "yellow")
         return text
     procs = store.proc_by_pid()
-    spark_w = max(0, min(30, width - 62))
+    spark_w = max(0, min(40, width - 36))
     for dev in gpus.devices:
         text.append(f"{dev.index} ", "bold")
-        text.append(f"{dev.name[:22]:<22} ")
+        text.append(f"{dev.name.removeprefix('NVIDIA ')[:24]}")
         if dev.error:
-            text.append(f"✗ {dev.error}\n", "bold red")
+            text.append(f"  ✗ {dev.error}\n", "bold red")
             continue
         util = dev.utilization
-        text.append(bar(None if util is None else util / 100, 8), "green")
-        text.append(f" {'-' if util is None else f'{util:3.0f}%'} ")
+        text.append("\n  util ")
+        text.append(bar(None if util is None else util / 100, 10), "green")
+        text.append(f" {'  -' if util is None else f'{util:3.0f}'}% ")
         if spark_w:
-            text.append(sparkline(store.gpu_util.get(dev.index, []), spark_w) + " ", "green")
+            text.append(sparkline(store.gpu_util.get(dev.index, []), spark_w), "green")
         frac = (dev.memory_used or 0) / dev.memory_total if dev.memory_total else None
-        text.append(bar(frac, 6), "magenta")
+        text.append("\n  mem  ")
+        text.append(bar(frac, 10), "magenta")
         text.append(f" {human_bytes(dev.memory_used)}/{human_bytes(dev.memory_total)}")
         if dev.temperature is not None:
-            text.append(f" {dev.temperature:.0f}°C")
+            text.append(f"  {dev.temperature:.0f}°C")
         if dev.power is not None:
-            text.append(f" {dev.power:.0f}W" + (f"/{dev.power_limit:.0f}" if dev.power_limit else ""))
+            text.append(f"  {dev.power:.0f}" + (f"/{dev.power_limit:.0f}W" if dev.power_limit else "W"))
         text.append("\n")
         for gp in dev.processes:
             row = procs.get(gp.pid)
-            who = f"{row.role}" + (f" {row.actor}" if row and row.actor else "") if row else "not a job process"
+            who = (row.role + (f" {row.actor}" if row.actor else "")) if row else "not a job process"
             style = "yellow" if row is None or row.flags else "dim"
             flags = f" [{','.join(row.flags)}]" if row and row.flags else ""
             text.append(f"    pid {gp.pid:<7} {human_bytes(gp.used_memory):>7}  {who}{flags}\n", style)

@@ -33,7 +33,7 @@ class PhasesPane(Static):
         status = store.phase_status()
         self.set_class(status.state == "stalled", "-stalled")
         self.set_class(status.state == "failed", "-failed")
-        self.update(render_phases(status, time.time()))
+        self.update(render_phases(status, time.time(), table=self.has_class("-maximized")))
 
 
 def headline(status: PhaseStatus, now: float) -> Text:
@@ -51,9 +51,13 @@ def headline(status: PhaseStatus, now: float) -> Text:
     return text
 
 
-def render_phases(status: PhaseStatus, now: float) -> Text:
+def render_phases(status: PhaseStatus, now: float, table: bool = False) -> Text:
+    """Headline, the way here (a one-line chain; a table when maximized), steps, then the hint."""
     text = headline(status, now)
     text.append("\n")
+    if status.timeline and not table:
+        text.append_text(chain(status, now))
+        text.append("\n")
     if status.state == "failed" and status.failure:
         text.append(f"  {status.failure[:300]}\n", "red")
     if status.hint is not None:
@@ -80,7 +84,7 @@ def render_phases(status: PhaseStatus, now: float) -> Text:
         else:
             text.append("\n")
     spans = status.timeline
-    if spans:
+    if spans and table:
         shown = spans if len(spans) <= 14 else spans[:8] + spans[-6:]
         width = max(len(s.name) for s in shown)
         for i, span in enumerate(shown):
@@ -90,9 +94,33 @@ def render_phases(status: PhaseStatus, now: float) -> Text:
             mark = {"done": "✓", "failed": "✗", "running": "▶"}.get(span.status, "·")
             style = {"failed": "red", "running": "bold"}.get(span.status, "")
             if span is spans[-1] and status.state == "stalled":
-                mark, style = "⏸", "bold red"
+                mark, style = "‖", "bold red"
             text.append(f"  {mark} {span.name:<{width}}  {clock(span.start)}  {human_duration(end - span.start):>7}\n",
                         style)
     elif status.current is None:
         text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
+    return text
+
+
+def chain(status: PhaseStatus, now: float) -> Text:
+    """The timeline on one (wrapping) line: config 1s › dataset generation 20s › ‖ weight sync 14m."""
+    spans = status.timeline
+    shown = spans if len(spans) <= 12 else spans[:6] + spans[-5:]
+    text = Text("  ")
+    for i, span in enumerate(shown):
+        if i:
+            text.append(" › ", "dim")
+        if len(spans) > 12 and i == 6:
+            text.append(f"… {len(spans) - 11} more › ", "dim")
+        end = span.end if span.end is not None else now
+        last = span is spans[-1]
+        if last and status.state == "stalled":
+            text.append(f"‖ {span.name} {human_duration(end - span.start)}", "bold red")
+        elif span.status == "failed":
+            text.append(f"✗ {span.name} {human_duration(end - span.start)}", "bold red")
+        elif last and span.end is None:
+            text.append(f"▶ {span.name} {human_duration(end - span.start)}", "bold")
+        else:
+            text.append(f"{span.name} ", "")
+            text.append(human_duration(end - span.start), "dim")
     return text
