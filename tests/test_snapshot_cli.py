@@ -1,0 +1,96 @@
+"""`gkdtop snapshot`: the real command, in a subprocess, on real files; no NVML and no Ray here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.gkdlog import ray, startup
+
+
+def run(tmp_path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path),
+           "LD_LIBRARY_PATH": str(tmp_path)}  # no libnvidia-ml here: the GPU section says so
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=tmp_path)
+
+
+def test_json_document_from_a_silent_log(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 1000, upto="sync")
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last, last))
+    proc = run(tmp_path, "--json", "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema"] == 1
+    phases = doc["phases"]
+    assert phases["current"] == "weight sync"
+    assert phases["state"] == "stalled"
+    assert phases["stalled_for"] > 900
+    assert [s["name"] for s in phases["timeline"]][:3] == ["config", "dataset generation", "resource pool"]
+    assert all({"name", "start", "end", "duration"} <= s.keys() for s in phases["timeline"])
+    assert phases["hint"]["actions"]
+    assert doc["gpus"]["status"] == "unavailable"
+    assert "NVML" in doc["gpus"]["reason"]
+    assert doc["ray"]["status"] == "not connected"
+    assert doc["logs"]["files"][0]["state"] == "following"
+    assert any("[SYNC]" in ln["text"] for ln in doc["logs"]["lines"])
+    assert isinstance(doc["processes"], list)
+    assert doc["errors"] == []
+
+
+def test_stall_after_option_and_text_output(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(ray("TaskRunner", 7, "Creating ResourcePool...") + "\n")
+    os.utime(log, (time.time() - 50, time.time() - 50))
+    doc = json.loads(run(tmp_path, "--json", "--log", str(log), "--stall-after", "30").stdout)
+    assert doc["phases"]["state"] == "stalled"
+    doc = json.loads(run(tmp_path, "--json", "--log", str(log), "--stall-after", "300").stdout)
+    assert doc["phases"]["state"] == "running"
+    text = run(tmp_path, "--log", str(log), "--stall-after", "30").stdout
+    assert text.startswith("phase: resource pool  state: stalled")
+    assert "gpus: unavailable" in text
+
+
+def test_duration_follows_lines_written_meanwhile(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("")
+
+    def write_later() -> None:
+        time.sleep(1.0)
+        with log.open("a") as fh:
+            for step in (1, 2):
+                fh.write(ray("TaskRunner", 7, f"step:{step} - timing_s/step:1.5 - actor/kl_loss:{1 / step}") + "\n")
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    proc = run(tmp_path, "--json", "--log", str(log), "--duration", "3")
+    writer.join()
+    doc = json.loads(proc.stdout)
+    assert doc["phases"]["current"] == "training loop"
+    assert doc["phases"]["steps"]["done"] == 2
+    assert doc["phases"]["steps"]["metrics"]["actor/kl_loss"] == 0.5
+
+
+def test_missing_and_unreadable_sources_are_reported_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    proc = run(tmp_path, "--json", "--log", str(tmp_path / "not-yet.log"), "--log", str(tmp_path / "adir"))
+    assert proc.returncode == 0, proc.stderr
+    files = {Path(f["path"]).name: f for f in json.loads(proc.stdout)["logs"]["files"]}
+    assert files["not-yet.log"]["state"] == "waiting"
+    assert files["adir"]["state"] == "error"
+    assert files["adir"]["error"]
+
+
+def test_bad_filter_is_one_line(tmp_path: Path) -> None:
+    proc = run(tmp_path, "--json", "--filter", "(")
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "--filter: invalid regular expression" in proc.stderr
