@@ -34,31 +34,42 @@ class Store:
         self.phases = PhaseEngine(config)
         self.health: dict[str, SourceHealth] = {}
         self.version = 0  # bumped on every change so views can skip redraws
+        self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
         self.started = time.time()
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
     def put(self, source: str, result: Any) -> None:
         health = self.health.setdefault(source, SourceHealth(source))
+        recovered = not health.ok or source not in self.versions
         health.ok, health.error, health.failures = True, "", 0
         health.last_ok, health.next_try = time.time(), None
+        changed = True
         if source == "gpus":
             self._put_gpus(result)
         elif source == "procs":
             self.processes = result
             self._join_gpu_memory()
         elif source == "ray":
+            changed = result != self.ray
             self.ray = result
         elif source == "logs":
-            self._put_logs(result)
-        self.version += 1
+            changed = self._put_logs(result)
+        if changed or recovered:
+            self._bump(source)
 
     def fail(self, source: str, error: str, retry_in: float) -> None:
         health = self.health.setdefault(source, SourceHealth(source))
+        changed = health.ok or health.error != error
         health.ok, health.error = False, error
         health.failures += 1
         health.next_try = time.time() + retry_in
+        if changed:
+            self._bump(source)
+
+    def _bump(self, source: str) -> None:
         self.version += 1
+        self.versions[source] = self.version
 
     def _put_gpus(self, state: GpuState) -> None:
         self.gpus = state
@@ -81,7 +92,10 @@ class Store:
         for row in self.processes:
             row.gpu_memory = used.get(row.pid)
 
-    def _put_logs(self, batch: Any) -> None:
+    def _put_logs(self, batch: Any) -> bool:
+        """Feed new lines to the phase engine; False when nothing at all changed (the usual idle poll)."""
+        if not batch.lines and not batch.progress and batch.files == self.log_files:
+            return False
         self.log_files = batch.files
         for line in batch.lines:
             self.lines.append(line)
@@ -91,6 +105,7 @@ class Store:
         for source, line in batch.progress.items():
             self.progress[source] = line
             self.phases.feed_progress(line)
+        return True
 
     # --- reads (from views) --------------------------------------------------------------------
 

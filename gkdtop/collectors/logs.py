@@ -2,9 +2,15 @@
 
 Training jobs write logs that are hostile to naive readers: ANSI colour, tqdm's `\\r` rewrites,
 multi-megabyte lines, junk bytes, logrotate, copytruncate, files that appear minutes after the
-job starts. The follower survives all of that, and reads in bounded chunks so one flooding file
-never stalls a poll; the decoding is done on whole chunks (one C-level pass each for decode, ANSI
-strip and split) so the per-line Python work is only the cheap prefix / timestamp parse.
+job starts. The follower survives all of that and reads in bounded chunks, so one flooding file
+never stalls a poll. Cleaning is done per chunk, on bytes, in a few C-level passes (escape regex,
+translate, decode, split), so the per-line Python work is only the prefix / timestamp parse.
+
+Timestamps read at the start of a message (after any Ray prefix): ISO 8601 with `T` or space,
+optional fraction and `Z` / `+08:00` / `-0130`; Python logging's `2026-01-11 10:00:05,123`;
+`2026/01/11 10:00:05`; any of those in brackets; glog `I1122 10:00:00.123456` and vLLM
+`INFO 11-22 10:00:00` (no year: this year, or last year if that is over a day ahead). Times
+without a zone are local time.
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ import re
 import stat
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from gkdtop.model import LogFileState, LogLine
 
 READ_LIMIT = 4 << 20  # bytes read per file per collect(): a flood is spread over polls
+TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many floods can't stall it
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
@@ -113,7 +119,9 @@ _TS_RE = re.compile(
 )
 _TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
 
-_MISS = object()
+# Typed "not cached yet" markers, compared by identity.
+_NO_MINUTE = float("nan")
+_NO_PREFIX = ("", -1, "")
 # Epoch seconds of each minute seen, keyed by its text (+ zone): a flood of lines from the same
 # minute costs one regex match and a dict lookup each, not a calendar conversion.
 _minute_cache: dict[str, float | None] = {}
@@ -161,27 +169,24 @@ def _minute_of(key: str) -> float | None:
     return base
 
 
-def _ts_of(g: tuple[Any, ...]) -> float | None:
+def _ts_of(g: tuple[str | None, ...]) -> float | None:
     """Epoch seconds from the groups of a _TS_RE match."""
-    key = g[0]
-    if key:
-        if g[3]:
-            key += g[3]
-        sec, frac = g[1], g[2]
+    if g[0]:
+        key, sec, frac = g[0] + (g[3] or ""), g[1], g[2]
     elif g[4]:
         key, sec, frac = g[4], g[5], g[6]
     else:
-        key, sec, frac = g[7], g[8], g[9]
-    base = _minute_cache.get(key, _MISS)
-    if base is _MISS:
+        key, sec, frac = g[7] or "", g[8], g[9]
+    base = _minute_cache.get(key, _NO_MINUTE)
+    if base is _NO_MINUTE:
         base = _minute_of(key)
-    if base is None or sec > "60":
+    if base is None or sec is None or sec > "60":
         return None
-    return base + int(sec) + (float("0." + frac) if frac else 0.0)  # type: ignore[operator]
+    return base + int(sec) + (float("0." + frac) if frac else 0.0)
 
 
 def parse_timestamp(text: str) -> float | None:
-    """Epoch seconds of a timestamp at the very start of `text` (see the module doc), else None."""
+    """Epoch seconds of a timestamp at the very start of `text` (forms: module doc), else None."""
     if text[:1] not in _TS_FIRST or (m := _TS_RE.match(text)) is None:
         return None
     return _ts_of(m.groups())
@@ -211,11 +216,11 @@ def _parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) 
     prefixes = _prefix_cache
     ts_match = _TS_RE.match
     ts_first = _TS_FIRST
-    miss = _MISS
+    miss = _NO_PREFIX
     for raw in lines:
         text = raw
         worker = ip = ""
-        pid = None
+        pid: int | None = None
         if raw[:1] == "(":
             close = raw.find(")", 1, _PREFIX_MAX)
             if close > 0:
@@ -224,7 +229,7 @@ def _parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) 
                 if hit is miss:
                     hit = _prefix_of(key)
                 if hit is not None:
-                    worker, pid, ip = hit  # type: ignore[misc]
+                    worker, pid, ip = hit
                     text = raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
         ts = None
         if text[:1] in ts_first and (m := ts_match(text)) is not None:
@@ -272,40 +277,45 @@ class _Follower:
 
     # --- polling -------------------------------------------------------------------------------
 
-    def poll(self, out: list[LogLine], progress: dict[str, LogLine], backlog: int) -> None:
-        """Read what's new (at most READ_LIMIT bytes); lines go to `out`, a changed bar to `progress`."""
+    def poll(self, out: list[LogLine], progress: dict[str, LogLine], backlog: int, budget: int) -> int:
+        """Read what's new, up to `budget` bytes; lines go to `out`, a changed bar to `progress`.
+
+        Returns the number of bytes read.
+        """
+        start = budget
         st = self.state
         try:
             info = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             self.backlog_pending = False  # when it appears, all of it is new
-            self._gone(out)
+            budget -= self._gone(out, budget)
             st.state = "deleted" if self.opened_once else "waiting"
             st.error = ""
-            return
+            return start - budget
         except OSError as exc:
             self._error(out, exc)
-            return
+            return 0
         st.size = info.st_size
         st.mtime = info.st_mtime
         if not stat.S_ISREG(info.st_mode):
-            self._gone(out)
+            budget -= self._gone(out, budget)
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             st.state, st.error = "error", f"{kind}: {self.path}"
-            return
+            return start - budget
         ident = (info.st_dev, info.st_ino)
         if self.fh is not None and ident == self.ident and info.st_size == self.pos:
             st.state, st.error = "following", ""
-            return  # the idle case: one stat, nothing else
-        budget = READ_LIMIT
+            return 0  # the idle case: one stat, nothing else
+        if budget <= 0:
+            return 0
         try:
             if self.fh is not None:
                 if ident != self.ident:
                     # Rotated, or deleted and re-created: finish the old file (we hold it open, so
                     # its inode number can't have been reused), then read the new one from its start.
-                    budget -= self._drain(out)
+                    budget -= self._drain(out, budget)
                     if self.fh is not None:
-                        return  # more left in the old file: next poll
+                        return start - budget  # more left in the old file: next poll
                     st.rotations += 1
                 elif info.st_size < self.pos:  # copytruncate
                     self._flush(out)
@@ -313,14 +323,15 @@ class _Follower:
                     self.pos = 0
                     st.truncations += 1
             if self.fh is None:
-                self._open(out, backlog)
+                self._open(out, progress, backlog)
             st.state, st.error = "following", ""
             if budget > 0 and info.st_size > self.pos:
-                self._read(min(budget, info.st_size - self.pos), out, progress)
+                budget -= self._read(min(budget, info.st_size - self.pos), out, progress)
         except OSError as exc:
             self._error(out, exc)
+        return start - budget
 
-    def _open(self, out: list[LogLine], backlog: int) -> None:
+    def _open(self, out: list[LogLine], progress: dict[str, LogLine], backlog: int) -> None:
         fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 - held open across polls, closed in close()
         try:
             info = os.fstat(fh.fileno())
@@ -337,13 +348,18 @@ class _Follower:
         if reopen:  # the same file after a read error: go on where we were
             fh.seek(self.pos)
         elif self.backlog_pending:
-            self._backlog(info.st_size, info.st_mtime, out, backlog)
+            self._backlog(info.st_size, info.st_mtime, out, progress, backlog)
         else:
             self.pos = 0
         self.backlog_pending = False
 
-    def _backlog(self, size: int, mtime: float, out: list[LogLine], backlog: int) -> None:
-        """The last `backlog` lines of the existing content, read from the end, marked as backlog."""
+    def _backlog(
+        self, size: int, mtime: float, out: list[LogLine], progress: dict[str, LogLine], backlog: int
+    ) -> None:
+        """The last `backlog` lines of the existing content, read from the end, marked as backlog.
+
+        An unfinished `\\r` bar at the end is reported as progress, so its state shows at once.
+        """
         assert self.fh is not None
         start = size
         newlines = 0
@@ -365,66 +381,73 @@ class _Follower:
                 return
             data = data[cut + 1 :]
         if backlog <= 0:  # no lines wanted: only the unfinished last one, to complete later
-            self._extend(data[data.rfind(b"\n") + 1 :])
-            return
+            data = data[data.rfind(b"\n") + 1 :]
         lines: list[LogLine] = []
-        self._feed(data, mtime, lines, None)
-        kept = lines[-backlog:]
-        for line in kept:
+        bar: dict[str, LogLine] = {}
+        self._feed(data, mtime, lines, bar)
+        kept = lines[-backlog:] if backlog > 0 else []
+        for line in [*kept, *bar.values()]:
             line.backlog = True
         out.extend(kept)
+        progress.update(bar)
         self.state.lines -= len(lines) - len(kept)  # count only what was delivered
 
-    def _read(self, limit: int, out: list[LogLine], progress: dict[str, LogLine]) -> None:
+    def _read(self, limit: int, out: list[LogLine], progress: dict[str, LogLine]) -> int:
         assert self.fh is not None
         data = self.fh.read(limit) or b""
         if data:
             self.pos += len(data)
             self._feed(data, time.time(), out, progress)
+        return len(data)
 
-    def _drain(self, out: list[LogLine]) -> int:
+    def _drain(self, out: list[LogLine], budget: int) -> int:
         """Read the old handle of a rotated / deleted file towards its end; close it at the end."""
         assert self.fh is not None
         left = os.fstat(self.fh.fileno()).st_size - self.pos
-        data = self.fh.read(min(max(left, 0), READ_LIMIT)) if left > 0 else b""
-        data = data or b""
+        data = (self.fh.read(min(left, budget)) or b"") if left > 0 and budget > 0 else b""
         self.pos += len(data)
         if data:
             self._feed(data, time.time(), out, None)
-        if left <= READ_LIMIT:
+        if left <= len(data):
             self._flush(out)
-            self._close()
+            self.close()
             self.ident, self.pos = None, 0
         return len(data)
 
-    def _gone(self, out: list[LogLine]) -> None:
-        """The path names nothing readable now: drain the old handle; keep it while it's only renamed."""
+    def _gone(self, out: list[LogLine], budget: int) -> int:
+        """The path names nothing readable now: drain the old handle; keep it while it's only renamed.
+
+        Returns the number of bytes read.
+        """
         if self.fh is None:
-            return
+            return 0
         try:
-            if os.fstat(self.fh.fileno()).st_nlink > 0:
-                # logrotate moved it away: its writer may still append, so keep reading it until a
-                # new file takes the path.
-                left = os.fstat(self.fh.fileno()).st_size - self.pos
-                if left > 0:
-                    data = self.fh.read(min(left, READ_LIMIT)) or b""
-                    self.pos += len(data)
-                    self._feed(data, time.time(), out, None)
-            else:
-                self._drain(out)
+            info = os.fstat(self.fh.fileno())
+            if info.st_nlink == 0:
+                return self._drain(out, budget)
+            # logrotate moved it away: its writer may still append, so keep reading it until a new
+            # file takes the path.
+            left = info.st_size - self.pos
+            if left <= 0 or budget <= 0:
+                return 0
+            data = self.fh.read(min(left, budget)) or b""
+            self.pos += len(data)
+            self._feed(data, time.time(), out, None)
+            return len(data)
         except OSError:
             self._flush(out)
-            self._close()
+            self.close()
             self.ident, self.pos = None, 0
+            return 0
 
     def _error(self, out: list[LogLine], exc: OSError) -> None:
         self._flush(out)
-        self._close()  # ident and pos stay: a reopen of the same file goes on where it was
+        self.close()  # ident and pos stay: a reopen of the same file goes on where it was
         reason = exc.strerror or type(exc).__name__
         self.state.state = "error"
         self.state.error = f"{reason}: {exc.filename or self.path}"
 
-    def _close(self) -> None:
+    def close(self) -> None:
         if self.fh is not None:
             try:
                 self.fh.close()
@@ -582,18 +605,22 @@ class LogCollector:
         self.max_line = max_line
         self.interval = interval
         self._files: dict[str, _Follower] = {}
+        self.glob_every = GLOB_EVERY  # seconds between two expansions of the patterns
         self._next_glob = 0.0
         self._started = False
+        self._turn = 0  # which file reads first: turns go round, so no flood starves the others
 
     def _expand(self) -> None:
         """Add the paths the patterns name now. Named paths are followed even before they exist."""
         for pattern in self.patterns:
             if glob.has_magic(pattern):
                 for path in sorted(glob.glob(pattern)):
+                    path = os.path.normpath(path)
+                    # A glob may match directories (`logs/*`): those are no log files, skip them.
                     if path not in self._files and not os.path.isdir(path):
                         self._add(path)
-            elif pattern not in self._files:
-                self._add(pattern)
+            elif (path := os.path.normpath(pattern)) not in self._files:
+                self._add(path)
 
     def _add(self, path: str) -> None:
         # Files there at start-up begin with their last lines; those that appear later, at their start.
@@ -603,14 +630,19 @@ class LogCollector:
         now = time.monotonic()
         if now >= self._next_glob:
             self._expand()
-            self._next_glob = now + GLOB_EVERY
+            self._next_glob = now + self.glob_every
         self._started = True
         batch = LogBatch()
-        for follower in self._files.values():
-            follower.poll(batch.lines, batch.progress, self.backlog)
-            batch.files.append(follower.snapshot())
+        followers = list(self._files.values())
+        if followers:
+            self._turn %= len(followers)
+            budget = TOTAL_LIMIT
+            for follower in followers[self._turn :] + followers[: self._turn]:
+                budget -= follower.poll(batch.lines, batch.progress, self.backlog, min(budget, READ_LIMIT))
+            self._turn += 1
+        batch.files = [follower.snapshot() for follower in followers]
         return batch
 
     def close(self) -> None:
         for follower in self._files.values():
-            follower._close()
+            follower.close()

@@ -47,6 +47,7 @@ class _Known:
     role: str | None  # None: not a job process by itself (may still join as a child or GPU holder)
     actor: str
     session: str
+    ppid: int = 0  # refreshed on every scan for job processes; for the others, as first seen
     last_cpu: float = 0.0
     last_wall: float = 0.0
 
@@ -110,24 +111,24 @@ class ProcCollector:
         self._known: dict[int, _Known] = {}
 
     def collect(self) -> list[ProcInfo]:
+        # One listdir of /proc per scan; a process is read in full once, when it first appears.
+        # Only job processes are read again each scan (in _row): that keeps 1,000 processes cheap.
         now = time.time()
-        parents: dict[int, int] = {}
-        for proc in psutil.process_iter(["ppid"]):
-            parents[proc.pid] = proc.info["ppid"] or 0
-        # Forget processes that are gone (or whose PID was reused: create_time checked below).
+        alive = set(psutil.pids())
         for pid in list(self._known):
-            if pid not in parents:
+            if pid not in alive:
                 del self._known[pid]
-
+        parents: dict[int, int] = {}
         known = self._known
         job: dict[int, str] = {}
         live_gcs_sessions: set[str] = set()
-        for pid in parents:
+        for pid in alive:
             info = known.get(pid)
             if info is None:
                 info = self._learn(pid)
                 if info is None:
                     continue
+            parents[pid] = info.ppid
             if info.role is not None:
                 job[pid] = info.role
             if info.session and "gcs_server" in info.title:
@@ -165,6 +166,7 @@ class ProcCollector:
             proc = psutil.Process(pid)
             with proc.oneshot():
                 create_time = proc.create_time()
+                ppid = proc.ppid()
                 user = proc.username()
                 try:
                     argv = proc.cmdline() or [proc.name()]
@@ -173,11 +175,11 @@ class ProcCollector:
         except psutil.NoSuchProcess:
             return None
         except psutil.AccessDenied:
-            argv, user, create_time = [f"[{pid}]"], "?", 0.0
+            argv, user, create_time, ppid = [f"[{pid}]"], "?", 0.0, 0
         cmdline = " ".join(argv)
         role, actor = classify(argv[0], cmdline, self.driver_re)
         match = SESSION_RE.search(cmdline)
-        info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "")
+        info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "", ppid)
         self._known[pid] = info
         return info
 
@@ -194,12 +196,14 @@ class ProcCollector:
                     del self._known[pid]  # PID reused: read it afresh next time
                     return None
                 status = proc.status()
+                info.ppid = proc.ppid()
                 times = proc.cpu_times()
                 rss = proc.memory_info().rss
         except (psutil.NoSuchProcess, psutil.ZombieProcess):
             return None  # vanished mid-read: skipped silently
         except psutil.AccessDenied:
             status, times, rss = "?", None, 0
+        parents[pid] = info.ppid
         cpu = 0.0
         if times is not None:
             total = times.user + times.system

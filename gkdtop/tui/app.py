@@ -65,7 +65,7 @@ class GkdtopApp(App[None]):
         self.monitor = monitor
         self.store = monitor.store
         self.ui_interval = refresh or config.refresh.get("ui", 1.0)
-        self._drawn_version = -1
+        self._drawn: dict[str, int] = {}  # per source: the store version each pane last drew
         self.first_frame_at: float | None = None
 
     def compose(self) -> ComposeResult:
@@ -120,21 +120,24 @@ class GkdtopApp(App[None]):
         top = headline(status, time.time())
         top.append(f"   {clock(time.time())}", "dim")
         self.top_bar.update(top)
-        # Phases age by the clock even when nothing arrives, so they always redraw; the rest only
-        # when the store changed.
+        # Phases age by the clock even when nothing arrives, so they always redraw; the other
+        # panes only when their source reported something new.
         self.phases.refresh_from(store)
-        if not force and store.version == self._drawn_version:
-            return
-        self._drawn_version = store.version
+        for source, panes in (("gpus", (self.gpus,)), ("procs", (self.procs, self.gpus)), ("ray", (self.ray,))):
+            version = store.versions.get(source, 0)
+            if force or self._drawn.get(source) != version:
+                self._drawn[source] = version
+                for pane in panes:
+                    pane.refresh_from(store)
         if self.has_class("-compact"):
             self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}")
-        self.gpus.refresh_from(store)
-        self.procs.refresh_from(store)
-        self.ray.refresh_from(store)
-        self.refresh_logs()
+        self.refresh_logs(force)
 
-    def refresh_logs(self) -> None:
-        self.logs.refresh_from(self.store)
+    def refresh_logs(self, force: bool = False) -> None:
+        version = self.store.versions.get("logs", 0)
+        if force or self._drawn.get("logs") != version:
+            self._drawn["logs"] = version
+            self.logs.refresh_from(self.store)
 
     # --- actions -------------------------------------------------------------------------------
 

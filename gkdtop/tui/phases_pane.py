@@ -28,12 +28,16 @@ class PhasesPane(Static):
     PhasesPane.-failed { border: heavy $error; }
     """
     BORDER_TITLE = "1 Phases"
+    _shown = ""
 
     def refresh_from(self, store: Store) -> None:
         status = store.phase_status()
         self.set_class(status.state == "stalled", "-stalled")
         self.set_class(status.state == "failed", "-failed")
-        self.update(render_phases(status, time.time(), table=self.has_class("-maximized")))
+        text = render_phases(status, time.time(), table=self.has_class("-maximized"))
+        if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
+            self._shown = text.plain
+            self.update(text)
 
 
 def headline(status: PhaseStatus, now: float) -> Text:

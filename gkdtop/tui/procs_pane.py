@@ -32,9 +32,14 @@ def cells(p: ProcInfo, now: float) -> dict[str, str]:
         "rss": human_bytes(p.rss),
         "gpu": human_bytes(p.gpu_memory) if p.gpu_memory is not None else "",
         "state": p.status,
-        "age": human_duration(now - p.create_time) if p.create_time else "?",
+        "age": coarse_age(now - p.create_time) if p.create_time else "?",
         "flags": ",".join(p.flags),
     }
+
+
+def coarse_age(seconds: float) -> str:
+    """Minutes are enough past the first minute; a finer clock would redraw every row every poll."""
+    return human_duration(seconds) if seconds < 60 else human_duration(seconds - seconds % 60).removesuffix("00s")
 
 
 def summary(store: Store) -> str:
@@ -58,6 +63,7 @@ class ProcsPane(DataTable[str]):
         self.sort_key = "role"
         self._rows: dict[int, dict[str, str]] = {}
         self._procs: list[ProcInfo] = []
+        self._order: list[int] = []
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
@@ -68,6 +74,7 @@ class ProcsPane(DataTable[str]):
         now = time.time()
         self._procs = store.processes
         fresh = {p.pid: cells(p, now) for p in store.processes}
+        added = False
         with self.app.batch_update():
             for pid in [pid for pid in self._rows if pid not in fresh]:
                 self.remove_row(str(pid))
@@ -76,26 +83,31 @@ class ProcsPane(DataTable[str]):
                 old = self._rows.get(pid)
                 if old is None:
                     self.add_row(*(row[k] for k, _ in COLUMNS), key=str(pid))
+                    added = True
                 else:
                     for key, value in row.items():
                         if old[key] != value:
                             self.update_cell(str(pid), key, value)
                 self._rows[pid] = row
-            self._apply_sort()
+            self._apply_sort(force=added)
 
-    def _apply_sort(self) -> None:
-        order = {p.pid: i for i, p in enumerate(sorted(self._procs, key=SORTS[self.sort_key]))}
-        self.sort("pid", key=lambda pid: order.get(int(pid), len(order)))
+    def _apply_sort(self, force: bool = False) -> None:
+        ordered = [p.pid for p in sorted(self._procs, key=SORTS[self.sort_key])]
+        if ordered == self._order and not force:
+            return  # re-sorting redraws the whole table: only when the order really changed
+        self._order = ordered
+        position = {pid: i for i, pid in enumerate(ordered)}
+        self.sort("pid", key=lambda pid: position.get(int(pid), len(position)))
 
     def action_cycle_sort(self) -> None:
         keys = list(SORTS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
         self.border_subtitle = f"sort: {self.sort_key} (o)"
-        self._apply_sort()
+        self._apply_sort(force=True)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = str(event.column_key.value)
         if key in SORTS:
             self.sort_key = key
             self.border_subtitle = f"sort: {self.sort_key} (o)"
-            self._apply_sort()
+            self._apply_sort(force=True)
