@@ -152,3 +152,20 @@ def test_real_ray_cluster_processes(ray_cluster) -> None:  # type: ignore[no-unt
     names = {r.name for r in daemons}
     assert {"raylet", "gcs_server"} <= names
     assert not any("stale-session" in r.flags for r in daemons)
+
+
+def test_processes_of_a_dead_session_are_stale(ray_cluster) -> None:  # type: ignore[no-untyped-def]
+    """A daemon whose session has no live GCS any more (a crashed run) is flagged; the live one is not."""
+    dead = "session_2020-01-01_00-00-00_000000_1"
+    leftover = subprocess.Popen(["bash", "-c", f"exec -a /opt/ray/raylet {sys.executable} -c 'import time; "
+                                 f"time.sleep(60)' --raylet_socket_name=/tmp/ray/{dead}/sockets/raylet"])
+    try:
+        rows = wait_for(lambda: {r.pid: r for r in ProcCollector().collect() if r.pid == leftover.pid} or None,
+                        timeout=10, interval=0.2)
+        assert rows[leftover.pid].role == "ray-daemon"
+        assert "stale-session" in rows[leftover.pid].flags
+        live = [r for r in ProcCollector().collect() if str(ray_cluster.temp_root) in r.cmdline]
+        assert live and not any("stale-session" in r.flags for r in live)
+    finally:
+        leftover.kill()
+        leftover.wait()

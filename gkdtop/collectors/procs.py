@@ -223,7 +223,7 @@ class ProcCollector:
         elif role == "engine" and ppid <= 1:
             flags.append("orphaned")
         session = info.session or (parent.session if parent is not None else "")
-        if session and live_sessions and session not in live_sessions:
+        if session and session not in live_sessions:
             flags.append("stale-session")
         return ProcInfo(
             pid=pid,

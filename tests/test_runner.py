@@ -1,0 +1,117 @@
+"""The collector loop: a collector that raises or hangs is reported and retried; the others go on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from gkdtop.collectors.base import run_forever
+from gkdtop.config import Config, builtin_phases
+from gkdtop.monitor import Monitor, default_log_sources
+from gkdtop.store import Store
+
+
+class Flaky:
+    """Fails twice, then works: the loop must back off and then recover."""
+
+    name = "flaky"
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self) -> int:
+        self.calls += 1
+        if self.calls <= 2:
+            raise RuntimeError(f"source gone (attempt {self.calls})\nsecond line never shown")
+        return self.calls
+
+    def close(self) -> None:
+        pass
+
+
+class Hangs:
+    name = "hangs"
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def collect(self) -> str:
+        self.release.wait(10)
+        return "late"
+
+    def close(self) -> None:
+        self.release.set()
+
+
+async def test_errors_are_one_line_and_the_loop_recovers() -> None:
+    results: list[int] = []
+    errors: list[tuple[str, float]] = []
+    task = asyncio.create_task(run_forever(Flaky(), results.append, lambda e, d: errors.append((e, d))))
+    for _ in range(200):
+        if results:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    assert results and results[0] == 3
+    assert [e for e, _ in errors] == ["RuntimeError: source gone (attempt 1)", "RuntimeError: source gone (attempt 2)"]
+    assert errors[1][1] > errors[0][1]  # backoff grows
+
+
+async def test_a_hung_collector_is_reported_while_others_go_on() -> None:
+    hangs, flaky = Hangs(), Flaky()
+    errors: list[str] = []
+    results: list[object] = []
+    tasks = [
+        asyncio.create_task(run_forever(hangs, results.append, lambda e, d: errors.append(e), timeout=0.2)),
+        asyncio.create_task(run_forever(flaky, results.append, lambda e, d: None)),
+    ]
+    await asyncio.sleep(0.6)
+    assert any("hung" in e for e in errors)
+    assert any(isinstance(r, int) for r in results)  # the other collector kept working
+    hangs.release.set()
+    for _ in range(100):
+        if "late" in results:
+            break
+        await asyncio.sleep(0.02)
+    for t in tasks:
+        t.cancel()
+    assert "late" in results  # once the source answers again, its result is used
+
+
+def test_store_health_reflects_failures_and_recovery() -> None:
+    store = Store(Config(phases=builtin_phases()))
+    store.fail("gpus", "NVMLError: Unknown Error", 2.0)
+    assert not store.health["gpus"].ok and store.health["gpus"].error == "NVMLError: Unknown Error"
+    from gkdtop.model import GpuState
+
+    store.put("gpus", GpuState(status="ok"))
+    assert store.health["gpus"].ok and store.health["gpus"].failures == 0
+
+
+def test_default_log_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    assert not any(s.endswith("train.log") for s in default_log_sources())
+    (tmp_path / "train.log").write_text("x\n")
+    sources = default_log_sources()
+    assert sources[0] == str(tmp_path / "train.log")
+    assert str(tmp_path / "ray" / "session_latest" / "logs" / "worker-*.out") in sources
+
+
+async def test_monitor_collect_once_without_any_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.setenv("GKDTOP_GPU_REPLAY", str(tmp_path / "missing.json"))
+    monitor = Monitor(Config(phases=builtin_phases()), logs=[str(tmp_path / "none.log")])
+    await monitor.collect_once()
+    await monitor.stop()
+    store = monitor.store
+    assert store.gpus.status == "unavailable" and "cannot read recorded GPU data" in store.gpus.reason
+    assert store.ray.status == "not connected"
+    assert store.log_files[0].state == "waiting"
+    assert os.getpid() not in {p.pid for p in store.processes}
