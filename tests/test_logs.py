@@ -570,7 +570,7 @@ def test_strip_ansi() -> None:
 # --- properties --------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.binary(max_size=12_000),
     cuts=st.lists(st.integers(min_value=0, max_value=12_000), max_size=6),
@@ -597,7 +597,7 @@ def test_random_bytes_never_raise_and_stay_capped(data: bytes, cuts: list[int], 
         assert len([ln for ln in produced if not ln.progress]) == data.count(b"\n") + 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, database=None)
 @given(
     lines=st.lists(
         st.text(PRINTABLE, max_size=60),
@@ -621,7 +621,7 @@ def test_plain_lines_arrive_intact_however_they_are_cut(lines: list[str], cuts: 
     assert got == lines
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(st.text(max_size=80) | st.from_regex(TS_LIKE))
 def test_parse_timestamp_and_parse_line_never_raise(text: str) -> None:
     ts = parse_timestamp(text)

@@ -57,9 +57,10 @@ def test_real_processes_roles_and_flags() -> None:
     engine = spawn_titled("VLLM::EngineCore")
     # A driver with a child, and a second child that exits unreaped (a real zombie).
     driver = subprocess.Popen([sys.executable, "-c", (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, time\n"
         "subprocess.Popen(['sleep', '60'])\n"
-        "subprocess.Popen(['true'])\n"
+        "if os.fork() == 0:\n"
+        "    os._exit(0)\n"  # never waited for: stays a zombie while the driver lives
         "time.sleep(60)\n"), "main_gkd"])
     try:
         collector = ProcCollector(DRIVER_PATTERNS, interval=0.1)

@@ -37,17 +37,18 @@ def test_gkdtop_in_tmux_follows_a_log_and_answers_keys(tmp_path: Path, tmux: Tmu
         fh.write(ray("TaskRunner", 1, "✓ Rollout Worker initialized in 30.5s") + "\n")
         fh.write(ray("TaskRunner", 1, "Starting weight synchronization...") + "\n")
     tmux.wait_for("weight sync")
-    # `/` edits the filter live.
+    # `/` edits the filter live. The pattern is one no log line contains, so seeing it proves it was typed.
     tmux.keys("/")
     tmux.wait_for("Filter (regular expression")
-    time.sleep(0.3)  # the modal is drawn a moment before its input takes focus
+    time.sleep(0.5)  # the modal is drawn a moment before its input takes focus
     tmux.keys("C-u")
-    tmux.keys("Rollout Worker")
-    tmux.wait_for("Rollout Worker ")
+    tmux.keys("Rollout W.rker")
+    tmux.wait_for("Rollout W.rker")
     tmux.keys("Enter")
-    screen = tmux.wait_for("filter: Rollout Worker")
-    assert "Rollout Worker initialized" in screen
-    assert "Starting weight synchronization" not in screen.split("4 Logs", 1)[1]
+    screen = tmux.wait_for("filter: Rollout W.rker")
+    logs = screen.split("4 Logs", 1)[1]
+    assert "Rollout Worker initialized" in logs
+    assert "Starting weight synchronization" not in logs
     # `3` maximizes the Processes pane, `3` again restores.
     tmux.keys("3")
     screen = tmux.wait_gone("4 Logs")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -124,4 +123,5 @@ class LogsPane(Vertical):
             parts.append(f"{errors[0].path}: {errors[0].error}"[:80])
         mode = f"PAUSED · {self._held} new" if self.paused else ("follow" if self.follow else "scroll")
         shown = self.filter_text if len(self.filter_text) < 40 else self.filter_text[:37] + "…"
-        self.border_subtitle = escape(f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts))
+        # A Text, not a str: a filter full of `\[` must not be read as markup.
+        self.border_subtitle = Text(f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts))
