@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["first_frame.py", "idle_cpu.py", "bench_logs.py"]
+SCRIPTS = ["first_frame.py", "idle_cpu.py", "bench_logs.py", "bench_ray_pane.py", "bench_stacks.py"]
 
 for script in SCRIPTS:
     if (HERE / script).exists():

@@ -57,8 +57,30 @@ class ProcInfo:
 
 
 @dataclass(slots=True)
+class RayNode:
+    node_id: str
+    ip: str
+    is_head: bool
+    state: str  # ALIVE | DEAD
+    resources_total: dict[str, float] = field(default_factory=dict)
+    gpus: list[GpuSample] = field(default_factory=list)  # from the node's own agent, when it reports GPUs
+
+
+@dataclass(slots=True)
+class RayActor:
+    actor_id: str
+    class_name: str
+    state: str  # ALIVE | PENDING_CREATION | RESTARTING | DEPENDENCIES_UNREADY | DEAD
+    pid: int | None
+    node_id: str
+    name: str = ""
+    required_resources: dict[str, float] = field(default_factory=dict)
+    death_cause: str = ""  # one line, for DEAD actors
+
+
+@dataclass(slots=True)
 class RayState:
-    """One-line Ray status. status: connected | not connected | pending."""
+    """What the Ray cluster says. status: connected | not connected | pending."""
 
     status: str = "pending"
     reason: str = ""
@@ -69,6 +91,12 @@ class RayState:
     pending: list[dict[str, float]] = field(default_factory=list)
     nodes_alive: int = 0
     nodes_dead: int = 0
+    nodes: list[RayNode] = field(default_factory=list)
+    actors: list[RayActor] = field(default_factory=list)
+    actors_total: int = 0  # the cluster's count; `actors` is capped
+    placement_groups: list[dict[str, str]] = field(default_factory=list)
+    jobs: list[dict[str, str]] = field(default_factory=list)
+    details_error: str = ""  # the state API failed while the status answered
 
 
 @dataclass(slots=True)

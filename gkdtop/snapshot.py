@@ -31,7 +31,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             "devices": [asdict(d) for d in store.gpus.devices],
         },
         "processes": [asdict(p) for p in store.processes],
-        "ray": asdict(store.ray),
+        "ray": ray_section(store),
         "phases": {
             "current": status.current,
             "state": status.state,
@@ -66,6 +66,26 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             for h in store.health.values()
             if not h.ok
         ],
+    }
+
+
+def ray_section(store: Store) -> dict[str, Any]:
+    ray = store.ray
+    return {
+        "status": ray.status,
+        "reason": ray.reason,
+        "address": ray.address,
+        "session": ray.session,
+        "resources": {"total": ray.resources_total, "available": ray.resources_available},
+        "nodes_alive": ray.nodes_alive,
+        "nodes_dead": ray.nodes_dead,
+        "nodes": [asdict(n) for n in ray.nodes],
+        "actors_total": ray.actors_total,
+        "actors": [asdict(a) for a in ray.actors],
+        "pending": ray.pending,
+        "placement_groups": ray.placement_groups,
+        "jobs": ray.jobs,
+        "details_error": ray.details_error,
     }
 
 

@@ -50,9 +50,13 @@ class Store:
         elif source == "procs":
             self.processes = result
             self._join_gpu_memory()
+            self._join_actors()
         elif source == "ray":
             changed = result != self.ray
             self.ray = result
+            if changed:
+                self._join_actors()
+                self._bump("procs")
         elif source == "logs":
             changed = self._put_logs(result)
         if changed or recovered:
@@ -91,6 +95,22 @@ class Store:
                     used[proc.pid] = used.get(proc.pid, 0) + proc.used_memory
         for row in self.processes:
             row.gpu_memory = used.get(row.pid)
+
+    def _join_actors(self) -> None:
+        """Ray knows which actor a PID runs: label process rows the title alone could not."""
+        from gkdtop.collectors.procs import role_of
+
+        by_pid = {a.pid: a for a in self.ray.actors if a.pid and a.state != "DEAD"}
+        if not by_pid:
+            return
+        for row in self.processes:
+            actor = by_pid.get(row.pid)
+            if actor is None:
+                continue
+            if not row.actor:
+                row.actor = actor.class_name
+            if row.role in ("ray-worker", "worker"):
+                row.role = role_of(actor.class_name, default=row.role)
 
     def _put_logs(self, batch: Any) -> bool:
         """Feed new lines to the phase engine; False when nothing at all changed (the usual idle poll)."""

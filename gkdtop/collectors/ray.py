@@ -15,10 +15,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gkdtop.model import RayState
+from gkdtop.model import GpuSample, RayActor, RayNode, RayState
 
 DASHBOARD_LINE_RE = re.compile(rb"Dashboard head http address: (\S+)")
 DEFAULT_DASHBOARD_PORT = 8265
+MAX_ACTORS = 10_000  # the state API's own maximum
 
 
 def ray_temp_dir() -> Path:
@@ -71,12 +72,24 @@ def resolve_dashboard(address: str | None) -> tuple[str | None, str, str]:
 
 
 class RayCollector:
+    """Status every poll; actors, nodes, placement groups and jobs every `details_every` polls.
+
+    The lists come from the state API, which costs seconds on a big cluster: they are fetched in
+    this collector's own thread, so the UI never waits, and kept between their polls.
+    """
+
     name = "ray"
 
-    def __init__(self, address: str | None = None, interval: float = 5.0, timeout: float = 2.0) -> None:
+    def __init__(self, address: str | None = None, interval: float = 5.0, timeout: float = 2.0,
+                 details_every: int = 2, details_timeout: float = 10.0) -> None:
         self.address = address
         self.interval = interval
         self.timeout = timeout
+        self.details_every = details_every
+        self.details_timeout = details_timeout
+        self._polls = 0
+        self._details: dict[str, object] = {}
+        self._details_for = ""
 
     def collect(self) -> RayState:
         url, where, session = resolve_dashboard(self.address)
@@ -84,18 +97,134 @@ class RayCollector:
             reason = "no Ray session found on this node" if not where else f"no dashboard in {where}"
             return RayState(status="not connected", reason=reason, address=where, session=session)
         try:
-            with urllib.request.urlopen(f"{url}/api/cluster_status", timeout=self.timeout) as resp:
-                doc = json.load(resp)
+            doc = _get_json(f"{url}/api/cluster_status", self.timeout)
         except urllib.error.HTTPError as exc:
             return RayState(status="not connected", reason=f"dashboard answered {exc.code}", address=url)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             why = getattr(exc, "reason", exc)
+            self._details = {}
             return RayState(status="not connected", reason=f"no answer from {url} ({why})", address=url,
                             session=session)
-        return parse_cluster_status(doc, url, session)
+        state = parse_cluster_status(doc, url, session)
+        if self._details_for != url:
+            self._details, self._details_for, self._polls = {}, url, 0
+        if self._polls % self.details_every == 0:
+            self._details = self._fetch_details(url)
+        self._polls += 1
+        for key, value in self._details.items():
+            setattr(state, key, value)
+        return state
+
+    def _fetch_details(self, url: str) -> dict[str, object]:
+        details: dict[str, object] = {}
+        errors = []
+        try:
+            rows, total = _state_list(url, "actors", self.details_timeout, detail=True)
+            details["actors"] = [parse_actor(r) for r in rows]
+            details["actors_total"] = total
+        except Exception as exc:
+            errors.append(f"actors: {_why(exc)}")
+        try:
+            rows, _ = _state_list(url, "nodes", self.details_timeout)
+            nodes = [parse_node(r) for r in rows]
+            _attach_node_gpus(url, nodes, self.timeout)
+            details["nodes"] = nodes
+        except Exception as exc:
+            errors.append(f"nodes: {_why(exc)}")
+        try:
+            rows, _ = _state_list(url, "placement_groups", self.details_timeout)
+            details["placement_groups"] = [
+                {"id": str(r.get("placement_group_id", "")), "name": str(r.get("name") or ""),
+                 "state": str(r.get("state", ""))} for r in rows
+            ]
+        except Exception as exc:
+            errors.append(f"placement groups: {_why(exc)}")
+        try:
+            jobs = _get_json(f"{url}/api/jobs/", self.details_timeout)
+            details["jobs"] = [
+                {"id": str(j.get("submission_id") or j.get("job_id") or ""), "status": str(j.get("status", "")),
+                 "entrypoint": str(j.get("entrypoint", ""))[:200]} for j in (jobs if isinstance(jobs, list) else [])
+            ]
+        except Exception as exc:
+            errors.append(f"jobs: {_why(exc)}")
+        details["details_error"] = "; ".join(errors)
+        return details
 
     def close(self) -> None:
         pass
+
+
+def _why(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+
+
+def _get_json(url: str, timeout: float) -> object:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def _state_list(url: str, what: str, timeout: float, detail: bool = False) -> tuple[list[dict], int]:
+    """One list from the state API (the REST side of `ray.util.state`), capped at its maximum."""
+    query = f"limit={MAX_ACTORS}" + ("&detail=1" if detail else "")
+    doc = _get_json(f"{url}/api/v0/{what}?{query}", timeout)
+    data = (doc or {}).get("data") or {}  # type: ignore[union-attr]
+    result = data.get("result") or {}
+    rows = result.get("result") if isinstance(result, dict) else result
+    total = result.get("total", len(rows or [])) if isinstance(result, dict) else len(rows or [])
+    return [r for r in (rows or []) if isinstance(r, dict)], int(total or 0)
+
+
+def parse_actor(row: dict) -> RayActor:
+    cause = row.get("death_cause") or ""
+    if isinstance(cause, dict):
+        context = next(iter(cause.values()), {}) if cause else {}
+        cause = (context.get("error_message") or context.get("errorMessage") or json.dumps(cause)) \
+            if isinstance(context, dict) else str(cause)
+    pid = row.get("pid")
+    return RayActor(
+        actor_id=str(row.get("actor_id", "")),
+        class_name=str(row.get("class_name", "") or "?"),
+        state=str(row.get("state", "") or "?"),
+        pid=int(pid) if pid else None,
+        node_id=str(row.get("node_id") or ""),
+        name=str(row.get("name") or ""),
+        required_resources={k: float(v) for k, v in (row.get("required_resources") or {}).items()
+                            if isinstance(v, (int, float))},
+        death_cause=str(cause).strip().splitlines()[0][:300] if cause else "",
+    )
+
+
+def parse_node(row: dict) -> RayNode:
+    return RayNode(
+        node_id=str(row.get("node_id", "")),
+        ip=str(row.get("node_ip", "") or row.get("node_name", "")),
+        is_head=bool(row.get("is_head_node")),
+        state=str(row.get("state", "") or "?"),
+        resources_total={k: float(v) for k, v in (row.get("resources_total") or {}).items()
+                         if not k.startswith("node:") and isinstance(v, (int, float))},
+    )
+
+
+def _attach_node_gpus(url: str, nodes: list[RayNode], timeout: float) -> None:
+    """Per-node GPUs as each node's Ray agent reports them (it reads NVML there): multi-node GPUs."""
+    try:
+        doc = _get_json(f"{url}/nodes?view=summary", timeout)
+    except Exception:
+        return
+    by_id = {n.node_id: n for n in nodes}
+    for summary in ((doc or {}).get("data") or {}).get("summary") or []:  # type: ignore[union-attr]
+        node = by_id.get(((summary.get("raylet") or {}).get("nodeId")) or "")
+        if node is None:
+            continue
+        for i, gpu in enumerate(summary.get("gpus") or []):
+            mib = 1024 * 1024
+            used, total = gpu.get("memoryUsed"), gpu.get("memoryTotal")
+            node.gpus.append(GpuSample(
+                index=int(gpu.get("index", i)), name=str(gpu.get("name", "GPU")), uuid=str(gpu.get("uuid", "")),
+                utilization=gpu.get("utilizationGpu"), memory_used=int(used * mib) if used is not None else None,
+                memory_total=int(total * mib) if total is not None else None, temperature=None, power=None,
+                power_limit=None,
+            ))
 
 
 def parse_cluster_status(doc: dict, url: str, session: str) -> RayState:

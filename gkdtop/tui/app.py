@@ -21,10 +21,10 @@ from gkdtop.tui.help_screen import HelpScreen
 from gkdtop.tui.logs_pane import LogsPane
 from gkdtop.tui.phases_pane import PhasesPane, headline
 from gkdtop.tui.procs_pane import ProcsPane
-from gkdtop.tui.ray_line import RayLine
+from gkdtop.tui.ray_pane import RayPane
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
-PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayLine}
+PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
 
 
 class TopBar(Static):
@@ -77,7 +77,7 @@ class GkdtopApp(App[None]):
             yield Static("", id="summary")
             yield ProcsPane(id="procs")
             yield LogsPane(self.config.default_filter, id="logs")
-        yield RayLine(id="ray")
+        yield RayPane(id="ray")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -88,7 +88,7 @@ class GkdtopApp(App[None]):
         self.gpus = self.query_one(GpuPane)
         self.procs = self.query_one(ProcsPane)
         self.logs = self.query_one(LogsPane)
-        self.ray = self.query_one(RayLine)
+        self.ray = self.query_one(RayPane)
         self.panes: dict[str, Widget] = {key: self.query_one(pane_type) for key, pane_type in PANES.items()}
         for pane in self.panes.values():
             pane.ALLOW_MAXIMIZE = True
