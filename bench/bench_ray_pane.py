@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gkdtop.config import Config, builtin_phases  # noqa: E402
-from gkdtop.model import RayActor, RayNode, RayState  # noqa: E402
-from gkdtop.monitor import Monitor  # noqa: E402
-from gkdtop.tui.app import GkdtopApp  # noqa: E402
-from gkdtop.tui.ray_pane import render_cluster  # noqa: E402
+from gkdtop.config import Config, builtin_phases
+from gkdtop.model import RayActor, RayNode, RayState
+from gkdtop.monitor import Monitor
+from gkdtop.tui.app import GkdtopApp
+from gkdtop.tui.ray_pane import render_cluster
 
 STATES = ["ALIVE"] * 8 + ["PENDING_CREATION", "DEAD"]
 
