@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gkdtop.collectors.findings import Signature, builtin_signatures
 from gkdtop.model import Hint
 
 DEFAULT_FILTER = r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL|Traceback|✓|✗|WARN|step:\d+ -"
@@ -57,6 +58,7 @@ class Config:
     refresh: dict[str, float] = field(
         default_factory=lambda: {"gpus": 1.0, "procs": 2.0, "logs": 0.25, "ray": 5.0, "ui": 1.0}
     )
+    findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
 
     @property
@@ -71,7 +73,7 @@ def default_config_path() -> Path:
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Built-ins, then the user's file (`path`, else the XDG one if it exists)."""
-    cfg = Config(phases=builtin_phases())
+    cfg = Config(phases=builtin_phases(), findings=builtin_signatures())
     if path is None:
         candidate = default_config_path()
         if not candidate.is_file():
@@ -204,8 +206,38 @@ def _phases(node: Any, where: str, path: str) -> list[PhaseRule]:
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
-    "driver_patterns", "logs", "backlog", "max_line", "refresh",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings",
 }
+FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
+
+
+def _findings(node: Any, where: str) -> list[Signature]:
+    if node.tag != "tag:yaml.org,2002:seq":
+        raise _err(where, node, "findings", "expected a list of signatures")
+    out = []
+    for i, item in enumerate(node.value):
+        key = f"findings[{i}]"
+        _keys(item, where, key, FINDING_KEYS)
+        if _get(item, "name") is None or _get(item, "match") is None:
+            raise _err(where, item, key, "needs 'name' and 'match'")
+        sig = Signature(name=_scalar(_get(item, "name"), where, f"{key}.name"), severity="error",
+                        match=_regex(_get(item, "match"), where, f"{key}.match"))
+        if (n := _get(item, "severity")) is not None:
+            sig.severity = _scalar(n, where, f"{key}.severity")
+        if (n := _get(item, "extra")) is not None:
+            items = n.value if n.tag.endswith(":seq") else [n]
+            sig.extra = [_regex(x, where, f"{key}.extra[{j}]") for j, x in enumerate(items)]
+        if (n := _get(item, "within")) is not None:
+            sig.within = int(_number(n, where, f"{key}.within"))
+        if (n := _get(item, "require_extra")) is not None:
+            sig.require_extra = _scalar(n, where, f"{key}.require_extra").lower() in ("true", "yes", "1")
+        if (n := _get(item, "key")) is not None:
+            sig.key = _strings(n, where, f"{key}.key")
+        for attr in ("cause", "fix"):
+            if (n := _get(item, attr)) is not None:
+                setattr(sig, attr, _scalar(n, where, f"{key}.{attr}"))
+        out.append(sig)
+    return out
 
 
 def _apply(cfg: Config, doc: Any, where: str) -> None:
@@ -247,6 +279,10 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
     for key in ("backlog", "max_line"):
         if (n := _get(doc, key)) is not None:
             setattr(cfg, key, int(_number(n, where, key)))
+    if (n := _get(doc, "findings")) is not None:
+        user = _findings(n, where)
+        names = {sig.name for sig in user}
+        cfg.findings = user + [sig for sig in cfg.findings if sig.name not in names]
     if (n := _get(doc, "refresh")) is not None:
         _keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

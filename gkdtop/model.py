@@ -105,7 +105,7 @@ class LogLine:
 
     source: str  # path of the file it came from
     text: str  # the message, without Ray prefix; ANSI stripped; capped
-    seen: float  # epoch seconds: arrival time, or the file's mtime for backlog lines
+    seen: float  # epoch seconds: arrival time; for backlog lines, the nearest timestamped line's time or the mtime
     ts: float | None = None  # epoch seconds parsed from the line itself, if any
     worker: str = ""  # Ray prefix name, e.g. WorkerDict / TaskRunner
     pid: int | None = None  # Ray prefix pid
@@ -194,3 +194,19 @@ class SourceHealth:
     failures: int = 0
     last_ok: float | None = None
     next_try: float | None = None
+
+
+@dataclass(slots=True)
+class Finding:
+    """A known failure signature seen in the logs, deduplicated: one entry, a count, first/last seen."""
+
+    name: str
+    severity: str  # error | warning | info
+    first_seen: float
+    last_seen: float
+    count: int
+    fields: dict[str, str]
+    cause: str
+    fix: str
+    source: str  # the log file
+    sample: list[str] = field(default_factory=list)  # the matching line (and the lines that filled fields)

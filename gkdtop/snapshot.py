@@ -53,6 +53,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
                 for s in status.timeline
             ],
         },
+        "findings": [asdict(f) for f in store.findings()],
         "logs": {
             "filter": filter_pattern or "",
             "files": [asdict(f) for f in store.log_files],
@@ -108,6 +109,10 @@ def text_summary(doc: dict[str, Any]) -> str:
     lines.append(f"processes: {len(doc['processes'])}")
     ray = doc["ray"]
     lines.append(f"ray: {ray['status']} {ray['reason']}".rstrip())
+    for f in doc.get("findings", [])[:10]:
+        lines.append(f"finding: {f['name']} x{f['count']} {f['fields']}")
+        lines.append(f"  cause: {f['cause']}")
+        lines.append(f"  fix: {f['fix']}")
     for err in doc["errors"]:
         lines.append(f"error in {err['source']}: {err['error']}")
     return "\n".join(lines) + "\n"

@@ -11,9 +11,20 @@ import time
 from collections import deque
 from typing import Any
 
+from gkdtop.collectors.findings import FindingsEngine
 from gkdtop.collectors.phases import PhaseEngine
 from gkdtop.config import Config
-from gkdtop.model import GpuState, LogFileState, LogLine, PhaseStatus, ProcInfo, RayState, SourceHealth
+from gkdtop.model import (
+    Finding,
+    GpuState,
+    Hint,
+    LogFileState,
+    LogLine,
+    PhaseStatus,
+    ProcInfo,
+    RayState,
+    SourceHealth,
+)
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
@@ -32,6 +43,7 @@ class Store:
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
         self.phases = PhaseEngine(config)
+        self.findings_engine = FindingsEngine(config.findings)
         self.health: dict[str, SourceHealth] = {}
         self.version = 0  # bumped on every change so views can skip redraws
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
@@ -120,6 +132,7 @@ class Store:
         for line in batch.lines:
             self.lines.append(line)
             self.phases.feed(line)
+            self.findings_engine.feed(line)
             self.progress.pop(line.source, None)
         self.total_lines += len(batch.lines)
         for source, line in batch.progress.items():
@@ -135,8 +148,25 @@ class Store:
     def proc_by_pid(self) -> dict[int, ProcInfo]:
         return {p.pid: p for p in self.processes}
 
+    def findings(self) -> list[Finding]:
+        return self.findings_engine.findings()
+
     def phase_status(self, now: float | None = None) -> PhaseStatus:
-        return self.phases.status(time.time() if now is None else now)
+        """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
+        status = self.phases.status(time.time() if now is None else now)
+        if status.state == "stalled":
+            demands = [str(d) for d in self.ray.pending]
+            demands += [f.fields.get("demand") or f.fields.get("demand2") or ""
+                        for f in self.findings() if f.name == "ray-unschedulable"]
+            demands = list(dict.fromkeys(d for d in demands if d))
+            if demands:
+                base = status.hint or Hint()
+                status.hint = Hint(
+                    causes=[f"waiting for resources: {d} cannot be scheduled" for d in demands[:3]] + base.causes,
+                    actions=["Compare the demand with the Ray pane (5): fix the GPU/CPU counts the job asks for, "
+                             "or add nodes."] + base.actions,
+                )
+        return status
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

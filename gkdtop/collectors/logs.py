@@ -388,6 +388,7 @@ class _Follower:
         kept = lines[-backlog:] if backlog > 0 else []
         for line in [*kept, *bar.values()]:
             line.backlog = True
+        _date_untimed(kept, mtime)
         out.extend(kept)
         progress.update(bar)
         self.state.lines -= len(lines) - len(kept)  # count only what was delivered
@@ -590,6 +591,25 @@ def _utf8_boundary(buf: bytes, limit: int) -> int:
 
 
 # --- the collector -------------------------------------------------------------------------------
+
+
+def _date_untimed(lines: list[LogLine], mtime: float) -> None:
+    """Date the untimed lines already in a file better than by its mtime (the last write only).
+
+    Lines before the first timestamped one get its time, lines between two get the earlier one's;
+    lines after the last keep the mtime, since the last of them is what was written then. Without
+    this, one untimed line at the top of a long-silent log makes it look fresh.
+    """
+    stamps = [ln.ts if ln.ts is not None and ln.ts <= mtime + 5 else None for ln in lines]
+    timed = [i for i, t in enumerate(stamps) if t is not None]
+    if not timed:
+        return
+    known = stamps[timed[0]]
+    for i in range(timed[-1]):
+        if stamps[i] is not None:
+            known = stamps[i]
+        else:
+            lines[i].seen = known  # type: ignore[assignment]
 
 
 class LogCollector:

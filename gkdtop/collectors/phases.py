@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
+from gkdtop.collectors.findings import unnamed
 from gkdtop.config import Config, PhaseRule
 from gkdtop.model import Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
@@ -32,7 +33,7 @@ class PhaseEngine:
         parts = [STEP_RE.pattern, config.fail_pattern]
         for rule in self.rules:
             parts += [p.pattern for p in (rule.start, rule.done, rule.fail) if p is not None]
-        self.any_re = re.compile("|".join(f"(?:{p})" for p in parts))
+        self.any_re = re.compile("|".join(f"(?:{unnamed(p)})" for p in parts))
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None

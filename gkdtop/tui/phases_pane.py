@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.format import clock, human_duration
-from gkdtop.model import PhaseStatus
+from gkdtop.model import Finding, PhaseStatus
 from gkdtop.store import Store
 
 STATE_STYLE = {
@@ -35,6 +35,7 @@ class PhasesPane(Static):
         self.set_class(status.state == "stalled", "-stalled")
         self.set_class(status.state == "failed", "-failed")
         text = render_phases(status, time.time(), table=self.has_class("-maximized"))
+        text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
             self._shown = text.plain
             self.update(text)
@@ -103,6 +104,33 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False) -> Text:
                         style)
     elif status.current is None:
         text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
+    return text
+
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+
+
+def render_findings(findings: list[Finding], full: bool = False) -> Text:
+    """Known failure signatures seen in the logs, newest first, one entry per kind with a count."""
+    text = Text()
+    if not findings:
+        return text
+    text.append(f"findings ({len(findings)})\n", "bold")
+    for finding in findings[: 20 if full else 4]:
+        text.append(f"  {finding.severity.upper():<7} ", SEVERITY_STYLE.get(finding.severity, "bold"))
+        text.append(finding.name, "bold")
+        if finding.count > 1:
+            text.append(f" ×{finding.count}")
+        text.append(f"  {clock(finding.first_seen)}" + (f"–{clock(finding.last_seen)}" if finding.count > 1 else ""),
+                    "dim")
+        details = " ".join(f"{k}={v}" for k, v in finding.fields.items())
+        if details:
+            text.append(f"  {details[:120]}", "cyan")
+        text.append("\n")
+        text.append(f"    cause: {finding.cause}\n" if full else "")
+        text.append(f"    fix:   {finding.fix}\n", "green")
+        if full and finding.sample:
+            text.append(f"    line:  {finding.sample[0][:200]}\n", "dim")
     return text
 
 

@@ -1,0 +1,201 @@
+"""Findings on realistic log excerpts (Ray prefixes, ANSI colour) read through the real follower."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gkdtop.collectors.logs import LogCollector
+from gkdtop.config import ConfigError, load_config
+from gkdtop.store import Store
+from tests.gkdlog import asctime, ray, startup
+
+E = "\x1b"
+
+
+def store_after(tmp_path: Path, lines: list[str], config_text: str | None = None) -> Store:
+    if config_text is not None:
+        (tmp_path / "c.yaml").write_text(config_text)
+    config = load_config(tmp_path / "c.yaml" if config_text is not None else None)
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    store = Store(config)
+    collector = LogCollector([str(log)], backlog=5000)
+    try:
+        store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    return store
+
+
+def only(store: Store, name: str):  # type: ignore[no-untyped-def]
+    found = [f for f in store.findings() if f.name == name]
+    assert len(found) == 1, [f.name for f in store.findings()]
+    return found[0]
+
+
+CASES = [
+    ("nccl-timeout-first-collective",
+     [ray("WorkerDict", 311, f"{E}[31m[rank1]:[E1122 10:05:02.301 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+      "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+      f"ran for 600031 milliseconds before timing out.{E}[0m")],
+     {"seq": "1", "op": "ALLREDUCE", "timeout_ms": "600000", "ran_ms": "600031", "rank": "1"}),
+    ("nccl-timeout-desync",
+     [ray("WorkerDict", 312, "[rank0]:[E1122 11:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+      "operation timeout: WorkNCCL(SeqNum=4711, OpType=BROADCAST, NumelIn=8388608, NumelOut=8388608, "
+      "Timeout(ms)=1800000) ran for 1800443 milliseconds before timing out.")],
+     {"seq": "4711", "op": "BROADCAST", "rank": "0"}),
+    ("nccl-connect-failed",
+     [ray("WorkerDict", 313, "node-3:313:900 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+      "10.0.0.12<43215> failed : Software caused connection abort")],
+     {"peer": "10.0.0.12", "port": "43215"}),
+    ("ib-completion-error",
+     ["node-3:2001:2100 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.9<40811> "
+      "with error 12, opcode 32753, len 0, vendor err 129 (Recv)"],
+     {"error": "12"}),
+    ("cuda-oom",
+     [ray("WorkerDict", 2001, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
+      "capacity of 79.10 GiB of which 1.23 GiB is free. Process 2001 has 77.85 GiB memory in use. Of the allocated "
+      "memory 70.12 GiB is allocated by PyTorch, and 5.20 GiB is reserved by PyTorch but unallocated.")],
+     {"tried": "2.00 GiB", "gpu": "3", "total": "79.10 GiB", "free": "1.23 GiB", "reserved": "5.20 GiB",
+      "holder_pid": "2001", "holder_mem": "77.85 GiB"}),
+    ("vllm-kv-cache",
+     [ray("WorkerDict", 2003, "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens "
+      "that can be stored in KV cache (20128). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`")],
+     {"kv_tokens": "20128"}),
+    ("vllm-wake-up-oom",
+     [ray("WorkerDict", 2003, "Traceback (most recent call last):"),
+      ray("WorkerDict", 2003, '  File "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 301, in wake_up'),
+      ray("WorkerDict", 2003, "    self.inference_engine.wake_up(tags=['kv_cache'])"),
+      ray("WorkerDict", 2003, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.00 GiB.")],
+     {}),
+    ("engine-dead",
+     [ray("WorkerDict", 2003, f"{E}[1;31mERROR{E}[0m 11-22 10:00:01 [core.py:588] EngineCore encountered a fatal "
+      "error."),
+      ray("WorkerDict", 2003, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")],
+     {"what": "EngineDeadError"}),  # two lines of one incident: one finding, the latest detail
+    ("vllm-init-failed",
+     [ray("WorkerDict", 2003, "ERROR: Failed to initialize vLLM engine: not enough memory")],
+     {}),
+    ("ray-actor-died",
+     [ray("TaskRunner", 9, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+      ray("TaskRunner", 9, "\tclass_name: WorkerDict"),
+      ray("TaskRunner", 9, "\tactor_id: 6d2e0d4bbbd7ab1f2a3e8b1c01000000"),
+      ray("TaskRunner", 9, "\tpid: 2003"),
+      ray("TaskRunner", 9, "\tip: 10.0.0.7"),
+      ray("TaskRunner", 9, "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+          "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.")],
+     {"actor_class": "WorkerDict", "pid": "2003", "ip": "10.0.0.7", "exit_type": "SYSTEM_ERROR"}),
+    ("ray-task-error",
+     [ray("TaskRunner", 9, "ray.exceptions.RayTaskError(AssertionError): ray::WorkerDict.actor_rollout_generate() "
+      "(pid=2003, ip=10.0.0.7)")],
+     {"wrapped": "AssertionError", "task": "WorkerDict.actor_rollout_generate"}),
+    ("ray-unschedulable",
+     [f"{E}[33m(autoscaler +35s){E}[0m Warning: The following resource request cannot be scheduled right now: "
+      "{'CPU': 2.0, 'GPU': 2.0}. This is likely due to all cluster resources being claimed by actors."],
+     {"demand": "{'CPU': 2.0, 'GPU': 2.0}"}),
+    ("ray-worker-register-slow",
+     ["[2026-01-11 10:00:00,000 W 4100 4100] (raylet) worker_pool.cc:581: Some workers of the worker process(2010) "
+      "have not registered within the timeout. The process is still alive, probably it's hanging during start."],
+     {"worker_pid": "2010"}),
+    ("nan-loss",
+     [ray("TaskRunner", 9, "step:57 - timing_s/gen:12.1 - actor/pg_loss:nan - actor/kl_loss:0.12 - actor/lr:1e-06")],
+     {"step": "57", "metric": "actor/pg_loss", "value": "nan"}),
+    ("rollouts-per-episode-zero",
+     [ray("TaskRunner", 9, "    assert num_rollouts_per_episodes > 0, f'num_rollouts_per_episodes={num}'"),
+      ray("TaskRunner", 9, "AssertionError: num_rollouts_per_episodes=0")],
+     {"assertion": "AssertionError: num_rollouts_per_episodes=0"}),
+    ("triton-compile-failed",
+     [ray("WorkerDict", 2001, "triton.compiler.errors.CompilationError: at 12:8:")],
+     {}),
+    ("hf-datasets-lock",
+     [ray("TaskRunner", 9, "Attempting to acquire lock 139 on /root/.cache/huggingface/datasets/_root_data.lock")],
+     {}),
+]
+
+
+@pytest.mark.parametrize(("name", "lines", "fields"), CASES, ids=[c[0] for c in CASES])
+def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines: list[str],
+                                                fields: dict[str, str]) -> None:
+    found = only(store_after(tmp_path, lines), name)
+    if name == "vllm-wake-up-oom":
+        assert found.fields["oom"] in ("CUDA out of memory", "OutOfMemoryError")
+    for key, value in fields.items():
+        assert found.fields.get(key) == value, (key, found.fields)
+    assert found.cause and found.fix
+    assert found.count == (2 if name == "engine-dead" else 1)
+
+
+def test_every_builtin_signature_has_a_case() -> None:
+    from gkdtop.collectors.findings import builtin_signatures
+
+    assert {s.name for s in builtin_signatures()} == {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize("line", [
+    "INFO watchdog thread started for ProcessGroupNCCL",                      # no timeout
+    "step:5 - actor/pg_loss:0.123 - actor/kl_loss:0.456",                      # finite loss
+    "step:5 - actor/entropy:nan",                                              # nan, but not a loss
+    "Tried to allocate buffers for the CUDA graph pool",                       # not an OOM
+    "The following resource request was scheduled: {'GPU': 1.0}",              # scheduled
+    "wake_up finished in 1.2s",                                                # wake_up without an OOM after it
+    "[ACTOR] ✓ Model built in 12.0s",
+])
+def test_near_misses_find_nothing(tmp_path: Path, line: str) -> None:
+    assert store_after(tmp_path, [ray("WorkerDict", 1, line)]).findings() == []
+
+
+def test_nccl_timeout_fix_corrects_the_playbook(tmp_path: Path) -> None:
+    found = only(store_after(tmp_path, [CASES[0][1][0]]), "nccl-timeout-first-collective")
+    assert "NCCL_TIMEOUT is read by nothing" in found.fix
+
+
+def test_a_flood_of_one_warning_is_one_finding_with_a_count(tmp_path: Path) -> None:
+    t0 = time.time() - 3600
+    warning = ("{t} WARNING (autoscaler +{n}s) Warning: The following resource request cannot be scheduled right now: "
+               "{{'GPU': 8.0}}. This is likely due to all cluster resources being claimed by actors.")
+    lines = [warning.format(t=asctime(t0 + 35 * i), n=35 * i) for i in range(100)]
+    store = store_after(tmp_path, lines)
+    found = only(store, "ray-unschedulable")
+    assert found.count == 100
+    assert found.last_seen - found.first_seen == pytest.approx(35 * 99, abs=1)
+
+
+def test_stalled_while_unschedulable_says_waiting_for_resources(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 900, upto="dataset")
+    lines = lines[:2] + [ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."),
+                         "Warning: The following resource request cannot be scheduled right now: {'GPU': 2.0}."]
+    store = store_after(tmp_path, lines)
+    status = store.phase_status()
+    assert status.state == "stalled" and status.current == "resource pool"
+    assert status.hint is not None
+    assert status.hint.causes[0] == "waiting for resources: {'GPU': 2.0} cannot be scheduled"
+
+
+def test_user_signature_from_config(tmp_path: Path) -> None:
+    config = ("findings:\n"
+              "  - name: my-shard-missing\n"
+              "    severity: warning\n"
+              "    match: 'shard (?P<shard>\\d+) not found'\n"
+              "    cause: the data export skipped a shard\n"
+              "    fix: re-run the export\n")
+    store = store_after(tmp_path, [ray("TaskRunner", 9, "ERROR shard 17 not found in /data/train")], config)
+    found = only(store, "my-shard-missing")
+    assert found.fields == {"shard": "17"} and found.severity == "warning"
+
+
+def test_bad_user_signature_is_a_one_line_config_error(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("findings:\n  - name: x\n    match: '(broken'\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:3: findings\[0\].match: invalid regular expression"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_catalogue_is_documented() -> None:
+    from gkdtop.collectors.findings import builtin_signatures
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "findings.md").read_text()
+    for sig in builtin_signatures():
+        assert f"## {sig.name} (" in doc
+        assert sig.fix in doc
