@@ -38,13 +38,14 @@ def only(store: Store, name: str):  # type: ignore[no-untyped-def]
 
 CASES = [
     ("nccl-timeout-first-collective",
-     [ray("WorkerDict", 311, f"{E}[31m[rank1]:[E1122 10:05:02.301 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+     [ray("WorkerDict", 311, f"{E}[31m[rank1]:[E1122 10:05:02.301 ProcessGroupNCCL.cpp:616] [Rank 1] "
+      "Watchdog caught "
       "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
       f"ran for 600031 milliseconds before timing out.{E}[0m")],
      {"seq": "1", "op": "ALLREDUCE", "timeout_ms": "600000", "ran_ms": "600031", "rank": "1"}),
     ("nccl-timeout-desync",
-     [ray("WorkerDict", 312, "[rank0]:[E1122 11:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
-      "operation timeout: WorkNCCL(SeqNum=4711, OpType=BROADCAST, NumelIn=8388608, NumelOut=8388608, "
+     [ray("WorkerDict", 312, "[rank0]:[E1122 11:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
+      "collective operation timeout: WorkNCCL(SeqNum=4711, OpType=BROADCAST, NumelIn=8388608, NumelOut=8388608, "
       "Timeout(ms)=1800000) ran for 1800443 milliseconds before timing out.")],
      {"seq": "4711", "op": "BROADCAST", "rank": "0"}),
     ("nccl-connect-failed",
@@ -164,9 +165,8 @@ def test_a_flood_of_one_warning_is_one_finding_with_a_count(tmp_path: Path) -> N
 
 
 def test_stalled_while_unschedulable_says_waiting_for_resources(tmp_path: Path) -> None:
-    lines, last = startup(time.time() - 900, upto="dataset")
-    lines = lines[:2] + [ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."),
-                         "Warning: The following resource request cannot be scheduled right now: {'GPU': 2.0}."]
+    lines, _last = startup(time.time() - 900, upto="dataset")
+    lines = [*lines[:2], ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."), "Warning: The following resource request cannot be scheduled right now: {'GPU': 2.0}."]
     store = store_after(tmp_path, lines)
     status = store.phase_status()
     assert status.state == "stalled" and status.current == "resource pool"
