@@ -163,7 +163,8 @@ class Store:
                 base = status.hint or Hint()
                 status.hint = Hint(
                     causes=[f"waiting for resources: {d} cannot be scheduled" for d in demands[:3]] + base.causes,
-                    actions=["Compare the demand with the Ray pane (5): fix the GPU/CPU counts the job asks for, " "or add nodes.", *base.actions],
+                    actions=["Compare the demand with the Ray pane (5): fix the GPU/CPU counts the job asks for, "
+                             "or add nodes.", *base.actions],
                 )
         return status
 

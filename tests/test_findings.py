@@ -57,9 +57,9 @@ CASES = [
       "with error 12, opcode 32753, len 0, vendor err 129 (Recv)"],
      {"error": "12"}),
     ("cuda-oom",
-     [ray("WorkerDict", 2001, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
-      "capacity of 79.10 GiB of which 1.23 GiB is free. Process 2001 has 77.85 GiB memory in use. Of the allocated "
-      "memory 70.12 GiB is allocated by PyTorch, and 5.20 GiB is reserved by PyTorch but unallocated.")],
+     [ray("WorkerDict", 2001, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
+      "total capacity of 79.10 GiB of which 1.23 GiB is free. Process 2001 has 77.85 GiB memory in use. "
+      "Of the allocated memory 70.12 GiB is allocated by PyTorch, and 5.20 GiB is reserved by PyTorch but unallocated.")],
      {"tried": "2.00 GiB", "gpu": "3", "total": "79.10 GiB", "free": "1.23 GiB", "reserved": "5.20 GiB",
       "holder_pid": "2001", "holder_mem": "77.85 GiB"}),
     ("vllm-kv-cache",
@@ -166,7 +166,8 @@ def test_a_flood_of_one_warning_is_one_finding_with_a_count(tmp_path: Path) -> N
 
 def test_stalled_while_unschedulable_says_waiting_for_resources(tmp_path: Path) -> None:
     lines, _last = startup(time.time() - 900, upto="dataset")
-    lines = [*lines[:2], ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."), "Warning: The following resource request cannot be scheduled right now: {'GPU': 2.0}."]
+    lines = [*lines[:2], ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."),
+             "Warning: The following resource request cannot be scheduled right now: {'GPU': 2.0}."]
     store = store_after(tmp_path, lines)
     status = store.phase_status()
     assert status.state == "stalled" and status.current == "resource pool"
