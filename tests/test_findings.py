@@ -59,7 +59,8 @@ CASES = [
     ("cuda-oom",
      [ray("WorkerDict", 2001, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a "
       "total capacity of 79.10 GiB of which 1.23 GiB is free. Process 2001 has 77.85 GiB memory in use. "
-      "Of the allocated memory 70.12 GiB is allocated by PyTorch, and 5.20 GiB is reserved by PyTorch but unallocated.")],
+      "Of the allocated memory 70.12 GiB is allocated by PyTorch, and 5.20 GiB is reserved by PyTorch "
+      "but unallocated.")],
      {"tried": "2.00 GiB", "gpu": "3", "total": "79.10 GiB", "free": "1.23 GiB", "reserved": "5.20 GiB",
       "holder_pid": "2001", "holder_mem": "77.85 GiB"}),
     ("vllm-kv-cache",
