@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     snap.add_argument("--json", action="store_true", help="print JSON (schema in docs/snapshot.md)")
     snap.add_argument("--duration", type=float, default=0.0, metavar="S", help="collect for S seconds first")
     snap.add_argument("--lines", type=int, default=50, help="how many matched log lines to include")
+    rep = sub.add_parser("replay", help="timeline, steps, errors and findings of finished logs")
+    rep.add_argument("files", nargs="+", metavar="LOG")
+    rep.add_argument("--config", metavar="FILE")
+    rep.add_argument("--stall-after", type=float, metavar="SECONDS")
+    rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
+    rep.add_argument("--no-grep", action="store_true", help="select lines in Python instead of GNU grep")
     demo = sub.add_parser("demo", help="run the built-in miniature GKD job and watch it")
     _common(demo)
     demo.add_argument("--steps", type=int, default=20)
@@ -50,7 +56,7 @@ def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if args.stall_after <= 0:
             raise SystemExit("gkdtop: --stall-after must be positive")
         config.stall_after = args.stall_after
-    if args.filter is not None:
+    if getattr(args, "filter", None) is not None:
         import re
 
         try:
@@ -65,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     from gkdtop.config import ConfigError
 
     args = build_parser().parse_args(argv)
+    if args.command in ("snapshot", "replay"):
+        import signal
+
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends us quietly, like any filter
     try:
         config = load(args)
     except ConfigError as exc:
@@ -72,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "snapshot":
         return snapshot(args, config)
+    if args.command == "replay":
+        return replay(args, config)
     if args.command == "demo":
         return demo(args, config)
     return dashboard(args, config)
@@ -108,6 +120,26 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
         sys.stdout.write("\n")
     else:
         sys.stdout.write(snap.text_summary(doc))
+    return 0
+
+
+def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop import replay as rp
+
+    for path in args.files:
+        if not os.path.isfile(path):
+            print(f"gkdtop replay: {path}: not a readable file", file=sys.stderr)
+            return 2
+    try:
+        report = rp.replay(args.files, config, use_grep=not args.no_grep)
+    except OSError as exc:
+        print(f"gkdtop replay: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(rp.report_json(report), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(rp.report_text(report))
     return 0
 
 
