@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gkdtop.config import DEFAULT_FILTER  # noqa: E402
-from tests.gkdlog import asctime, ray, startup  # noqa: E402
+from gkdtop.config import DEFAULT_FILTER
+from tests.gkdlog import asctime, ray, startup
 
 NOISE = [
     "INFO 11-22 10:00:05 [metrics.py:351] Avg prompt throughput: 1843.2 tokens/s, Avg generation throughput: "

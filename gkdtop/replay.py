@@ -7,6 +7,7 @@ Without grep, or for a pattern grep cannot take, the same selection runs in Pyth
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import statistics
@@ -175,7 +176,7 @@ def _step_stats(phases: PhaseEngine) -> dict[str, Any]:
         return {"count": 0}
     times = [s.metrics["timing_s/step"] for s in steps if "timing_s/step" in s.metrics]
     if not times and len(steps) > 1:
-        times = [(b.time - a.time) / max(1, b.step - a.step) for a, b in zip(steps, steps[1:]) if b.step > a.step]
+        times = [(b.time - a.time) / max(1, b.step - a.step) for a, b in itertools.pairwise(steps) if b.step > a.step]
     slowest = max(steps, key=lambda s: s.metrics.get("timing_s/step", 0.0))
     breakdown: dict[str, list[float]] = {}
     for s in steps:
