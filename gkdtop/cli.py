@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--stall-after", type=float, metavar="SECONDS")
     rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
     rep.add_argument("--no-grep", action="store_true", help="select lines in Python instead of GNU grep")
+    doc = sub.add_parser("doctor", help="check this node and environment before a run")
+    doc.add_argument("--config", metavar="FILE")
+    doc.add_argument("--ray-address", metavar="ADDR")
+    doc.add_argument("--json", action="store_true", help="print JSON (schema in docs/doctor.md)")
+    doc.add_argument("--actor-gpus", type=int, metavar="N")
+    doc.add_argument("--rollout-gpus", type=int, metavar="M")
+    doc.add_argument("--teacher-gpus", type=int, metavar="K")
+    doc.add_argument("--nodes", type=int, metavar="X")
     demo = sub.add_parser("demo", help="run the built-in miniature GKD job and watch it")
     _common(demo)
     demo.add_argument("--steps", type=int, default=20)
@@ -52,7 +60,7 @@ def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from gkdtop.config import load_config
 
     config = load_config(args.config)
-    if args.stall_after is not None:
+    if getattr(args, "stall_after", None) is not None:
         if args.stall_after <= 0:
             raise SystemExit("gkdtop: --stall-after must be positive")
         config.stall_after = args.stall_after
@@ -71,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from gkdtop.config import ConfigError
 
     args = build_parser().parse_args(argv)
-    if args.command in ("snapshot", "replay"):
+    if args.command in ("snapshot", "replay", "doctor"):
         import signal
 
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends us quietly, like any filter
@@ -84,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         return snapshot(args, config)
     if args.command == "replay":
         return replay(args, config)
+    if args.command == "doctor":
+        from gkdtop.doctor import doctor_command, plan_from_args
+
+        return doctor_command(args.ray_address, plan_from_args(args), args.json)
     if args.command == "demo":
         return demo(args, config)
     return dashboard(args, config)
