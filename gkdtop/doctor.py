@@ -59,7 +59,8 @@ def check_torch() -> tuple[Check, int | None]:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:
             nccl = "unavailable"
-    detail = f"torch {torch.__version__}, CUDA {cuda}, {count} GPU(s) visible to torch" + (f", NCCL {nccl}" if nccl else "")
+    detail = f"torch {torch.__version__}, CUDA {cuda}, {count} GPU(s) visible to torch"
+    detail += f", NCCL {nccl}" if nccl else ""
     status = "ok" if count or torch.version.cuda is None else "warn"
     fix = "" if status == "ok" else "torch is a CUDA build but sees no GPU: check the driver and CUDA_VISIBLE_DEVICES"
     return Check("torch", status, detail, fix), count
@@ -102,8 +103,8 @@ def check_ray(address: str | None) -> tuple[Check, dict[str, float]]:
         return Check("ray", status, f"not connected: {state.reason}",
                      "Start the cluster (ray start --head) or pass --ray-address"), {}
     res = ", ".join(f"{k} {v:g}" for k, v in sorted(state.resources_total.items()) if k in ("CPU", "GPU"))
-    return Check("ray", "ok", f"{state.nodes_alive} node(s), {res or 'no resources reported yet'} at {state.address}"), \
-        state.resources_total
+    detail = f"{state.nodes_alive} node(s), {res or 'no resources reported yet'} at {state.address}"
+    return Check("ray", "ok", detail), state.resources_total
 
 
 def check_engines() -> Check:
@@ -139,7 +140,8 @@ def check_shm(shm_dir: str = "/dev/shm") -> Check:
     segments = glob.glob(os.path.join(shm_dir, "nccl-*"))
     mapped = _mapped_paths()
     leaked = [s for s in segments if s not in mapped]
-    detail = f"{shm_dir}: {free_gib:.1f} GiB free; {len(segments)} nccl-* segment(s), {len(leaked)} not used by any process"
+    detail = (f"{shm_dir}: {free_gib:.1f} GiB free; {len(segments)} nccl-* segment(s), "
+              f"{len(leaked)} not used by any process")
     if leaked:
         return Check("shared memory", "warn", detail, "gkdtop cleanup removes unused nccl-* segments (with a preview)")
     if free_gib < 1:

@@ -13,7 +13,8 @@ from tests.raycluster import RayCluster, free_port
 
 
 def doctor(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path), "LD_LIBRARY_PATH": str(tmp_path)}
+    base = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path),
+            "LD_LIBRARY_PATH": str(tmp_path)}
     base.pop("RAY_ADDRESS", None)
     base.pop("NCCL_TIMEOUT", None)
     return subprocess.run([sys.executable, "-m", "gkdtop", "doctor", *args], capture_output=True, text=True,
