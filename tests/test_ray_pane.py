@@ -26,7 +26,7 @@ class Counter:
         import os
         return os.getpid()
 @ray.remote(num_gpus=1)
-class NeedsGpu:
+class PaneNeedsGpu:
     def ping(self): return 1
 @ray.remote(num_cpus=0.1)
 class Doomed:
@@ -35,7 +35,7 @@ class Doomed:
         os._exit(1)
 counters = [Counter.remote() for _ in range(3)]
 pids = ray.get([c.pid.remote() for c in counters])
-waiting = NeedsGpu.remote()
+waiting = PaneNeedsGpu.remote()
 doomed = Doomed.remote()
 try:
     ray.get(doomed.die.remote())
@@ -73,8 +73,8 @@ def test_actors_pending_demand_and_the_pid_join(ray_cluster: RayCluster) -> None
             by_class.setdefault(actor.class_name, []).append(actor)
         assert sorted(a.pid for a in by_class["Counter"]) == sorted(pids)
         assert all(a.state == "ALIVE" for a in by_class["Counter"])
-        assert by_class["NeedsGpu"][0].state == "PENDING_CREATION"
-        assert by_class["NeedsGpu"][0].required_resources["GPU"] == 1.0
+        assert by_class["PaneNeedsGpu"][0].state == "PENDING_CREATION"
+        assert by_class["PaneNeedsGpu"][0].required_resources["GPU"] == 1.0
         assert by_class["Doomed"][0].death_cause  # why it died, in one line
         assert state.nodes and state.nodes[0].is_head and state.nodes[0].state == "ALIVE"
         assert {"GPU": 1.0}.items() <= state.pending[0].items()
