@@ -63,3 +63,34 @@ def test_gkdtop_in_tmux_follows_a_log_and_answers_keys(tmp_path: Path, tmux: Tmu
     time.sleep(0.2)
     tmux.keys("q")
     tmux.wait_for("EXITED 0", timeout=15)
+
+
+def test_gpu_pane_through_real_pynvml_and_a_gpu_lost_mid_run(tmp_path: Path, tmux: Tmux) -> None:
+    """The real dashboard over the stand-in libnvidia-ml.so.1: two GPUs, then one falls off the bus."""
+    import shutil
+
+    from tests import fakenvml
+
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the fake NVML library")
+    lib = fakenvml.build(tmp_path / "lib")
+    data = tmp_path / "nvml.txt"
+    gpus = [fakenvml.FakeGpu(name="NVIDIA H100 80GB HBM3", util=87, mem_used=61 * fakenvml.GIB,
+                             procs=[(4242, 30 * fakenvml.GIB)]),
+            fakenvml.FakeGpu(name="NVIDIA H100 80GB HBM3", uuid="GPU-1", util=12, mem_used=5 * fakenvml.GIB)]
+    fakenvml.write_data(data, gpus)
+    log = tmp_path / "train.log"
+    log.write_text("Initializing Actor Worker...\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path), "LD_LIBRARY_PATH": str(lib),
+           "FAKE_NVML_DATA": str(data)}
+    tmux.start([GKDTOP, "--log", str(log)], env=env)
+    screen = tmux.wait_for("H100 80GB HBM3", timeout=30)
+    assert "61.0G/80.0G" in tmux.wait_for("61.0G/80.0G")
+    assert "pid 4242" in screen or "pid 4242" in tmux.wait_for("pid 4242")
+    gpus[1].error = fakenvml.GPU_IS_LOST
+    fakenvml.write_data(data, gpus)
+    screen = tmux.wait_for("GPU is lost", timeout=20)
+    assert "61.0G/80.0G" in screen  # the other GPU goes on
+    assert "4 Logs" in screen  # and so does the rest of the dashboard
+    tmux.keys("q")
+    tmux.wait_for("EXITED 0", timeout=15)
