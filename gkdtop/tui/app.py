@@ -53,6 +53,9 @@ class GkdtopApp(App[None]):
         Binding("slash", "edit_filter", "Filter", key_display="/"),
         Binding("f", "toggle_follow", "Follow"),
         Binding("space", "toggle_pause", "Pause"),
+        Binding("s", "stacks", "Stacks"),
+        Binding("c", "cleanup", "Cleanup"),
+        Binding("e", "bundle", "Export"),
         Binding("tab", "app.focus_next", "Focus", show=False),
         Binding("shift+tab", "app.focus_previous", "Focus", show=False),
         Binding("escape", "restore", "Restore", show=False),
@@ -152,6 +155,41 @@ class GkdtopApp(App[None]):
                 logs.set_filter(value, self.store)
 
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
+
+    # Stack-dump targets: Python processes of the job (Ray's own C++ daemons are not).
+    STACK_ROLES = frozenset({"driver", "worker", "actor", "rollout", "ref", "teacher", "critic", "reward",
+                             "ray-worker", "engine", "gpu-holder"})
+
+    def action_stacks(self) -> None:
+        from gkdtop.tui.stacks_screen import StacksScreen
+
+        procs = [p for p in self.store.processes if p.role in self.STACK_ROLES and p.status != "zombie"]
+        if not procs:
+            self.notify("No job processes to dump (the Processes pane is empty).", severity="warning")
+            return
+        self.push_screen(StacksScreen(procs))
+
+    def action_cleanup(self) -> None:
+        from gkdtop.tui.cleanup_screen import CleanupScreen
+
+        self.push_screen(CleanupScreen(self.store.gpu_pids()))
+
+    def action_bundle(self) -> None:
+        self.notify("Building the diagnostic bundle…")
+        self.run_worker(self._bundle, thread=True, exclusive=True, group="bundle")
+
+    def _bundle(self) -> None:
+        from gkdtop.actions.bundle import build_bundle
+
+        def progress(step: str, done: int, total: int) -> None:
+            self.call_from_thread(self.notify, f"bundle {done}/{total}: {step}", timeout=2)
+
+        try:
+            path = build_bundle(self.monitor, None, progress=progress)
+        except Exception as exc:
+            self.call_from_thread(self.notify, f"bundle failed: {exc}", severity="error", timeout=10)
+            return
+        self.call_from_thread(self.notify, f"bundle written: {path}", timeout=30)
 
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow(self.store)

@@ -17,6 +17,9 @@ KEYS = [
     ("tab / shift+tab", "move focus between panes"),
     ("1 2 3 4 5", "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"),
     ("o", "Processes: cycle the sort column (or click a header)"),
+    ("s", "dump the Python stacks of every job process (py-spy), grouped; odd ones out marked"),
+    ("c", "clean up a crashed run's debris: shows the plan first, runs only what you confirm"),
+    ("e", "export a diagnostic bundle (.tar.gz, secrets redacted)"),
 ]
 
 

@@ -1,0 +1,555 @@
+"""`gkdtop bundle`: one `.tar.gz` with everything a bug report needs, secrets redacted, mode 0600.
+
+It reads the store (the same state the TUI and `snapshot` show) plus the few things only a report
+needs and the store does not keep: the tails of the log files, the job processes' allow-listed
+environment, `nvidia-smi -q`, stack dumps, Flight Recorder dumps, package versions, the config.
+Every text member goes through `redact` (names and shapes); the manifest lists what was redacted by
+name, never by value. A step that fails is recorded in the manifest and the bundle goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from gkdtop.actions.redact import Redactor, redact_obj
+
+SCHEMA = 1
+TAIL_LINES = 2000
+TAIL_BYTES = 4 * 1024 * 1024  # read at most this much of a log's end
+FILTERED_LINES = 5000
+SESSION_LOGS = 48  # newest Ray session files taken
+STACK_FILES = 6  # the newest three dumps: each is a .json and a .txt
+STACK_FILE_MAX = 16 * 1024 * 1024
+TRACE_FILE_MAX = 64 * 1024 * 1024
+TRACE_TOTAL_MAX = 256 * 1024 * 1024
+NVIDIA_SMI_TIMEOUT = 15.0
+RAY_TIMEOUT = 10.0
+
+# Environment names worth a report: what configures CUDA, NCCL, torch.distributed, Ray, the engines.
+# Everything else is left out (not redacted: absent). Allow-listed names that still look like
+# secrets (HF_TOKEN) keep their name with the value redacted.
+ENV_PREFIXES = (
+    "CUDA_", "NCCL_", "TORCH_", "TORCHELASTIC_", "TORCHINDUCTOR_", "PYTORCH_", "RAY_", "VLLM_", "SGLANG_", "HF_",
+    "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_", "MKL_", "MASTER_", "GLOO_", "NVIDIA_", "CUBLAS_",
+    "CUDNN_", "UCX_", "FI_", "NVTE_", "VERL_", "GKDTOP_",
+)
+ENV_NAMES = {
+    "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "ROLE_RANK", "PATH",
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "CONDA_PREFIX",
+    "CONDA_DEFAULT_ENV",
+}
+PACKAGES = (
+    "gkdtop", "ray", "torch", "vllm", "sglang", "verl", "transformers", "accelerate", "deepspeed", "flash-attn",
+    "megatron-core", "tensordict", "peft", "datasets", "triton", "xformers", "numpy", "nvidia-nccl-cu12",
+    "nvidia-nccl-cu11", "nvidia-ml-py", "pynvml", "psutil", "textual", "py-spy", "hydra-core", "omegaconf",
+)
+RAY_SESSION_PATTERNS = ("job-driver-*.log", "worker-*.out", "worker-*.err", "raylet.out", "raylet.err",
+                        "gcs_server.out", "gcs_server.err", "monitor.log")
+
+Progress = Callable[[str, int, int], None]
+
+
+def env_allowed(name: str) -> bool:
+    return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
+
+
+def default_bundle_path(now: float | None = None) -> Path:
+    """./gkdtop-bundle-HOST-YYYYmmdd-HHMMSS.tar.gz, or under ~/.cache/gkdtop/bundles if . is not writable."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    name = f"gkdtop-bundle-{_safe(socket.gethostname())}-{stamp}.tar.gz"
+    if os.access(".", os.W_OK):
+        return Path(name).absolute()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkdtop" / "bundles"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache / name
+
+
+def default_stacks_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkdtop" / "stacks"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "x"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, re.Pattern):
+        return obj.pattern
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    return str(obj)
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, indent=1, default=_json_default) + "\n").encode()
+
+
+def tail_lines(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
+    """The last `lines` lines of a file, reading at most `max_bytes` from its end."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        start = max(0, size - max_bytes)
+        fh.seek(start)
+        data = fh.read(max_bytes)
+    if start > 0:
+        data = data.split(b"\n", 1)[1] if b"\n" in data else b""  # drop the cut first line
+    rows = data.decode("utf-8", errors="replace").split("\n")  # not splitlines(): it splits at `\r` too
+    if rows and rows[-1] == "":
+        rows.pop()
+    # A tqdm bar's `\r` rewrites: keep each line's last state.
+    return [row.rstrip("\r").rsplit("\r", 1)[-1] for row in rows[-lines:]] if lines > 0 else []
+
+
+class _Writer:
+    """Members of the archive, each named once, with 0600 modes and no owner names."""
+
+    def __init__(self, tar: tarfile.TarFile, root: str, now: float) -> None:
+        self.tar, self.root, self.now = tar, root, now
+        self.files: list[dict[str, Any]] = []
+        self._names: set[str] = set()
+
+    def add(self, name: str, data: bytes, what: str, **extra: Any) -> None:
+        base, n = name, 1
+        while name in self._names:
+            n += 1
+            stem, dot, ext = base.rpartition(".")
+            name = f"{stem}-{n}.{ext}" if dot and "/" not in ext else f"{base}-{n}"
+        self._names.add(name)
+        info = tarfile.TarInfo(f"{self.root}/{name}")
+        info.size, info.mtime, info.mode = len(data), int(self.now), 0o600
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        self.tar.addfile(info, io.BytesIO(data))
+        self.files.append({"name": name, "what": what, "bytes": len(data), **extra})
+
+
+class _Bundle:
+    def __init__(self, source: Any, now: float, stacks_dir: Path | None, trace_prefix: str | None,
+                 ray_tmp: Path | None) -> None:
+        self.monitor = source if hasattr(source, "store") else None
+        self.store = source.store if self.monitor is not None else source
+        self.config = self.store.config
+        self.now = now
+        self.stacks_dir = stacks_dir if stacks_dir is not None else default_stacks_dir()
+        from gkdtop.actions.cleanup import FLIGHT_RECORDER_DEFAULT, FLIGHT_RECORDER_ENV
+
+        self.trace_prefix = trace_prefix or os.environ.get(FLIGHT_RECORDER_ENV) or FLIGHT_RECORDER_DEFAULT
+        self.ray_tmp = ray_tmp
+        self.redactor = Redactor()
+        self.errors: list[dict[str, str]] = []
+        self.notes: list[str] = []
+
+    # Each step adds its members; none may stop the others.
+
+    def snapshot(self, w: _Writer) -> None:
+        from gkdtop import snapshot
+
+        doc = snapshot.build(self.store, self.config.default_filter, now=self.now, lines=200)
+        w.add("snapshot.json", _dumps(self.redactor.obj(doc, "snapshot.json")),
+              "the store as `gkdtop snapshot --json` prints it (docs/snapshot.md)")
+
+    def phases(self, w: _Writer) -> None:
+        status = self.store.phase_status(self.now)
+        doc = {
+            "current": status.current, "state": status.state, "since": status.since, "expected": status.expected,
+            "stalled_for": status.stalled_for, "failure": status.failure, "hint": status.hint,
+            "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
+            "timeline": [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration,
+                          "status": s.status} for s in status.timeline],
+        }
+        w.add("phases.json", _dumps(self.redactor.obj(json.loads(_dumps(doc)), "phases.json")),
+              "the phase timeline and the current verdict")
+        lines = [f"{'start':<19}  {'duration':>9}  {'status':<8} phase"]
+        for span in status.timeline:
+            start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(span.start))
+            dur = f"{span.duration:.1f}s" if span.duration is not None else "running"
+            lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}")
+        lines.append(f"now: {status.current or '-'} {status.state}" + (f"; failure: {status.failure}"
+                                                                      if status.failure else ""))
+        w.add("phases.txt", self.redactor.text("\n".join(lines) + "\n", "phases.txt").encode(),
+              "the phase timeline, for reading")
+
+    def logs(self, w: _Writer) -> None:
+        pattern = re.compile(self.config.default_filter) if self.config.default_filter else None
+        matched = self.store.matching(pattern, limit=FILTERED_LINES)
+        text = [f"{time.strftime('%H:%M:%S', time.localtime(ln.time))} {ln.source}: {ln.raw or ln.text}"
+                for ln in matched]
+        w.add("logs/filtered.log", "".join(f"{ln}\n" for ln in self.redactor.lines(text, "logs/filtered.log")).encode(),
+              f"the log lines the default filter keeps (newest {FILTERED_LINES})",
+              filter=self.config.default_filter)
+        seen: set[str] = set()
+        for state in self.store.log_files:
+            self._tail(w, Path(state.path), "logs/followed", "a followed log", seen)
+        session = self._session_logs()
+        for path in session:
+            self._tail(w, path, "logs/ray-session", "the newest Ray session's log", seen)
+
+    def _session_logs(self) -> list[Path]:
+        from gkdtop.collectors.ray import latest_session
+
+        session = latest_session(self.ray_tmp)
+        if session is None:
+            self.notes.append("no Ray session on this node: no Ray logs")
+            return []
+        found: dict[str, Path] = {}
+        for pattern in RAY_SESSION_PATTERNS:
+            with contextlib.suppress(OSError):
+                for path in (session / "logs").glob(pattern):
+                    found[str(path)] = path
+
+        def mtime(path: Path) -> float:
+            try:
+                st = path.stat()
+            except OSError:
+                return -1.0
+            return st.st_mtime if st.st_size else -1.0  # empty files last (and dropped)
+
+        ranked = sorted(found.values(), key=mtime, reverse=True)
+        chosen = [p for p in ranked if mtime(p) >= 0][:SESSION_LOGS]
+        if len(ranked) > len(chosen):
+            self.notes.append(f"Ray session {session.name}: {len(chosen)} of {len(ranked)} log files taken "
+                              "(newest non-empty ones)")
+        return chosen
+
+    def _tail(self, w: _Writer, path: Path, folder: str, what: str, seen: set[str]) -> None:
+        try:
+            real = str(path.resolve())
+        except OSError:
+            real = str(path)
+        if real in seen:
+            return
+        seen.add(real)
+        try:
+            lines = tail_lines(path)
+        except OSError as exc:
+            self.notes.append(f"{path}: not read ({exc.strerror or exc})")
+            return
+        name = f"{folder}/{_safe(path.name)}"  # the full path is in the manifest
+        clean = self.redactor.lines(lines, name)
+        w.add(name, ("\n".join(clean) + "\n").encode(), f"{what}: its last {len(lines)} lines", path=str(path))
+
+    def gpus(self, w: _Writer) -> None:
+        gpus = self.store.gpus
+        doc: dict[str, Any] = {"status": gpus.status, "reason": gpus.reason, "driver": gpus.driver,
+                               "devices": [asdict(d) for d in gpus.devices]}
+        doc["history"] = {"utilization": {str(k): list(v) for k, v in self.store.gpu_util.items()},
+                          "memory_percent": {str(k): list(v) for k, v in self.store.gpu_mem.items()}}
+        w.add("gpus.json", _dumps(self.redactor.obj(doc, "gpus.json")),
+              "GPU state from the store (NVML), with the recent history")
+        smi = shutil.which("nvidia-smi")
+        if smi is None:
+            self.notes.append("nvidia-smi not found: no nvidia-smi -q")
+            return
+        try:
+            proc = subprocess.run([smi, "-q"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT)
+            out = proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.stderr else "")
+        except subprocess.TimeoutExpired:
+            out = f"nvidia-smi -q gave no answer in {NVIDIA_SMI_TIMEOUT:g} s (a hung driver is a finding itself)\n"
+        w.add("nvidia-smi-q.txt", self.redactor.text(out, "nvidia-smi-q.txt").encode(), "`nvidia-smi -q`")
+
+    def ray(self, w: _Writer) -> None:
+        from gkdtop.snapshot import ray_section
+
+        doc = ray_section(self.store)
+        ray = self.store.ray
+        if ray.status == "connected" and not ray.actors and ray.address.startswith("http"):
+            # The state API's REST side (what `ray.util.state.list_actors` calls), bounded in time;
+            # never `ray.init()`, which would start a cluster.
+            from gkdtop.collectors.ray import _state_list, parse_actor
+
+            try:
+                rows, total = _state_list(ray.address, "actors", RAY_TIMEOUT, detail=True)
+                doc["actors"] = [asdict(parse_actor(r)) for r in rows]
+                doc["actors_total"] = total
+            except Exception as exc:
+                doc["details_error"] = f"actors: {exc}"[:300]
+        w.add("ray.json", _dumps(self.redactor.obj(doc, "ray.json")),
+              "what the Ray cluster said: resources, pending demands, nodes, actors, placement groups, jobs")
+
+    def processes(self, w: _Writer) -> None:
+        rows = [asdict(p) for p in self.store.processes]
+        w.add("processes.json", _dumps(self.redactor.obj(rows, "processes.json")),
+              "the job's processes: role, user, state, memory, GPU memory, flags, command line")
+        by_pid = {p.pid: p for p in self.store.processes}
+        children: dict[int, list[int]] = {}
+        for p in self.store.processes:
+            parent = p.ppid if p.ppid in by_pid else 0
+            children.setdefault(parent, []).append(p.pid)
+        lines: list[str] = []
+
+        def walk(pid: int, depth: int) -> None:
+            p = by_pid[pid]
+            gpu = f" gpu={p.gpu_memory // (1 << 20)}MiB" if p.gpu_memory else ""
+            flags = f" [{','.join(p.flags)}]" if p.flags else ""
+            lines.append(f"{'  ' * depth}{p.pid} ({p.role}{', ' + p.actor if p.actor else ''}) {p.status} "
+                         f"rss={p.rss // (1 << 20)}MiB{gpu}{flags}: {p.cmdline}")
+            for child in sorted(children.get(pid, [])):
+                if depth < 32:
+                    walk(child, depth + 1)
+
+        for root in sorted(children.get(0, [])):
+            walk(root, 0)
+        w.add("processes.txt", ("\n".join(self.redactor.lines(lines, "processes.txt")) + "\n").encode(),
+              "the job's process tree with command lines")
+
+    def environment(self, w: _Writer) -> None:
+        import psutil
+
+        groups: dict[str, dict[str, Any]] = {}
+        left_out: set[str] = set()
+        unreadable: list[int] = []
+        for p in self.store.processes:
+            try:
+                env = psutil.Process(p.pid).environ()
+            except (psutil.Error, OSError):
+                unreadable.append(p.pid)
+                continue
+            kept = {k: v for k, v in sorted(env.items()) if env_allowed(k)}
+            left_out.update(k for k in env if not env_allowed(k))
+            clean = self.redactor.env(kept, "environ.json")
+            key = json.dumps(clean, sort_keys=True)
+            groups.setdefault(key, {"pids": [], "env": clean})["pids"].append(p.pid)
+        doc = {
+            "allowed": {"prefixes": list(ENV_PREFIXES), "names": sorted(ENV_NAMES)},
+            "left_out_count": len(left_out),
+            "unreadable_pids": unreadable,
+            "groups": list(groups.values()),
+        }
+        w.add("environ.json", _dumps(doc), "the job processes' environment, allow-listed names only, grouped "
+              "by identical environments; secret-looking values redacted")
+
+    def stacks(self, w: _Writer) -> None:
+        try:
+            files = [p for p in self.stacks_dir.rglob("*") if p.is_file()]
+        except OSError:
+            files = []
+        if not files:
+            self.notes.append(f"no stack dumps in {self.stacks_dir}")
+            return
+        def mtime(path: Path) -> float:
+            try:
+                return path.stat().st_mtime
+            except OSError:
+                return 0.0
+
+        files.sort(key=mtime, reverse=True)
+        for path in files[:STACK_FILES]:
+            try:
+                if path.stat().st_size > STACK_FILE_MAX:
+                    self.notes.append(f"{path}: stack dump left out (over {STACK_FILE_MAX} bytes)")
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            name = f"stacks/{_safe(path.name)}"
+            w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
+                  .encode() + b"\n", "a stack dump (`gkdtop stacks` / the s key: py-spy)", path=str(path))
+
+    def flight_recorder(self, w: _Writer) -> None:
+        import stat
+
+        base = Path(self.trace_prefix)
+        total = 0
+        try:
+            paths = sorted(base.parent.glob(base.name + "*"))
+        except OSError:
+            paths = []
+        for path in paths:
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # the trigger pipes: nothing to read (and reading one would block)
+            if st.st_size > TRACE_FILE_MAX or total + st.st_size > TRACE_TOTAL_MAX:
+                self.notes.append(f"{path}: Flight Recorder dump left out ({st.st_size} bytes, over the limit)")
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                self.notes.append(f"{path}: not read ({exc.strerror or exc})")
+                continue
+            total += len(data)
+            w.add(f"flight-recorder/{_safe(path.name)}", data, "a PyTorch Flight Recorder dump (pickle; binary, "
+                  "not redacted: it holds collectives and stack frames, not the environment)", path=str(path))
+
+    def packages(self, w: _Writer) -> None:
+        from importlib import metadata
+
+        from gkdtop import __version__
+
+        versions: dict[str, str | None] = {}
+        for name in PACKAGES:
+            try:
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                versions[name] = None
+        versions["gkdtop"] = versions.get("gkdtop") or __version__
+        doc = {"python": sys.version, "executable": sys.executable, "platform": platform.platform(),
+               "packages": versions,
+               "note": "versions of gkdtop's own environment; a job run from another venv may differ"}
+        w.add("packages.json", _dumps(self.redactor.obj(doc, "packages.json")), "Python and package versions")
+
+    def config_files(self, w: _Writer) -> None:
+        doc = asdict(self.config) if is_dataclass(self.config) else {"config": str(self.config)}
+        doc = json.loads(_dumps(doc))
+        if self.monitor is not None:
+            doc["log_sources"] = list(getattr(self.monitor, "log_sources", []))
+        w.add("config.json", _dumps(self.redactor.obj(doc, "config.json")), "the config in use (defaults + file)")
+        source = getattr(self.config, "source", "")
+        if source:
+            try:
+                text = Path(source).read_text(encoding="utf-8", errors="replace")
+            except OSError as exc:
+                self.notes.append(f"{source}: not read ({exc.strerror or exc})")
+                return
+            w.add("config.yaml", "\n".join(self.redactor.lines(text.splitlines(), "config.yaml")).encode() + b"\n",
+                  "the config file as written", path=source)
+
+
+STEPS: list[tuple[str, str]] = [
+    ("snapshot", "snapshot"), ("phase timeline", "phases"), ("logs", "logs"), ("GPU state", "gpus"),
+    ("Ray status", "ray"), ("process tree", "processes"), ("environment", "environment"),
+    ("stack dumps", "stacks"), ("Flight Recorder dumps", "flight_recorder"), ("package versions", "packages"),
+    ("config", "config_files"),
+]
+
+
+def _open_private(path: Path) -> tuple[int, Path]:
+    """A new file beside `path`, mode 0600 from its first byte: renamed over `path` when complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    os.fchmod(fd, 0o600)
+    return fd, tmp
+
+
+def build_bundle(
+    monitor_or_store: Any,
+    out: Path | None = None,
+    progress: Progress | None = None,
+    *,
+    now: float | None = None,
+    stacks_dir: Path | None = None,
+    trace_prefix: str | None = None,
+    ray_tmp: Path | None = None,
+) -> Path:
+    """Write the bundle; returns its path. `out` may be a file or an existing directory.
+
+    stacks_dir, trace_prefix and ray_tmp override where stack dumps, Flight Recorder dumps and the
+    Ray sessions are looked for (tests; defaults: ~/.cache/gkdtop/stacks, /tmp/nccl_trace_rank_*, $RAY_TMPDIR/ray).
+    """
+    now = time.time() if now is None else now
+    if out is None:
+        out = default_bundle_path(now)
+    out = Path(out).expanduser()
+    if out.is_dir():
+        out = out / default_bundle_path(now).name
+    bundle = _Bundle(monitor_or_store, now, stacks_dir, trace_prefix, ray_tmp)
+    root = out.name.removesuffix(".tar.gz").removesuffix(".tgz") or "gkdtop-bundle"
+    total = len(STEPS) + 1
+    fd, tmp = _open_private(out)
+    try:
+        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz", compresslevel=6) as tar:
+            writer = _Writer(tar, root, now)
+            for done, (label, method) in enumerate(STEPS):
+                if progress is not None:
+                    progress(label, done, total)
+                try:
+                    getattr(bundle, method)(writer)
+                except Exception as exc:  # one broken source must not lose the rest of the report
+                    bundle.errors.append({"step": label, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            if progress is not None:
+                progress("manifest", len(STEPS), total)
+            writer.add("manifest.json", _dumps(_manifest(bundle, writer, now)), "this file")
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if progress is not None:
+        progress("done", total, total)
+    return out
+
+
+def _manifest(bundle: _Bundle, writer: _Writer, now: float) -> dict[str, Any]:
+    from gkdtop import __version__
+
+    versions = {}
+    from importlib import metadata
+
+    for name in ("ray", "torch", "vllm", "sglang", "verl"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return {
+        "schema": SCHEMA,
+        "gkdtop": __version__,
+        "packages": versions,
+        "host": socket.gethostname(),
+        "time": now,
+        "time_text": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(now)),
+        "user": _user(),
+        "files": redact_obj(writer.files)[0],  # paths and notes can carry names too
+        "redacted": bundle.redactor.summary(),
+        "redaction": "values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ACCESS_KEY, PRIVATE_KEY, "
+                     "CREDENTIAL, AUTH, COOKIE, ...) and secret-shaped values (hf_..., AKIA..., sk-..., private "
+                     "keys, ...) are replaced by <redacted>; `redacted` lists names and places, never values. "
+                     "The environment holds allow-listed names only.",
+        "notes": redact_obj(bundle.notes)[0],
+        "errors": redact_obj(bundle.errors)[0],
+    }
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
+
+
+def bundle_command(out: str | None, logs: list[str], config: Any, ray_address: str | None) -> int:
+    """`gkdtop bundle`: collect once, write the bundle, print its path (progress on stderr)."""
+    import asyncio
+
+    from gkdtop.monitor import Monitor
+
+    monitor = Monitor(config, logs=logs or None, ray_address=ray_address)
+
+    async def collect() -> None:
+        try:
+            await monitor.collect_once()
+        finally:
+            await monitor.stop()
+
+    def progress(step: str, done: int, total: int) -> None:
+        if step != "done":
+            print(f"[{done + 1}/{total}] {step}", file=sys.stderr, flush=True)
+
+    print("collecting the current state…", file=sys.stderr, flush=True)
+    asyncio.run(collect())
+    try:
+        path = build_bundle(monitor, Path(out) if out else None, progress=progress)
+    except OSError as exc:
+        print(f"gkdtop bundle: cannot write the bundle: {exc}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0

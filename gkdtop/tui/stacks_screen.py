@@ -1,0 +1,95 @@
+"""`s`: dump every job process's Python stacks, grouped, with the odd ones out singled out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static, Tree
+
+from gkdtop.model import ProcInfo
+
+
+class StacksScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    StacksScreen { align: center middle; }
+    StacksScreen > Vertical { width: 96%; height: 92%; border: thick $primary; background: $surface; }
+    StacksScreen #status { height: auto; padding: 0 1; }
+    StacksScreen Tree { height: 1fr; }
+    """
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+
+    def __init__(self, procs: list[ProcInfo], native: bool = False) -> None:
+        super().__init__()
+        self.procs = procs
+        self.native = native
+        self.report: Any = None
+        self.path: str = ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Dumping the stacks of {len(self.procs)} job processes with py-spy…", id="status")
+            yield Tree("stacks", id="tree")
+
+    def on_mount(self) -> None:
+        self.query_one(Tree).show_root = False
+        self.run_worker(self._dump, thread=True, exclusive=True)
+
+    def _dump(self) -> None:
+        from gkdtop.actions.stacks import dump_stacks, write_report
+
+        try:
+            report = dump_stacks(self.procs, native=self.native)
+            path = str(write_report(report))
+        except Exception as exc:
+            self.app.call_from_thread(self._failed, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._show, report, path)
+
+    def _failed(self, message: str) -> None:
+        self.query_one("#status", Static).update(Text(f"stack dump failed: {message}", "bold red"))
+
+    def _show(self, report: Any, path: str) -> None:
+        self.report, self.path = report, path
+        dumps = {d.pid: d for d in report.dumps}
+        outliers = set(report.outliers)
+        ok = sum(1 for d in report.dumps if d.ok)
+        status = Text(f"{ok}/{len(report.dumps)} processes dumped, {len(report.groups)} distinct stacks · saved {path}")
+        if outliers:
+            status.append(f"\nnot where the others are: {', '.join(map(str, sorted(outliers)))}", "bold red")
+        self.query_one("#status", Static).update(status)
+        tree = self.query_one(Tree)
+        tree.clear()
+        for group in report.groups:
+            odd = any(pid in outliers for pid in group.pids)
+            label = Text(f"{len(group.pids)} process{'es' if len(group.pids) != 1 else ''}: ", "bold")
+            label.append(group.summary or "(no Python frames)", "bold red" if odd else "")
+            node = tree.root.add(label, expand=odd or len(report.groups) <= 3)
+            for pid in group.pids:
+                dump = dumps.get(pid)
+                _add_dump(node, dump, pid, pid in outliers)
+        failed = [d for d in report.dumps if not d.ok]
+        if failed:
+            node = tree.root.add(Text(f"{len(failed)} could not be dumped", "yellow"), expand=True)
+            for dump in failed:
+                node.add_leaf(Text(f"{dump.pid} {dump.label or dump.role}: {dump.error}", "yellow"))
+
+
+def _add_dump(parent: Any, dump: Any, pid: int, odd: bool) -> None:
+    title = Text(f"pid {pid} ")
+    if dump is not None:
+        title.append(dump.label or dump.role, "cyan")
+    if odd:
+        title.append("  ← not where the others are", "bold red")
+    node = parent.add(title, expand=odd)
+    if dump is None:
+        return
+    for thread in dump.threads:
+        tnode = node.add(Text(f"thread {thread.name}" + (" (idle)" if thread.idle else ""),
+                              "dim" if thread.idle else "bold"), expand=not thread.idle and odd)
+        for frame in thread.frames:
+            tnode.add_leaf(Text(f"{frame.function}  {frame.file}:{frame.line}"))

@@ -1,0 +1,455 @@
+"""The built-in demo job for real: a private Ray cluster, torch gloo groups, real faults, real teardown.
+
+Each test starts its own run (about 10-20 s to the first step on 2 cores) and checks, with psutil, that
+nothing of it is left afterwards: no raylet / gcs_server / `ray::` worker of its sessions, nothing under
+its Ray temp dir, no child of the launcher. Fixtures always stop the runs, sweep, and remove the debris
+of `--fault leak`, so a failing test leaves nothing running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("torch")
+
+from gkdtop.demo import FAULTS
+from gkdtop.demo.job import _Bar, parse_args
+from gkdtop.demo.launcher import DemoOptions, DemoRun, find_processes, start_demo, terminate
+
+pytestmark = [pytest.mark.demo, pytest.mark.slow]
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STEP = re.compile(r"step:(\d+) - timing_s/gen:[\d.]+ - timing_s/sync_rollout_weights:[\d.]+ - "
+                  r"timing_s/get_teacher_knowledge:[\d.]+ - timing_s/update_actor:[\d.]+ - "
+                  r"timing_s/step:[\d.]+ - actor/kl_loss:([\d.]+) - actor/lr:[\d.e+-]+")
+# The phase markers of the GKD start-up, in the order the TaskRunner prints them.
+DRIVER_MARKERS = [
+    r"✓ Configuration loaded",
+    r"Starting dataset generation\.\.\.",
+    r"Generating train split: \d+ examples",
+    r"✓ Dataset generation completed in \d+\.\ds",
+    r"Creating ResourcePool\.\.\.",
+    r"✓ ResourcePool created in \d+\.\ds",
+    r"Initializing Actor Worker\.\.\.",
+    r"✓ Actor Worker initialized in \d+\.\ds",
+    r"Initializing Rollout Worker\.\.\.",
+    r"✓ Rollout Worker initialized in \d+\.\ds",
+    r"Initializing Teacher\.\.\.",
+    r"✓ Teacher initialized in \d+\.\ds",
+    r"Starting weight synchronization\.\.\.",
+    r"✓ Weight synchronization completed in \d+\.\ds",
+    r"Training Progress",
+    r"step:1 - ",
+]
+WORKER_MARKERS = [
+    r"\(OnPolicyDistillActor pid=\d+\S*\) .*\[ACTOR\] init_model START \| pid=\d+ \| rank=0",
+    r"\[ACTOR\] init_model START \| pid=\d+ \| rank=1",
+    r"\[ACTOR\] ✓ Model built in \d+\.\ds",
+    r"\[ACTOR\] init_model DONE",
+    r"\(RolloutWorker pid=\d+\S*\) .*\[ROLLOUT\] init_model START \| pid=\d+",
+    r"\[ROLLOUT\] init_model DONE",
+    r"\(TeacherWorker pid=\d+\S*\) .*\[TEACHER\] init_model START",
+    r"\[TEACHER\] init_model DONE",
+    r"\[SYNC\] Starting weight synchronization",
+    r"\[SYNC\] ✓",
+]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def log_text(path: Path) -> str:
+    try:
+        return ANSI.sub("", path.read_text(errors="replace"))
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for_log(path: Path, pattern: str, timeout: float, alive: Callable[[], bool] = lambda: True) -> str:
+    """Poll the log until `pattern` shows; fail with its tail if it does not in time (or the job ends)."""
+    rx = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log_text(path)
+        if rx.search(text):
+            return text
+        if time.monotonic() > deadline or not alive():
+            pytest.fail(f"{pattern!r} not in the log after {timeout:.0f}s; tail:\n{text[-3000:]}")
+        time.sleep(0.25)
+
+
+def is_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE  # is_running: pid reuse-proof
+    except psutil.Error:
+        return False
+
+
+def names(procs: list[psutil.Process]) -> set[str]:
+    out = set()
+    for proc in procs:
+        try:
+            out.add(proc.name())
+            cmd = proc.cmdline()
+            if cmd and cmd[0].startswith("ray::"):
+                out.add("ray::")
+        except psutil.Error:
+            continue
+    return out
+
+
+def assert_ray_was_running(seen: list[psutil.Process]) -> None:
+    """The process survey must have found the cluster, or 'nothing left' proves nothing."""
+    found = names(seen)
+    assert {"raylet", "gcs_server", "ray::"} <= found, found
+
+
+def assert_nothing_left(seen: list[psutil.Process], sessions: set[int], temp_dir: str | None, since: float,
+                        launcher: psutil.Process | None = None) -> None:
+    left = [p for p in seen if is_alive(p)]
+    assert not left, [(p.pid, p.name()) for p in left]
+    markers = [temp_dir] if temp_dir else []
+    more = find_processes(sessions=sessions, markers=markers, since=since)
+    assert not more, [(p.pid, p.name()) for p in more]
+    if launcher is not None:
+        kids = [p for p in launcher.children(recursive=True) if is_alive(p) and p.create_time() >= since - 1]
+        assert not kids, [(p.pid, p.name(), p.cmdline()[:4]) for p in kids]
+    if temp_dir:
+        assert not Path(temp_dir).exists()
+
+
+def mapped_by(path: str) -> list[int]:
+    """Pids that map `path` or hold it open."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if path in (entry / "maps").read_text():
+                pids.append(int(entry.name))
+                continue
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) == path:
+                    pids.append(int(entry.name))
+                    break
+        except OSError:
+            continue
+    return pids
+
+
+def remove_debris(debris: dict) -> None:
+    """Kill the leak fault's orphans (if the pid still runs the engine core) and unlink its segments."""
+    for orphan in debris.get("orphans", []):
+        try:
+            proc = psutil.Process(orphan["pid"])
+            if "--engine-core" in proc.cmdline():
+                terminate([proc], grace=2.0)
+        except psutil.Error:
+            pass
+    for path in debris.get("shm", []):
+        if os.path.basename(path).startswith("nccl-"):
+            Path(path).unlink(missing_ok=True)
+
+
+def run_sessions(run: DemoRun) -> set[int]:
+    sessions = {run.pid}
+    sid = run.cluster_info().get("session_id")
+    if isinstance(sid, int):
+        sessions.add(sid)
+    return sessions
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., DemoRun]]:
+    """start(**DemoOptions) -> a run in this process; every run is stopped, swept and de-debrised after."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    runs: list[DemoRun] = []
+
+    def start(**kwargs: object) -> DemoRun:
+        run = start_demo(DemoOptions(**kwargs))  # type: ignore[arg-type]
+        runs.append(run)
+        return run
+
+    yield start
+    for run in runs:
+        run.stop(grace=10.0)
+        terminate(run.processes())
+        remove_debris(run.debris())
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[str], Path]]]:
+    """`gkdtop demo --no-ui` as a separate launcher process; always killed and swept after."""
+    procs: list[tuple[subprocess.Popen[str], Path]] = []
+    cache = tmp_path / "cache"
+
+    def start(**kwargs: object) -> tuple[subprocess.Popen[str], Path]:
+        code = ("import sys; from gkdtop.demo.launcher import DemoOptions, main_no_ui; "
+                f"sys.exit(main_no_ui(DemoOptions(**{kwargs!r})))")
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        procs.append((proc, cache))
+        return proc, cache
+
+    yield start
+    for proc, _ in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+    for info in run_infos(cache):
+        sessions = {info["pid"], *cluster_session(Path(info["run_dir"]))}
+        terminate(find_processes(sessions=sessions, markers=[info["ray_temp_dir"]], since=info["started"]))
+        shutil.rmtree(info["ray_temp_dir"], ignore_errors=True)
+
+
+def run_infos(cache: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(cache.glob("gkdtop/runs/*/run.json"))]
+
+
+def cluster_session(run_dir: Path) -> set[int]:
+    try:
+        return {json.loads((run_dir / "cluster.json").read_text())["session_id"]}
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
+def wait_run_info(cache: Path, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while not (infos := run_infos(cache)):
+        if time.monotonic() > deadline:
+            pytest.fail("the launcher wrote no run.json")
+        time.sleep(0.1)
+    return infos[0]
+
+
+# --------------------------------------------------------------------------- cheap checks (no Ray)
+
+
+def test_faults_are_the_documented_ones() -> None:
+    assert FAULTS == ("hang-sync", "stall-dataset", "crash-rollout", "infeasible", "leak")
+    for fault in FAULTS:
+        assert parse_args(["--fault", fault]).fault == fault
+
+
+def test_unknown_fault_is_refused_before_anything_starts(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="unknown fault"):
+        start_demo(DemoOptions(fault="nope"))
+    assert not list(tmp_path.iterdir())  # not even a run directory
+
+
+def test_progress_bar_looks_like_tqdm(capsys: pytest.CaptureFixture[str]) -> None:
+    bar = _Bar("Training Progress", total=4)
+    bar.update(1)
+    bar.close()
+    split = _Bar("Generating train split", unit="examples")
+    split.update(128)
+    split.close()
+    out = capsys.readouterr().out
+    assert "\rTraining Progress:   0%|          | 0/4 [00:00<?, ?it/s]" in out
+    assert re.search(r"\rTraining Progress:  25%\|██▌       \| 1/4 \[00:00<", out)
+    assert "\rGenerating train split: 0 examples [00:00, ? examples/s]" in out
+    assert re.search(r"\rGenerating train split: 128 examples \[00:00, [\d.]+ examples/s\]\n", out)
+
+
+# --------------------------------------------------------------------------- the real job
+
+
+def test_three_steps_no_ui_finish_clean(launcher: Callable[..., tuple[subprocess.Popen[str], Path]]) -> None:
+    t0 = time.monotonic()
+    proc, cache = launcher(steps=3)
+    info = wait_run_info(cache)
+    log = Path(info["log"])
+    wait_for_log(log, r"step:1 - ", timeout=120, alive=lambda: proc.poll() is None)
+    first_step_s = time.monotonic() - t0
+    sessions = {info["pid"], *cluster_session(Path(info["run_dir"]))}
+    seen = find_processes(roots=[info["pid"]], sessions=sessions, markers=[info["ray_temp_dir"]],
+                          since=info["started"])
+    assert_ray_was_running(seen)
+    out, _ = proc.communicate(timeout=120)
+    total_s = time.monotonic() - t0
+    assert proc.returncode == 0, out
+    assert f"run directory {info['run_dir']}" in out and f"log {log}" in out
+
+    text = log_text(log)
+    pos = -1
+    for marker in DRIVER_MARKERS:  # present, and in the TaskRunner's order
+        m = re.compile(marker).search(text, pos + 1)
+        assert m, f"{marker!r} missing (or out of order) in:\n{text[-4000:]}"
+        assert m.group(0) in text
+        pos = m.start()
+    for marker in WORKER_MARKERS:
+        assert re.search(marker, text), marker
+    stamped = r"\(TaskRunner pid=\d+\S*\) \d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} .*✓ Configuration loaded"
+    assert re.search(stamped, text)
+    steps = [(int(s), float(loss)) for s, loss in STEP.findall(text)]
+    assert [s for s, _ in steps] == [1, 2, 3], text[-3000:]
+    assert steps[-1][1] < steps[0][1], steps  # the distillation loss falls
+    assert "✓ Training finished: 3 steps" in text
+    assert_nothing_left(seen, sessions, info["ray_temp_dir"], info["started"])
+    print(f"\n[demo timing] first step line after {first_step_s:.1f}s, whole 3-step run {total_s:.1f}s")
+
+
+def test_hang_sync_deadlocks_in_the_collective_and_stop_cleans_up(demo: Callable[..., DemoRun]) -> None:
+    run = demo(steps=3, fault="hang-sync")
+    text = wait_for_log(run.log_path, r"\[SYNC\] Starting weight synchronization", 120, alive=run.running)
+    assert "Starting weight synchronization..." in text
+    seen = run.processes()
+    assert_ray_was_running(seen)
+    time.sleep(4.0)  # long enough for a sync that takes milliseconds when it works
+    text = log_text(run.log_path)
+    assert run.running()
+    assert "✓ Weight synchronization completed" not in text
+    assert "[SYNC] ✓" not in text
+    assert not STEP.search(text)
+
+    # py-spy (optional): rank 0 waits inside the gloo broadcast, rank 1 is not in it.
+    py_spy = Path(sys.executable).with_name("py-spy")
+    starts = re.findall(r"\[ACTOR\] init_model START \| pid=(\d+) \| rank=(\d)", text)
+    ranks = {rank: int(pid) for pid, rank in starts}
+    if py_spy.exists() and "0" in ranks:
+        dumps = {r: subprocess.run([str(py_spy), "dump", "--pid", str(pid)], capture_output=True, text=True,
+                                   timeout=60) for r, pid in ranks.items()}
+        if dumps["0"].returncode == 0:
+            assert "broadcast_weights" in dumps["0"].stdout, dumps["0"].stdout
+            assert "broadcast_weights" not in dumps["1"].stdout, dumps["1"].stdout
+
+    sessions = run_sessions(run)
+    run.stop()
+    assert run.returncode == 128 + signal.SIGTERM  # the driver tore down by itself, no SIGKILL needed
+    assert_nothing_left(seen, sessions, str(run.ray_temp_dir), run.started, launcher=psutil.Process())
+
+
+def test_crash_rollout_fails_with_actor_died(demo: Callable[..., DemoRun]) -> None:
+    run = demo(steps=4, fault="crash-rollout")
+    wait_for_log(run.log_path, r"\[SYNC\] Starting weight synchronization", timeout=120, alive=run.running)
+    seen = run.processes()
+    assert_ray_was_running(seen)
+    sessions = run_sessions(run)
+    code = run.wait(timeout=120)
+    assert code is not None and code != 0
+    text = log_text(run.log_path)
+    assert "ActorDiedError" in text
+    assert "Traceback (most recent call last)" in text
+    assert [int(s) for s, _ in STEP.findall(text)] == [1]  # it died in step 2
+    # The job's own teardown already removed its cluster; stop() has nothing left to do.
+    assert_nothing_left(seen, sessions, str(run.ray_temp_dir), run.started, launcher=psutil.Process())
+    run.stop()
+
+
+def test_leak_leaves_exactly_an_orphan_and_a_shm_segment(demo: Callable[..., DemoRun]) -> None:
+    run = demo(steps=4, fault="leak")
+    wait_for_log(run.log_path, r"\[SYNC\] Starting weight synchronization", timeout=120, alive=run.running)
+    seen = run.processes()
+    assert_ray_was_running(seen)
+    sessions = run_sessions(run)
+    code = run.wait(timeout=120)
+    assert code is not None and code != 0
+    text = log_text(run.log_path)
+    assert "ActorDiedError" in text
+    debris = run.debris()
+    try:
+        assert len(debris["orphans"]) == 1 and len(debris["shm"]) == 1, debris
+        orphan = psutil.Process(debris["orphans"][0]["pid"])
+        assert is_alive(orphan)
+        assert orphan.cmdline()[1:] == debris["orphans"][0]["cmdline"][1:]
+        assert "--engine-core" in orphan.cmdline() and str(run.run_dir) in orphan.cmdline()
+        assert f"engine core started | pid={orphan.pid}" in text
+        # Re-parented away from everything of the run (to PID 1 or the nearest subreaper).
+        assert orphan.ppid() == 1 or orphan.ppid() not in {p.pid for p in seen} | {os.getpid()}
+        assert os.getsid(orphan.pid) not in sessions
+        shm = debris["shm"][0]
+        assert re.fullmatch(r"/dev/shm/nccl-[A-Za-z0-9]{6}", shm)
+        assert os.path.getsize(shm) == 4 << 20
+        assert shm in text
+        assert mapped_by(shm) == []
+        # Apart from the debris, the run is gone.
+        assert_nothing_left([p for p in seen if p.pid != orphan.pid], sessions, str(run.ray_temp_dir),
+                            run.started)
+        run.stop()
+        assert is_alive(orphan) and os.path.exists(shm)  # stop() does not clean debris: that is cleanup's job
+    finally:
+        remove_debris(debris)
+    assert not os.path.exists(debris["shm"][0])
+    assert not psutil.pid_exists(debris["orphans"][0]["pid"]) or not is_alive(
+        psutil.Process(debris["orphans"][0]["pid"]))
+
+
+def test_infeasible_waits_for_gpus_that_never_come(demo: Callable[..., DemoRun]) -> None:
+    run = demo(steps=3, fault="infeasible")
+    wait_for_log(run.log_path, r"Creating ResourcePool\.\.\.", timeout=120, alive=run.running)
+    seen = run.processes()
+    assert_ray_was_running(seen)
+    # Ray itself reports the demand that fits no node.
+    text = wait_for_log(run.log_path, r"No available node types can fulfill|cannot be scheduled", timeout=60,
+                        alive=run.running)
+    assert "'GPU'" in text
+    time.sleep(2.0)
+    text = log_text(run.log_path)
+    assert run.running()
+    assert "✓ ResourcePool created" not in text and "Initializing Actor Worker" not in text
+    sessions = run_sessions(run)
+    run.stop()
+    assert_nothing_left(seen, sessions, str(run.ray_temp_dir), run.started, launcher=psutil.Process())
+
+
+def test_stall_dataset_then_ctrl_c_to_the_launcher(launcher: Callable[..., tuple[subprocess.Popen[str], Path]]
+                                                    ) -> None:
+    proc, cache = launcher(steps=3, fault="stall-dataset")
+    info = wait_run_info(cache)
+    log = Path(info["log"])
+    wait_for_log(log, r"Generating train split: 0 examples", timeout=120, alive=lambda: proc.poll() is None)
+    sessions = {info["pid"], *cluster_session(Path(info["run_dir"]))}
+    seen = find_processes(roots=[info["pid"]], sessions=sessions, markers=[info["ray_temp_dir"]],
+                          since=info["started"])
+    assert_ray_was_running(seen)
+    time.sleep(3.0)
+    text = log_text(log)
+    assert "Dataset generation completed" not in text and "Creating ResourcePool" not in text
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)  # Ctrl-C in the terminal reaches the launcher only
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "received SIGTERM: tearing down" in log_text(log)
+    assert_nothing_left(seen, sessions, info["ray_temp_dir"], info["started"])
+
+
+def test_job_dies_with_its_launcher(launcher: Callable[..., tuple[subprocess.Popen[str], Path]]) -> None:
+    """A gkdtop that is SIGKILLed cannot run stop(): the job notices its parent is gone and tears down."""
+    proc, cache = launcher(steps=3, fault="stall-dataset")
+    info = wait_run_info(cache)
+    wait_for_log(Path(info["log"]), r"Generating train split: 0 examples", timeout=120,
+                 alive=lambda: proc.poll() is None)
+    sessions = {info["pid"], *cluster_session(Path(info["run_dir"]))}
+    seen = find_processes(roots=[info["pid"]], sessions=sessions, markers=[info["ray_temp_dir"]],
+                          since=info["started"])
+    assert_ray_was_running(seen)
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 60
+    while any(is_alive(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "received SIGTERM: tearing down" in log_text(Path(info["log"]))
+    assert_nothing_left(seen, sessions, info["ray_temp_dir"], info["started"])
