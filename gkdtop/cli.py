@@ -39,6 +39,22 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--stall-after", type=float, metavar="SECONDS")
     rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
     rep.add_argument("--no-grep", action="store_true", help="select lines in Python instead of GNU grep")
+    stk = sub.add_parser("stacks", help="dump the Python stacks of the job's processes (py-spy), grouped")
+    stk.add_argument("pids", nargs="*", type=int, metavar="PID")
+    stk.add_argument("--native", action="store_true", help="include C/C++ frames")
+    stk.add_argument("--json", action="store_true", help="print JSON (schema 1)")
+    stk.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-process py-spy timeout")
+    stk.add_argument("--out-dir", metavar="DIR", help="where to save it (default: $XDG_CACHE_HOME/gkdtop/stacks)")
+    stk.add_argument("--config", metavar="FILE")
+    clean = sub.add_parser("cleanup", help="find the debris of a crashed run; preview it, confirm, remove it")
+    clean.add_argument("--config", metavar="FILE")
+    clean.add_argument("--dry-run", action="store_true", help="print the plan and do nothing")
+    clean.add_argument("-y", "--yes", action="store_true", help="act without asking")
+    clean.add_argument("--json", action="store_true", help="print the plan and the results as JSON")
+    clean.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
+    bun = sub.add_parser("bundle", help="write a diagnostic .tar.gz (secrets redacted, mode 0600)")
+    _common(bun)
+    bun.add_argument("-o", "--output", metavar="PATH")
     doc = sub.add_parser("doctor", help="check this node and environment before a run")
     doc.add_argument("--config", metavar="FILE")
     doc.add_argument("--ray-address", metavar="ADDR")
@@ -92,6 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         return snapshot(args, config)
     if args.command == "replay":
         return replay(args, config)
+    if args.command == "stacks":
+        from gkdtop.actions.stacks import stacks_command
+
+        return stacks_command(args.pids, args.native, args.json, args.timeout, args.out_dir, config.driver_patterns)
+    if args.command == "cleanup":
+        from gkdtop.actions.cleanup import cleanup_command
+
+        return cleanup_command(args.dry_run, args.yes, args.json, args.grace)
+    if args.command == "bundle":
+        from gkdtop.actions.bundle import bundle_command
+
+        return bundle_command(args.output, args.log, config, args.ray_address)
     if args.command == "doctor":
         from gkdtop.doctor import doctor_command, plan_from_args
 
