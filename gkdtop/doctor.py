@@ -137,9 +137,13 @@ def check_shm(shm_dir: str = "/dev/shm") -> Check:
     except OSError as exc:
         return Check("shared memory", "warn", f"{shm_dir}: {exc.strerror}")
     free_gib = usage.free / 2**30
-    segments = glob.glob(os.path.join(shm_dir, "nccl-*"))
-    mapped = _mapped_paths()
-    leaked = [s for s in segments if s not in mapped]
+    from pathlib import Path
+
+    from gkdtop.actions.cleanup import segment_users
+
+    segments = [Path(p) for p in glob.glob(os.path.join(shm_dir, "nccl-*"))]
+    users = segment_users(segments)
+    leaked = [s for s in segments if not users.get(s)]
     detail = (f"{shm_dir}: {free_gib:.1f} GiB free; {len(segments)} nccl-* segment(s), "
               f"{len(leaked)} not used by any process")
     if leaked:
@@ -147,29 +151,6 @@ def check_shm(shm_dir: str = "/dev/shm") -> Check:
     if free_gib < 1:
         return Check("shared memory", "warn", detail, "NCCL needs /dev/shm: give the container --shm-size >= 1g")
     return Check("shared memory", "ok", detail)
-
-
-def _mapped_paths() -> set[str]:
-    """Files any process has open or mapped; a segment in this set is live, whatever its age."""
-    seen: set[str] = set()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps") as fh:
-                for line in fh:
-                    if "/dev/shm/" in line:
-                        seen.add(line.split(None, 5)[-1].strip().removesuffix(" (deleted)"))
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("/dev/shm/"):
-                    seen.add(target)
-        except OSError:
-            continue
-    return seen
 
 
 def check_env(environ: dict[str, str]) -> list[Check]:

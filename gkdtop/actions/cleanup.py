@@ -375,6 +375,18 @@ def _file_users(paths: Iterable[Path], procs: dict[int, _Proc]) -> _Users:
     return found
 
 
+def segment_users(paths: Iterable[Path]) -> dict[Path, set[int]]:
+    """The PIDs that have each file open or mapped (by device and inode), for callers outside the plan."""
+    paths = list(paths)
+    found = _file_users(paths, _scan())
+    out: dict[Path, set[int]] = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = path.stat()
+            out[path] = found.users.get((st.st_dev, st.st_ino), set())
+    return out
+
+
 def _age(seconds: float) -> str:
     from gkdtop.format import human_duration
 
