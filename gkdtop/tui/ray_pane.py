@@ -77,7 +77,7 @@ def render_cluster(state: RayState) -> Text:
             if actor.death_cause and key not in causes:
                 causes[key] = actor.death_cause
             if actor.state != "ALIVE" and actor.required_resources and key not in needs:
-                needs[key] = actor.required_resources
+                needs[key] = dict(sorted(actor.required_resources.items()))  # same order every poll
         ordered = sorted(groups.items(), key=lambda kv: (kv[0][1] == "ALIVE", kv[0][0]))
         for (cls, st), count in ordered[:MAX_GROUPS]:
             text.append(f"  {count:>6} × {cls[:32]:<32} ")
