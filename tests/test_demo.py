@@ -172,6 +172,26 @@ def run_sessions(run: DemoRun) -> set[int]:
     return sessions
 
 
+def gkdtop_json(*args: str, timeout: float = 60.0) -> dict:
+    """Run `gkdtop ARGS --json` as a user would and parse what it prints."""
+    out = subprocess.run([sys.executable, "-m", "gkdtop", *args, "--json"], capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.stdout.strip(), out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def poll_snapshot(until: Callable[[dict], bool], timeout: float, *args: str) -> tuple[dict, float]:
+    """Take snapshots until one satisfies `until`; return it and when it was taken (monotonic)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snap = gkdtop_json("snapshot", *args)
+        if until(snap):
+            return snap, time.monotonic()
+        if time.monotonic() > deadline:
+            pytest.fail(f"no snapshot satisfied the condition in {timeout:.0f}s; last: {json.dumps(snap)[:3000]}")
+        time.sleep(0.5)
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -315,10 +335,22 @@ def test_three_steps_no_ui_finish_clean(launcher: Callable[..., tuple[subprocess
 def test_hang_sync_deadlocks_in_the_collective_and_stop_cleans_up(demo: Callable[..., DemoRun]) -> None:
     run = demo(steps=3, fault="hang-sync")
     text = wait_for_log(run.log_path, r"\[SYNC\] Starting weight synchronization", 120, alive=run.running)
+    sync_seen = time.monotonic()
     assert "Starting weight synchronization..." in text
     seen = run.processes()
     assert_ray_was_running(seen)
-    time.sleep(4.0)  # long enough for a sync that takes milliseconds when it works
+
+    # gkdtop's own snapshot says where it hangs, within --stall-after plus a margin for a loaded machine.
+    stall_after, margin = 6.0, 10.0
+    snap, stalled_at = poll_snapshot(lambda s: s["phases"]["state"] == "stalled", stall_after + margin + 20,
+                                     "--log", str(run.log_path), "--stall-after", str(stall_after),
+                                     "--ray-address", str(run.dashboard_url))
+    assert snap["phases"]["current"] == "weight sync", snap["phases"]
+    assert stalled_at - sync_seen <= stall_after + margin, stalled_at - sync_seen
+    assert snap["phases"]["stalled_for"] >= stall_after
+    assert snap["phases"]["hint"]["causes"], snap["phases"]["hint"]
+    done = [p["name"] for p in snap["phases"]["timeline"] if p["status"] == "done"]
+    assert {"config", "dataset generation", "resource pool", "actor init", "rollout init"} <= set(done), done
     text = log_text(run.log_path)
     assert run.running()
     assert "✓ Weight synchronization completed" not in text
@@ -385,6 +417,12 @@ def test_leak_leaves_exactly_an_orphan_and_a_shm_segment(demo: Callable[..., Dem
         assert os.path.getsize(shm) == 4 << 20
         assert shm in text
         assert mapped_by(shm) == []
+        # gkdtop's cleanup plan finds exactly this debris (dry run: it touches nothing).
+        plan = gkdtop_json("cleanup", "--dry-run")
+        targets = {str(item["target"]): item for item in plan["items"]}
+        assert str(orphan.pid) in targets and shm in targets, sorted(targets)
+        assert targets[shm]["selected"] and targets[str(orphan.pid)]["selected"], plan
+        assert is_alive(orphan) and os.path.exists(shm)
         # Apart from the debris, the run is gone.
         assert_nothing_left([p for p in seen if p.pid != orphan.pid], sessions, str(run.ray_temp_dir),
                             run.started)
@@ -406,7 +444,12 @@ def test_infeasible_waits_for_gpus_that_never_come(demo: Callable[..., DemoRun])
     text = wait_for_log(run.log_path, r"No available node types can fulfill|cannot be scheduled", timeout=60,
                         alive=run.running)
     assert "'GPU'" in text
-    time.sleep(2.0)
+    # gkdtop's Ray collector shows the demand that will never be met, and the stalled phase names it.
+    snap, _ = poll_snapshot(lambda s: any("GPU" in d for d in s["ray"].get("pending") or []), 60,
+                            "--log", str(run.log_path), "--ray-address", str(run.dashboard_url),
+                            "--stall-after", "3")
+    assert snap["ray"]["status"] == "connected", snap["ray"]
+    assert "GPU" not in snap["ray"]["resources_total"] or not snap["ray"]["resources_total"]["GPU"]
     text = log_text(run.log_path)
     assert run.running()
     assert "✓ ResourcePool created" not in text and "Initializing Actor Worker" not in text

@@ -30,7 +30,7 @@ Faults (`--fault`), each a real failure:
 - infeasible: the resource pool asks for 8 GPUs on one node (or one more than the cluster has);
   `pg.ready()` never resolves and Ray's autoscaler reports the infeasible demand.
 - leak: the rollout worker double-forks an "engine core" (`python -m gkdtop.demo.job --engine-core
-  --run-dir RUN_DIR`, process name `gkd::EngineCore`, in a session of its own, reparented to PID 1
+  --run-dir RUN_DIR`, process name `VLLM::EngineCor` as vLLM's own engine, in a session of its own, reparented to PID 1
   or the nearest subreaper) and, at the initial weight sync, creates and maps a shared-memory
   segment `/dev/shm/nccl-XXXXXX` (4 MiB) as NCCL's SHM transport does, without unlinking it. At
   step 2 it SIGKILLs itself; the driver gets ActorDiedError and exits 1. Left behind: the engine
@@ -72,7 +72,8 @@ from gkdtop.demo import FAULT_HELP, FAULTS
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 GLOO_TIMEOUT = timedelta(hours=1)  # long on purpose: a hang stays a hang
 SHM_BYTES = 4 << 20
-ENGINE_CORE_NAME = "gkd::EngineCore"  # 15 bytes: the kernel's limit for a process name
+# vLLM's engine title, cut to the kernel's 15-byte name limit as vLLM's own is: the debris must look real.
+ENGINE_CORE_NAME = "VLLM::EngineCore"[:15]
 
 
 @dataclass
