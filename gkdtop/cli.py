@@ -193,6 +193,7 @@ def demo(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-de
     print(f"gkdtop demo: run directory {run.run_dir}, log {run.log_path}", file=sys.stderr)
     try:
         args.log = [str(run.log_path), *list(args.log)]
+        args.ray_address = args.ray_address or run.dashboard_url or run.ray_address
         os.environ.setdefault("GKDTOP_DEMO", "1")
         dashboard(args, config, root_pids=(run.pid,))
     finally:

@@ -42,6 +42,9 @@ class PhaseRule:
     stall_after: float | None = None
     terminal: bool = False
     hint: Hint = field(default_factory=Hint)
+    # Phases that recur inside this one every step (weight sync inside the training loop): while this
+    # phase runs, their lines name the current sub-phase instead of opening new timeline spans.
+    inner: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -169,7 +172,7 @@ def _strings(node: Any, where: str, key: str) -> list[str]:
     return [_scalar(item, where, f"{key}[{i}]") for i, item in enumerate(node.value)]
 
 
-PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint"}
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "inner"}
 
 
 def _phases(node: Any, where: str, path: str) -> list[PhaseRule]:
@@ -193,6 +196,8 @@ def _phases(node: Any, where: str, path: str) -> list[PhaseRule]:
             rule.stall_after = _number(n, where, f"{key}.stall_after")
         if (n := _get(item, "terminal")) is not None:
             rule.terminal = _scalar(n, where, f"{key}.terminal").lower() in ("true", "yes", "1")
+        if (n := _get(item, "inner")) is not None:
+            rule.inner = _strings(n, where, f"{key}.inner")
         if (n := _get(item, "hint")) is not None:
             _keys(n, where, f"{key}.hint", {"causes", "actions"})
             causes, actions = _get(n, "causes"), _get(n, "actions")

@@ -182,6 +182,7 @@ class PhaseStatus:
     step_time: float | None = None  # seconds per step, from timing_s/step or step spacing
     timeline: list[PhaseSpan] = field(default_factory=list)
     expected: str | None = None  # after a phase finished: the next phase, the one that waits
+    within: str | None = None  # when `current` is a per-step sub-phase: the phase it recurs in
 
 
 @dataclass(slots=True)

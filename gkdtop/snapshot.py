@@ -37,6 +37,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             "state": status.state,
             "since": status.since,
             "expected": status.expected,
+            "within": status.within,
             "last_progress": status.last_progress,
             "stalled_for": status.stalled_for,
             "stall_after": status.stall_after,

@@ -11,6 +11,7 @@ import pytest
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.collectors.phases import PhaseEngine
 from gkdtop.config import Config, builtin_phases, load_config
+from gkdtop.model import LogLine
 from gkdtop.store import Store
 from tests.gkdlog import asctime, ray, startup
 
@@ -196,3 +197,61 @@ def test_live_lines_advance_the_phase(tmp_path: Path) -> None:
         assert status.state == "running"
     finally:
         collector.close()
+
+
+def per_step_sync_log(t0: float, steps: int, hang_in_step: int | None = None) -> tuple[list[str], float]:
+    """The demo's own shape: a start-up sync, then one sync per step; optionally one that never ends."""
+    lines, t = startup(t0, steps=0)
+    for step in range(1, steps + 1):
+        t += 1
+        lines.append(ray("TaskRunner", 133947, f"step:{step} - timing_s/step:2.0 - actor/kl_loss:0.5"))
+        t += 1
+        lines.append(ray("OnPolicyDistillActor", 2001, f"{asctime(t)} [SYNC] Starting weight synchronization"))
+        if step == hang_in_step:
+            return lines, t
+        lines.append(ray("OnPolicyDistillActor", 2001, f"{asctime(t)} [SYNC] ✓ Broadcast 5 tensors"))
+        lines.append(ray("RolloutWorker", 2002, f"{asctime(t)} [SYNC] ✓ Rollout weights updated"))
+    return lines, t
+
+
+def test_per_step_weight_sync_is_a_sub_phase_not_a_new_span(tmp_path: Path) -> None:
+    lines, last = per_step_sync_log(time.time() - 400, steps=5)
+    log = tmp_path / "train.log"
+    write(log, lines, mtime=last)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status(now=last + 1)
+    names = [s.name for s in status.timeline]
+    assert names.count("training loop") == 1 and names.count("weight sync") == 1, names
+    assert names[-1] == "training loop"
+    assert status.current == "training loop" and status.within is None and status.steps_done == 5
+    assert status.state == "running"
+
+
+def test_a_hang_in_a_per_step_sync_names_weight_sync_inside_the_loop(tmp_path: Path) -> None:
+    lines, last = per_step_sync_log(time.time() - 400, steps=5, hang_in_step=4)
+    log = tmp_path / "train.log"
+    write(log, lines, mtime=last)
+    store = Store(config(stall_after=60.0))
+    read_into(store, log)
+    status = store.phase_status(now=last + 300)
+    assert status.state == "stalled"
+    assert status.current == "weight sync" and status.within == "training loop"
+    assert status.since == pytest.approx(last, abs=1.0)  # the sub-phase's own start, not the loop's
+    assert status.hint is not None and any("collective" in c for c in status.hint.causes)
+    assert [s.name for s in status.timeline].count("training loop") == 1
+
+
+def test_a_slower_ranks_done_line_does_not_reopen_a_finished_phase() -> None:
+    engine = PhaseEngine(config())
+    t = 1_000.0
+    for dt, text in [(0, "Initializing Actor Worker..."), (1, "[ACTOR] init_model DONE | rank=0"),
+                     (2, "Initializing Rollout Worker..."), (3, "[ACTOR] init_model DONE | rank=1"),
+                     (4, "[ROLLOUT] init_model DONE")]:
+        engine.feed(line_at(t + dt, text))
+    names = [s.name for s in engine.status(t + 5).timeline]
+    assert names == ["actor init", "rollout init"], names
+
+
+def line_at(t: float, text: str) -> LogLine:
+    return LogLine(source="train.log", text=text, seen=t, ts=t)

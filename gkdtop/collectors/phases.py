@@ -37,6 +37,9 @@ class PhaseEngine:
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None
+        self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
+        self.inner_since: float | None = None
+        self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.last_progress: float | None = None
         self.last_activity: float | None = None
         self.failure = ""
@@ -115,6 +118,11 @@ class PhaseEngine:
     def _start(self, rule: PhaseRule, t: float) -> None:
         self.failure = ""
         self._want_exception_line = False
+        if self._is_inner(rule):
+            if self.inner is not rule:
+                self.inner, self.inner_since = rule, t
+            return
+        self.inner = None
         if self.current is rule and self.timeline and self.timeline[-1].end is None:
             return  # a repeated start line inside the same phase
         self._close_current(t)
@@ -123,7 +131,21 @@ class PhaseEngine:
         if rule.terminal:
             span.end, span.status = t, "done"
 
+    def _is_inner(self, rule: PhaseRule) -> bool:
+        outer = self.current
+        return (outer is not None and rule is not outer and rule.name in outer.inner
+                and bool(self.timeline) and self.timeline[-1].end is None)
+
+    def _later_than_current(self, rule: PhaseRule) -> bool:
+        return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
+
     def _done(self, rule: PhaseRule, t: float) -> None:
+        if self._is_inner(rule) or self.inner is rule:
+            self.inner = None  # a sub-phase ended; its phase goes on
+            self.failure = ""
+            return
+        if self._later_than_current(rule) and any(s.name == rule.name for s in self.timeline):
+            return  # a slower rank's "done" for a phase the job has already moved past
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
             last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
@@ -162,8 +184,13 @@ class PhaseEngine:
         span = self.timeline[-1] if self.timeline else None
         rule = self.current
         expected = rule
+        within = None
+        since = span.start if span else None
         if rule is not None and span is not None and span.end is not None and not rule.terminal:
             expected = self._next_rule(rule) or rule  # finished a phase; the next one is what waits
+        elif self.inner is not None and rule is not None:
+            within, since = rule.name, self.inner_since
+            rule = expected = self.inner
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         hint = expected.hint if expected is not None else None
 
@@ -182,7 +209,7 @@ class PhaseEngine:
         return PhaseStatus(
             current=rule.name if rule else None,
             state=state,
-            since=span.start if span else None,
+            since=since,
             last_progress=self.last_progress,
             stalled_for=stalled_for,
             stall_after=stall_after,
@@ -193,6 +220,7 @@ class PhaseEngine:
             step_time=self._step_time(),
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
+            within=within,
         )
 
     def spans(self) -> list[PhaseSpan]:

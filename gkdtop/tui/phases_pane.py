@@ -47,6 +47,9 @@ def headline(status: PhaseStatus, now: float) -> Text:
     name = status.current or "no phase yet"
     text.append(f" {status.state.upper()} ", STATE_STYLE.get(status.state, "bold"))
     text.append(f" {name}", "bold")
+    if status.within:
+        step = f", step {status.last_step.step + 1}" if status.last_step else ""
+        text.append(f" (in {status.within}{step})", "dim")
     if status.state == "stalled":
         text.append(f" · no progress for {human_duration(status.stalled_for)}", "bold red")
         if status.expected:
