@@ -21,6 +21,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report
+
 from gkdtop.collectors.logs import LogCollector
 
 DEFAULT_FILTER = r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|ERROR|NCCL|Traceback|✓|✗|WARN|step:\d+ -"
@@ -180,6 +183,9 @@ def main() -> None:
             f"{lines / pipe_s / 1e3:.0f}k lines/s ({size_mb / pipe_s:.0f} MB/s), {matched} matches; "
             f"grep -cE {grep_s:.2f}s ({grep_n} matches); ratio pipeline/grep {pipe_s / grep_s:.1f}x"
         )
+        report(f"log pipeline (decode, split, ANSI, prefix, timestamp, filter), {size_mb:.0f} MB verl-like log",
+               f"{pipe_s:.2f} s, {lines / pipe_s / 1e3:.0f}k lines/s", f"`grep -cE` same filter: {grep_s:.2f} s",
+               pipe_s / grep_s, "bench/bench_logs.py")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

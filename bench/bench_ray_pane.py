@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report
 
 from gkdtop.config import Config, builtin_phases
 from gkdtop.model import RayActor, RayNode, RayState
@@ -67,6 +69,8 @@ def main() -> None:
     full = asyncio.run(app_refresh(state, args.runs))
     print(f"Ray pane, {args.actors} actors: text {statistics.median(text_times) * 1000:.1f} ms, "
           f"refresh + draw in the app {statistics.median(full) * 1000:.1f} ms (median of {args.runs})")
+    report(f"Ray pane update, {args.actors:,} actors", f"text {statistics.median(text_times) * 1000:.1f} ms, "
+           f"refresh + draw {statistics.median(full) * 1000:.1f} ms", "-", None, "bench/bench_ray_pane.py")
 
 
 if __name__ == "__main__":

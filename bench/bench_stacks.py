@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report
+
 from gkdtop.actions.stacks import dump_stacks, find_py_spy
 
 
@@ -71,6 +74,9 @@ def main() -> int:
         print(f"  sequential py-spy loop   {s:7.3f} s  ({1000 * s / args.procs:.1f} ms/process)")
         print(f"  dump_stacks workers={args.workers:<3} {p:7.3f} s  (grouped into 1 stack)")
         print(f"  ratio sequential/parallel {s / p:6.2f}x")
+        report(f"stack dump of {args.procs} Python processes" + (" (--native)" if args.native else ""),
+               f"{p:.2f} s (dump_stacks, {args.workers} workers)", f"sequential `py-spy dump` loop: {s:.2f} s",
+               p / s, "bench/bench_stacks.py")
     finally:
         for proc in procs:
             proc.kill()

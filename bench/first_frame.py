@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report
+
 from tests.tmux import Tmux
 
 BARE = (
@@ -58,6 +61,8 @@ def main() -> None:
     b, o = statistics.median(bare), statistics.median(ours)
     print(f"first frame: gkdtop {o * 1000:.0f} ms, bare Textual app {b * 1000:.0f} ms, "
           f"ratio {o / b:.2f} (median of {args.runs})")
+    report(f"first frame in a real tmux, median of {args.runs}", f"{o * 1000:.0f} ms",
+           f"bare Textual app with a Footer: {b * 1000:.0f} ms", o / b, "bench/first_frame.py")
 
 
 if __name__ == "__main__":

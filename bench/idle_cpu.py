@@ -18,6 +18,9 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import report
+
 from tests.tmux import Tmux
 
 
@@ -57,8 +60,12 @@ def main() -> None:
             time.sleep(args.seconds)
             after = proc.cpu_times()
             used = (after.user - before.user) + (after.system - before.system)
+            rss = proc.memory_info().rss / 2**20
             print(f"idle CPU: {100 * used / args.seconds:.2f}% of one core over {args.seconds:.0f} s, "
-                  f"{len(psutil.pids())} processes on the machine, rss {proc.memory_info().rss / 2**20:.0f} MiB")
+                  f"{len(psutil.pids())} processes on the machine, rss {rss:.0f} MiB")
+            report(f"idle CPU, default refresh, {len(psutil.pids())} processes on the machine, no GPU",
+                   f"{100 * used / args.seconds:.2f}% of a core over {args.seconds:.0f} s, RSS {rss:.0f} MiB",
+                   "budget: < 3%", None, "bench/idle_cpu.py")
     finally:
         tmux.kill()
         for p in extra:

@@ -15,15 +15,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "default: ./train.log and the newest Ray session's logs")
     parser.add_argument("--config", metavar="FILE", help="YAML config (default: $XDG_CONFIG_HOME/gkdtop/config.yaml)")
     parser.add_argument("--stall-after", type=float, metavar="SECONDS",
-                        help="seconds without progress before a phase is STALLED (default 120)")
+                        help="seconds without progress before a phase is STALLED, for every phase "
+                        "(default: 120, longer for slow phases such as actor init)")
     parser.add_argument("--ray-address", metavar="ADDR", help="Ray cluster (GCS host:port or dashboard URL)")
     parser.add_argument("--filter", metavar="REGEX", help="log filter (default: the config's 'default' preset)")
+    parser.add_argument("--ray-logs", action="append", default=[], metavar="GLOB",
+                        help="follow Ray log files matching GLOB on every node, e.g. 'worker-*.out' (repeatable; "
+                        "docs/multinode.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from gkdtop import __version__
 
-    parser = argparse.ArgumentParser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.")
+    parser = argparse.ArgumentParser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.",
+                                     allow_abbrev=False)  # `stacks --ray` is not an abbreviation of --ray-address
     parser.add_argument("--version", action="version", version=f"gkdtop {__version__}")
     _common(parser)
     parser.add_argument("--refresh", type=float, metavar="SECONDS", help="UI refresh interval (default 1)")
@@ -46,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     stk.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-process py-spy timeout")
     stk.add_argument("--out-dir", metavar="DIR", help="where to save it (default: $XDG_CACHE_HOME/gkdtop/stacks)")
     stk.add_argument("--config", metavar="FILE")
+    stk.add_argument("--ray", action="store_true", help="the Ray actors on every node, via the dashboard")
+    stk.add_argument("--ray-agent", action="store_true",
+                     help="with --ray: where the dashboard refuses, dump through a temporary gkdtop actor per node")
+    stk.add_argument("--ray-address", metavar="ADDR", help="with --ray: dashboard URL or GCS host:port")
+    stk.add_argument("--actor", action="append", metavar="CLASS", help="with --ray: only actors of this class")
     clean = sub.add_parser("cleanup", help="find the debris of a crashed run; preview it, confirm, remove it")
     clean.add_argument("--config", metavar="FILE")
     clean.add_argument("--dry-run", action="store_true", help="print the plan and do nothing")
@@ -58,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="check this node and environment before a run")
     doc.add_argument("--config", metavar="FILE")
     doc.add_argument("--ray-address", metavar="ADDR")
-    doc.add_argument("--json", action="store_true", help="print JSON (schema in docs/doctor.md)")
+    doc.add_argument("--json", action="store_true", help="print JSON (schema in docs/schemas.md)")
     doc.add_argument("--actor-gpus", type=int, metavar="N")
     doc.add_argument("--rollout-gpus", type=int, metavar="M")
     doc.add_argument("--teacher-gpus", type=int, metavar="K")
@@ -69,6 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--log-file", metavar="PATH", help="where the job logs (default: a new run directory)")
     demo.add_argument("--fault", metavar="NAME", help="hang-sync, stall-dataset, crash-rollout, infeasible, leak")
     demo.add_argument("--no-ui", action="store_true", help="run the job alone, without the dashboard")
+    run = sub.add_parser("run", help="run a job with a working debug environment, log it and watch it (docs/run.md)",
+                         usage="gkdtop run [options] -- CMD [ARG ...]")
+    _common(run)
+    run.add_argument("--refresh", type=float, metavar="SECONDS", help="UI refresh interval (default 1)")
+    run.add_argument("--log-file", metavar="PATH", help="the job's log (default: job.log in a new run directory)")
+    run.add_argument("--nccl-debug", metavar="LEVEL", type=str.upper, choices=("VERSION", "WARN", "INFO", "TRACE"),
+                     help="NCCL_DEBUG for the job (default WARN, or your own NCCL_DEBUG)")
+    run.add_argument("--no-probe", action="store_true", help="do not enable gkdtop.probe in the job")
+    run.add_argument("--no-ui", action="store_true", help="just run and log (for sbatch scripts)")
+    run.add_argument("--dry-run", action="store_true", help="print the environment it would set, start nothing")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the job's command line")
     return parser
 
 
@@ -80,6 +101,8 @@ def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if args.stall_after <= 0:
             raise SystemExit("gkdtop: --stall-after must be positive")
         config.stall_after = args.stall_after
+        for rule in config.phases:  # said on the command line: it holds for every phase, the slow ones too
+            rule.stall_after = None
     if getattr(args, "filter", None) is not None:
         import re
 
@@ -111,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "stacks":
         from gkdtop.actions.stacks import stacks_command
 
+        if args.ray:
+            from gkdtop.actions.remote_stacks import ray_stacks_command
+
+            return ray_stacks_command(args.ray_address, args.native, args.json, args.timeout, args.out_dir,
+                                      agent=args.ray_agent, classes=args.actor)
         return stacks_command(args.pids, args.native, args.json, args.timeout, args.out_dir, config.driver_patterns)
     if args.command == "cleanup":
         from gkdtop.actions.cleanup import cleanup_command
@@ -126,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return doctor_command(args.ray_address, plan_from_args(args), args.json)
     if args.command == "demo":
         return demo(args, config)
+    if args.command == "run":
+        return run_job(args, config)
     return dashboard(args, config)
 
 
@@ -133,7 +163,8 @@ def dashboard(args: argparse.Namespace, config, root_pids: tuple[int, ...] = ())
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp
 
-    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, root_pids=root_pids)
+    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, root_pids=root_pids,
+                      ray_logs=getattr(args, "ray_logs", ()))
     GkdtopApp(config, monitor, refresh=getattr(args, "refresh", None)).run()
     return 0
 
@@ -142,7 +173,7 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
     from gkdtop import snapshot as snap
     from gkdtop.monitor import Monitor
 
-    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address)
+    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, ray_logs=args.ray_logs)
 
     async def collect() -> None:
         if args.duration > 0:
@@ -199,6 +230,49 @@ def demo(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-de
     finally:
         run.stop()
     return 0
+
+
+def run_job(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    """`gkdtop run`: the job's exit status is ours; quitting the dashboard asks whether to stop the job."""
+    from gkdtop import jobrun
+
+    cmd = list(args.cmd)[1:] if list(args.cmd)[:1] == ["--"] else list(args.cmd)
+    opts = jobrun.RunOptions(command=cmd, log_file=args.log_file, nccl_debug=args.nccl_debug, probe=not args.no_probe)
+    try:
+        plan = jobrun.plan_run(opts)
+    except (ValueError, RuntimeError) as exc:
+        print(f"gkdtop run: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        sys.stdout.write(jobrun.dry_run_text(plan))
+        return 0
+    if args.no_ui:
+        return jobrun.run_no_ui(plan)
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+
+    try:
+        job = jobrun.start(plan)
+    except OSError as exc:
+        print(f"gkdtop run: cannot start {cmd[0]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    monitor = Monitor(config, logs=[str(plan.log_path), *args.log], ray_address=args.ray_address,
+                      root_pids=(job.pid,))
+    choice = None
+    try:
+        choice = GkdtopApp(config, monitor, refresh=args.refresh, job=job).run()
+    finally:
+        if choice == "stop" and job.running():
+            print(f"gkdtop run: stopping job {job.pid} (SIGTERM, SIGKILL after {jobrun.STOP_GRACE_S:g} s) ...",
+                  file=sys.stderr)
+            job.stop()
+        if job.running():
+            print(f"gkdtop run: job {job.pid} left running; log {plan.log_path}; stop it with: kill -TERM -{job.pid}",
+                  file=sys.stderr)
+        else:
+            jobrun.record_end(job)
+            print(f"gkdtop run: job {job.outcome()}; log {plan.log_path}", file=sys.stderr)
+    return job.exit_status or 0
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ key, so the CLI can print it and exit non-zero without a traceback.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class PhaseRule:
 @dataclass(slots=True)
 class Config:
     stall_after: float = 120.0
+    stall_stacks: bool = True  # dump the job's stacks once when a stall is declared
     phases: list[PhaseRule] = field(default_factory=list)
     filters: dict[str, str] = field(default_factory=lambda: {"default": DEFAULT_FILTER})
     fail_pattern: str = FAIL_PATTERN
@@ -136,6 +138,8 @@ def _keys(node: Any, where: str, path: str, allowed: set[str]) -> None:
     if node.tag != "tag:yaml.org,2002:map":
         raise _err(where, node, path, "expected a mapping")
     for k, _ in node.value:
+        if k.tag in ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"):  # `? [a, b]`: unhashable, never a key
+            raise _err(where, k, path or "(top level)", "keys must be plain names")
         if k.value not in allowed:
             raise _err(where, k, f"{path}.{k.value}" if path else k.value,
                        f"unknown key (expected one of: {', '.join(sorted(allowed))})")
@@ -153,8 +157,8 @@ def _number(node: Any, where: str, key: str) -> float:
         value = float(raw)
     except ValueError:
         raise _err(where, node, key, f"expected a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise _err(where, node, key, f"must be positive, got {raw}")
+    if not math.isfinite(value) or value <= 0:  # inf would overflow int(), nan compares false
+        raise _err(where, node, key, f"must be positive and finite, got {raw}")
     return value
 
 
@@ -211,7 +215,7 @@ def _phases(node: Any, where: str, path: str) -> list[PhaseRule]:
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
-    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks",
 }
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
 
@@ -251,6 +255,11 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
     _keys(doc, where, "", TOP_KEYS)
     if (n := _get(doc, "stall_after")) is not None:
         cfg.stall_after = _number(n, where, "stall_after")
+    if (n := _get(doc, "stall_stacks")) is not None:
+        value = _scalar(n, where, "stall_stacks").lower()
+        if value not in ("true", "false", "yes", "no", "on", "off"):
+            raise _err(where, n, "stall_stacks", f"expected true or false, got {value!r}")
+        cfg.stall_stacks = value in ("true", "yes", "on")
     mode = "extend"
     if (n := _get(doc, "phases_mode")) is not None:
         mode = _scalar(n, where, "phases_mode")
@@ -267,7 +276,7 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
             kept = [by_name.pop(r.name, r) for r in cfg.phases]
             cfg.phases = [r for r in user if r.name in by_name] + kept
     if (n := _get(doc, "filters")) is not None:
-        _keys(n, where, "filters", {k.value for k, _ in n.value} if n.tag.endswith(":map") else set())
+        _keys(n, where, "filters", {str(k.value) for k, _ in n.value} if n.tag.endswith(":map") else set())
         for k, v in n.value:
             _regex(v, where, f"filters.{k.value}")
             cfg.filters[k.value] = _scalar(v, where, f"filters.{k.value}")

@@ -100,6 +100,36 @@ class RayState:
 
 
 @dataclass(slots=True)
+class RemoteLogSource:
+    """A log file on a Ray node, as the dashboard lists it (for the Logs pane's source picker)."""
+
+    node_id: str
+    node_ip: str
+    filename: str  # relative to the node's Ray log dir
+    followed: bool = False
+
+    @property
+    def source(self) -> str:
+        """The LogLine.source / LogFileState.path of its lines (collectors/ray_logs.source_name)."""
+        return f"ray:{self.node_ip or '?'}/{self.node_id[:8]}:{self.filename}"
+
+
+@dataclass(slots=True)
+class RayLogsState:
+    """Remote log following (collectors/ray_logs). status: idle | connected | not connected."""
+
+    status: str = "idle"
+    reason: str = ""
+    dashboard: str = ""
+    patterns: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # node selection; empty: all
+    files: list[LogFileState] = field(default_factory=list)  # the followed files, path = source name
+    followed: list[RemoteLogSource] = field(default_factory=list)  # the files of `files`, by node
+    available: list[RemoteLogSource] = field(default_factory=list)  # listed for the picker
+    skipped: int = 0  # matches not followed (over max_files)
+
+
+@dataclass(slots=True)
 class LogLine:
     """One logical log line after decoding, ANSI stripping and `\\r` collapsing."""
 

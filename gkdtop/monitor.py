@@ -36,11 +36,13 @@ class Monitor:
         ray_address: str | None = None,
         root_pids: Iterable[int] = (),
         gpu_backend: Any = None,
+        ray_logs: Iterable[str] = (),
     ) -> None:
         from gkdtop.collectors.gpu import GpuCollector
         from gkdtop.collectors.logs import LogCollector
         from gkdtop.collectors.procs import ProcCollector
         from gkdtop.collectors.ray import RayCollector
+        from gkdtop.collectors.ray_logs import RayLogCollector
 
         self.config = config
         self.store = Store(config)
@@ -51,6 +53,9 @@ class Monitor:
             LogCollector(self.log_sources, backlog=config.backlog, max_line=config.max_line,
                          interval=refresh["logs"]),
             RayCollector(ray_address, interval=refresh["ray"]),
+            # Remote nodes' log files: idle (no requests) until --ray-logs or the Logs pane's picker asks.
+            RayLogCollector(list(ray_logs), ray_address, backlog=config.backlog, max_line=config.max_line,
+                            interval=refresh.get("ray_logs", 0.5)),
             ProcCollector(config.driver_patterns, root_pids, self.store.gpu_pids, interval=refresh["procs"]),
         ]
         self._tasks: list[asyncio.Task[None]] = []
@@ -68,6 +73,25 @@ class Monitor:
                     name=f"collector-{collector.name}",
                 )
             )
+        if self.config.stall_stacks:
+            self._tasks.append(asyncio.create_task(self._stall_stacks(), name="stall-stacks"))
+
+    async def _stall_stacks(self, every: float = 1.0) -> None:
+        """Take one stack dump when a stall is declared (config `stall_stacks`); never twice per stall."""
+        from gkdtop.actions.stall_stacks import StallStacker
+
+        stacker = StallStacker(self.store)
+        while True:
+            await asyncio.sleep(every)
+            targets = stacker.due()
+            if not targets:
+                continue
+            try:
+                taken = await asyncio.to_thread(stacker.take, targets)
+            except Exception as exc:  # the dashboard goes on; the pane says why there is no dump
+                self.store.fail("stall_stacks", one_line(exc), 0)
+            else:
+                self.store.put("stall_stacks", taken)
 
     async def stop(self) -> None:
         for task in self._tasks:

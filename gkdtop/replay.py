@@ -21,7 +21,7 @@ from gkdtop.collectors.findings import FindingsEngine, unnamed
 from gkdtop.collectors.logs import parse_line, strip_ansi
 from gkdtop.collectors.phases import EXCEPTION_RE, STEP_RE, PhaseEngine
 from gkdtop.config import Config
-from gkdtop.model import Finding, PhaseStatus
+from gkdtop.model import Finding, LogLine, PhaseStatus
 
 SCHEMA = 1
 TRACEBACK = "Traceback (most recent call last)"
@@ -139,14 +139,10 @@ def replay(paths: list[str], config: Config, use_grep: bool = True) -> ReplayRep
             selected, method = _python_lines(path, patterns), "python"
         last_ts: float | None = None
         open_traceback: int | None = None
-        for number, raw in selected:
-            count += 1
-            line = parse_line(clean(raw), path, last_ts or 0.0)
-            if line.ts is not None:
-                line.seen = last_ts = line.ts  # replayed: the line's own time is the only clock
-                started = line.ts if started is None else min(started, line.ts)
-            elif last_ts is not None:
-                line.seen = last_ts  # untimed: as late as the last timestamped line before it
+        waiting: list[tuple[int, LogLine]] = []  # untimed lines before the file's first timestamp
+
+        def feed(number: int, line: LogLine, path: str = path) -> None:
+            nonlocal open_traceback
             phases.feed(line)
             findings.feed(line)
             if TRACEBACK in line.text:
@@ -159,7 +155,27 @@ def replay(paths: list[str], config: Config, use_grep: bool = True) -> ReplayRep
                 else:
                     group.count += 1
                 open_traceback = None
+
+        for number, raw in selected:
+            count += 1
+            line = parse_line(clean(raw), path, last_ts or 0.0)
+            if line.ts is not None:
+                line.seen = last_ts = line.ts  # replayed: the line's own time is the only clock
+                started = line.ts if started is None else min(started, line.ts)
+                for early_number, early in waiting:  # as early as the first timestamped line after them
+                    early.seen = line.ts
+                    feed(early_number, early)
+                waiting.clear()
+            elif last_ts is not None:
+                line.seen = last_ts  # untimed: as late as the last timestamped line before it
+            else:
+                waiting.append((number, line))
+                continue
+            feed(number, line)
         end = _last_time(path)
+        for early_number, early in waiting:  # no timestamp anywhere: the file's own time
+            early.seen = end or 0.0
+            feed(early_number, early)
         if end is not None:
             ended = end if ended is None else max(ended, end)
     at = ended or phases.last_activity or 0.0
@@ -231,8 +247,12 @@ def report_text(report: ReplayReport) -> str:
             out.append(f"  slowest: step {steps['slowest']['step']} ({steps['slowest']['seconds']:.2f}s)")
         if steps.get("timing_mean_s"):
             out.append("  mean timing: " + "  ".join(f"{k} {v:.2f}s" for k, v in steps["timing_mean_s"].items()))
-    verdict = {"done": "finished", "failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
-    out += ["", f"{verdict} {st.current or '-'}" + (f" (next expected: {st.expected})" if st.expected else "")]
+    if st.state == "done":
+        verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
+    else:
+        prefix = {"failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
+        verdict = f"{prefix} {st.current or '-'}"
+    out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
     if st.failure:
         out.append(f"  {st.failure}")
     if st.hint and st.state in ("failed", "stalled"):

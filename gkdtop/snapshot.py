@@ -88,6 +88,16 @@ def ray_section(store: Store) -> dict[str, Any]:
         "placement_groups": ray.placement_groups,
         "jobs": ray.jobs,
         "details_error": ray.details_error,
+        # Remote log files followed through the dashboard (collectors/ray_logs); GPUs: nodes[].gpus.
+        "log_sources": {
+            "status": store.ray_logs.status,
+            "reason": store.ray_logs.reason,
+            "patterns": store.ray_logs.patterns,
+            "files": [asdict(f) for f in store.ray_logs.files],
+            "followed": [{"node_id": s.node_id, "node_ip": s.node_ip, "filename": s.filename, "source": s.source}
+                         for s in store.ray_logs.followed],
+            "skipped": store.ray_logs.skipped,
+        },
     }
 
 

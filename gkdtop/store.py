@@ -22,6 +22,7 @@ from gkdtop.model import (
     LogLine,
     PhaseStatus,
     ProcInfo,
+    RayLogsState,
     RayState,
     SourceHealth,
 )
@@ -39,6 +40,7 @@ class Store:
         self.processes: list[ProcInfo] = []
         self.ray = RayState()
         self.log_files: list[LogFileState] = []
+        self.ray_logs = RayLogsState()  # remote log files (collectors/ray_logs); their lines join `lines`
         self.lines: deque[LogLine] = deque(maxlen=LINES)
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
@@ -48,6 +50,7 @@ class Store:
         self.version = 0  # bumped on every change so views can skip redraws
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
         self.started = time.time()
+        self.stall_stacks: Any = None  # actions.stall_stacks.StallStacks: the dump taken when a stall began
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
@@ -71,6 +74,13 @@ class Store:
                 self._bump("procs")
         elif source == "logs":
             changed = self._put_logs(result)
+        elif source == "ray_logs":  # remote lines join the local ones: same phases, findings, Logs pane
+            changed = self._put_logs(result, local=False) or result.state != self.ray_logs
+            self.ray_logs = result.state
+            if changed:
+                self._bump("logs")
+        elif source == "stall_stacks":
+            self.stall_stacks = result
         if changed or recovered:
             self._bump(source)
 
@@ -124,11 +134,12 @@ class Store:
             if row.role in ("ray-worker", "worker"):
                 row.role = role_of(actor.class_name, default=row.role)
 
-    def _put_logs(self, batch: Any) -> bool:
+    def _put_logs(self, batch: Any, local: bool = True) -> bool:
         """Feed new lines to the phase engine; False when nothing at all changed (the usual idle poll)."""
-        if not batch.lines and not batch.progress and batch.files == self.log_files:
+        if not batch.lines and not batch.progress and (not local or batch.files == self.log_files):
             return False
-        self.log_files = batch.files
+        if local:
+            self.log_files = batch.files
         for line in batch.lines:
             self.lines.append(line)
             self.phases.feed(line)

@@ -7,6 +7,7 @@ never another Ray on the machine: `ray stop` would stop every cluster of the use
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -45,13 +46,48 @@ class RayCluster:
     def env(self) -> dict[str, str]:
         return {**os.environ, "RAY_TMPDIR": str(self.temp_root), "RAY_USAGE_STATS_ENABLED": "0"}
 
-    def start(self, num_cpus: int = 2, extra: tuple[str, ...] = ()) -> None:
+    def start(self, num_cpus: int = 2, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
         cmd = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs_port}",
                f"--dashboard-port={self.dashboard_port}", "--dashboard-host=127.0.0.1", f"--num-cpus={num_cpus}",
                "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *extra]
-        proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:
             raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
+
+    def add_node(self, num_cpus: int = 1, resources: dict[str, float] | None = None,
+                 env: dict[str, str] | None = None) -> int:
+        """A second node on this machine; returns its metrics export port (it names the node's raylet).
+
+        Its agent needs ports of its own: with the defaults, its HTTP server cannot bind the head's
+        52365, and the dashboard then answers "Agent for node id ... doesn't exist" for its logs.
+        """
+        metrics = free_port()
+        cmd = [RAY, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}",
+               "--num-gpus=0", f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={metrics}",
+               f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+               "--disable-usage-stats"]
+        if resources:
+            cmd.append("--resources=" + json.dumps(resources))
+        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ray start (second node) failed: {proc.stderr[-2000:]}")
+        return metrics
+
+    def kill_node(self, metrics_port: int, sig_timeout: float = 5.0) -> None:
+        """Kill one node of this cluster (its raylet and everything under it), SIGKILL: a node dying."""
+        marker = f"--metrics_export_port={metrics_port}"
+        procs: dict[int, psutil.Process] = {}
+        for proc in self.processes():
+            with contextlib.suppress(psutil.Error):
+                if proc.name() == "raylet" and marker in " ".join(proc.cmdline()):
+                    procs[proc.pid] = proc
+                    procs.update({c.pid: c for c in proc.children(recursive=True)})
+        if not procs:
+            raise RuntimeError(f"no raylet with {marker}")
+        for proc in procs.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(list(procs.values()), timeout=sig_timeout)
 
     def processes(self) -> list[psutil.Process]:
         marker = str(self.temp_root)

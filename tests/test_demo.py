@@ -357,16 +357,20 @@ def test_hang_sync_deadlocks_in_the_collective_and_stop_cleans_up(demo: Callable
     assert "[SYNC] ✓" not in text
     assert not STEP.search(text)
 
-    # py-spy (optional): rank 0 waits inside the gloo broadcast, rank 1 is not in it.
-    py_spy = Path(sys.executable).with_name("py-spy")
+    # gkdtop's stack dump: rank 0 waits inside the weight broadcast, rank 1 never made the call and is
+    # singled out as the one that is not where its peers are.
     starts = re.findall(r"\[ACTOR\] init_model START \| pid=(\d+) \| rank=(\d)", text)
-    ranks = {rank: int(pid) for pid, rank in starts}
-    if py_spy.exists() and "0" in ranks:
-        dumps = {r: subprocess.run([str(py_spy), "dump", "--pid", str(pid)], capture_output=True, text=True,
-                                   timeout=60) for r, pid in ranks.items()}
-        if dumps["0"].returncode == 0:
-            assert "broadcast_weights" in dumps["0"].stdout, dumps["0"].stdout
-            assert "broadcast_weights" not in dumps["1"].stdout, dumps["1"].stdout
+    ranks = {int(rank): int(pid) for pid, rank in starts}
+    rollout = int(re.search(r"\[ROLLOUT\] init_model START \| pid=(\d+)", text).group(1))  # type: ignore[union-attr]
+    report = gkdtop_json("stacks", str(ranks[0]), str(ranks[1]), str(rollout), timeout=120)
+    by_pid = {d["pid"]: d for d in report["dumps"]}
+    assert all(d["ok"] for d in by_pid.values()), report
+    assert by_pid[ranks[0]]["role"] == by_pid[ranks[1]]["role"] == "actor"
+    frames = {pid: {f["function"] for t in d["threads"] for f in t["frames"]} for pid, d in by_pid.items()}
+    assert any("broadcast_weights" in f for f in frames[ranks[0]])
+    assert any("broadcast_weights" in f for f in frames[rollout])
+    assert not any("broadcast_weights" in f for f in frames[ranks[1]])
+    assert report["outliers"] == [ranks[1]], report["outliers"]
 
     sessions = run_sessions(run)
     run.stop()

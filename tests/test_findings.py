@@ -98,6 +98,10 @@ CASES = [
      [f"{E}[33m(autoscaler +35s){E}[0m Warning: The following resource request cannot be scheduled right now: "
       "{'CPU': 2.0, 'GPU': 2.0}. This is likely due to all cluster resources being claimed by actors."],
      {"demand": "{'CPU': 2.0, 'GPU': 2.0}"}),
+    ("ray-unschedulable",  # Ray 2.60's own wording (seen with `gkdtop demo --fault infeasible`)
+     ["(autoscaler +12s) Error: No available node types can fulfill resource request "
+      "defaultdict(<class 'float'>, {'GPU': 8.0, 'CPU': 2.0}). Add suitable node types to this cluster."],
+     {"demand2": "{'GPU': 8.0, 'CPU': 2.0}"}),
     ("ray-worker-register-slow",
      ["[2026-01-11 10:00:00,000 W 4100 4100] (raylet) worker_pool.cc:581: Some workers of the worker process(2010) "
       "have not registered within the timeout. The process is still alive, probably it's hanging during start."],

@@ -255,3 +255,16 @@ def test_a_slower_ranks_done_line_does_not_reopen_a_finished_phase() -> None:
 
 def line_at(t: float, text: str) -> LogLine:
     return LogLine(source="train.log", text=text, seen=t, ts=t)
+
+
+def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
+    """Ray's log monitor writes a worker's lines after the driver's: order by the lines' own stamps."""
+    engine = PhaseEngine(config())
+    t = 1_000.0
+    for stamp, text in [(t, "Initializing Teacher..."), (t + 0.5, "[TEACHER] init_model START"),
+                        (t + 2.0, "✓ Teacher initialized in 2.0s"), (t + 2.1, "Starting weight synchronization..."),
+                        (t + 1.9, "[TEACHER] ✓ Teacher model loaded"), (t + 1.95, "Initializing Teacher (late echo)")]:
+        engine.feed(line_at(stamp, text))
+    status = engine.status(t + 3)
+    assert [s.name for s in status.timeline] == ["teacher", "weight sync"]
+    assert status.current == "weight sync"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -35,6 +36,13 @@ def rows_by_pid(collector: ProcCollector) -> dict[int, object]:
         ("ray::DashboardAgent", "ray::DashboardAgent", "ray-daemon", ""),
         ("/x/raylet", "/x/raylet --raylet_socket_name=/tmp/ray/session_x/sockets/raylet", "ray-daemon", ""),
         ("VLLM::EngineCore", "VLLM::EngineCore", "engine", ""),
+        # A Ray worker before it set its title: its arguments name the raylet's and plasma store's sockets.
+        ("/venv/bin/python3", "/venv/bin/python3 /venv/ray/_private/workers/default_worker.py "
+         "--object-store-name=/tmp/ray/session_x/sockets/plasma_store --raylet-name=/tmp/ray/session_x/sockets/raylet",
+         "ray-worker", ""),
+        # ... and the raylet, whose arguments name the worker's script.
+        ("/venv/ray/core/src/ray/raylet/raylet", "/venv/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/r "
+         "--python_worker_command=/venv/bin/python3 /venv/ray/_private/workers/default_worker.py", "ray-daemon", ""),
         ("python3", "python3 -m verl.trainer.main_ppo trainer.nnodes=1", "driver", ""),
         ("python", "python main_gkd.py --config x", "driver", ""),
         ("bash", "bash", None, ""),
@@ -170,3 +178,22 @@ def test_processes_of_a_dead_session_are_stale(ray_cluster) -> None:  # type: ig
     finally:
         leftover.kill()
         leftover.wait()
+
+
+def test_a_worker_that_becomes_an_actor_is_labelled_again(tmp_path: Path) -> None:
+    """Ray starts a worker as `python default_worker.py ...` and retitles it `ray::Class.method` later."""
+    script = tmp_path / "default_worker.py"
+    script.write_text("import os, time\ntime.sleep(1.5)\n"
+                      "os.execvp('bash', ['bash', '-c', \"exec -a 'ray::StudentActor.train' sleep 60\"])\n")
+    proc = subprocess.Popen([sys.executable, str(script), "--raylet-name=/tmp/ray/session_x/sockets/raylet"])
+    try:
+        collector = ProcCollector(DRIVER_PATTERNS)
+        first = wait_for(lambda: rows_by_pid(collector).get(proc.pid), timeout=10, interval=0.05)
+        assert first.role == "ray-worker" and first.actor == ""  # type: ignore[attr-defined]
+        later = wait_for(lambda: (r := rows_by_pid(collector).get(proc.pid)) and r.actor and r, timeout=10,
+                         interval=0.1)
+        assert (later.role, later.actor) == ("actor", "StudentActor")  # type: ignore[attr-defined]
+        assert later.name.startswith("ray::StudentActor")  # type: ignore[attr-defined]
+    finally:
+        proc.kill()
+        proc.wait(10)

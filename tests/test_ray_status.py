@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gkdtop.collectors.ray import RayCollector, ray_line, resolve_dashboard
+from gkdtop.collectors.ray import RayCollector, parse_cluster_status, ray_line, resolve_dashboard
 from tests.raycluster import free_port, wait_for
 
 
@@ -94,3 +94,16 @@ def test_session_left_by_a_dead_cluster(tmp_path: Path, monkeypatch: pytest.Monk
     state = RayCollector().collect()
     assert state.status == "not connected"
     assert f"http://127.0.0.1:{port}" in state.reason
+
+
+def test_demand_shapes_as_ray_260_reports_them() -> None:
+    """Shapes taken from a real Ray 2.60 dashboard (`gkdtop demo --fault infeasible`), and garbage."""
+    doc = {"data": {"clusterStatus": {"loadMetricsReport": {
+        "usage": {"CPU": [1.0, 4.0], "GPU": "garbage"},
+        "resourceDemand": [[{"CPU": 1.0, "GPU": 2.0}, 3], ["junk"], None],
+        "pgDemand": [[{"bundles": [[{"CPU": 0.25, "GPU": 1.0}, 8]], "strategy": "STRICT_PACK"}, 1],
+                     [{"bundles": "garbage"}, 1]],
+    }}}}
+    state = parse_cluster_status(doc, "http://x", "session_x")
+    assert state.pending == [{"CPU": 1.0, "GPU": 2.0}, {"CPU": 2.0, "GPU": 8.0}]
+    assert state.resources_total == {"CPU": 4.0} and state.resources_available == {"CPU": 3.0}

@@ -57,6 +57,12 @@ def test_stall_after_option_and_text_output(tmp_path: Path) -> None:
     text = run(tmp_path, "--log", str(log), "--stall-after", "30").stdout
     assert text.startswith("phase: resource pool  state: stalled")
     assert "gpus: unavailable" in text
+    # Said on the command line, it holds for the slow phases too (actor init has 600 s of its own).
+    log.write_text(ray("TaskRunner", 7, "Initializing Actor Worker...") + "\n")
+    os.utime(log, (time.time() - 50, time.time() - 50))
+    doc = json.loads(run(tmp_path, "--json", "--log", str(log), "--stall-after", "30").stdout)
+    assert doc["phases"]["current"] == "actor init" and doc["phases"]["state"] == "stalled"
+    assert doc["phases"]["stall_after"] == 30
 
 
 def test_duration_follows_lines_written_meanwhile(tmp_path: Path) -> None:

@@ -238,6 +238,13 @@ def test_py_spy_missing(sleeper: subprocess.Popen[bytes], tmp_path: Path) -> Non
     assert all(d.error.startswith("py-spy not found") for d in report.dumps)
 
 
+def test_py_spy_dumps_say_so(sleeper: subprocess.Popen[bytes]) -> None:
+    report = dump_stacks([sleeper.pid])
+    assert report.dumps[0].ok and report.dumps[0].method == "py-spy" and report.dumps[0].note == ""
+    assert report_json(report)["dumps"][0]["method"] == "py-spy"
+    assert report.nccl_traces == []  # no Flight Recorder pipe variable in its environment: nothing asked
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_ptrace_denied(sleeper: subprocess.Popen[bytes], tmp_path: Path) -> None:
     # py-spy run as `nobody` against our (root) process: the kernel refuses the ptrace.
@@ -334,3 +341,25 @@ def test_unexpected_py_spy_output_is_an_error_not_a_crash() -> None:
         with pytest.raises(ValueError):
             parse_py_spy_json(raw)
     assert parse_py_spy_json("[]") == []
+
+
+def test_an_idle_ray_worker_among_busy_peers_is_the_odd_one() -> None:
+    """The demo's hang-sync: rank 0 blocks inside its own sync code (a C-level wait, no torch frame),
+    rank 1 never made the call and idles in Ray's main_loop. That idle rank is the suspect."""
+    main_loop = [frame("Worker.main_loop", "/v/lib/python3.11/site-packages/ray/_private/worker.py", 900),
+                 frame("<module>", "/v/lib/python3.11/site-packages/ray/_private/workers/default_worker.py", 300)]
+    in_sync = [frame("WeightSyncMember.broadcast_weights", "/job/sync.py", 272),
+               frame("OnPolicyDistillActor.sync_weights", "/job/actor.py", 40)]
+    dumps = [dump(1, "actor", in_sync, GC_THREAD), dump(2, "actor", main_loop, GC_THREAD),
+             dump(3, "teacher", main_loop, GC_THREAD)]
+    groups = group_stacks(dumps)
+    assert outliers(dumps, groups) == [2]
+    everyone_idle = [dump(1, "actor", main_loop), dump(2, "actor", main_loop)]
+    assert outliers(everyone_idle, group_stacks(everyone_idle)) == []
+
+
+def test_stacks_ray_flag_is_not_taken_for_an_abbreviation() -> None:
+    from gkdtop.cli import build_parser
+
+    args = build_parser().parse_args(["stacks", "--ray"])
+    assert args.command == "stacks" and args.ray is True

@@ -362,15 +362,28 @@ class _Bundle:
             w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
                   .encode() + b"\n", "a stack dump (`gkdtop stacks` / the s key: py-spy)", path=str(path))
 
+    def trace_prefixes(self) -> list[str]:
+        """The dump prefix we were given (or ours, or torch's default), plus each job process's own (`gkdtop run`
+        puts it in the run directory, set only in the job's environment)."""
+        from gkdtop.actions.stacks import TRACE_FILE_ENVS, _environ
+
+        prefixes = [self.trace_prefix]
+        for p in self.store.processes:
+            env = _environ(p.pid)
+            prefixes += [env[k] for k in TRACE_FILE_ENVS if env.get(k)]
+        return list(dict.fromkeys(prefixes))
+
     def flight_recorder(self, w: _Writer) -> None:
         import stat
 
-        base = Path(self.trace_prefix)
         total = 0
-        try:
-            paths = sorted(base.parent.glob(base.name + "*"))
-        except OSError:
-            paths = []
+        paths: list[Path] = []
+        for prefix in self.trace_prefixes():
+            base = Path(prefix)
+            try:
+                paths += sorted(p for p in base.parent.glob(base.name + "*") if p not in paths)
+            except OSError:
+                continue
         for path in paths:
             try:
                 st = path.lstat()

@@ -691,7 +691,8 @@ def plan_json(items: list[CleanupItem], results: list[CleanupResult] | None = No
     }
 
 
-def _target_text(item: CleanupItem) -> str:
+def target_text(item: CleanupItem) -> str:
+    """`PID 123 VLLM::EngineCore` or the path: the same words in the CLI preview and the TUI modal."""
     return f"PID {item.target} {item.name}" if item.action == "terminate" else str(item.target)
 
 
@@ -704,7 +705,7 @@ def plan_text(items: list[CleanupItem]) -> str:
              "([x] acted on; [ ] listed only: select by hand, or kept)"]
     for item in items:
         mark = "x" if item.selected and item.action != "keep" else " "
-        lines.append(f"[{mark}] {item.action:<9} {item.kind:<15} {_target_text(item)}")
+        lines.append(f"[{mark}] {item.action:<9} {item.kind:<15} {target_text(item)}")
         lines.append(f"      {item.reason}")
     return "\n".join(lines) + "\n"
 

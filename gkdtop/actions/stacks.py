@@ -82,7 +82,9 @@ class StackDump:
     actor: str = ""
     rank: int | None = None
     world_size: int | None = None
-    seconds: float = 0.0  # how long py-spy took
+    seconds: float = 0.0  # how long the dump took
+    method: str = ""  # what produced the threads: "py-spy" or "faulthandler" (gkdtop.probe); "" when nothing did
+    note: str = ""  # why the fallback was used (py-spy's failure), when it was
 
 
 @dataclass(slots=True)
@@ -105,6 +107,20 @@ class StackReport:
     outliers: list[int]
     py_spy: str = ""
     seconds: float = 0.0
+    nccl_traces: list[NcclTrace] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class NcclTrace:
+    """One Flight Recorder dump asked for through a rank's trigger pipe (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`)."""
+
+    pid: int
+    rank: int | None
+    pipe: str
+    file: str  # where torch writes the dump: TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank
+    ok: bool
+    error: str = ""
+    bytes: int = 0
 
 
 # ---------------------------------------------------------------- running py-spy
@@ -127,22 +143,30 @@ def dump_stacks(
     workers: int = 16,
     py_spy: str | None = None,
     search: Iterable[str | Path] | None = None,
+    nccl_trace: bool = True,
 ) -> StackReport:
-    """Dump every target in parallel (py-spy pauses each process only for its own dump), then group."""
+    """Dump every target in parallel (py-spy pauses each process only for its own dump), then group.
+
+    A process py-spy cannot read (py-spy missing, ptrace denied, ...) is dumped by faulthandler when
+    it runs gkdtop.probe; with `nccl_trace`, ranks with a Flight Recorder trigger pipe dump their trace too.
+    """
     start = time.time()
     exe = py_spy or find_py_spy(search)
     procs = [t if isinstance(t, ProcInfo) else _proc_info(t) for t in targets]
+    pool_size = max(1, min(workers, len(procs)))
     if exe is None:
         missing = "py-spy not found (pip install py-spy, next to this Python or on PATH)"
-        dumps = [_failed(p, missing) for p in procs]
+        with ThreadPoolExecutor(max_workers=pool_size) as pool:
+            dumps = list(pool.map(lambda p: _fallback(_failed(p, missing), p, timeout), procs))
     elif procs:
-        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(procs)))) as pool:
+        with ThreadPoolExecutor(max_workers=pool_size) as pool:
             dumps = list(pool.map(lambda p: _dump_guarded(exe, p, native, timeout), procs))
     else:
         dumps = []
+    traces = trigger_nccl_traces(procs, wait=min(timeout, 5.0)) if nccl_trace and procs else []
     groups = group_stacks(dumps)
     return StackReport(time=start, native=native, dumps=dumps, groups=groups, outliers=outliers(dumps, groups),
-                       py_spy=exe or "", seconds=round(time.time() - start, 3))
+                       py_spy=exe or "", seconds=round(time.time() - start, 3), nccl_traces=traces)
 
 
 def _proc_info(pid: int) -> ProcInfo:
@@ -216,9 +240,10 @@ def _alive(proc: ProcInfo) -> bool:
 def _dump_guarded(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDump:
     """One process's failure, whatever it is, stays in that process's row."""
     try:
-        return _dump_one(exe, proc, native, timeout)
+        dump = _dump_one(exe, proc, native, timeout)
     except Exception as exc:
-        return _failed(proc, f"dump failed: {type(exc).__name__}: {exc}"[:200])
+        dump = _failed(proc, f"dump failed: {type(exc).__name__}: {exc}"[:200])
+    return dump if dump.ok else _fallback(dump, proc, timeout)
 
 
 def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDump:
@@ -248,7 +273,7 @@ def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDu
         except ValueError as exc:
             dump.error = f"unreadable py-spy output: {exc}"
             return dump
-        dump.ok = True
+        dump.ok, dump.method = True, "py-spy"
         return dump
     dump.error = _explain(proc, done.stderr.decode(errors="replace") + done.stdout.decode(errors="replace"))
     return dump
@@ -309,6 +334,197 @@ def _maps_python(pid: int) -> bool:
             return any("python" in line.rsplit("/", 1)[-1] for line in maps if "/" in line)
     except OSError:
         return True
+
+
+# ---------------------------------------------------------------- the faulthandler fallback (gkdtop.probe)
+
+FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
+FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+FH_HEADER_RE = re.compile(r"pid=(\d+) start=(\d*) signal=(\d+) main=(0x[0-9a-fA-F]+)")
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """A process's initial environment (empty when /proc does not let us read it)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def short_path(path: str) -> str:
+    """py-spy-like short file name: below site-packages, or the stdlib directory, else the base name."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    if m := STDLIB_RE.search(path):
+        return path[m.end():]
+    return path.rsplit("/", 1)[-1]
+
+
+def parse_faulthandler(text: str, main_thread: int = 0) -> list[ThreadStack]:
+    """faulthandler's all-threads text (innermost frame first) as ThreadStacks; raises ValueError if none."""
+    threads: list[ThreadStack] = []
+    for line in text.splitlines():
+        if m := FH_THREAD_RE.match(line.rstrip()):
+            tid = int(m.group(2), 16)
+            name = m.group(3) or ("MainThread" if tid == main_thread else f"Thread {m.group(2)}")
+            # Whether a thread runs or waits is not in the text; the one that took the signal was running.
+            threads.append(ThreadStack(name=name, thread_id=tid, idle=m.group(1) != "Current thread"))
+        elif threads and (m := FH_FRAME_RE.match(line)):
+            path = m.group(1)
+            threads[-1].frames.append(StackFrame(function=m.group(3).strip(), file=short_path(path),
+                                                 line=int(m.group(2)), path=path))
+    if not threads:
+        raise ValueError("no thread in faulthandler's output")
+    return threads
+
+
+def faulthandler_dump(pid: int, timeout: float = 5.0) -> tuple[list[ThreadStack], str]:
+    """Ask a process running gkdtop.probe for its stacks (its signal) and read them from its stack file.
+
+    Returns (threads, "") or ([], why not). The header of the file must name this very process (PID
+    and start time): a process without the probe would be killed by the signal, so it is never sent one.
+    """
+    from gkdtop import probe
+
+    path = probe.stack_file(pid, _environ(pid))
+    try:
+        with open(path, "rb") as f:
+            header = f.readline().decode(errors="replace")
+            before = f.seek(0, os.SEEK_END)
+    except OSError:
+        return [], "no gkdtop.probe stack file (the job does not import gkdtop.probe)"
+    m = FH_HEADER_RE.search(header)
+    if not header.startswith(probe.HEADER) or m is None or int(m.group(1)) != pid:
+        return [], f"{path}: not this process's probe file"
+    if m.group(2) != probe.process_start(pid):
+        return [], f"{path}: left by an earlier process with the same PID"
+    try:
+        os.kill(pid, int(m.group(3)))
+    except OSError as exc:
+        return [], f"cannot signal the process: {exc.strerror or exc}"
+    # The C handler writes at once, even while Python is blocked; wait until the file stops growing.
+    deadline, size, stable_since = time.monotonic() + timeout, before, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            now = path.stat().st_size
+        except OSError:
+            return [], f"{path} vanished during the dump"
+        if now != size:
+            size, stable_since = now, time.monotonic()
+        elif size > before and time.monotonic() - stable_since >= 0.2:
+            break
+    if size <= before:
+        return [], f"faulthandler wrote nothing within {timeout:g} s"
+    with open(path, "rb") as f:
+        f.seek(before)
+        text = f.read(size - before).decode(errors="replace")
+    try:
+        return parse_faulthandler(text, int(m.group(4), 16)), ""
+    except ValueError as exc:
+        return [], f"unreadable faulthandler output: {exc}"
+
+
+def _fallback(dump: StackDump, proc: ProcInfo, timeout: float) -> StackDump:
+    """A failed py-spy dump retried through faulthandler; the result says which method produced it."""
+    if dump.ok or dump.error.startswith(("process vanished", "not a Python process")) or not _alive(proc):
+        return dump
+    began = time.monotonic()
+    threads, why = faulthandler_dump(proc.pid, timeout=min(timeout, 5.0))
+    if not threads:
+        dump.error = f"{dump.error}; faulthandler: {why}"[:300]
+        return dump
+    dump.note, dump.error = dump.error, ""
+    dump.threads, dump.ok, dump.method = threads, True, "faulthandler"
+    dump.seconds = round(time.monotonic() - began, 3)
+    return dump
+
+
+# ---------------------------------------------------------------- Flight Recorder dumps through the trigger pipe
+
+TRACE_PIPE_ENVS = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
+TRACE_FILE_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+TRACE_FILE_DEFAULT = "/tmp/nccl_trace_rank_"
+
+
+def _open_pipe(pid: int, prefix: str) -> str:
+    """The trigger FIFO the process holds open (torch's watchdog opens `<prefix><rank>.pipe` for reading)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return ""
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix) and target.endswith(".pipe"):
+            return target
+    return ""
+
+
+def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[NcclTrace]:
+    """Write to each rank's Flight Recorder FIFO (`<pipe prefix><rank>.pipe`) and wait for its dump file.
+
+    torch's watchdog creates and opens the FIFO (ProcessGroupNCCL's DumpPipe) when the pipe prefix is
+    set and the trace buffer is on; the FIFO a process holds open names its rank. Processes without
+    the variable are skipped; one without a FIFO (CPU/gloo, no NCCL group yet) gets an entry saying so.
+    """
+    asked: list[tuple[NcclTrace, int]] = []  # (trace, the dump's mtime before; -1: nothing asked)
+    seen: set[str] = set()
+    for proc in procs:
+        env = _environ(proc.pid)
+        prefix = next((env[k] for k in TRACE_PIPE_ENVS if env.get(k)), "")
+        if not prefix:
+            continue
+        stem = next((env[k] for k in TRACE_FILE_ENVS if env.get(k)), TRACE_FILE_DEFAULT)
+        pipe = _open_pipe(proc.pid, prefix)
+        rank_text = pipe[len(prefix):-len(".pipe")] if pipe else env.get("RANK", "")
+        rank = int(rank_text) if rank_text.isdigit() else None
+        trace = NcclTrace(proc.pid, rank, pipe or f"{prefix}<rank>.pipe", f"{stem}{rank if rank is not None else ''}",
+                          False)
+        if not pipe:
+            trace.error = "no trigger pipe (no NCCL process group in this process, e.g. CPU/gloo, or not created yet)"
+            asked.append((trace, -1))
+            continue
+        if pipe in seen:
+            continue
+        seen.add(pipe)
+        try:
+            before = os.stat(trace.file).st_mtime_ns
+        except OSError:
+            before = 0
+        try:
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads it: no watchdog
+            try:
+                os.write(fd, b"1\n")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            trace.error = f"cannot write the trigger pipe: {exc.strerror or exc} (is the rank's watchdog alive?)"
+            asked.append((trace, -1))
+            continue
+        asked.append((trace, before))
+    deadline = time.monotonic() + wait
+    for trace, before in asked:
+        if before < 0:
+            continue
+        while True:
+            try:
+                st = os.stat(trace.file)
+                if st.st_mtime_ns != before and st.st_size > 0:
+                    trace.ok, trace.bytes = True, st.st_size
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                trace.error = f"no dump at {trace.file} within {wait:g} s"
+                break
+            time.sleep(0.1)
+    return [t for t, _ in asked]
 
 
 # ---------------------------------------------------------------- grouping
@@ -406,10 +622,12 @@ def outliers(dumps: Sequence[StackDump], groups: Sequence[StackGroup]) -> list[i
 
     Peers are processes of the same role (every target, when none has a role). Among peers, when some
     wait in a collective, the ones outside any collective are the outliers; when all are in collectives
-    but not the same one, those outside the largest such group; with no collective at all, those outside
-    a strict majority group of at least two.
+    but not the same one, those outside the largest such group; when some are inside the job's code and
+    others idle between calls (a Ray worker in `main_loop`: the rank that never made the call), the idle
+    ones; otherwise those outside a strict majority group of at least two.
     """
     group_of = {pid: i for i, g in enumerate(groups) for pid in g.pids}
+    idle = {d.pid for d in dumps if d.ok and not any(not is_background(t) for t in d.threads)}
     peers: dict[str, list[int]] = {}
     for dump in dumps:
         if dump.ok and dump.pid in group_of:
@@ -426,6 +644,10 @@ def outliers(dumps: Sequence[StackDump], groups: Sequence[StackGroup]) -> list[i
         in_collective = [gi for gi in sizes if groups[gi].collective]
         if in_collective and len(in_collective) < len(sizes):
             odd += [pid for pid in pids if not groups[group_of[pid]].collective]
+            continue
+        idle_peers = [pid for pid in pids if pid in idle]
+        if idle_peers and len(idle_peers) < len(pids):
+            odd += idle_peers
             continue
         ranked = sorted(sizes.items(), key=lambda kv: -kv[1])
         top, count = ranked[0]
@@ -458,6 +680,7 @@ def report_json(report: StackReport) -> dict[str, object]:
             {
                 "pid": d.pid, "role": d.role, "label": d.label, "actor": d.actor, "rank": d.rank,
                 "world_size": d.world_size, "ok": d.ok, "error": d.error, "seconds": d.seconds,
+                "method": d.method, "note": d.note,
                 "threads": [
                     {"name": t.name, "thread_id": t.thread_id, "idle": t.idle, "owns_gil": t.owns_gil,
                      "frames": [_frame_json(f) for f in t.frames]}
@@ -472,6 +695,11 @@ def report_json(report: StackReport) -> dict[str, object]:
             for g in report.groups
         ],
         "outliers": report.outliers,
+        "nccl_traces": [
+            {"pid": t.pid, "rank": t.rank, "pipe": t.pipe, "file": t.file, "ok": t.ok, "error": t.error,
+             "bytes": t.bytes}
+            for t in report.nccl_traces
+        ],
     }
 
 
@@ -512,11 +740,16 @@ def report_text(report: StackReport) -> str:
     if failed:
         out += ["", f"== {_plural(len(failed))} could not be dumped"]
         out += [f"   {d.pid:>7}  {d.label}: {d.error}" for d in failed]
+    if report.nccl_traces:
+        out += ["", f"== Flight Recorder dumps asked for: {sum(t.ok for t in report.nccl_traces)} written"]
+        out += [f"   {t.pid:>7}  rank {t.rank}: " + (f"{t.file} ({t.bytes} bytes)" if t.ok else t.error)
+                for t in report.nccl_traces]
     if ok:
         out += ["", "== every process, all threads"]
     for dump in report.dumps:
         if dump.ok:
-            out += ["", f"Process {dump.pid}: {dump.label}" + ("  <-- outlier" if dump.pid in odd else "")]
+            via = f"  [{dump.method}" + (f"; py-spy: {dump.note}" if dump.note else "") + "]"
+            out += ["", f"Process {dump.pid}: {dump.label}" + ("  <-- outlier" if dump.pid in odd else "") + via]
             for thread in dump.threads:
                 out += _thread_text(thread, "  ")
     return "\n".join(out) + "\n"

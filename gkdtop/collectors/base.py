@@ -69,7 +69,14 @@ async def run_forever(
             on_error(one_line(exc), delay)
             await asyncio.sleep(delay)
             continue
+        try:
+            on_result(result)
+        except Exception as exc:  # a result the store can't take (garbage): an error, not a dead loop
+            failures += 1
+            delay = min(MAX_BACKOFF, collector.interval * 2**failures)
+            on_error(f"bad result: {one_line(exc)}", delay)
+            await asyncio.sleep(delay)
+            continue
         failures = 0
-        on_result(result)
         elapsed = time.monotonic() - started
         await asyncio.sleep(max(0.0, collector.interval - elapsed))

@@ -105,7 +105,8 @@ def _collapse_lines(data: bytes) -> bytes:
 # `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
 # distinct prefix, then found in _prefix_cache.
 _RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
-_REPEAT_RE = re.compile(r" \[repeated (\d+)x across cluster\]")
+# Bounded digits: int() refuses more than 4,300, and no real count has ten.
+_REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
 _PREFIX_MAX = 256  # a Ray prefix closes within this many characters
 
 # One regex for every timestamp form; group 1, 5 or 8 is the text of its minute (the cache key).

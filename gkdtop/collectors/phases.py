@@ -13,7 +13,8 @@ from gkdtop.collectors.findings import unnamed
 from gkdtop.config import Config, PhaseRule
 from gkdtop.model import Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
-STEP_RE = re.compile(r"\bstep:(\d+)\s+-\s")
+# Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
+STEP_RE = re.compile(r"\bstep:(\d{1,18})\s+-\s")
 METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
@@ -64,10 +65,12 @@ class PhaseEngine:
             self._step(int(m.group(1)), text[m.end() :], t)
         for rule in self.rules:
             if rule.done is not None and rule.done.search(text):
-                self._done(rule, t)
+                if not self._late(line, rule):
+                    self._done(rule, t)
                 return
             if rule.start.search(text):
-                self._start(rule, t)
+                if not self._late(line, rule):
+                    self._start(rule, t)
                 return
         if self.fail_re.search(text) or (self.current and self.current.fail and self.current.fail.search(text)):
             self._fail(text, t)
@@ -131,12 +134,19 @@ class PhaseEngine:
         if rule.terminal:
             span.end, span.status = t, "done"
 
+    def _late(self, line: LogLine, rule: PhaseRule) -> bool:
+        """A line of an earlier phase stamped before the current phase began: Ray's log monitor delivers
+        workers' lines after the driver's, so the file's order is not the order things happened in."""
+        span = self.timeline[-1] if self.timeline else None
+        return (line.ts is not None and span is not None and rule is not self.current
+                and self._earlier_than_current(rule) and line.ts < span.start)
+
     def _is_inner(self, rule: PhaseRule) -> bool:
         outer = self.current
         return (outer is not None and rule is not outer and rule.name in outer.inner
                 and bool(self.timeline) and self.timeline[-1].end is None)
 
-    def _later_than_current(self, rule: PhaseRule) -> bool:
+    def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
     def _done(self, rule: PhaseRule, t: float) -> None:
@@ -144,7 +154,7 @@ class PhaseEngine:
             self.inner = None  # a sub-phase ended; its phase goes on
             self.failure = ""
             return
-        if self._later_than_current(rule) and any(s.name == rule.name for s in self.timeline):
+        if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             return  # a slower rank's "done" for a phase the job has already moved past
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:

@@ -63,10 +63,13 @@ def classify(title: str, cmdline: str, driver_re: re.Pattern[str] | None) -> tup
         return role_of(actor, default="ray-worker"), actor
     if ENGINE_RE.search(cmdline):
         return "engine", ""
+    # A worker before it set its title: its arguments name the raylet's and plasma store's sockets, so
+    # the worker test (on the program and its script only: the raylet's own arguments name
+    # default_worker.py) comes before the daemon test.
+    if RAY_WORKER_RE.search(" ".join(cmdline.split(maxsplit=2)[:2])):
+        return "ray-worker", ""
     if RAY_DAEMON_RE.search(cmdline):
         return "ray-daemon", ""
-    if RAY_WORKER_RE.search(cmdline):
-        return "ray-worker", ""
     if driver_re is not None and driver_re.search(cmdline):
         return "driver", ""
     return None, ""
@@ -124,7 +127,8 @@ class ProcCollector:
         live_gcs_sessions: set[str] = set()
         for pid in alive:
             info = known.get(pid)
-            if info is None:
+            if info is None or (info.role == "ray-worker" and not info.actor) or info.title.startswith("ray::"):
+                # New, or a Ray worker: its title changes when it becomes an actor and with each method call.
                 info = self._learn(pid)
                 if info is None:
                     continue

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from gkdtop.model import GpuSample, RayActor, RayNode, RayState
+from gkdtop.model import GpuProcess, GpuSample, RayActor, RayNode, RayState
 
 DASHBOARD_LINE_RE = re.compile(rb"Dashboard head http address: (\S+)")
 DEFAULT_DASHBOARD_PORT = 8265
@@ -218,13 +218,52 @@ def _attach_node_gpus(url: str, nodes: list[RayNode], timeout: float) -> None:
             continue
         for i, gpu in enumerate(summary.get("gpus") or []):
             mib = 1024 * 1024
-            used, total = gpu.get("memoryUsed"), gpu.get("memoryTotal")
+            used, total = gpu.get("memoryUsed"), gpu.get("memoryTotal")  # MiB
+            util, power, temp = gpu.get("utilizationGpu"), gpu.get("powerMw"), gpu.get("temperatureC")
             node.gpus.append(GpuSample(
                 index=int(gpu.get("index", i)), name=str(gpu.get("name", "GPU")), uuid=str(gpu.get("uuid", "")),
-                utilization=gpu.get("utilizationGpu"), memory_used=int(used * mib) if used is not None else None,
-                memory_total=int(total * mib) if total is not None else None, temperature=None, power=None,
-                power_limit=None,
+                # Ray reports -1 when NVML could not say.
+                utilization=float(util) if isinstance(util, (int, float)) and util >= 0 else None,
+                memory_used=int(used * mib) if used is not None else None,
+                memory_total=int(total * mib) if total is not None else None,
+                temperature=float(temp) if isinstance(temp, (int, float)) else None,
+                power=power / 1000 if isinstance(power, (int, float)) else None, power_limit=None,
+                processes=[GpuProcess(int(p["pid"]), int(p["gpuMemoryUsage"]) * mib
+                                      if p.get("gpuMemoryUsage") is not None else None)
+                           for p in gpu.get("processesPids") or [] if isinstance(p, dict) and p.get("pid")],
             ))
+
+
+def _numeric(node: dict) -> dict[str, float]:
+    return {str(k): float(v) for k, v in node.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _collect_demands(node: object, out: list[dict[str, float]], depth: int = 0) -> None:
+    """Resource shapes from a demand entry, never raising on an unknown shape.
+
+    Tasks and actors come as `[{shape}, count]`; a placement group as `[{"bundles": [[{shape}, n], ...],
+    "strategy": ...}, count]`, whose bundles together are one demand (8 x {GPU: 1} -> {GPU: 8}), the
+    way Ray's own "cannot be scheduled" line states it.
+    """
+    if isinstance(node, dict):
+        if isinstance(node.get("bundles"), list):
+            total: dict[str, float] = {}
+            for bundle in node["bundles"][:1000]:
+                shape = bundle[0] if isinstance(bundle, (list, tuple)) and bundle else bundle
+                count = bundle[1] if isinstance(bundle, (list, tuple)) and len(bundle) > 1 else 1
+                if isinstance(shape, dict) and isinstance(count, int):
+                    for key, value in _numeric(shape).items():
+                        total[key] = total.get(key, 0.0) + value * count
+            if total:
+                out.append(total)
+        elif shape := _numeric(node):
+            out.append(shape)
+    elif isinstance(node, (list, tuple)) and depth < 4:
+        if node and isinstance(node[0], dict):
+            _collect_demands(node[0], out, depth + 1)  # [shape, count]: the shape once
+        else:
+            for item in node[:100]:
+                _collect_demands(item, out, depth + 1)
 
 
 def parse_cluster_status(doc: dict, url: str, session: str) -> RayState:
@@ -239,12 +278,9 @@ def parse_cluster_status(doc: dict, url: str, session: str) -> RayState:
         name = {"objectStoreMemory": "object_store_memory"}.get(key, key)
         used, tot = float(pair[0]), float(pair[1])
         total[name], available[name] = tot, tot - used
-    pending = []
+    pending: list[dict[str, float]] = []
     for demand in (load.get("resourceDemand") or []) + (load.get("pgDemand") or []):
-        if isinstance(demand, (list, tuple)) and demand and isinstance(demand[0], dict):
-            pending.append({k: float(v) for k, v in demand[0].items()})
-        elif isinstance(demand, dict):
-            pending.append({k: float(v) for k, v in demand.items() if isinstance(v, (int, float))})
+        _collect_demands(demand, pending)
     report = status.get("autoscalerReport") or {}
     alive = sum((report.get("activeNodes") or {}).values()) + sum((report.get("idleNodes") or {}).values())
     dead = len(report.get("failedNodes") or [])

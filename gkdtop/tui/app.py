@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -23,6 +23,9 @@ from gkdtop.tui.phases_pane import PhasesPane, headline
 from gkdtop.tui.procs_pane import ProcsPane
 from gkdtop.tui.ray_pane import RayPane
 
+if TYPE_CHECKING:
+    from gkdtop.jobrun import JobRun
+
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
 
@@ -31,12 +34,29 @@ class TopBar(Static):
     DEFAULT_CSS = "TopBar { height: 1; background: $panel; }"
 
 
-class GkdtopApp(App[None]):
+class JobBar(Static):
+    """`gkdtop run`: the job's state; once it ended, how (code, signal, OOM), with the panes left as they were."""
+
+    DEFAULT_CSS = """
+    JobBar { height: 1; background: $primary-darken-2; padding: 0 1; }
+    JobBar.-ended { background: $success-darken-2; }
+    JobBar.-failed { background: $error; color: $text; text-style: bold; }
+    """
+
+    def refresh_from(self, job: JobRun) -> None:
+        code = job.poll()
+        self.set_class(code is not None, "-ended")
+        self.set_class(code not in (None, 0), "-failed")
+        self.update(job.status_line())
+
+
+class GkdtopApp(App[str | None]):
     TITLE = "gkdtop"
     CSS = """
     #upper { height: 2fr; }
     #upper PhasesPane { width: 1fr; }
     #upper GpuPane { width: 1fr; }
+    #upper GpuPane.-none { width: 36; }
     ProcsPane { height: 2fr; }
     LogsPane { height: 3fr; }
     #summary { height: 2; padding: 0 1; color: $text-muted; display: none; }
@@ -56,14 +76,17 @@ class GkdtopApp(App[None]):
         Binding("s", "stacks", "Stacks"),
         Binding("c", "cleanup", "Cleanup"),
         Binding("e", "bundle", "Export"),
+        Binding("n", "pick_sources", "Sources", show=False),
         Binding("tab", "app.focus_next", "Focus", show=False),
         Binding("shift+tab", "app.focus_previous", "Focus", show=False),
         Binding("escape", "restore", "Restore", show=False),
         *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-5") for key in PANES],
     ]
 
-    def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None) -> None:
+    def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None,
+                 job: JobRun | None = None) -> None:
         super().__init__()
+        self.job = job  # `gkdtop run`: the job this dashboard started
         self.config = config
         self.monitor = monitor
         self.store = monitor.store
@@ -73,6 +96,8 @@ class GkdtopApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield TopBar(id="top")
+        if self.job is not None:
+            yield JobBar(id="job")
         with Vertical(id="panes"):
             with Horizontal(id="upper"):
                 yield PhasesPane(id="phases")
@@ -123,6 +148,8 @@ class GkdtopApp(App[None]):
         top = headline(status, time.time())
         top.append(f"   {clock(time.time())}", "dim")
         self.top_bar.update(top)
+        if self.job is not None:
+            self.query_one(JobBar).refresh_from(self.job)
         # Phases age by the clock even when nothing arrives, so they always redraw; the other
         # panes only when their source reported something new.
         self.phases.refresh_from(store)
@@ -144,6 +171,28 @@ class GkdtopApp(App[None]):
 
     # --- actions -------------------------------------------------------------------------------
 
+    async def action_quit(self) -> None:
+        """Quit; with a job of `gkdtop run` still running, ask first: stop it or leave it (the result says)."""
+        job = self.job
+        if job is None or not job.running():
+            self.exit()
+            return
+        from gkdtop.tui.quit_screen import QuitScreen
+
+        def chosen(choice: str | None) -> None:
+            if choice is not None:
+                self.exit(choice)
+
+        if not isinstance(self.screen, QuitScreen):
+            self.push_screen(QuitScreen(job.pid, " ".join(job.plan.command)), chosen)
+
+    def action_help_quit(self) -> None:
+        """ctrl+c: in `gkdtop run`, SIGINT to the job's process group, as a shell would; else Textual's hint."""
+        if self.job is not None and self.job.interrupt():
+            self.notify(f"SIGINT sent to job {self.job.pid}", timeout=3)
+            return
+        super().action_help_quit()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.config.source))
 
@@ -156,14 +205,15 @@ class GkdtopApp(App[None]):
 
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
 
-    # Stack-dump targets: Python processes of the job (Ray's own C++ daemons are not).
-    STACK_ROLES = frozenset({"driver", "worker", "actor", "rollout", "ref", "teacher", "critic", "reward",
-                             "ray-worker", "engine", "gpu-holder"})
-
     def action_stacks(self) -> None:
+        from gkdtop.actions.stall_stacks import stack_targets
         from gkdtop.tui.stacks_screen import StacksScreen
 
-        procs = [p for p in self.store.processes if p.role in self.STACK_ROLES and p.status != "zombie"]
+        procs = stack_targets(self.store.processes)
+        taken = self.store.stall_stacks
+        if taken is not None and self.store.phase_status().state == "stalled":
+            self.push_screen(StacksScreen(procs, taken=taken))  # the dump from when the stall began; r: again
+            return
         if not procs:
             self.notify("No job processes to dump (the Processes pane is empty).", severity="warning")
             return
@@ -173,6 +223,18 @@ class GkdtopApp(App[None]):
         from gkdtop.tui.cleanup_screen import CleanupScreen
 
         self.push_screen(CleanupScreen(self.store.gpu_pids()))
+
+    def action_pick_sources(self) -> None:
+        """The Logs pane's remote sources: which Ray nodes' files to follow (tui/source_screen.py)."""
+        from gkdtop.tui.source_screen import SourceScreen
+
+        collector = next((c for c in self.monitor.collectors if c.name == "ray_logs"), None)
+
+        def apply(chosen: list[Any] | None) -> None:
+            if chosen is not None and collector is not None:
+                collector.set_followed(chosen)  # type: ignore[attr-defined]
+
+        self.push_screen(SourceScreen(self.store, getattr(collector, "request_catalog", None)), apply)
 
     def action_bundle(self) -> None:
         self.notify("Building the diagnostic bundle…")
@@ -185,7 +247,8 @@ class GkdtopApp(App[None]):
             self.call_from_thread(self.notify, f"bundle {done}/{total}: {step}", timeout=2)
 
         try:
-            path = build_bundle(self.monitor, None, progress=progress)
+            prefix = self.job.plan.trace_prefix or None if self.job is not None else None  # the run's dumps
+            path = build_bundle(self.monitor, None, progress=progress, trace_prefix=prefix)
         except Exception as exc:
             self.call_from_thread(self.notify, f"bundle failed: {exc}", severity="error", timeout=10)
             return

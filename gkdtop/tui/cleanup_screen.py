@@ -54,12 +54,14 @@ class CleanupScreen(ModalScreen[None]):
         self.query_one("#status", Static).update(text)
 
     def _show_plan(self, items: list[Any]) -> None:
+        from gkdtop.actions.cleanup import target_text
+
         self.items = items
         listing = self.query_one(SelectionList)
         listing.clear_options()
         for i, item in enumerate(items):
             prompt = Text(f"{item.action:<10} ", "bold")
-            prompt.append(f"{item.kind} {item.target}", "cyan")
+            prompt.append(f"{item.kind} {target_text(item)}", "cyan")
             prompt.append(f"  {item.reason}")
             listing.add_option(Selection(prompt, i, bool(item.selected)))
         if not items:

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.format import bar, human_bytes, sparkline
+from gkdtop.model import RayNode
 from gkdtop.store import Store
 
 
@@ -16,6 +17,10 @@ class GpuPane(Static):
     BORDER_TITLE = "2 GPUs"
 
     def refresh_from(self, store: Store) -> None:
+        # No GPU anywhere (a laptop, the demo): a narrow pane, and the Phases pane gets the width.
+        gpus = store.gpus
+        none = gpus.status not in ("ok", "pending") and not gpus.devices and not any(n.gpus for n in store.ray.nodes)
+        self.set_class(none, "-none")
         self.update(render_gpus(store, self.size.width - 4))
 
 
@@ -42,7 +47,8 @@ def render_gpus(store: Store, width: int) -> Text:
         text.append("reading NVML…", "dim")
         return text
     if gpus.status != "ok" and not gpus.devices:
-        text.append(f"{gpus.status}: {gpus.reason}", "yellow")
+        text.append(f"{gpus.status}: {gpus.reason}\n", "yellow")
+        render_remote(store, text)
         return text
     procs = store.proc_by_pid()
     spark_w = max(0, min(40, width - 36))
@@ -75,4 +81,35 @@ def render_gpus(store: Store, width: int) -> Text:
             text.append(f"    pid {gp.pid:<7} {human_bytes(gp.used_memory):>7}  {who}{flags}\n", style)
     if gpus.status != "ok":
         text.append(f"{gpus.status}: {gpus.reason}\n", "yellow")
+    render_remote(store, text)
     return text
+
+
+def remote_nodes(store: Store) -> list[RayNode]:
+    """Ray nodes whose GPUs local NVML does not already show (matched by GPU UUID), with GPUs.
+
+    Local NVML stays the source for this node: finer, every second, with process owners. A node
+    that reports one of our UUIDs is this node, and is left out.
+    """
+    local = {d.uuid for d in store.gpus.devices if d.uuid}
+    return [n for n in store.ray.nodes if n.gpus and not (local & {g.uuid for g in n.gpus})]
+
+
+def render_remote(store: Store, text: Text) -> None:
+    """Other nodes' GPUs, as their Ray agents report them (one line each, labelled by node)."""
+    for node in remote_nodes(store):
+        dead = node.state != "ALIVE"
+        text.append(f"node {node.ip} {node.node_id[:8]}" + (" (head)" if node.is_head else ""),
+                    "bold red" if dead else "bold")
+        text.append(f"  {node.state}\n" if dead else " · via Ray\n", "red" if dead else "dim")
+        for dev in node.gpus:
+            util = dev.utilization
+            frac = (dev.memory_used or 0) / dev.memory_total if dev.memory_total else None
+            text.append(f"  {dev.index} {dev.name.removeprefix('NVIDIA ')[:18]:<18} ")
+            text.append(bar(None if util is None else util / 100, 6), "green")
+            text.append(f" {'  -' if util is None else f'{util:3.0f}'}% ")
+            text.append(bar(frac, 6), "magenta")
+            text.append(f" {human_bytes(dev.memory_used)}/{human_bytes(dev.memory_total)}")
+            if dev.temperature is not None:
+                text.append(f" {dev.temperature:.0f}°C")
+            text.append("\n")

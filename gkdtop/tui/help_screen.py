@@ -17,9 +17,12 @@ KEYS = [
     ("tab / shift+tab", "move focus between panes"),
     ("1 2 3 4 5", "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"),
     ("o", "Processes: cycle the sort column (or click a header)"),
-    ("s", "dump the Python stacks of every job process (py-spy), grouped; odd ones out marked"),
+    ("s", "dump the Python stacks of every job process (py-spy), grouped; odd ones out marked; "
+          "while stalled, first the dump taken when the stall began (r: dump again)"),
     ("c", "clean up a crashed run's debris: shows the plan first, runs only what you confirm"),
     ("e", "export a diagnostic bundle (.tar.gz, secrets redacted)"),
+    ("n", "pick log files of Ray nodes (remote workers) to follow in the Logs pane"),
+    ("ctrl+c", "in `gkdtop run`: send SIGINT to the job, as a shell would"),
 ]
 
 

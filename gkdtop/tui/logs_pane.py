@@ -112,11 +112,13 @@ class LogsPane(Vertical):
         self._update_title(store)
 
     def _update_title(self, store: Store) -> None:
-        files = store.log_files
+        files = store.log_files + store.ray_logs.files  # remote files (Ray nodes) count like local ones
         states: dict[str, int] = {}
         for f in files:
             states[f.state] = states.get(f.state, 0) + 1
         parts = [f"{len(files)} file{'s' if len(files) != 1 else ''}"]
+        if store.ray_logs.files:
+            parts.append(f"{len(store.ray_logs.files)} on Ray nodes (n)")
         parts += [f"{n} {s}" for s, n in sorted(states.items()) if s != "following"]
         errors = [f for f in files if f.state == "error"]
         if errors:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from rich.text import Text
 from textual.widgets import Static
@@ -34,7 +35,8 @@ class PhasesPane(Static):
         status = store.phase_status()
         self.set_class(status.state == "stalled", "-stalled")
         self.set_class(status.state == "failed", "-failed")
-        text = render_phases(status, time.time(), table=self.has_class("-maximized"))
+        note = stall_stacks_note(store.stall_stacks) if status.state == "stalled" and store.stall_stacks else None
+        text = render_phases(status, time.time(), table=self.has_class("-maximized"), note=note)
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
             self._shown = text.plain
@@ -59,10 +61,12 @@ def headline(status: PhaseStatus, now: float) -> Text:
     return text
 
 
-def render_phases(status: PhaseStatus, now: float, table: bool = False) -> Text:
-    """Headline, the way here (a one-line chain; a table when maximized), steps, then the hint."""
+def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Text | None = None) -> Text:
+    """Headline (then `note`), the way here (a one-line chain; a table when maximized), steps, the hint."""
     text = headline(status, now)
     text.append("\n")
+    if note is not None:
+        text.append_text(note)
     if status.timeline and not table:
         text.append_text(chain(status, now))
         text.append("\n")
@@ -134,6 +138,17 @@ def render_findings(findings: list[Finding], full: bool = False) -> Text:
         text.append(f"    fix:   {finding.fix}\n", "green")
         if full and finding.sample:
             text.append(f"    line:  {finding.sample[0][:200]}\n", "dim")
+    return text
+
+
+def stall_stacks_note(taken: Any) -> Text:
+    """One line under the stall hint: the dump gkdtop took when the stall began, and how to see it."""
+    groups = len(taken.report.groups)
+    odd = len(taken.report.outliers)
+    text = Text("  ")
+    text.append("stacks taken at the stall", "bold")
+    text.append(f" {time.strftime('%H:%M:%S', time.localtime(taken.taken))}: {groups} distinct"
+                + (f", {odd} not where the others are" if odd else "") + " · press s\n")
     return text
 
 

@@ -9,7 +9,7 @@ from textual.widgets import Static
 
 from gkdtop.collectors.ray import ray_line
 from gkdtop.format import human_bytes
-from gkdtop.model import RayState
+from gkdtop.model import RayLogsState, RayState
 from gkdtop.store import Store
 
 BYTE_RESOURCES = {"memory", "object_store_memory"}
@@ -30,7 +30,7 @@ class RayPane(Static):
         state = store.ray
         self.set_class(bool(state.pending), "-pending")
         if self.has_class("-maximized"):
-            self.update(render_cluster(state))
+            self.update(render_cluster(state, store.ray_logs))
         else:
             self.update(ray_line(state))
 
@@ -39,7 +39,7 @@ def _fmt(key: str, value: float) -> str:
     return human_bytes(value) if key in BYTE_RESOURCES else f"{value:g}"
 
 
-def render_cluster(state: RayState) -> Text:
+def render_cluster(state: RayState, logs: RayLogsState | None = None) -> Text:
     text = Text(ray_line(state) + "\n", "bold" if state.status == "connected" else "yellow")
     if state.address:
         text.append(f"dashboard {state.address}  session {state.session or '-'}\n", "dim")
@@ -93,6 +93,12 @@ def render_cluster(state: RayState) -> Text:
         counts = Counter(pg["state"] for pg in state.placement_groups)
         text.append("\nPlacement groups: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "\n",
                     "bold")
+    if logs is not None and logs.files:
+        text.append(f"\nRemote logs ({len(logs.files)} followed" + (f", {logs.skipped} over the cap" if logs.skipped
+                                                                   else "") + ")\n", "bold")
+        for f in logs.files[:20]:
+            text.append(f"  {f.state:<9} {f.path[:100]}" + (f"  {f.error[:80]}" if f.error else "") + "\n",
+                        "red" if f.state == "error" else "")
     if state.jobs:
         text.append("\nJobs\n", "bold")
         for job in state.jobs[-10:]:

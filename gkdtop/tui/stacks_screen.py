@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.text import Text
@@ -21,12 +22,14 @@ class StacksScreen(ModalScreen[None]):
     StacksScreen #status { height: auto; padding: 0 1; }
     StacksScreen Tree { height: 1fr; }
     """
-    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q", "dismiss", "Close"), Binding("r", "redump", "Dump again")]
 
-    def __init__(self, procs: list[ProcInfo], native: bool = False) -> None:
+    def __init__(self, procs: list[ProcInfo], native: bool = False, taken: Any = None) -> None:
+        """taken: a StallStacks to show first (the dump from when the stall began) instead of dumping now."""
         super().__init__()
         self.procs = procs
         self.native = native
+        self.taken = taken
         self.report: Any = None
         self.path: str = ""
 
@@ -37,6 +40,18 @@ class StacksScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         self.query_one(Tree).show_root = False
+        if self.taken is not None:
+            when = time.strftime("%H:%M:%S", time.localtime(self.taken.taken))
+            self._show(self.taken.report, self.taken.path or self.taken.error,
+                       f"taken at {when}, when '{self.taken.phase}' stalled · r: dump again now")
+        else:
+            self.run_worker(self._dump, thread=True, exclusive=True)
+
+    def action_redump(self) -> None:
+        if not self.procs:
+            self.query_one("#status", Static).update(Text("no job processes to dump", "yellow"))
+            return
+        self.query_one("#status", Static).update(f"Dumping the stacks of {len(self.procs)} job processes…")
         self.run_worker(self._dump, thread=True, exclusive=True)
 
     def _dump(self) -> None:
@@ -53,12 +68,14 @@ class StacksScreen(ModalScreen[None]):
     def _failed(self, message: str) -> None:
         self.query_one("#status", Static).update(Text(f"stack dump failed: {message}", "bold red"))
 
-    def _show(self, report: Any, path: str) -> None:
+    def _show(self, report: Any, path: str, when: str = "") -> None:
         self.report, self.path = report, path
         dumps = {d.pid: d for d in report.dumps}
         outliers = set(report.outliers)
         ok = sum(1 for d in report.dumps if d.ok)
         status = Text(f"{ok}/{len(report.dumps)} processes dumped, {len(report.groups)} distinct stacks · saved {path}")
+        if when:
+            status.append(f"\n{when}", "bold")
         if outliers:
             status.append(f"\nnot where the others are: {', '.join(map(str, sorted(outliers)))}", "bold red")
         self.query_one("#status", Static).update(status)
@@ -66,7 +83,11 @@ class StacksScreen(ModalScreen[None]):
         tree.clear()
         for group in report.groups:
             odd = any(pid in outliers for pid in group.pids)
-            label = Text(f"{len(group.pids)} process{'es' if len(group.pids) != 1 else ''}: ", "bold")
+            label = Text(f"{len(group.pids)} process{'es' if len(group.pids) != 1 else ''}", "bold")
+            who = sorted({dumps[p].label or dumps[p].role for p in group.pids if p in dumps})
+            if who:
+                label.append(f" ({', '.join(who[:2])}{', …' if len(who) > 2 else ''})", "cyan")
+            label.append(": ", "bold")
             label.append(group.summary or "(no Python frames)", "bold red" if odd else "")
             node = tree.root.add(label, expand=odd or len(report.groups) <= 3)
             for pid in group.pids:

@@ -1,0 +1,66 @@
+"""One stack dump, taken by itself, when the phase engine declares a stall.
+
+The evidence of a hang is best while it is fresh, and the user who comes back to a stalled job an
+hour later should not have to remember to press `s` first: the dump is kept in the store (the `s`
+key opens it, the stall banner says it is there) and written beside the manual dumps, where the
+bundle picks it up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gkdtop.actions.stacks import PYTHON_ROLES, StackReport, dump_stacks, write_report
+from gkdtop.model import ProcInfo
+from gkdtop.store import Store
+
+
+@dataclass(slots=True)
+class StallStacks:
+    phase: str  # the phase that stalled
+    stalled_since: float  # its last progress: identifies the stall
+    taken: float
+    path: str  # the saved JSON ("" when it could not be saved)
+    report: StackReport
+    error: str = ""  # why nothing could be saved, if so
+
+
+def stack_targets(processes: Sequence[ProcInfo]) -> list[ProcInfo]:
+    """The Python processes of the job (Ray's C++ daemons have no Python stack to show)."""
+    return [p for p in processes if p.role in PYTHON_ROLES and p.status != "zombie"]
+
+
+class StallStacker:
+    """Decides when a stall deserves a dump (once per stall) and takes it."""
+
+    def __init__(self, store: Store, directory: Path | str | None = None,
+                 dump: Callable[[list[ProcInfo]], StackReport] = dump_stacks) -> None:
+        self.store = store
+        self.directory = directory
+        self.dump = dump
+        self._handled: tuple[str | None, float | None] | None = None
+
+    def due(self, now: float | None = None) -> list[ProcInfo]:
+        """The processes to dump if a new stall was declared since the last look, else []."""
+        status = self.store.phase_status(now)
+        if status.state != "stalled":
+            return []
+        key = (status.current, status.last_progress)
+        if key == self._handled:
+            return []
+        self._handled = key  # once per stall, even when there is nothing to dump
+        return stack_targets(self.store.processes)
+
+    def take(self, targets: list[ProcInfo]) -> StallStacks:
+        status = self.store.phase_status()
+        report = self.dump(targets)
+        path, error = "", ""
+        try:
+            path = str(write_report(report, self.directory))
+        except OSError as exc:
+            error = f"could not save the stall-time dump: {exc}"
+        return StallStacks(phase=status.current or "?", stalled_since=status.last_progress or 0.0,
+                           taken=time.time(), path=path, report=report, error=error)

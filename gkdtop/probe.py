@@ -1,0 +1,252 @@
+"""The in-process probe: phase lines gkdtop recognises, GPU facts per rank, and stacks on a signal.
+
+Use it from the training code (standard library only; torch and Ray are looked up in `sys.modules`,
+never imported)::
+
+    from gkdtop import probe
+
+    with probe.phase("rollout init"):      # logs START, then DONE in N s (or ✗ FAILED after N s: error)
+        init_rollout()
+    probe.log_gpu_info()                    # device, memory and CUDA_VISIBLE_DEVICES of this rank
+
+How it is enabled. Importing is the opt-in: nothing is injected into processes that never import
+it (no sitecustomize, no .pth, no import hooks), so a job is never changed behind its back.
+`gkdtop run` sets `GKDTOP_PROBE=1` and `GKDTOP_RUN_DIR`, and puts a directory holding only a link
+to this `gkdtop` package on `PYTHONPATH`, so the import works even when the job runs another
+Python environment. With `GKDTOP_PROBE=1` the import also calls `install()`; other jobs may call
+`probe.install()` themselves.
+
+`install()` registers `faulthandler` on SIGUSR1 (`STACK_SIGNAL`): on that signal the interpreter
+writes every thread's Python stack to `<probe dir>/faulthandler-<pid>.txt`, from the C signal
+handler, so it works while the job hangs in a collective and while py-spy cannot attach (not
+installed, ptrace denied). The file starts with one header line (pid, process start time, main
+thread) that `gkdtop stacks` checks before it sends the signal: a process without that file, or a
+recycled PID, is never signalled (SIGUSR1's default action would kill it). The probe directory is
+`$GKDTOP_RUN_DIR/probe`, else `$XDG_CACHE_HOME/gkdtop/probe` (`~/.cache/gkdtop/probe`), read from
+the target's own environment by `gkdtop stacks`.
+
+Cost when nobody watches: two short lines per phase, one `faulthandler.register` call; no thread.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["STACK_SIGNAL", "install", "installed_file", "log", "log_gpu_info", "phase", "probe_dir", "stack_file"]
+
+ENV_ENABLE = "GKDTOP_PROBE"
+ENV_RUN_DIR = "GKDTOP_RUN_DIR"
+ENV_ROLE = "GKDTOP_ROLE"
+STACK_SIGNAL = signal.SIGUSR1
+HEADER = "# gkdtop.probe faulthandler"
+TAG = "[gkdtop]"
+
+_lock = threading.Lock()
+_stack_out: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
+_stack_path: Path | None = None
+_signum: int = STACK_SIGNAL
+
+
+# ------------------------------------------------------------------ where the stack file lives
+
+
+def probe_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The probe's directory for a process with environment `environ` (the stacks action passes the target's)."""
+    env = os.environ if environ is None else environ
+    run_dir = env.get(ENV_RUN_DIR)
+    if run_dir:
+        return Path(run_dir) / "probe"
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return Path(cache) / "gkdtop" / "probe"
+
+
+def stack_file(pid: int, environ: Mapping[str, str] | None = None) -> Path:
+    return probe_dir(environ) / f"faulthandler-{pid}.txt"
+
+
+def process_start(pid: int | str = "self") -> str:
+    """The process's start time in clock ticks (/proc/PID/stat field 22): tells a recycled PID apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else ""
+
+
+def install(signum: int = STACK_SIGNAL) -> Path | None:
+    """Register faulthandler on `signum`, writing all threads' stacks to this PID's file; idempotent.
+
+    Returns the file, or None when the signal already has a handler of the job's own (left alone)
+    or the directory cannot be written (the job must never fail because of its probe).
+    """
+    global _stack_out, _stack_path, _signum
+    with _lock:
+        pid = os.getpid()
+        if _stack_out is not None and _stack_path is not None and _stack_path.name == f"faulthandler-{pid}.txt":
+            return _stack_path
+        current = signal.getsignal(signum)
+        if _stack_out is None and current not in (signal.SIG_DFL, None):
+            return None  # the job uses this signal itself
+        path = stack_file(pid)
+        _signum = signum
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - must stay open for the signal handler
+            out.write(f"{HEADER} pid={pid} start={process_start()} signal={int(signum)} "
+                      f"main=0x{threading.main_thread().ident or 0:016x}\n")
+            out.flush()
+            faulthandler.register(signum, file=out, all_threads=True, chain=False)
+        except (OSError, ValueError, RuntimeError):
+            return None
+        if _stack_out is not None:  # a forked child: the parent's file stays the parent's
+            _stack_out.close()
+        else:  # forked workers (multiprocessing, DataLoader) get a file of their own
+            os.register_at_fork(after_in_child=_after_fork)
+        _stack_out, _stack_path = out, path
+        return path
+
+
+def _after_fork() -> None:
+    with suppress(Exception):
+        install(_signum)
+
+
+def installed_file() -> Path | None:
+    """This process's stack file, if `install()` ran here."""
+    return _stack_path if _stack_path is not None and _stack_path.name == f"faulthandler-{os.getpid()}.txt" else None
+
+
+# ------------------------------------------------------------------ identity and lines
+
+
+def identity() -> dict[str, Any]:
+    """Rank, world size and role of this process: torch.distributed, then RANK/WORLD_SIZE, then Ray."""
+    rank: int | None = None
+    world: int | None = None
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank, world = int(dist.get_rank()), int(dist.get_world_size())
+    except Exception:
+        pass
+    if rank is None and os.environ.get("RANK", "").isdigit():
+        rank = int(os.environ["RANK"])
+    if world is None and os.environ.get("WORLD_SIZE", "").isdigit():
+        world = int(os.environ["WORLD_SIZE"])
+    return {"rank": rank, "world_size": world, "role": _role()}
+
+
+def _role() -> str:
+    if os.environ.get(ENV_ROLE):
+        return os.environ[ENV_ROLE]
+    if "ray" not in sys.modules:
+        return ""
+    try:  # Ray titles an actor's process `ray::ClassName` (`ray::ClassName.method` while it runs one)
+        title = Path("/proc/self/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        title = ""
+    if title.startswith("ray::"):
+        return title[5:].split(".")[0].split()[0] if len(title) > 5 else "ray-worker"
+    ray = sys.modules["ray"]
+    try:
+        return "driver" if ray.is_initialized() else ""
+    except Exception:
+        return ""
+
+
+def _who() -> str:
+    ident = identity()
+    parts = []
+    if ident["rank"] is not None:
+        parts.append(f"rank {ident['rank']}" + (f"/{ident['world_size']}" if ident["world_size"] else ""))
+    if ident["role"]:
+        parts.append(ident["role"])
+    return f"[{' '.join(parts)}] " if parts else ""
+
+
+def log(message: str) -> str:
+    """Write one timestamped `[gkdtop]` line to stderr (the job's log); returns the line."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now % 1 * 1000):03d}"
+    line = f"{stamp} {TAG} {_who()}{message}"
+    with _lock:
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed stderr must not break the job
+    return line
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """`with phase("rollout init"):` logs START, then `✓ ... DONE in S s` or `✗ ... FAILED after S s: error`.
+
+    The lines match the built-in phase rules for the built-in phase names (gkdtop/data/phases.yaml);
+    for a name of your own add a rule with `start: "phase 'NAME' START"` and `done: "phase 'NAME' DONE"`.
+    """
+    began = time.monotonic()
+    log(f"phase '{name}' START")
+    try:
+        yield
+    except BaseException as exc:
+        detail = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        log(f"✗ phase '{name}' FAILED after {time.monotonic() - began:.3f} s: {detail.splitlines()[0][:300]}")
+        raise
+    log(f"✓ phase '{name}' DONE in {time.monotonic() - began:.3f} s")
+
+
+def gpu_info() -> dict[str, Any]:
+    """This rank's device, its memory and CUDA_VISIBLE_DEVICES; torch only if the job imported it."""
+    info: dict[str, Any] = {**identity(), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            "device": None}
+    torch = sys.modules.get("torch")
+    if torch is None:
+        info["note"] = "torch not imported"
+        return info
+    try:
+        if not torch.cuda.is_available():
+            info["device"] = "cpu"
+            info["note"] = "no CUDA device"
+            return info
+        index = torch.cuda.current_device()
+        free, total = torch.cuda.mem_get_info(index)
+        info.update(device=f"cuda:{index}", name=torch.cuda.get_device_name(index), memory_total=int(total),
+                    memory_used=int(total - free), torch_allocated=int(torch.cuda.memory_allocated(index)),
+                    torch_reserved=int(torch.cuda.memory_reserved(index)))
+    except Exception as exc:
+        info["note"] = f"CUDA query failed: {type(exc).__name__}: {exc}"[:200]
+    return info
+
+
+def log_gpu_info() -> dict[str, Any]:
+    """Log gpu_info() as one line; returns it."""
+    info = gpu_info()
+    mib = 1 << 20
+    cvd = info["cuda_visible_devices"]
+    parts = [f"device {info['device'] or '?'}"]
+    if info.get("name"):
+        parts[0] += f" ({info['name']})"
+    if "memory_total" in info:
+        parts.append(f"memory {info['memory_used'] // mib} / {info['memory_total'] // mib} MiB used "
+                     f"(torch allocated {info['torch_allocated'] // mib} MiB, "
+                     f"reserved {info['torch_reserved'] // mib} MiB)")
+    if info.get("note"):
+        parts.append(info["note"])
+    parts.append(f"CUDA_VISIBLE_DEVICES={'(unset)' if cvd is None else cvd}")
+    log("gpu: " + ", ".join(parts))
+    return info
+
+
+if os.environ.get(ENV_ENABLE) == "1":
+    install()
