@@ -8,10 +8,12 @@ Without grep, or for a pattern grep cannot take, the same selection runs in Pyth
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -69,26 +71,89 @@ def candidate_patterns(config: Config, findings: FindingsEngine) -> list[str]:
     return pats
 
 
-def _grep_lines(path: str, patterns: list[str]) -> Iterator[tuple[int, str]] | None:
+GREP_ENV = {"LC_ALL": "C", "PATH": "/usr/bin:/bin"}
+CHUNK_MIN = 64 * 1024 * 1024  # below this one grep is as fast as several
+
+
+def _chunks(path: str, jobs: int) -> list[tuple[int, int]]:
+    """`jobs` byte ranges of the file that start and end on line boundaries."""
+    size = Path(path).stat().st_size
+    if jobs < 2 or size < CHUNK_MIN:
+        return [(0, size)]
+    cuts = [0]
+    with open(path, "rb") as fh:
+        for i in range(1, jobs):
+            fh.seek(max(size * i // jobs, cuts[-1]))
+            fh.readline()
+            if fh.tell() < size:
+                cuts.append(fh.tell())
+    cuts.append(size)
+    return list(itertools.pairwise(cuts))
+
+
+def _range_reader(path: str, start: int, end: int, size: int) -> tuple[Any, subprocess.Popen[bytes] | None]:
+    """A file object positioned at `start`, cut at `end` by `head -c` unless `end` is the end of the file."""
+    fh = open(path, "rb")  # noqa: SIM115 - handed to a child process, closed by the caller
+    fh.seek(start)
+    if end >= size:
+        return fh, None
+    head = subprocess.Popen(["head", "-c", str(end - start)], stdin=fh, stdout=subprocess.PIPE, env=GREP_ENV)
+    fh.close()
+    return head.stdout, head
+
+
+def _grep_lines(path: str, patterns: list[str], jobs: int | None = None) -> Iterator[tuple[int, str]] | None:
+    """Candidate lines with their line numbers, selected by GNU grep; a large file in parallel chunks.
+
+    The chunks' greps (and, for every chunk but the last, a `wc -l` of it, to number the next chunk's
+    lines) run at once, each writing to a temporary file, so a chunk with many matches never blocks
+    another; the results are then read back in file order.
+    """
     grep = shutil.which("grep")
     eres = [to_ere(p) for p in patterns]
-    if grep is None or any(e is None for e in eres):
+    if grep is None or any(e is None for e in eres) or shutil.which("head") is None or shutil.which("wc") is None:
         return None
     args = [grep, "-n", "-a", "-E"]
     for e in eres:
         args += ["-e", e]  # type: ignore[list-item]
-    args.append(path)
+    size = Path(path).stat().st_size
+    chunks = _chunks(path, jobs if jobs is not None else min(os.cpu_count() or 1, 4))
 
     def lines() -> Iterator[tuple[int, str]]:
-        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"}) as proc:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                number, _, rest = raw.partition(b":")
-                yield int(number), rest.rstrip(b"\r\n").decode("utf-8", "replace")
-            err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
-            if proc.wait() > 1:
-                raise OSError(err.splitlines()[0] if err else f"grep failed on {path}")
+        with tempfile.TemporaryDirectory(prefix="gkdtop-replay-") as tmp:
+            running = []
+            for i, (start, end) in enumerate(chunks):
+                out = open(Path(tmp) / f"{i}.out", "w+b")  # noqa: SIM115 - closed below
+                err = open(Path(tmp) / f"{i}.err", "w+b")  # noqa: SIM115 - closed below
+                reader, head = _range_reader(path, start, end, size)
+                proc = subprocess.Popen(args, stdin=reader, stdout=out, stderr=err, env=GREP_ENV)
+                reader.close()
+                count = None
+                if end < size:  # how many lines this chunk holds: the next chunk's numbers start after them
+                    counter, counter_head = _range_reader(path, start, end, size)
+                    count = subprocess.Popen(["wc", "-l"], stdin=counter, stdout=subprocess.PIPE, env=GREP_ENV)
+                    counter.close()
+                    running.append((proc, out, err, count, [head, counter_head]))
+                else:
+                    running.append((proc, out, err, count, [head]))
+            offset = 0
+            for proc, out, err, count, heads in running:
+                code = proc.wait()
+                for head in heads:
+                    if head is not None:
+                        head.wait()
+                if code > 1:
+                    err.seek(0)
+                    message = err.read().decode(errors="replace").strip()
+                    raise OSError(message.splitlines()[0] if message else f"grep failed on {path}")
+                out.seek(0)
+                for raw in out:
+                    number, _, rest = raw.partition(b":")
+                    yield offset + int(number), rest.rstrip(b"\r\n").decode("utf-8", "replace")
+                out.close()
+                err.close()
+                if count is not None:
+                    offset += int(count.communicate()[0].split()[0])
 
     return lines()
 

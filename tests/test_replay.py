@@ -95,3 +95,28 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(tmp_path / "nope.log")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "not a readable file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("jobs", [2, 3, 7])
+def test_parallel_chunks_select_the_same_lines_with_the_same_numbers(tmp_path: Path, jobs: int,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large file is grepped in chunks at once; the lines and their numbers must not change."""
+    import gkdtop.replay as rp
+    from gkdtop.collectors.findings import FindingsEngine
+
+    lines, _ = startup(time.time() - 3600, steps=40, step_s=5)
+    filler = [f"INFO noise line {i} with nothing to see" for i in range(300)]
+    body = [x for i, line in enumerate(lines) for x in (line, *filler[: i % 7])]
+    body += [ray("TaskRunner", 9, "Traceback (most recent call last):"), ray("TaskRunner", 9, "RuntimeError: boom")]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(body))  # no newline at the end: the last chunk must still be read whole
+    config = load_config(None)
+    patterns = rp.candidate_patterns(config, FindingsEngine(config.findings))
+    expected = list(rp._python_lines(str(log), patterns))
+    monkeypatch.setattr(rp, "CHUNK_MIN", 1)
+    assert len(rp._chunks(str(log), jobs)) == jobs
+    got = list(rp._grep_lines(str(log), patterns, jobs=jobs) or [])
+    assert got == expected
+    assert got[-1][0] == len(body)
+    report = replay([str(log)], config)
+    assert report.errors and report.errors[0].first_line == len(body) - 1

@@ -60,7 +60,7 @@ def test_gkdtop_in_tmux_follows_a_log_and_answers_keys(tmp_path: Path, tmux: Tmu
     tmux.wait_for("gkdtop keys")
     time.sleep(0.2)
     tmux.keys("Escape")
-    time.sleep(0.2)
+    tmux.wait_gone("gkdtop keys")  # help closed: now `q` quits the app (in the help screen it closes help)
     tmux.keys("q")
     tmux.wait_for("EXITED 0", timeout=15)
 
