@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import tempfile
 import time
@@ -65,7 +64,7 @@ def phases_text(app: Any) -> str:
 
 
 async def shoot_demo(out_dir: Path) -> None:
-    from gkdtop.demo.launcher import DemoOptions, start_demo, terminate
+    from gkdtop.demo.launcher import DemoOptions, remove_debris, start_demo
     from gkdtop.tui.cleanup_screen import CleanupScreen
     from gkdtop.tui.stacks_screen import StacksScreen
 
@@ -113,23 +112,7 @@ async def shoot_demo(out_dir: Path) -> None:
             save(app, "demo-cleanup.svg")
     finally:
         run.stop()
-        _remove_debris(debris, terminate)
-
-
-def _remove_debris(debris: dict[str, Any], terminate: Callable[..., Any]) -> None:
-    """The leak fault's orphan and segment: the screenshot only previewed the plan."""
-    import psutil
-
-    for orphan in debris.get("orphans", []):
-        try:
-            proc = psutil.Process(orphan["pid"])
-            if "--engine-core" in proc.cmdline():
-                terminate([proc], grace=2.0)
-        except psutil.Error:
-            pass
-    for path in debris.get("shm", []):
-        if os.path.basename(path).startswith("nccl-"):
-            Path(path).unlink(missing_ok=True)
+        remove_debris(debris)
 
 
 def main() -> int:

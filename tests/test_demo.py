@@ -27,7 +27,7 @@ pytest.importorskip("torch")
 
 from gkdtop.demo import FAULTS
 from gkdtop.demo.job import _Bar, parse_args
-from gkdtop.demo.launcher import DemoOptions, DemoRun, find_processes, start_demo, terminate
+from gkdtop.demo.launcher import DemoOptions, DemoRun, find_processes, remove_debris, start_demo, terminate
 
 pytestmark = [pytest.mark.demo, pytest.mark.slow]
 
@@ -148,20 +148,6 @@ def mapped_by(path: str) -> list[int]:
         except OSError:
             continue
     return pids
-
-
-def remove_debris(debris: dict) -> None:
-    """Kill the leak fault's orphans (if the pid still runs the engine core) and unlink its segments."""
-    for orphan in debris.get("orphans", []):
-        try:
-            proc = psutil.Process(orphan["pid"])
-            if "--engine-core" in proc.cmdline():
-                terminate([proc], grace=2.0)
-        except psutil.Error:
-            pass
-    for path in debris.get("shm", []):
-        if os.path.basename(path).startswith("nccl-"):
-            Path(path).unlink(missing_ok=True)
 
 
 def run_sessions(run: DemoRun) -> set[int]:

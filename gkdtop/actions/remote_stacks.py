@@ -27,7 +27,6 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from gkdtop.actions.stacks import (
     StackDump,
@@ -37,9 +36,7 @@ from gkdtop.actions.stacks import (
     group_stacks,
     outliers,
     parse_py_spy_json,
-    report_json,
-    report_text,
-    write_report,
+    save_and_print,
 )
 from gkdtop.collectors.ray import _state_list, ray_temp_dir, resolve_dashboard
 
@@ -308,17 +305,4 @@ def ray_stacks_command(address: str | None, native: bool, as_json: bool, timeout
     if not report.dumps:
         print("gkdtop stacks --ray: no ALIVE actors with a PID in the cluster", file=sys.stderr)
         return 1
-    path: Path | None = None
-    try:
-        path = write_report(report, out_dir)
-    except OSError as exc:
-        print(f"gkdtop stacks: could not save the dump: {exc}", file=sys.stderr)
-    if as_json:
-        data = report_json(report)
-        data["file"] = str(path) if path else None
-        print(json.dumps(data, indent=1))
-    else:
-        sys.stdout.write(report_text(report))
-    if path is not None:
-        print(f"saved {path} (and {path.with_suffix('.txt').name})", file=sys.stderr)
-    return 0 if any(d.ok for d in report.dumps) else 1
+    return save_and_print(report, as_json, out_dir)

@@ -796,6 +796,11 @@ def stacks_command(pids: list[int], native: bool, as_json: bool, timeout: float,
         print("gkdtop stacks: no job processes found (name PIDs: gkdtop stacks PID ...)", file=sys.stderr)
         return 1
     report = dump_stacks(targets, native=native, timeout=timeout)
+    return save_and_print(report, as_json, out_dir)
+
+
+def save_and_print(report: StackReport, as_json: bool, out_dir: str | None) -> int:
+    """Save the report, print it (text or JSON with the file's path); 0 when at least one process was dumped."""
     path: Path | None = None
     try:
         path = write_report(report, out_dir)

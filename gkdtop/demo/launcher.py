@@ -41,8 +41,8 @@ import psutil
 
 from gkdtop.demo import FAULT_HELP, FAULTS
 
-__all__ = ["FAULTS", "DemoOptions", "DemoRun", "find_processes", "free_port", "main_no_ui", "runs_root",
-           "short_temp_dir", "start_demo", "terminate"]
+__all__ = ["FAULTS", "DemoOptions", "DemoRun", "find_processes", "free_port", "main_no_ui", "remove_debris",
+           "runs_root", "short_temp_dir", "start_demo", "terminate"]
 
 # Seconds the driver gets to tear its cluster down after SIGTERM before its session is SIGKILLed.
 STOP_GRACE_S = 20.0
@@ -140,6 +140,21 @@ def terminate(procs: Iterable[psutil.Process], grace: float = 3.0) -> list[psuti
 
 
 # --------------------------------------------------------------------------- run directories
+
+
+def remove_debris(debris: dict) -> None:
+    """Undo `--fault leak` (DemoRun.debris()): kill its orphans, if the PID still runs the engine core,
+    and unlink its segments. For tests and tools; a user runs `gkdtop cleanup` instead."""
+    for orphan in debris.get("orphans", []):
+        try:
+            proc = psutil.Process(orphan["pid"])
+            if "--engine-core" in proc.cmdline():
+                terminate([proc], grace=2.0)
+        except psutil.Error:
+            pass
+    for path in debris.get("shm", []):
+        if os.path.basename(path).startswith("nccl-"):
+            Path(path).unlink(missing_ok=True)
 
 
 def runs_root() -> Path:
