@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -170,6 +169,8 @@ def dashboard(args: argparse.Namespace, config, root_pids: tuple[int, ...] = ())
 
 
 def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    import asyncio
+
     from gkdtop import snapshot as snap
     from gkdtop.monitor import Monitor
 

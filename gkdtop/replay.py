@@ -92,14 +92,15 @@ def _chunks(path: str, jobs: int) -> list[tuple[int, int]]:
 
 
 def _range_reader(path: str, start: int, end: int, size: int) -> tuple[Any, subprocess.Popen[bytes] | None]:
-    """A file object positioned at `start`, cut at `end` by `head -c` unless `end` is the end of the file."""
-    fh = open(path, "rb")  # noqa: SIM115 - handed to a child process, closed by the caller
-    fh.seek(start)
+    """The bytes [start, end) of the file: the file itself, positioned, when `end` is its end; else a pipe
+    from `dd` (4 MiB blocks: half the cost of `head -c`, which copies 8 KiB at a time)."""
     if end >= size:
+        fh = open(path, "rb")  # noqa: SIM115 - handed to a child process, closed by the caller
+        fh.seek(start)
         return fh, None
-    head = subprocess.Popen(["head", "-c", str(end - start)], stdin=fh, stdout=subprocess.PIPE, env=GREP_ENV)
-    fh.close()
-    return head.stdout, head
+    dd = subprocess.Popen(["dd", f"if={path}", "bs=4M", f"skip={start}", f"count={end - start}",
+                           "iflag=skip_bytes,count_bytes", "status=none"], stdout=subprocess.PIPE, env=GREP_ENV)
+    return dd.stdout, dd
 
 
 def _grep_lines(path: str, patterns: list[str], jobs: int | None = None) -> Iterator[tuple[int, str]] | None:
@@ -111,7 +112,7 @@ def _grep_lines(path: str, patterns: list[str], jobs: int | None = None) -> Iter
     """
     grep = shutil.which("grep")
     eres = [to_ere(p) for p in patterns]
-    if grep is None or any(e is None for e in eres) or shutil.which("head") is None or shutil.which("wc") is None:
+    if grep is None or any(e is None for e in eres) or not (shutil.which("dd") and shutil.which("wc")):
         return None
     args = [grep, "-n", "-a", "-E"]
     for e in eres:
@@ -125,23 +126,23 @@ def _grep_lines(path: str, patterns: list[str], jobs: int | None = None) -> Iter
             for i, (start, end) in enumerate(chunks):
                 out = open(Path(tmp) / f"{i}.out", "w+b")  # noqa: SIM115 - closed below
                 err = open(Path(tmp) / f"{i}.err", "w+b")  # noqa: SIM115 - closed below
-                reader, head = _range_reader(path, start, end, size)
+                reader, feeder = _range_reader(path, start, end, size)
                 proc = subprocess.Popen(args, stdin=reader, stdout=out, stderr=err, env=GREP_ENV)
                 reader.close()
                 count = None
                 if end < size:  # how many lines this chunk holds: the next chunk's numbers start after them
-                    counter, counter_head = _range_reader(path, start, end, size)
+                    counter, counter_feeder = _range_reader(path, start, end, size)
                     count = subprocess.Popen(["wc", "-l"], stdin=counter, stdout=subprocess.PIPE, env=GREP_ENV)
                     counter.close()
-                    running.append((proc, out, err, count, [head, counter_head]))
+                    running.append((proc, out, err, count, [feeder, counter_feeder]))
                 else:
-                    running.append((proc, out, err, count, [head]))
+                    running.append((proc, out, err, count, [feeder]))
             offset = 0
-            for proc, out, err, count, heads in running:
+            for proc, out, err, count, feeders in running:
                 code = proc.wait()
-                for head in heads:
-                    if head is not None:
-                        head.wait()
+                for feeder in feeders:
+                    if feeder is not None:
+                        feeder.wait()
                 if code > 1:
                     err.seek(0)
                     message = err.read().decode(errors="replace").strip()
