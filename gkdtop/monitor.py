@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,6 +16,8 @@ from gkdtop.collectors.base import Collector, one_line, run_forever
 from gkdtop.collectors.ray import ray_temp_dir
 from gkdtop.config import Config
 from gkdtop.store import Store
+
+LOG_SLICE = 2000  # lines stored per turn of the event loop (~20 ms of phase and finding checks)
 
 
 def default_log_sources() -> list[str]:
@@ -67,6 +70,7 @@ class Monitor:
                 asyncio.create_task(
                     run_forever(
                         collector,
+                        self._put_logs if collector.name == "logs" else
                         lambda result, name=collector.name: self.store.put(name, result),
                         lambda error, delay, name=collector.name: self.store.fail(name, error, delay),
                     ),
@@ -75,6 +79,12 @@ class Monitor:
             )
         if self.config.stall_stacks:
             self._tasks.append(asyncio.create_task(self._stall_stacks(), name="stall-stacks"))
+
+    async def _put_logs(self, batch: Any) -> None:
+        """A flood's batch in slices, yielding between them: a key press waits for one slice, not 100k lines."""
+        for part in batch.slices(LOG_SLICE):
+            self.store.put("logs", part)
+            await asyncio.sleep(0)
 
     async def _stall_stacks(self, every: float = 1.0) -> None:
         """Take one stack dump when a stall is declared (config `stall_stacks`); never twice per stall."""
@@ -86,8 +96,12 @@ class Monitor:
             targets = stacker.due()
             if not targets:
                 continue
+            # A daemon thread, not the loop's executor: quitting must not wait for py-spy to finish.
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            threading.Thread(target=_settle, args=(done, stacker.take, targets), name="stall-stacks",
+                             daemon=True).start()
             try:
-                taken = await asyncio.to_thread(stacker.take, targets)
+                taken = await done
             except Exception as exc:  # the dashboard goes on; the pane says why there is no dump
                 self.store.fail("stall_stacks", one_line(exc), 0)
             else:
@@ -118,3 +132,24 @@ class Monitor:
         first = [c for c in self.collectors if c.name != "procs"]
         await asyncio.gather(*(one(c) for c in first))
         await asyncio.gather(*(one(c) for c in self.collectors if c.name == "procs"))
+
+
+def _settle(future: asyncio.Future[Any], work: Any, *args: Any) -> None:
+    """Run `work(*args)` in this thread and hand its result (or error) to `future`'s loop."""
+    result, error = None, None
+    try:
+        result = work(*args)
+    except Exception as exc:
+        error = exc
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+        future.get_loop().call_soon_threadsafe(_resolve, future, result, error)
+
+
+def _resolve(future: asyncio.Future[Any], result: Any, error: Exception | None) -> None:
+    if future.done():  # cancelled: the monitor stopped meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+

@@ -22,6 +22,7 @@ from typing import Any
 from gkdtop.collectors.findings import FindingsEngine, unnamed
 from gkdtop.collectors.logs import parse_line, strip_ansi
 from gkdtop.collectors.phases import EXCEPTION_RE, STEP_RE, PhaseEngine
+from gkdtop.collectors.prefilter import Prefiltered
 from gkdtop.config import Config
 from gkdtop.model import Finding, LogLine, PhaseStatus
 
@@ -160,7 +161,7 @@ def _grep_lines(path: str, patterns: list[str], jobs: int | None = None) -> Iter
 
 
 def _python_lines(path: str, patterns: list[str]) -> Iterator[tuple[int, str]]:
-    any_re = re.compile("|".join(f"(?:{unnamed(p)})" for p in patterns))
+    any_re = Prefiltered(re.compile("|".join(f"(?:{unnamed(p)})" for p in patterns)))
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, 1):
             text = raw.rstrip(b"\r\n").decode("utf-8", "replace")

@@ -8,6 +8,7 @@ failure records the error and retries with exponential backoff while the other c
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -35,7 +36,7 @@ def one_line(exc: BaseException) -> str:
 
 async def run_forever(
     collector: Collector,
-    on_result: Callable[[Any], None],
+    on_result: Callable[[Any], Any],
     on_error: Callable[[str, float], None],
     timeout: float = 15.0,
 ) -> None:
@@ -70,7 +71,9 @@ async def run_forever(
             await asyncio.sleep(delay)
             continue
         try:
-            on_result(result)
+            handled = on_result(result)
+            if inspect.isawaitable(handled):  # a handler that yields to the UI between slices of a big result
+                await handled
         except Exception as exc:  # a result the store can't take (garbage): an error, not a dead loop
             failures += 1
             delay = min(MAX_BACKOFF, collector.interval * 2**failures)

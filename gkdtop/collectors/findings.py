@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 
+from gkdtop.collectors.prefilter import Prefiltered
 from gkdtop.model import Finding, LogLine
 
 MAX_FINDINGS = 200
@@ -47,7 +48,7 @@ class FindingsEngine:
         self.signatures = signatures
         # One search tells whether a line needs the per-signature checks; group names would clash.
         joined = "|".join(f"(?:{unnamed(s.match.pattern)})" for s in signatures)
-        self.any_re = re.compile(joined) if joined else None
+        self.any_re = Prefiltered(re.compile(joined)) if joined else None  # literals first: a flood stays cheap
         self.found: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
         self.open: dict[str, list[_Open]] = {}
 

@@ -256,6 +256,14 @@ class LogBatch:
     progress: dict[str, LogLine] = field(default_factory=dict)  # source -> latest `\r` state
     files: list[LogFileState] = field(default_factory=list)
 
+    def slices(self, size: int) -> list[LogBatch]:
+        """The same batch as several of at most `size` lines (bar updates with the last), in order."""
+        if len(self.lines) <= size:
+            return [self]
+        parts = [LogBatch(self.lines[i:i + size], {}, self.files) for i in range(0, len(self.lines), size)]
+        parts[-1].progress = self.progress
+        return parts
+
 
 class _Follower:
     """One followed path: its open handle, read position and unfinished last line."""

@@ -10,6 +10,7 @@ import re
 from collections import deque
 
 from gkdtop.collectors.findings import unnamed
+from gkdtop.collectors.prefilter import Prefiltered
 from gkdtop.config import Config, PhaseRule
 from gkdtop.model import Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
@@ -29,12 +30,13 @@ class PhaseEngine:
         self.rules = config.phases
         self.stall_after = config.stall_after
         self.fail_re = re.compile(config.fail_pattern)
-        self.idle_re = re.compile("|".join(f"(?:{p})" for p in config.idle_patterns)) if config.idle_patterns else None
+        self.idle_re = (Prefiltered(re.compile("|".join(f"(?:{p})" for p in config.idle_patterns)))
+                        if config.idle_patterns else None)
         # One search decides whether a line needs the per-rule checks at all: in a flood most don't.
         parts = [STEP_RE.pattern, config.fail_pattern]
         for rule in self.rules:
             parts += [p.pattern for p in (rule.start, rule.done, rule.fail) if p is not None]
-        self.any_re = re.compile("|".join(f"(?:{unnamed(p)})" for p in parts))
+        self.any_re = Prefiltered(re.compile("|".join(f"(?:{unnamed(p)})" for p in parts)))
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -167,7 +168,10 @@ class GkdtopApp(App[str | None]):
         version = self.store.versions.get("logs", 0)
         if force or self._drawn.get("logs") != version:
             self._drawn["logs"] = version
-            self.logs.refresh_from(self.store)
+            try:
+                self.logs.refresh_from(self.store)
+            except NoMatches:  # a timer that fired while the app quits: the pane's widgets are gone
+                return
 
     # --- actions -------------------------------------------------------------------------------
 
