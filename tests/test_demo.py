@@ -209,8 +209,11 @@ def launcher(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[st
         code = ("import sys; from gkdtop.demo.launcher import DemoOptions, main_no_ui; "
                 f"sys.exit(main_no_ui(DemoOptions(**{kwargs!r})))")
         env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+        # As from a terminal: Ctrl-C must reach it even when the suite runs as a background job
+        # (a shell starts those with SIGINT ignored, and the launcher would inherit that).
         proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         procs.append((proc, cache))
         return proc, cache
 
