@@ -197,3 +197,17 @@ def test_a_worker_that_becomes_an_actor_is_labelled_again(tmp_path: Path) -> Non
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_ray_actor_keeps_its_cpu_percent_across_scans() -> None:
+    """Ray titles are re-read every scan; that must not reset the CPU baseline (it read 0% before)."""
+    proc = subprocess.Popen(["bash", "-c", f"exec -a 'ray::BusyActor.spin' {sys.executable} -c 'while True: pass'"])
+    try:
+        collector = ProcCollector(DRIVER_PATTERNS)
+        wait_for(lambda: rows_by_pid(collector).get(proc.pid), timeout=10, interval=0.05)
+        time.sleep(1.0)
+        row = rows_by_pid(collector)[proc.pid]
+        assert row.actor == "BusyActor" and row.cpu_percent > 20  # type: ignore[attr-defined]
+    finally:
+        proc.kill()
+        proc.wait(10)

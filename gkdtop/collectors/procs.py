@@ -127,11 +127,12 @@ class ProcCollector:
         live_gcs_sessions: set[str] = set()
         for pid in alive:
             info = known.get(pid)
-            if info is None or (info.role == "ray-worker" and not info.actor) or info.title.startswith("ray::"):
-                # New, or a Ray worker: its title changes when it becomes an actor and with each method call.
+            if info is None:
                 info = self._learn(pid)
                 if info is None:
                     continue
+            elif (info.role == "ray-worker" and not info.actor) or info.title.startswith("ray::"):
+                self._retitle(pid, info)  # Ray retitles a worker when it becomes an actor and per method call
             parents[pid] = info.ppid
             if info.role is not None:
                 job[pid] = info.role
@@ -186,6 +187,18 @@ class ProcCollector:
         info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "", ppid)
         self._known[pid] = info
         return info
+
+    def _retitle(self, pid: int, info: _Known) -> None:
+        """Re-read only the command line (in place: the CPU baseline of the last scan is kept)."""
+        try:
+            argv = psutil.Process(pid).cmdline()  # psutil also splits a title that setproctitle wrote with spaces
+        except psutil.Error:
+            return
+        cmdline = " ".join(argv)
+        if not argv or cmdline == info.cmdline:
+            return
+        info.cmdline, info.title = cmdline, argv[0]
+        info.role, info.actor = classify(argv[0], cmdline, self.driver_re)
 
     def _row(
         self, pid: int, role: str, parents: dict[int, int], now: float, live_sessions: set[str]
