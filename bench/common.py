@@ -31,13 +31,18 @@ def report(what: str, gkdtop: str, baseline: str = "-", ratio: float | None = No
     print(MARK + json.dumps(row), flush=True)
 
 
-def tree_cpu(root: psutil.Process) -> float:
-    """CPU seconds of a process and its live descendants, reaped children included (watch's runs)."""
-    total = 0.0
+def tree(root: psutil.Process) -> list[psutil.Process]:
+    """A process and its live descendants."""
     procs = [root]
     with contextlib.suppress(psutil.NoSuchProcess):
         procs += root.children(recursive=True)
-    for proc in procs:
+    return procs
+
+
+def tree_cpu(root: psutil.Process) -> float:
+    """CPU seconds of a process and its live descendants, reaped children included (watch's runs)."""
+    total = 0.0
+    for proc in tree(root):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             t = proc.cpu_times()
             total += t.user + t.system + t.children_user + t.children_system
@@ -46,10 +51,7 @@ def tree_cpu(root: psutil.Process) -> float:
 
 def tree_rss(root: psutil.Process) -> int:
     total = 0
-    procs = [root]
-    with contextlib.suppress(psutil.NoSuchProcess):
-        procs += root.children(recursive=True)
-    for proc in procs:
+    for proc in tree(root):
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             total += proc.memory_info().rss
     return total
