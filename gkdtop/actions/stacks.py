@@ -776,13 +776,18 @@ def write_report(report: StackReport, directory: Path | str | None = None) -> Pa
 # ---------------------------------------------------------------- `gkdtop stacks`
 
 
+def stack_targets(processes: Sequence[ProcInfo]) -> list[ProcInfo]:
+    """The Python processes of the job (Ray's C++ daemons have no Python stack to show)."""
+    return [p for p in processes if p.role in PYTHON_ROLES and p.status != "zombie"]
+
+
 def job_targets(driver_patterns: Iterable[str] | None = None) -> list[ProcInfo]:
     """The Processes pane's Python processes (one scan; no NVML, so GPU-only holders are not among them)."""
     from gkdtop.collectors.procs import ProcCollector
     from gkdtop.config import DRIVER_PATTERNS
 
     rows = ProcCollector(DRIVER_PATTERNS if driver_patterns is None else driver_patterns).collect()
-    return [p for p in rows if p.role in PYTHON_ROLES and p.status != "zombie"]
+    return stack_targets(rows)
 
 
 def stacks_command(pids: list[int], native: bool, as_json: bool, timeout: float, out_dir: str | None,

@@ -9,11 +9,11 @@ bundle picks it up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gkdtop.actions.stacks import PYTHON_ROLES, StackReport, dump_stacks, write_report
+from gkdtop.actions.stacks import StackReport, dump_stacks, stack_targets, write_report
 from gkdtop.model import ProcInfo
 from gkdtop.store import Store
 
@@ -26,11 +26,6 @@ class StallStacks:
     path: str  # the saved JSON ("" when it could not be saved)
     report: StackReport
     error: str = ""  # why nothing could be saved, if so
-
-
-def stack_targets(processes: Sequence[ProcInfo]) -> list[ProcInfo]:
-    """The Python processes of the job (Ray's C++ daemons have no Python stack to show)."""
-    return [p for p in processes if p.role in PYTHON_ROLES and p.status != "zombie"]
 
 
 class StallStacker:

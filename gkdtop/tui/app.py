@@ -210,7 +210,7 @@ class GkdtopApp(App[str | None]):
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
 
     def action_stacks(self) -> None:
-        from gkdtop.actions.stall_stacks import stack_targets
+        from gkdtop.actions.stacks import stack_targets
         from gkdtop.tui.stacks_screen import StacksScreen
 
         procs = stack_targets(self.store.processes)
