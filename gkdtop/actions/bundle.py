@@ -80,7 +80,10 @@ def default_bundle_path(now: float | None = None) -> Path:
 
 
 def default_stacks_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkdtop" / "stacks"
+    """Where the s key, `gkdtop stacks` and the stall-time dump save theirs."""
+    from gkdtop.actions.stacks import default_directory
+
+    return default_directory()
 
 
 def _safe(text: str) -> str:

@@ -158,9 +158,10 @@ def remove_debris(debris: dict) -> None:
 
 
 def runs_root() -> Path:
-    """Where run directories go: $XDG_CACHE_HOME/gkdtop/runs, else ~/.cache/gkdtop/runs."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gkdtop" / "runs"
+    """Where run directories go: the same place as `gkdtop run`'s ($XDG_CACHE_HOME/gkdtop/runs)."""
+    from gkdtop.jobrun import runs_root as job_runs_root
+
+    return job_runs_root()
 
 
 def _new_run_dir() -> Path:
