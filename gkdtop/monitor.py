@@ -54,7 +54,7 @@ class Monitor:
         self.collectors: list[Collector] = [
             GpuCollector(backend=gpu_backend, interval=refresh["gpus"]),
             LogCollector(self.log_sources, backlog=config.backlog, max_line=config.max_line,
-                         interval=refresh["logs"]),
+                         interval=refresh["logs"], sieve=self.store.flood_sieve()),
             RayCollector(ray_address, interval=refresh["ray"]),
             # Remote nodes' log files: idle (no requests) until --ray-logs or the Logs pane's picker asks.
             RayLogCollector(list(ray_logs), ray_address, backlog=config.backlog, max_line=config.max_line,

@@ -11,8 +11,9 @@ import time
 from collections import deque
 from typing import Any
 
-from gkdtop.collectors.findings import FindingsEngine
-from gkdtop.collectors.phases import PhaseEngine
+from gkdtop.collectors.findings import FindingsEngine, unnamed
+from gkdtop.collectors.phases import FLOOD_MARKERS, PhaseEngine
+from gkdtop.collectors.prefilter import FloodSieve, Prefiltered
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -43,6 +44,7 @@ class Store:
         self.ray_logs = RayLogsState()  # remote log files (collectors/ray_logs); their lines join `lines`
         self.lines: deque[LogLine] = deque(maxlen=LINES)
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
+        self.skipped_lines = 0  # flood lines checked by the sieve but not stored (they matched nothing)
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
         self.phases = PhaseEngine(config)
         self.findings_engine = FindingsEngine(config.findings)
@@ -136,8 +138,12 @@ class Store:
 
     def _put_logs(self, batch: Any, local: bool = True) -> bool:
         """Feed new lines to the phase engine; False when nothing at all changed (the usual idle poll)."""
-        if not batch.lines and not batch.progress and (not local or batch.files == self.log_files):
+        if not batch.lines and not batch.progress and not batch.skipped and (
+                not local or batch.files == self.log_files):
             return False
+        if batch.skipped:
+            self.skipped_lines += batch.skipped
+            self.phases.note_skipped(batch.skipped_time)
         if local:
             self.log_files = batch.files
         for line in batch.lines:
@@ -150,6 +156,14 @@ class Store:
             self.progress[source] = line
             self.phases.feed_progress(line)
         return True
+
+    def flood_sieve(self) -> FloodSieve:
+        """For the log collector: which lines of a flood the phase and finding rules need to see."""
+        gates = [g for g in (self.phases.any_re, self.phases.idle_re, self.findings_engine.any_re) if g is not None]
+        with_extra = [sig for sig in self.config.findings if sig.extra]  # they read the lines after a match
+        opens = Prefiltered(re.compile("|".join(f"(?:{unnamed(s.match.pattern)})" for s in with_extra)))
+        return FloodSieve(gates, FLOOD_MARKERS, opens if with_extra else None,
+                          max((sig.within for sig in with_extra), default=0))
 
     # --- reads (from views) --------------------------------------------------------------------
 

@@ -185,3 +185,21 @@ async def test_a_failing_collector_shows_its_error_and_the_rest_goes_on(tmp_path
         await settle(pilot, lambda: "NVML went away" in pane_text(app, GpuPane))
         assert "retrying" in pane_text(app, GpuPane)
         await settle(pilot, lambda: "training loop" in pane_text(app, PhasesPane))
+
+
+async def test_a_flood_is_sieved_and_said(tmp_path: Path) -> None:
+    """30,000 lines at once: the step line buried in them reaches the Phases pane, the newest line is
+    shown, and the Logs pane says how many lines it did not show and why."""
+    lines, last = startup(time.time() - 100, steps=2, step_s=5)
+    app, log = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "steps 2" in pane_text(app, PhasesPane))
+        noise = [ray("WorkerDict", 2001, f"NCCL INFO Channel {i}/0 : 1[1] -> 2[2] via P2P") for i in range(30_000)]
+        noise[10_000] = ray("TaskRunner", 1, "step:3 - timing_s/step:5.0 - actor/kl_loss:0.3")
+        noise[-1] = ray("WorkerDict", 2001, "NCCL INFO the newest line")
+        with log.open("a") as fh:
+            fh.write("\n".join(noise) + "\n")
+        await settle(pilot, lambda: any("the newest line" in ln for ln in log_lines(app)))
+        assert "steps 3" in pane_text(app, PhasesPane)
+        assert app.store.skipped_lines > 20_000
+        assert any(re.search(r"… .*[\d,]+ lines no rule needs not shown \(flood", ln) for ln in log_lines(app))

@@ -18,8 +18,12 @@ from tests.gkdlog import startup
 
 @pytest.mark.parametrize(("pattern", "expected"), [
     (r"step:\d+ -|Training Progress", (["Training Progress", "step:"], False)),
-    # re's parser factors `Error|Exception` into "E" + (rror|xception): "E" is what is surely there.
-    (r"\bActorDiedError\b|(?:Error|Exception)\b", (["ActorDiedError", "E"], False)),
+    # re's parser factors `Error|Exception` into "E" + (rror|xception); multiplied out again, each
+    # alternative needs its whole word, not just "E".
+    (r"\bActorDiedError\b|(?:Error|Exception)\b", (["ActorDiedError", "Exception", "Error"], False)),
+    (r"(?:Waiting for|Attempting to acquire) (?:the )?lock .*(?:datasets|hf)",
+     (["Attempting to acquire ", "Waiting for "], False)),
+    (r"(a|b)(c|d)(e|f)(g|h)(i|j)(k|l)xyz", (["xyz"], False)),  # 64 alternatives: too many to multiply out
     (r"(?i)nccl.*timeout", (["timeout"], True)),
     (r"Weight synchroni[sz]ation completed", (["Weight synchroni"], False)),
     (r"[\w.]*Error|\d+", None),  # an alternative without any literal: no prefilter

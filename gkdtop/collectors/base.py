@@ -82,4 +82,7 @@ async def run_forever(
             continue
         failures = 0
         elapsed = time.monotonic() - started
-        await asyncio.sleep(max(0.0, collector.interval - elapsed))
+        # A collector that stopped at its per-call budget with more waiting (a log flood) goes again
+        # at once: sleeping the interval would cap how fast it can follow.
+        behind = getattr(collector, "behind", False)
+        await asyncio.sleep(0.0 if behind else max(0.0, collector.interval - elapsed))

@@ -24,6 +24,7 @@ import stat
 import time
 from dataclasses import dataclass, field
 
+from gkdtop.collectors.prefilter import FloodSieve
 from gkdtop.model import LogFileState, LogLine
 
 READ_LIMIT = 4 << 20  # bytes read per file per collect(): a flood is spread over polls
@@ -31,6 +32,7 @@ TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many flood
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
+FLOOD_TAIL = 1000  # a chunk with more lines than this is sieved: these newest lines are all kept
 
 # --- cleaning ------------------------------------------------------------------------------------
 
@@ -255,12 +257,15 @@ class LogBatch:
     lines: list[LogLine] = field(default_factory=list)
     progress: dict[str, LogLine] = field(default_factory=dict)  # source -> latest `\r` state
     files: list[LogFileState] = field(default_factory=list)
+    skipped: int = 0  # flood lines the sieve found nothing in: counted, not parsed (see FloodSieve)
+    skipped_time: float = 0.0  # the time of the last of them
 
     def slices(self, size: int) -> list[LogBatch]:
         """The same batch as several of at most `size` lines (bar updates with the last), in order."""
         if len(self.lines) <= size:
             return [self]
         parts = [LogBatch(self.lines[i:i + size], {}, self.files) for i in range(0, len(self.lines), size)]
+        parts[0].skipped, parts[0].skipped_time = self.skipped, self.skipped_time
         parts[-1].progress = self.progress
         return parts
 
@@ -268,9 +273,12 @@ class LogBatch:
 class _Follower:
     """One followed path: its open handle, read position and unfinished last line."""
 
-    def __init__(self, path: str, max_line: int, at_start_up: bool) -> None:
+    def __init__(self, path: str, max_line: int, at_start_up: bool, sieve: FloodSieve | None = None) -> None:
         self.path = path
         self.max_line = max_line
+        self.sieve = sieve
+        self.skipped = 0  # lines the sieve ruled out since the last collect(), and the last one's time
+        self.skipped_time = 0.0
         # The unfinished line is kept in bytes up to this much: enough for max_line characters of
         # any UTF-8 plus some ANSI; what lies beyond is only counted.
         self.cap = max(max_line * 4, 4096)
@@ -496,8 +504,12 @@ class _Follower:
         data = _clean(data)
         if b"\r" in data:
             data = _collapse_lines(data)
-        lines = _decode(data).split("\n")
+        text = _decode(data)
+        lines = text.split("\n")
         self.state.lines += len(lines)
+        if self.sieve is not None and len(lines) > FLOOD_TAIL:
+            # grep reads the bytes; C1 controls are only gone from the text (see _decode)
+            lines = self._sift(data if b"\xc2" not in data else text.encode(), lines, seen)
         max_line = self.max_line
         if max(map(len, lines)) <= max_line:
             _parse_into(out, lines, self.path, seen)
@@ -508,6 +520,20 @@ class _Follower:
             else:
                 _parse_into(out, [raw[:max_line]], self.path, seen)
                 out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
+
+    def _sift(self, data: bytes, lines: list[str], seen: float) -> list[str]:
+        """A flood's chunk: the newest FLOOD_TAIL lines, and of the older ones only those the sieve keeps."""
+        assert self.sieve is not None
+        head = len(lines) - FLOOD_TAIL
+        keep = self.sieve.keep(lines, data, head)
+        if keep is None or len(keep) == head:
+            return lines
+        self.skipped += head - len(keep)
+        newest = head - 1  # the newest skipped line tells how far the skipped ones went (the stall clock)
+        while newest in keep:
+            newest -= 1
+        self.skipped_time = max(self.skipped_time, parse_line(lines[newest], self.path, seen).time)
+        return [lines[i] for i in sorted(keep)] + lines[head:]
 
     def _extend(self, data: bytes) -> None:
         """Append to the unfinished line, collapsing `\\r` rewrites and bounding what is kept."""
@@ -627,9 +653,11 @@ class LogCollector:
     name = "logs"
 
     def __init__(
-        self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25
+        self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25,
+        sieve: FloodSieve | None = None,
     ) -> None:
         self.patterns = [os.path.expanduser(p) for p in patterns]
+        self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
         self.backlog = backlog
         self.max_line = max_line
         self.interval = interval
@@ -638,6 +666,7 @@ class LogCollector:
         self._next_glob = 0.0
         self._started = False
         self._turn = 0  # which file reads first: turns go round, so no flood starves the others
+        self.behind = False  # the last collect() left unread bytes (its read budget ran out)
 
     def _expand(self) -> None:
         """Add the paths the patterns name now. Named paths are followed even before they exist."""
@@ -653,7 +682,7 @@ class LogCollector:
 
     def _add(self, path: str) -> None:
         # Files there at start-up begin with their last lines; those that appear later, at their start.
-        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started)
+        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started, sieve=self.sieve)
 
     def collect(self) -> LogBatch:
         now = time.monotonic()
@@ -668,7 +697,12 @@ class LogCollector:
             budget = TOTAL_LIMIT
             for follower in followers[self._turn :] + followers[: self._turn]:
                 budget -= follower.poll(batch.lines, batch.progress, self.backlog, min(budget, READ_LIMIT))
+                if follower.skipped:
+                    batch.skipped += follower.skipped
+                    batch.skipped_time = max(batch.skipped_time, follower.skipped_time)
+                    follower.skipped, follower.skipped_time = 0, 0.0
             self._turn += 1
+        self.behind = any(f.fh is not None and f.pos < f.state.size for f in followers)
         batch.files = [follower.snapshot() for follower in followers]
         return batch
 

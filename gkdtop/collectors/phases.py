@@ -20,6 +20,9 @@ METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
 EXCEPTION_RE = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+# Lines holding these always reach feed(), even in a flood (collectors/prefilter.FloodSieve): tqdm
+# bars (their redraws are compared) and the exception line that ends a traceback.
+FLOOD_MARKERS = ["it/s", "s/it", "examples/s", "Error", "Exception", "Exit", "Interrupt"]
 MAX_SPANS = 500
 MAX_STEPS = 2000
 
@@ -77,6 +80,12 @@ class PhaseEngine:
         if self.fail_re.search(text) or (self.current and self.current.fail and self.current.fail.search(text)):
             self._fail(text, t)
 
+    def note_skipped(self, t: float) -> None:
+        """Lines a flood sieve ruled out (no rule, idle pattern or bar in them) up to time `t`: all
+        that feed() would have done with them is count them as activity and progress."""
+        self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        self._progress(t)
+
     def feed_progress(self, line: LogLine) -> None:
         """An unfinished tqdm line changed: progress only if its counter moved, not its clock."""
         self.last_activity = line.time if self.last_activity is None else max(self.last_activity, line.time)
@@ -92,6 +101,8 @@ class PhaseEngine:
         text = line.text
         if self.idle_re is not None and self.idle_re.search(text):
             return False
+        # A bar's redraw that changed nothing is no progress. (`|`-only lines a flood sieve dropped
+        # count as progress: a flood is activity.)
         if "it/s" in text or "examples/s" in text or "s/it" in text or "|" in text:
             key = TQDM_CLOCK_RE.sub("", text)
             bar = line.source + line.worker + text.split(":", 1)[0]

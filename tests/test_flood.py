@@ -1,0 +1,116 @@
+"""In a flood the log collector parses only the lines the rules need (FloodSieve); the verdicts must
+be the same as when every line is parsed and fed, and the dashboard must say what it skipped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from gkdtop.collectors import logs as logs_module
+from gkdtop.collectors.logs import LogCollector
+from gkdtop.config import load_config
+from gkdtop.store import Store
+from tests.gkdlog import asctime, ray, startup
+
+NOISE = [
+    "root INFO kv block alloc free batch seq len done mem GiB {n}",  # "lock " is in it: a near miss
+    "root INFO NCCL INFO Channel {n}/0 : 1[1] -> 2[2] via P2P/CUMEM/read",
+    "root INFO [ACTOR] update_policy micro_batch={n} loss=0.{n}1",
+    "root INFO Waiting for the next batch {n}",  # "Waiting for" without " to be ready": not idle
+]
+
+EVENTS = [  # rare lines the rules react to (blocks: lines that must stay close), each followed by noise
+    "root INFO resource request cannot be scheduled right now: {'GPU': 8.0}",  # idle + a finding
+    # The ActorDied finding's extra fields come a few lines later, within its window.
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+    "root INFO still nothing\nroot INFO still nothing\n\tclass_name: vLLMRollout\n\tpid: 4242",
+    "Training Progress:  40%|████      | 4/10 [00:40<01:00, 10.0s/it]",
+    # The failure the phase engine reports is the exception line that ends the traceback.
+    "Traceback (most recent call last):\n"
+    '  File "/verl/trainer/ppo/ray_trainer.py", line 1020, in fit\n'
+    "root INFO still nothing\n"
+    "RuntimeError: NCCL communicator was aborted on rank 1.",
+]
+
+
+def flood_lines(t0: float, per_gap: int = 150) -> list[str]:
+    """The GKD start-up log and EVENTS with `per_gap` timestamped noise lines after each of their lines."""
+    lines, t_end = startup(t0, steps=4)
+    lines += ["\n".join(ray("TaskRunner", 133947, part) for part in block.split("\n")) for block in EVENTS]
+    out: list[str] = []
+    step = (t_end - t0) / (len(lines) * per_gap)
+    t = t0
+    for i, line in enumerate(lines):
+        out.append(line)
+        for k in range(per_gap):
+            t += step
+            body = NOISE[(i + k) % len(NOISE)].format(n=k)
+            out.append(ray("WorkerDict", 2000 + k % 4, f"{asctime(t)} {body}", color=k % 3 == 0))
+    return "\n".join(out).split("\n")
+
+
+def follow(path: Path, sieve: bool) -> Store:
+    store = Store(load_config(None))
+    collector = LogCollector([str(path)], backlog=0, sieve=store.flood_sieve() if sieve else None)
+    collector.collect()  # opened empty: everything written after is new
+    path.write_text("\n".join(LINES) + "\n")
+    while True:
+        batch = collector.collect()
+        if not batch.lines and not batch.skipped:
+            return store
+        store.put("logs", batch)
+
+
+def verdicts(store: Store) -> dict[str, object]:
+    phases = store.phases
+    return {
+        "timeline": [(s.name, s.status, s.start, s.end) for s in phases.timeline],
+        "current": phases.current.name if phases.current else None,
+        "failure": phases.failure,
+        "steps": [(s.step, s.time) for s in phases.steps],
+        "last_progress": phases.last_progress,
+        "last_activity": phases.last_activity,
+        "findings": sorted((f.name, sorted(f.fields.items()), f.count) for f in store.findings()),
+    }
+
+
+LINES = flood_lines(time.time() - 3600)
+
+
+def test_the_sieve_gives_the_same_verdicts_as_every_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now)  # untimed lines take the read time: the same in both runs
+    every = follow(tmp_path / "every.log", sieve=False)
+    sieved = follow(tmp_path / "sieved.log", sieve=True)
+    # it did sieve: nearly every line before the newest FLOOD_TAIL is noise
+    assert sieved.skipped_lines > 0.9 * (len(LINES) - logs_module.FLOOD_TAIL)
+    assert sieved.total_lines + sieved.skipped_lines == every.total_lines == len(LINES)
+    expected = verdicts(every)
+    assert expected["failure"] == "RuntimeError: NCCL communicator was aborted on rank 1."
+    assert ("ray-actor-died", [("actor_class", "vLLMRollout"), ("pid", "4242")], 1) in expected["findings"]
+    assert len(expected["steps"]) == 4
+    assert verdicts(sieved) == expected
+
+
+def test_small_chunks_are_not_sieved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest FLOOD_TAIL lines of a poll are all kept: a trickle never loses a line."""
+    monkeypatch.setattr(logs_module, "READ_LIMIT", 64 << 10)  # ~600 lines a poll
+    store = follow(tmp_path / "trickle.log", sieve=True)
+    assert store.skipped_lines == 0 and store.total_lines == len(LINES)
+
+
+def test_a_collector_behind_its_file_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A poll that stopped at its read budget asks to be run again at once (run_forever reads `behind`)."""
+    monkeypatch.setattr(logs_module, "READ_LIMIT", 64 << 10)
+    path = tmp_path / "train.log"
+    path.write_text("")
+    collector = LogCollector([str(path)], backlog=0)
+    collector.collect()
+    path.write_text(("x" * 100 + "\n") * 2000)  # 200 KB: four polls
+    collector.collect()
+    assert collector.behind
+    while collector.behind:
+        collector.collect()
+    assert collector.collect().lines == []
