@@ -27,12 +27,15 @@ from dataclasses import dataclass, field
 from gkdtop.collectors.prefilter import FloodSieve
 from gkdtop.model import LogFileState, LogLine
 
-READ_LIMIT = 4 << 20  # bytes read per file per collect(): a flood is spread over polls
+# Bytes read per file per collect(): a flood is spread over polls (the collector polls again at once
+# while behind), and no single C-level pass over a chunk holds the GIL from the UI for long.
+READ_LIMIT = 1 << 20
 TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many floods can't stall it
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
-FLOOD_TAIL = 1000  # a chunk with more lines than this is sieved: these newest lines are all kept
+FLOOD_TAIL = 1000  # a chunk with more lines than this is sieved: its newest lines are all kept ...
+BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
 
 # --- cleaning ------------------------------------------------------------------------------------
 
@@ -279,6 +282,7 @@ class _Follower:
         self.sieve = sieve
         self.skipped = 0  # lines the sieve ruled out since the last collect(), and the last one's time
         self.skipped_time = 0.0
+        self.behind = False  # this poll's chunk ends before the file does: more is waiting
         # The unfinished line is kept in bytes up to this much: enough for max_line characters of
         # any UTF-8 plus some ANSI; what lies beyond is only counted.
         self.cap = max(max_line * 4, 4096)
@@ -301,6 +305,7 @@ class _Follower:
         """
         start = budget
         st = self.state
+        self.behind = False
         try:
             info = os.stat(self.path)
         except (FileNotFoundError, NotADirectoryError):
@@ -343,6 +348,7 @@ class _Follower:
                 self._open(out, progress, backlog)
             st.state, st.error = "following", ""
             if budget > 0 and info.st_size > self.pos:
+                self.behind = info.st_size - self.pos > budget
                 budget -= self._read(min(budget, info.st_size - self.pos), out, progress)
         except OSError as exc:
             self._error(out, exc)
@@ -422,6 +428,7 @@ class _Follower:
         """Read the old handle of a rotated / deleted file towards its end; close it at the end."""
         assert self.fh is not None
         left = os.fstat(self.fh.fileno()).st_size - self.pos
+        self.behind = left > budget
         data = (self.fh.read(min(left, budget)) or b"") if left > 0 and budget > 0 else b""
         self.pos += len(data)
         if data:
@@ -448,6 +455,7 @@ class _Follower:
             left = info.st_size - self.pos
             if left <= 0 or budget <= 0:
                 return 0
+            self.behind = left > budget
             data = self.fh.read(min(left, budget)) or b""
             self.pos += len(data)
             self._feed(data, time.time(), out, None)
@@ -494,7 +502,8 @@ class _Follower:
             self.shown = ""
             if last + 1 < len(data):
                 self._extend(data[last + 1 :])
-        if progress is not None and self.partial and b"\r" in self.partial[:-1]:
+        # A bar's state is read where the file ends, not where a read budget cut a redraw in half.
+        if progress is not None and self.partial and b"\r" in self.partial[:-1] and not self.behind:
             line = self._progress_line(seen)
             if line is not None:
                 progress[self.path] = line
@@ -507,9 +516,10 @@ class _Follower:
         text = _decode(data)
         lines = text.split("\n")
         self.state.lines += len(lines)
-        if self.sieve is not None and len(lines) > FLOOD_TAIL:
+        tail = BEHIND_TAIL if self.behind else FLOOD_TAIL
+        if self.sieve is not None and len(lines) > tail:
             # grep reads the bytes; C1 controls are only gone from the text (see _decode)
-            lines = self._sift(data if b"\xc2" not in data else text.encode(), lines, seen)
+            lines = self._sift(data if b"\xc2" not in data else text.encode(), lines, tail, seen)
         max_line = self.max_line
         if max(map(len, lines)) <= max_line:
             _parse_into(out, lines, self.path, seen)
@@ -521,10 +531,10 @@ class _Follower:
                 _parse_into(out, [raw[:max_line]], self.path, seen)
                 out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
 
-    def _sift(self, data: bytes, lines: list[str], seen: float) -> list[str]:
-        """A flood's chunk: the newest FLOOD_TAIL lines, and of the older ones only those the sieve keeps."""
+    def _sift(self, data: bytes, lines: list[str], tail: int, seen: float) -> list[str]:
+        """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps."""
         assert self.sieve is not None
-        head = len(lines) - FLOOD_TAIL
+        head = len(lines) - tail
         keep = self.sieve.keep(lines, data, head)
         if keep is None or len(keep) == head:
             return lines
@@ -702,7 +712,7 @@ class LogCollector:
                     batch.skipped_time = max(batch.skipped_time, follower.skipped_time)
                     follower.skipped, follower.skipped_time = 0, 0.0
             self._turn += 1
-        self.behind = any(f.fh is not None and f.pos < f.state.size for f in followers)
+        self.behind = any(follower.behind for follower in followers)
         batch.files = [follower.snapshot() for follower in followers]
         return batch
 
