@@ -119,3 +119,20 @@ def test_a_collector_behind_its_file_says_so(tmp_path: Path, monkeypatch: pytest
     while collector.behind:
         collector.collect()
     assert collector.collect().lines == []
+
+
+def test_rules_anchored_at_the_message_start_see_it_behind_a_ray_prefix(tmp_path: Path) -> None:
+    """The sieve tests a line as the rules do: without its `(Worker pid=...)` prefix."""
+    config_file = tmp_path / "gkdtop.yaml"
+    config_file.write_text('phases:\n  - name: evaluation\n    start: "^Eval epoch \\\\d+ begins"\n')
+    store = Store(load_config(config_file))
+    log = tmp_path / "train.log"
+    log.write_text("")
+    collector = LogCollector([str(log)], backlog=0, sieve=store.flood_sieve())
+    collector.collect()
+    noise = [ray("WorkerDict", 7, f"{asctime(time.time())} root INFO tick {i}") for i in range(6000)]
+    noise[100] = ray("WorkerDict", 7, "Eval epoch 3 begins")
+    log.write_text("\n".join(noise) + "\n")
+    store.put("logs", collector.collect())
+    assert store.skipped_lines > 3000
+    assert store.phases.current is not None and store.phases.current.name == "evaluation"

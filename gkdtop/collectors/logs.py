@@ -34,7 +34,7 @@ TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many flood
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
-FLOOD_TAIL = 1000  # a chunk with more lines than this is sieved: its newest lines are all kept ...
+FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: its newest lines are all kept ...
 BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
 
 # --- cleaning ------------------------------------------------------------------------------------
@@ -535,7 +535,7 @@ class _Follower:
         """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps."""
         assert self.sieve is not None
         head = len(lines) - tail
-        keep = self.sieve.keep(lines, data, head)
+        keep = self.sieve.keep(lines, data, head, lambda raw: parse_line(raw, self.path, seen).text)
         if keep is None or len(keep) == head:
             return lines
         self.skipped += head - len(keep)

@@ -14,6 +14,7 @@ import re._parser as sre_parse
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 MAX_EXPANDED = 32  # alternatives one alternative may be multiplied out into (see _alternatives)
@@ -121,11 +122,13 @@ class FloodSieve:
         self.opens = opens
         self.window = window
         self._args: list[str] | None = None
+        self._args_made = False
 
     def grep_args(self) -> list[str] | None:
         """The grep command that finds candidate lines; None when a gate has no literals, a literal
         can't be passed, or there is no grep (then nothing can be ruled out)."""
-        if self._args is None:
+        if not self._args_made:
+            self._args_made = True
             words, fold = list(self.markers), False
             for gate in self.gates:
                 found = required_literals(gate.pattern.pattern, gate.pattern.flags)
@@ -140,9 +143,10 @@ class FloodSieve:
             self._args = [grep, "-n", "-a", "-F", *(["-i"] if fold else []), *(a for w in words for a in ("-e", w))]
         return self._args
 
-    def keep(self, lines: list[str], data: bytes, head: int) -> set[int] | None:
+    def keep(self, lines: list[str], data: bytes, head: int, message: Callable[[str], str]) -> set[int] | None:
         """Which of `lines[:head]` to keep, by index; None when none can be ruled out. `data` is the
-        same lines as bytes, `\n`-separated (what grep reads)."""
+        same lines as bytes, `\n`-separated (what grep reads); `message(line)` is the part of a line
+        the rules read (without its Ray prefix)."""
         args = self.grep_args()
         if args is None:
             return None
@@ -161,7 +165,7 @@ class FloodSieve:
         for i in sorted({int(hit[: hit.index(b":")]) - 1 for hit in found.stdout.splitlines()}):
             if i >= head:
                 break
-            line = lines[i]
+            line = message(lines[i])
             if any(marker in line for marker in self.markers):
                 kept.add(i)
             elif any(gate.search(line) for gate in self.gates):
