@@ -1,6 +1,6 @@
 """`gkdtop replay` on a large log vs `grep -cE` with the default filter over the same file, same run.
 
-Usage: .venv/bin/python bench/bench_replay.py [--mb 1000] [--keep PATH]
+Usage: .venv/bin/python bench/bench_replay.py [--mb 1000] [--runs 3]
 The log is verl-like: mostly generation/INFO noise, Ray prefixes with ANSI, timestamps, a step
 line every ~2,000 lines, phase markers at the start, a few warnings and a traceback at the end.
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.config import load_config
-from gkdtop.replay import replay, to_ere
+from gkdtop.replay import needles, replay, to_ere
 from tests.gkdlog import asctime, ray, startup
 
 
@@ -80,6 +80,15 @@ def test_grep_translation() -> None:
     assert to_ere(r"foo(?=bar)") is None
 
 
+def test_needles_every_match_holds() -> None:
+    """grep looks only for these literals; the patterns themselves are met in Python."""
+    assert needles(r"^[\w.]*(?:Error|Exception)\b") == {"Error", "Exception"}
+    assert needles(r"Teacher (ready|connected)|\[TEACHER\] DONE") == {"Teacher ready", "Teacher connected",
+                                                                      "[TEACHER] DONE"}
+    assert needles(r"(?i)teacher") is None
+    assert needles(r"\d+(?:ms|s)?") is None
+
+
 def test_cli_json_and_errors(tmp_path: Path) -> None:
     lines, _ = startup(1_768_125_600.0, steps=2)
     path = write(tmp_path, lines)
@@ -105,7 +114,9 @@ def test_parallel_chunks_select_the_same_lines_with_the_same_numbers(tmp_path: P
     from gkdtop.collectors.findings import FindingsEngine
 
     lines, _ = startup(time.time() - 3600, steps=40, step_s=5)
-    filler = [f"INFO noise line {i} with nothing to see" for i in range(300)]
+    # Each holds a literal grep looks for but matches no pattern: grep lets it through, Python drops it.
+    decoys = ["step:abc - no number", "ip: unknown", "Worker exit type: ?", "[Rank x] not a rank"]
+    filler = decoys + [f"INFO noise line {i} with nothing to see" for i in range(300)]
     body = [x for i, line in enumerate(lines) for x in (line, *filler[: i % 7])]
     body += [ray("TaskRunner", 9, "Traceback (most recent call last):"), ray("TaskRunner", 9, "RuntimeError: boom")]
     log = tmp_path / "train.log"
@@ -114,9 +125,10 @@ def test_parallel_chunks_select_the_same_lines_with_the_same_numbers(tmp_path: P
     patterns = rp.candidate_patterns(config, FindingsEngine(config.findings))
     expected = list(rp._python_lines(str(log), patterns))
     monkeypatch.setattr(rp, "CHUNK_MIN", 1)
-    assert len(rp._chunks(str(log), jobs)) == jobs
+    assert len(rp._chunks(str(log), jobs, rp.grep_patterns(str(log), patterns)[0])) == jobs
     got = list(rp._grep_lines(str(log), patterns, jobs=jobs) or [])
     assert got == expected
     assert got[-1][0] == len(body)
+    assert not {text for _, text in got} & set(decoys)
     report = replay([str(log)], config)
     assert report.errors and report.errors[0].first_line == len(body) - 1
