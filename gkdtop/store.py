@@ -167,6 +167,11 @@ class Store:
 
     # --- reads (from views) --------------------------------------------------------------------
 
+    def collector_error(self, source: str) -> str:
+        """What a pane says while its collector fails (the last good data stays below it); "" when fine."""
+        health = self.health.get(source)
+        return f"collector error: {health.error} (retrying)" if health is not None and not health.ok else ""
+
     def gpu_pids(self) -> set[int]:
         return {p.pid for dev in self.gpus.devices for p in dev.processes}
 

@@ -244,3 +244,49 @@ async def test_ray_garbage_then_gone_then_back(dashboard: Dashboard) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class Switchable:
+    """In front of a real collector: raises while `broken`, then answers with the real one's results."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+        self.name = real.name  # type: ignore[attr-defined]
+        self.interval = 0.05  # the retry backoff starts from here: recovery is quick
+        self.broken = True
+
+    def collect(self) -> object:
+        if self.broken:
+            raise OSError(f"{self.name} source went away")
+        return self.real.collect()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        self.real.close()  # type: ignore[attr-defined]
+
+
+def _pane_says(app: object, source: str) -> str:
+    from gkdtop.tui.gpu_pane import GpuPane
+    from gkdtop.tui.ray_pane import RayPane
+
+    if source == "gpus":
+        return str(app.query_one(GpuPane).render())  # type: ignore[attr-defined]
+    if source == "ray":
+        return str(app.query_one(RayPane).render())  # type: ignore[attr-defined]
+    pane = app.query_one(LogsPane if source == "logs" else ProcsPane)  # type: ignore[attr-defined]
+    return str(pane.border_subtitle)
+
+
+@pytest.mark.parametrize("source", ["gpus", "procs", "ray", "logs"])
+async def test_each_pane_shows_its_collector_failing_and_recovering(tmp_path: Path, source: str) -> None:
+    lines, last = startup(time.time() - 30, steps=1)
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    collectors = app.monitor.collectors
+    index = next(i for i, c in enumerate(collectors) if c.name == source)
+    flaky = Switchable(collectors[index])
+    collectors[index] = flaky
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: f"collector error: OSError: {source} source went away" in _pane_says(app, source))
+        assert "(retrying)" in _pane_says(app, source)
+        assert "training loop" in str(app.phases.render()) or source == "logs"  # the others went on
+        flaky.broken = False
+        await settle(pilot, lambda: "collector error" not in _pane_says(app, source))

@@ -1,11 +1,13 @@
 """The job's processes: Ray workers and daemons, drivers, inference engines, GPU holders.
 
-Scans /proc through psutil every interval but reads a process's command line once (keyed by
-PID and start time), so watching a machine with hundreds of processes stays cheap.
+Scans /proc every interval but reads a process's command line once (keyed by PID and start
+time), and a job process's changing fields in one read of /proc/PID/stat, so watching a machine
+with hundreds of processes stays cheap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -34,6 +36,11 @@ ROLE_KEYWORDS = [
     ("actor", re.compile(r"actor|WorkerDict|policy|student", re.I)),
 ]
 SESSION_RE = re.compile(r"(session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+)")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+# The state letter of /proc/PID/stat, named as psutil.Process.status() names it (psutil.STATUS_*).
+STATES = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
+          "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "I": "idle", "P": "parked"}
 
 
 @dataclass(slots=True)
@@ -48,8 +55,40 @@ class _Known:
     actor: str
     session: str
     ppid: int = 0  # refreshed on every scan for job processes; for the others, as first seen
+    started: float | None = None  # seconds after boot (/proc/PID/stat): a reused PID has another
+    raw_cmdline: bytes = b""  # /proc/PID/cmdline as last parsed: a Ray title is parsed again only when it changed
     last_cpu: float = 0.0
     last_wall: float = 0.0
+
+
+@dataclass(slots=True)
+class _Stat:
+    """What a job process's row needs each scan, from one read (psutil reads stat thrice, and statm)."""
+
+    status: str
+    ppid: int
+    cpu: float  # user + system seconds
+    started: float  # seconds after boot
+    rss: int
+
+
+def read_stat(pid: int) -> _Stat | None:
+    """/proc/PID/stat parsed; None when the process is gone. PermissionError where /proc hides it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # after the name, which may hold spaces and parentheses
+    if len(fields) < 22:
+        return None
+    return _Stat(
+        status=STATES.get(fields[0].decode(), "?"),
+        ppid=int(fields[1]),
+        cpu=(int(fields[11]) + int(fields[12])) / CLOCK_TICKS,
+        started=int(fields[19]) / CLOCK_TICKS,
+        rss=int(fields[21]) * PAGE_SIZE,
+    )
 
 
 def classify(title: str, cmdline: str, driver_re: re.Pattern[str] | None) -> tuple[str | None, str]:
@@ -185,11 +224,25 @@ class ProcCollector:
         role, actor = classify(argv[0], cmdline, self.driver_re)
         match = SESSION_RE.search(cmdline)
         info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "", ppid)
+        with contextlib.suppress(OSError):  # else the first row read sets it
+            stat = read_stat(pid)
+            info.started = stat.started if stat is not None else None
         self._known[pid] = info
         return info
 
     def _retitle(self, pid: int, info: _Known) -> None:
-        """Re-read only the command line (in place: the CPU baseline of the last scan is kept)."""
+        """Re-read only the command line (in place: the CPU baseline of the last scan is kept).
+
+        One read of the raw bytes per scan; psutil parses them only when they changed.
+        """
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            return
+        if raw == info.raw_cmdline:
+            return
+        info.raw_cmdline = raw
         try:
             argv = psutil.Process(pid).cmdline()  # psutil also splits a title that setproctitle wrote with spaces
         except psutil.Error:
@@ -207,26 +260,24 @@ class ProcCollector:
         if info is None:
             return None
         try:
-            proc = psutil.Process(pid)
-            with proc.oneshot():
-                if info.create_time and abs(proc.create_time() - info.create_time) > 1:
-                    del self._known[pid]  # PID reused: read it afresh next time
-                    return None
-                status = proc.status()
-                info.ppid = proc.ppid()
-                times = proc.cpu_times()
-                rss = proc.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.ZombieProcess):
-            return None  # vanished mid-read: skipped silently
-        except psutil.AccessDenied:
-            status, times, rss = "?", None, 0
+            stat = read_stat(pid)
+        except PermissionError:
+            status, rss, stat = "?", 0, None
+        else:
+            if stat is None:
+                return None  # vanished mid-read: skipped silently
+            if info.started is None:
+                info.started = stat.started
+            elif stat.started != info.started:
+                del self._known[pid]  # PID reused: read it afresh next time
+                return None
+            status, rss, info.ppid = stat.status, stat.rss, stat.ppid
         parents[pid] = info.ppid
         cpu = 0.0
-        if times is not None:
-            total = times.user + times.system
+        if stat is not None:
             if info.last_wall:
-                cpu = max(0.0, 100.0 * (total - info.last_cpu) / max(1e-6, now - info.last_wall))
-            info.last_cpu, info.last_wall = total, now
+                cpu = max(0.0, 100.0 * (stat.cpu - info.last_cpu) / max(1e-6, now - info.last_wall))
+            info.last_cpu, info.last_wall = stat.cpu, now
         ppid = parents.get(pid, 0)
         flags = []
         if status == psutil.STATUS_ZOMBIE:

@@ -48,7 +48,7 @@ class JobBar(Static):
         code = job.poll()
         self.set_class(code is not None, "-ended")
         self.set_class(code not in (None, 0), "-failed")
-        self.update(job.status_line())
+        self.update(job.status_line(), layout=False)  # one row, whatever it says: no layout pass
 
 
 class GkdtopApp(App[str | None]):
@@ -148,7 +148,7 @@ class GkdtopApp(App[str | None]):
         status = store.phase_status()
         top = headline(status, time.time())
         top.append(f"   {clock(time.time())}", "dim")
-        self.top_bar.update(top)
+        self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:
             self.query_one(JobBar).refresh_from(self.job)
         # Phases age by the clock even when nothing arrives, so they always redraw; the other
@@ -161,7 +161,7 @@ class GkdtopApp(App[str | None]):
                 for pane in panes:
                     pane.refresh_from(store)
         if self.has_class("-compact"):
-            self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}")
+            self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}", layout=False)
         self.refresh_logs(force)
 
     def refresh_logs(self, force: bool = False) -> None:

@@ -8,6 +8,7 @@ from textual.widgets import Static
 from gkdtop.format import bar, human_bytes, sparkline
 from gkdtop.model import RayNode
 from gkdtop.store import Store
+from gkdtop.tui.repaint import reshaped
 
 
 class GpuPane(Static):
@@ -15,13 +16,18 @@ class GpuPane(Static):
     GpuPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
     """
     BORDER_TITLE = "2 GPUs"
+    _shown: Text | None = None
 
     def refresh_from(self, store: Store) -> None:
         # No GPU anywhere (a laptop, the demo): a narrow pane, and the Phases pane gets the width.
         gpus = store.gpus
         none = gpus.status not in ("ok", "pending") and not gpus.devices and not any(n.gpus for n in store.ray.nodes)
         self.set_class(none, "-none")
-        self.update(render_gpus(store, self.size.width - 4))
+        text = render_gpus(store, self.size.width - 4)
+        if text != self._shown:  # without a GPU the state is the same every poll: no redraw
+            layout = reshaped(self._shown.plain if self._shown else "", text.plain, self.content_size.width)
+            self._shown = text
+            self.update(text, layout=layout)
 
 
 def summary(store: Store) -> str:
@@ -39,9 +45,8 @@ def summary(store: Store) -> str:
 
 def render_gpus(store: Store, width: int) -> Text:
     text = Text()
-    health = store.health.get("gpus")
-    if health is not None and not health.ok:
-        text.append(f"collector error: {health.error} (retrying)\n", "bold red")
+    if error := store.collector_error("gpus"):
+        text.append(error + "\n", "bold red")
     gpus = store.gpus
     if gpus.status == "pending":
         text.append("reading NVML…", "dim")

@@ -140,6 +140,8 @@ class LogsPane(Vertical):
         errors = [f for f in files if f.state == "error"]
         if errors:
             parts.append(f"{errors[0].path}: {errors[0].error}"[:80])
+        if error := store.collector_error("logs"):  # the collector itself failed: said until it recovers
+            parts.insert(0, error[:100])
         mode = f"PAUSED · {self._held} new" if self.paused else ("follow" if self.follow else "scroll")
         shown = self.filter_text if len(self.filter_text) < 40 else self.filter_text[:37] + "…"
         # A Text, not a str: a filter full of `\[` must not be read as markup.

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from gkdtop.format import clock, human_duration
 from gkdtop.model import Finding, PhaseStatus
 from gkdtop.store import Store
+from gkdtop.tui.repaint import reshaped
 
 STATE_STYLE = {
     "running": "bold green",
@@ -39,8 +40,9 @@ class PhasesPane(Static):
         text = render_phases(status, time.time(), table=self.has_class("-maximized"), note=note)
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
+            layout = reshaped(self._shown, text.plain, self.content_size.width)
             self._shown = text.plain
-            self.update(text)
+            self.update(text, layout=layout)
 
 
 def headline(status: PhaseStatus, now: float) -> Text:

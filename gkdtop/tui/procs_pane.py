@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
+from rich.text import Text
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.widgets import DataTable
 
 from gkdtop.format import human_bytes, human_duration
@@ -57,6 +59,7 @@ class ProcsPane(DataTable[str]):
     """
     BORDER_TITLE = "3 Processes"
     BINDINGS = [Binding("o", "cycle_sort", "Sort")]
+    _rows_repaint_themselves = False  # set while refresh_from updates cells (see refresh)
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
@@ -64,17 +67,34 @@ class ProcsPane(DataTable[str]):
         self._rows: dict[int, dict[str, str]] = {}
         self._procs: list[ProcInfo] = []
         self._order: list[int] = []
+        self._error = ""  # the collector's, while it fails
+        # DataTable keys its render caches by a counter that every cell update bumps, so each poll
+        # adds a screenful of entries that are never read again, kept up to the caps (10,000 cells,
+        # 1,000 rows and lines): ~10 MB that a 30-minute soak saw fill slowly. Two screenfuls do.
+        for name, cap in (("_cell_render_cache", 2000), ("_row_render_cache", 200), ("_row_renderable_cache", 200),
+                          ("_line_cache", 200)):
+            if (cache := getattr(self, name, None)) is not None:
+                cache.maxsize = cap
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
             self.add_column(label, key=key)
-        self.border_subtitle = f"sort: {self.sort_key} (o)"
+        self._show_subtitle()
+
+    def _show_subtitle(self) -> None:
+        sort = f"sort: {self.sort_key} (o)"
+        self.border_subtitle = Text(f"{self._error} · {sort}", "bold red") if self._error else sort
 
     def refresh_from(self, store: Store) -> None:
         now = time.time()
+        error = store.collector_error("procs")  # the rows stay as last read, under the error
+        if error != self._error:
+            self._error = error
+            self._show_subtitle()
         self._procs = store.processes
         fresh = {p.pid: cells(p, now) for p in store.processes}
         added = False
+        changed: list[str] = []
         with self.app.batch_update():
             for pid in [pid for pid in self._rows if pid not in fresh]:
                 self.remove_row(str(pid))
@@ -84,12 +104,31 @@ class ProcsPane(DataTable[str]):
                 if old is None:
                     self.add_row(*(row[k] for k, _ in COLUMNS), key=str(pid))
                     added = True
-                else:
-                    for key, value in row.items():
-                        if old[key] != value:
-                            self.update_cell(str(pid), key, value)
+                elif old != row:
+                    changed.append(str(pid))
+                    self._rows_repaint_themselves = True
+                    try:
+                        for key, value in row.items():
+                            if old[key] != value:
+                                self.update_cell(str(pid), key, value)
+                    finally:
+                        self._rows_repaint_themselves = False
                 self._rows[pid] = row
+            for key in changed:
+                self.refresh_row(self.get_row_index(key))  # only rows in view repaint
             self._apply_sort(force=added)
+
+    def refresh(
+        self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False
+    ) -> ProcsPane:
+        """While refresh_from updates cells, the rows it changed repaint, not the whole table.
+
+        `update_cell` repaints every visible row (~2.5 ms each), so a busy process's CPU cell would
+        redraw a screenful of idle ones on every poll.
+        """
+        if self._rows_repaint_themselves:
+            return self
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def _apply_sort(self, force: bool = False) -> None:
         ordered = [p.pid for p in sorted(self._procs, key=SORTS[self.sort_key])]
@@ -102,12 +141,12 @@ class ProcsPane(DataTable[str]):
     def action_cycle_sort(self) -> None:
         keys = list(SORTS)
         self.sort_key = keys[(keys.index(self.sort_key) + 1) % len(keys)]
-        self.border_subtitle = f"sort: {self.sort_key} (o)"
+        self._show_subtitle()
         self._apply_sort(force=True)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = str(event.column_key.value)
         if key in SORTS:
             self.sort_key = key
-            self.border_subtitle = f"sort: {self.sort_key} (o)"
+            self._show_subtitle()
             self._apply_sort(force=True)

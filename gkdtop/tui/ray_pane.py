@@ -23,16 +23,20 @@ class RayPane(Static):
     RayPane { height: 1; padding: 0 1; background: $boost; }
     RayPane.-maximized { height: 1fr; border: round $primary; overflow-y: auto; }
     RayPane.-pending { color: $warning; text-style: bold; }
+    RayPane.-error { color: $error; }
     """
     BORDER_TITLE = "5 Ray"
 
     def refresh_from(self, store: Store) -> None:
         state = store.ray
         self.set_class(bool(state.pending), "-pending")
+        error = store.collector_error("ray")
+        self.set_class(bool(error), "-error")
         if self.has_class("-maximized"):
-            self.update(render_cluster(state, store.ray_logs))
+            text = render_cluster(state, store.ray_logs)
+            self.update(Text(error + "\n", "bold red") + text if error else text)
         else:
-            self.update(ray_line(state))
+            self.update(f"Ray: {error} · last seen: {ray_line(state)}" if error else ray_line(state))
 
 
 def _fmt(key: str, value: float) -> str:
