@@ -161,9 +161,10 @@ class Store:
         """For the log collector: which lines of a flood the phase and finding rules need to see."""
         gates = [g for g in (self.phases.any_re, self.phases.idle_re, self.findings_engine.any_re) if g is not None]
         with_extra = [sig for sig in self.config.findings if sig.extra]  # they read the lines after a match
+        if not with_extra:
+            return FloodSieve(gates, FLOOD_MARKERS)
         opens = Prefiltered(re.compile("|".join(f"(?:{unnamed(s.match.pattern)})" for s in with_extra)))
-        return FloodSieve(gates, FLOOD_MARKERS, opens if with_extra else None,
-                          max((sig.within for sig in with_extra), default=0))
+        return FloodSieve(gates, FLOOD_MARKERS, opens, max(sig.within for sig in with_extra))
 
     # --- reads (from views) --------------------------------------------------------------------
 

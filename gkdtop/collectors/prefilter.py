@@ -8,6 +8,7 @@ literals (~2 µs) rules out almost every line, and only the rest meet the full p
 
 from __future__ import annotations
 
+import functools
 import re
 import re._constants as sre  # the parser's node names: the stdlib's own, stable since 3.11
 import re._parser as sre_parse
@@ -121,33 +122,29 @@ class FloodSieve:
         self.markers = markers
         self.opens = opens
         self.window = window
-        self._args: list[str] | None = None
-        self._args_made = False
 
+    @functools.cached_property
     def grep_args(self) -> list[str] | None:
         """The grep command that finds candidate lines; None when a gate has no literals, a literal
-        can't be passed, or there is no grep (then nothing can be ruled out)."""
-        if not self._args_made:
-            self._args_made = True
-            words, fold = list(self.markers), False
-            for gate in self.gates:
-                found = required_literals(gate.pattern.pattern, gate.pattern.flags)
-                if found is None:
-                    return None
-                words += found[0]
-                fold = fold or found[1]
-            grep = shutil.which("grep")
-            # -i folds only ASCII letters in the C locale: a folded non-ASCII literal could be missed.
-            if grep is None or any("\0" in w or (fold and not w.isascii()) for w in words):
+        can't be passed, or there is no grep (then nothing can be ruled out). Made on first use."""
+        words, fold = list(self.markers), False
+        for gate in self.gates:
+            found = required_literals(gate.pattern.pattern, gate.pattern.flags)
+            if found is None:
                 return None
-            self._args = [grep, "-n", "-a", "-F", *(["-i"] if fold else []), *(a for w in words for a in ("-e", w))]
-        return self._args
+            words += found[0]
+            fold = fold or found[1]
+        grep = shutil.which("grep")
+        # -i folds only ASCII letters in the C locale: a folded non-ASCII literal could be missed.
+        if grep is None or any("\0" in w or (fold and not w.isascii()) for w in words):
+            return None
+        return [grep, "-n", "-a", "-F", *(["-i"] if fold else []), *(a for w in words for a in ("-e", w))]
 
     def keep(self, lines: list[str], data: bytes, head: int, message: Callable[[str], str]) -> set[int] | None:
         """Which of `lines[:head]` to keep, by index; None when none can be ruled out. `data` is the
         same lines as bytes, `\n`-separated (what grep reads); `message(line)` is the part of a line
         the rules read (without its Ray prefix)."""
-        args = self.grep_args()
+        args = self.grep_args
         if args is None:
             return None
         try:

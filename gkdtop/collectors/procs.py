@@ -7,7 +7,7 @@ with hundreds of processes stays cheap.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import re
 import time
@@ -55,7 +55,6 @@ class _Known:
     actor: str
     session: str
     ppid: int = 0  # refreshed on every scan for job processes; for the others, as first seen
-    started: float | None = None  # seconds after boot (/proc/PID/stat): a reused PID has another
     raw_cmdline: bytes = b""  # /proc/PID/cmdline as last parsed: a Ray title is parsed again only when it changed
     last_cpu: float = 0.0
     last_wall: float = 0.0
@@ -70,6 +69,12 @@ class _Stat:
     cpu: float  # user + system seconds
     started: float  # seconds after boot
     rss: int
+
+
+@functools.cache
+def boot_time() -> float:
+    """Epoch seconds of the boot: a process's start in /proc/PID/stat counts from it (as psutil's create_time)."""
+    return psutil.boot_time()
 
 
 def read_stat(pid: int) -> _Stat | None:
@@ -224,9 +229,6 @@ class ProcCollector:
         role, actor = classify(argv[0], cmdline, self.driver_re)
         match = SESSION_RE.search(cmdline)
         info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "", ppid)
-        with contextlib.suppress(OSError):  # else the first row read sets it
-            stat = read_stat(pid)
-            info.started = stat.started if stat is not None else None
         self._known[pid] = info
         return info
 
@@ -266,9 +268,7 @@ class ProcCollector:
         else:
             if stat is None:
                 return None  # vanished mid-read: skipped silently
-            if info.started is None:
-                info.started = stat.started
-            elif stat.started != info.started:
+            if info.create_time and abs(boot_time() + stat.started - info.create_time) > 1:
                 del self._known[pid]  # PID reused: read it afresh next time
                 return None
             status, rss, info.ppid = stat.status, stat.rss, stat.ppid
