@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -13,7 +12,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="log file or glob to follow (repeatable); "
                         "default: ./train.log and the newest Ray session's logs")
     parser.add_argument("--config", metavar="FILE", help="YAML config (default: $XDG_CONFIG_HOME/gkdtop/config.yaml)")
-    parser.add_argument("--stall-after", type=float, metavar="SECONDS",
+    parser.add_argument("--stall-after", type=seconds, metavar="SECONDS",
                         help="seconds without progress before a phase is STALLED, for every phase "
                         "(default: 120, longer for slow phases such as actor init)")
     parser.add_argument("--ray-address", metavar="ADDR", help="Ray cluster (GCS host:port or dashboard URL)")
@@ -21,6 +20,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ray-logs", action="append", default=[], metavar="GLOB",
                         help="follow Ray log files matching GLOB on every node, e.g. 'worker-*.out' (repeatable; "
                         "docs/multinode.md)")
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type: `nan`, `inf`, `-5` are one-line errors)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="timeline, steps, errors and findings of finished logs")
     rep.add_argument("files", nargs="+", metavar="LOG")
     rep.add_argument("--config", metavar="FILE")
-    rep.add_argument("--stall-after", type=float, metavar="SECONDS")
+    rep.add_argument("--stall-after", type=seconds, metavar="SECONDS")
     rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
-    rep.add_argument("--no-grep", action="store_true", help="select lines in Python instead of GNU grep")
     stk = sub.add_parser("stacks", help="dump the Python stacks of the job's processes (py-spy), grouped")
     stk.add_argument("pids", nargs="*", type=int, metavar="PID")
     stk.add_argument("--native", action="store_true", help="include C/C++ frames")
@@ -97,18 +108,16 @@ def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     config = load_config(args.config)
     if getattr(args, "stall_after", None) is not None:
-        if args.stall_after <= 0:
-            raise SystemExit("gkdtop: --stall-after must be positive")
         config.stall_after = args.stall_after
         for rule in config.phases:  # said on the command line: it holds for every phase, the slow ones too
             rule.stall_after = None
     if getattr(args, "filter", None) is not None:
-        import re
+        from gkdtop.analysis.matcher import PatternError, compile_pattern
 
         try:
-            re.compile(args.filter)
-        except re.error as exc:
-            raise SystemExit(f"gkdtop: --filter: invalid regular expression: {exc}") from None
+            compile_pattern(args.filter, every_engine=False)
+        except PatternError as exc:
+            raise SystemExit(f"gkdtop: --filter: {exc}") from None
         config.filters["default"] = args.filter
     return config
 
@@ -190,6 +199,7 @@ def dashboard(args: argparse.Namespace, config, root_pids: tuple[int, ...] = ())
 def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
     import asyncio
 
+    from gkdtop import jsonout
     from gkdtop import snapshot as snap
     from gkdtop.monitor import Monitor
 
@@ -207,7 +217,7 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
     asyncio.run(collect())
     doc = snap.build(monitor.store, config.default_filter, lines=args.lines)
     if args.json:
-        json.dump(doc, sys.stdout, indent=1, default=str)
+        jsonout.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(snap.text_summary(doc))
@@ -215,6 +225,7 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
 
 
 def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop import jsonout
     from gkdtop import replay as rp
 
     for path in args.files:
@@ -222,12 +233,12 @@ def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-
             print(f"gkdtop replay: {path}: not a readable file", file=sys.stderr)
             return 2
     try:
-        report = rp.replay(args.files, config, use_grep=not args.no_grep)
+        report = rp.replay(args.files, config)
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(rp.report_json(report), sys.stdout, indent=1, default=str)
+        jsonout.dump(rp.report_json(report), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(rp.report_text(report))

@@ -19,8 +19,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkdtop.collectors import logs, phases
-from gkdtop.collectors.logs import LogCollector, parse_line, parse_timestamp, repeat_count
+from gkdtop.analysis import phases
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.lines import parse_line, repeat_count
+from gkdtop.analysis.time import parse_timestamp
+from gkdtop.collectors import logs
+from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, ConfigError, builtin_phases, load_config
 from gkdtop.model import LogLine
 
@@ -156,15 +160,16 @@ LINE_TEXT = PHASE_TEXT | STEP_TEXT | st.text(max_size=120)
        now=st.floats(-1e12, 1e12, allow_nan=False))
 def test_phase_engine_takes_anything_in_any_order_and_stays_bounded(
         events: list[tuple[str, float, bool]], now: float) -> None:
-    with mock.patch.object(phases, "MAX_SPANS", 5), mock.patch.object(phases, "MAX_STEPS", 7):
-        engine = phases.PhaseEngine(Config(phases=builtin_phases()))
+    with mock.patch.object(phases, "MAX_SPANS", 5), mock.patch.object(phases, "MAX_RECENT_STEPS", 7):
+        analysis = Analysis(Config(phases=builtin_phases()))
+    engine = analysis.phases
     for text, t, progress in events:  # timestamps jump backwards and forwards at random
         line = LogLine("f", text, t, t, "", None, "", 0, progress, False, text)
         if progress:
-            engine.feed_progress(line)
+            analysis.feed_progress(line)
         else:
-            engine.feed(line)
-        assert len(engine.timeline) <= 5 and len(engine.steps) <= 7 and len(engine.first_spans) <= 20
+            analysis.feed([line])
+        assert len(engine.timeline) <= 5 and len(engine.recent_steps) <= 7 and len(engine.first_spans) <= 20
         assert len(engine._bar_keys) <= 1001
     status = engine.status(now)
     assert status.state in {"waiting", "running", "stalled", "done", "failed"}
