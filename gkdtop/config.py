@@ -41,6 +41,7 @@ FAIL_PATTERN = (
 IDLE_PATTERNS = [
     r"resource request cannot be scheduled|No available node types can fulfill",
     r"Waiting for .* to be ready|still waiting",
+    r"\bheartbeat\b|still alive",
 ]
 DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.trainer", r"gkdtop\.demo\.job"]
 

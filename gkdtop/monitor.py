@@ -54,7 +54,7 @@ class Monitor:
         self.collectors: list[Collector] = [
             GpuCollector(backend=gpu_backend, interval=refresh["gpus"]),
             LogCollector(self.log_sources, backlog=config.backlog, max_line=config.max_line,
-                         interval=refresh["logs"], sieve=lambda data, head: self.store.analysis.keep(data, head)),
+                         interval=refresh["logs"], sieve=self.store.flood_sieve()),
             RayCollector(ray_address, interval=refresh["ray"]),
             # Remote nodes' log files: idle (no requests) until --ray-logs or the Logs pane's picker asks.
             RayLogCollector(list(ray_logs), ray_address, backlog=config.backlog, max_line=config.max_line,
@@ -88,13 +88,17 @@ class Monitor:
         is read meanwhile: this collector waits for it)."""
         if batch.history:
             self.store.history_pending = True
+            from gkdtop.analysis.engine import Analysis
+            from gkdtop.store import read_history
+
             try:
-                analysis = await asyncio.to_thread(self._read_history, batch.history)
+                analysis = await asyncio.to_thread(read_history, Analysis(self.config), batch.history)
             except Exception as exc:  # the dashboard goes on with what the live lines show
                 self.store.history_pending = False
                 self.store.fail("logs", f"reading the logs' history: {one_line(exc)}", 0)
             else:
                 self.store.adopt_history(analysis)
+            batch.history = []
         for part in batch.slices(LOG_SLICE):
             self.store.put("logs", part)
             await asyncio.sleep(0)
@@ -119,9 +123,6 @@ class Monitor:
                 self.store.fail("stall_stacks", one_line(exc), 0)
             else:
                 self.store.put("stall_stacks", taken)
-
-    def _read_history(self, history: list[tuple[str, int, float, bool]]) -> Any:
-        return _history_analysis(self.config, history)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -151,19 +152,6 @@ class Monitor:
         first = [c for c in self.collectors if c.name != "procs"]
         await asyncio.gather(*(one(c) for c in first))
         await asyncio.gather(*(one(c) for c in self.collectors if c.name == "procs"))
-
-
-def _history_analysis(config: Config, history: list[tuple[str, int, float, bool]]) -> Any:
-    from gkdtop.analysis.engine import Analysis, HistoryRange
-
-    analysis = Analysis(config)
-    ranges = [HistoryRange(path, 0, size, mtime, final) for path, size, mtime, final in history]
-    for part in ranges:
-        try:
-            analysis.read_history([part])
-        except OSError:  # gone or unreadable since it was opened: its live lines still count
-            continue
-    return analysis
 
 
 def _settle(future: asyncio.Future[Any], work: Any, *args: Any) -> None:

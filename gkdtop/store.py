@@ -6,8 +6,10 @@ read. Nothing in here grows without bound.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from gkdtop.analysis.engine import Analysis
@@ -28,6 +30,17 @@ from gkdtop.model import (
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
+
+
+def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
+    """Files' content from before they were followed, `(path, size, mtime, finished)` each, into
+    `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
+    from gkdtop.analysis.engine import HistoryRange
+
+    for path, size, mtime, final in history:
+        with contextlib.suppress(OSError):
+            analysis.read_history([HistoryRange(path, 0, size, mtime, final)])
+    return analysis
 
 
 class Store:
@@ -139,6 +152,9 @@ class Store:
         if not batch.lines and not batch.progress and not batch.skipped and (
                 not local or batch.files == self.log_files):
             return False
+        if getattr(batch, "history", None):  # what the files held before: analysed first, as a whole
+            read_history(self.analysis, batch.history)
+            batch.history = []
         analysis = self.analysis
         if batch.skipped:
             self.skipped_lines += batch.skipped
@@ -159,16 +175,15 @@ class Store:
         return True
 
     def adopt_history(self, analysis: Analysis) -> None:
-        """The analysis of what the followed files held before they were followed (Monitor reads it in
-        a thread, on an Analysis of its own); lines that arrived meanwhile were fed to the old one, and
-        follow in the new one as the history's continuation."""
+        """The analysis of what the followed files held before they were followed, read by the Monitor
+        in a thread on an Analysis of its own (no line is followed meanwhile): it replaces the store's."""
         self.analysis = analysis
         self.history_pending = False
         self._bump("logs")
 
-    def flood_sieve(self) -> Analysis:
+    def flood_sieve(self) -> Callable[[bytes, int], set[int]]:
         """For the log collector: which lines of a flood some rule needs (`Analysis.keep`)."""
-        return self.analysis
+        return lambda data, head: self.analysis.keep(data, head)
 
     # --- reads (from views) --------------------------------------------------------------------
 

@@ -19,11 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gkdtop.analysis import lines as lines_mod
 from gkdtop.analysis import phases
 from gkdtop.analysis.engine import Analysis
 from gkdtop.analysis.lines import parse_line, repeat_count
 from gkdtop.analysis.time import parse_timestamp
-from gkdtop.collectors import logs
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, ConfigError, builtin_phases, load_config
 from gkdtop.model import LogLine
@@ -84,11 +84,11 @@ def test_hostile_bytes_give_clean_bounded_lines(tokens: list[bytes], cuts: list[
 @FAST
 @given(st.binary(max_size=3000) | st.lists(TOKENS, max_size=20).map(b"".join))
 def test_collapse_leaves_no_carriage_return_and_keeps_the_lines(data: bytes) -> None:
-    cleaned = logs._clean(data)
-    collapsed = logs._collapse_lines(cleaned)
+    cleaned = lines_mod.clean_bytes(data)
+    collapsed = lines_mod.collapse_lines(cleaned)
     assert b"\r" not in collapsed
     assert collapsed.count(b"\n") == cleaned.count(b"\n")
-    text = logs._decode(collapsed)
+    text = lines_mod.decode(collapsed)
     assert not (CONTROL - {"\n"}) & set(text)
 
 

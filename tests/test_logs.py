@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkdtop.collectors import logs
-from gkdtop.analysis.time import parse_timestamp
 from gkdtop.analysis.lines import parse_line, repeat_count, strip_ansi
+from gkdtop.analysis.time import parse_timestamp
+from gkdtop.collectors import logs
 from gkdtop.collectors.logs import LogBatch, LogCollector
 from gkdtop.model import LogFileState, LogLine
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.collectors.logs import LogCollector
 from gkdtop.analysis.engine import Analysis as PhaseEngine
+from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, builtin_phases, load_config
 from gkdtop.model import LogLine
 from gkdtop.store import Store

@@ -86,6 +86,7 @@ class Analysis:
             return
         hits = self.matcher.scan_texts([line.text for line in lines])
         self.lines_read += len(lines)
+        self._observe_clock(lines)
         for i, line in enumerate(lines):
             self._feed_one(line, self._time(line), hits.get(i, ()), None)
 
@@ -116,13 +117,21 @@ class Analysis:
                 kept.update(range(index + 1, min(index + 1 + window, head)))
         return kept
 
+    def _observe_clock(self, lines: list[LogLine]) -> None:
+        """The newest stamped live line of each source in a batch: the one that arrived closest to when
+        it was written (a flood's sieve keeps it too, so sieving changes no estimate)."""
+        newest: dict[str, LogLine] = {}
+        for line in lines:
+            if line.ts is not None and not line.backlog:
+                newest[line.source] = line
+        for line in newest.values():
+            self.skew.observe(line.source, line.ts, line.seen)  # type: ignore[arg-type]
+
     def _time(self, line: LogLine) -> float:
         """The line's time on this machine's clock: its stamp, corrected for its source's offset."""
         ts = line.ts
         if ts is None:
             return line.seen
-        if not line.backlog and not line.progress:
-            self.skew.observe(line.source, ts, line.seen)
         ts = self.skew.correct(line.source, ts)
         return ts if ts <= line.seen + 5 else line.seen
 
