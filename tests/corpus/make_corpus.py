@@ -479,8 +479,8 @@ def _(log: Log) -> None:
 
 
 @scenario("verl_ppo_2node_ib_completion_error", framework="verl", state="failed", phase="actor update",
-          culprit="NET/IB: got completion with error 12 (transport retry counter exceeded) from the peer node",
-          culprit_any=["ib-completion-error", "completion with error"], fix=["ibstat", "NCCL_IB_DISABLE", "link"], quiet_for=20,
+          culprit="NET/IB: Got completion from peer ... with status=12 (IBV_WC_RETRY_EXC_ERR: transport retries exhausted) on mlx5_2",
+          culprit_any=["ib-completion-error", "Got completion from peer"], fix=["ibstat", "NCCL_IB_DISABLE", "link"], quiet_for=20,
           wrong_claims=["dataset", "CUDA out of memory"])
 def _(log: Log) -> None:
     v = Verl(log, algo="ppo", nodes=2, critic=True, nccl_debug=True, steps=100)
@@ -490,17 +490,16 @@ def _(log: Log) -> None:
     log.adv(40, 60)
     pre = v.wpre(1, 2)
     h, pid = v.hosts[1], v.worker_pids[1][2]
-    log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer {v.ips[0]}<52411> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:{v.ips[1]} remoteGidsfe80::a288:c2ff:fe3b:1d0e hca mlx5_2")
+    log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer {v.ips[0]}<52411> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:{v.ips[1]} remoteGids::ffff:{v.ips[0]} hca mlx5_2")
     log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] NCCL INFO transport/net.cc:1308 -> 6")
     log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] NCCL INFO proxy.cc:698 -> 6")
     log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] NCCL INFO proxy.cc:878 -> 6 [Progress Thread]")
-    log.raw(f"{pre}{h}:{pid}:{pid + 977} [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer {v.ips[0]}<52411> with error 12, opcode 0, len 0, vendor err 129 (Send)")
     log.adv(1, 2)
     verl_traceback_ray(v, "update_actor", [
         ("/workspace/verl/verl/workers/fsdp_workers.py", 918, "update_actor", "metrics = self.actor.update_policy(data=data)"),
         (f"{PY}/torch/distributed/fsdp/_runtime_utils.py", 1130, "_post_backward_hook", "_reduce_grad(state, handle)"),
         (f"{PY}/torch/distributed/distributed_c10d.py", 4173, "reduce_scatter_tensor", "work.wait()"),
-    ], "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 10. Original reason for failure was: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5\nncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\nLast error:\nNET/IB : Got completion from peer 10.0.0.11<52411> with error 12, opcode 0, len 0, vendor err 129 (Send)")
+    ], "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 10. Original reason for failure was: NCCL error: remote process exited or there was a network error, NCCL version 2.21.5\nncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\nLast error:\nNET/IB : Got completion from peer %s<52411> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:%s remoteGids::ffff:%s hca mlx5_2" % (v.ips[0], v.ips[1], v.ips[0]))
 
 
 @scenario("verl_ppo_no_cpu_backend", framework="verl", state="failed", phase="checkpoint load",
