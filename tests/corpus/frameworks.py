@@ -160,7 +160,10 @@ class Verl:
         ]
         self.tr("\n".join(cfg))
         log.adv(0.5, 1.5)
-        self.tr("[validate_config] All configuration checks passed successfully!")
+        if self.algo == "gkd":
+            self.tr(f"resource_pool_spec: {{'rollout_pool': {[self.gpus // 2] * self.nodes}, 'actor_pool': {[self.gpus // 2] * self.nodes}}}")
+        else:
+            self.tr("[validate_config] All configuration checks passed successfully!")
 
     def dataset(self) -> None:
         log = self.log
@@ -470,10 +473,51 @@ class Verl:
         ]
         return " - ".join(parts)
 
+    def gkd_step(self, *, stop: str | None = None, save: bool = False) -> None:
+        """One step of verl-recipe gkd/megatron (one-step-off scheduler; separate rollout pool, so
+        no sleep/wake: the actor broadcasts weights to the rollout in sync_rollout_weights)."""
+        log = self.log
+        r = log.rng
+        t: dict[str, float] = {}
+        t["sync_rollout_weights"] = r.uniform(4, 9)
+        if stop == "weight sync":
+            return
+        log.adv(t["sync_rollout_weights"])
+        t["wait_prev_gen"] = self.generate()
+        t["wait_prev_teacher"] = r.uniform(0.5, 6)
+        log.adv(t["wait_prev_teacher"])
+        if stop == "generation":
+            return
+        self.tr("INFO: generate text done.")
+        self.tr("DEBUG: <|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+                "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                "How many clips did Natalia sell altogether in April and May? Let's think step by step and output "
+                "the final answer after \"####\".<|im_end|>\n<|im_start|>assistant\nIn April she sold 48 clips.\n"
+                "In May she sold 48 / 2 = 24 clips.\nAltogether: 48 + 24 = 72.\n#### 72<|im_end|>")
+        t["update_actor"] = r.uniform(50, 90)
+        if stop == "actor update":
+            return
+        log.adv(t["update_actor"])
+        self.tr("INFO: update actor done.")
+        t["step"] = sum(t.values())
+        if save:
+            t["save_checkpoint"] = self.save()
+        parts = [f"step:{self.step}", f"actor/kl_loss:{r.uniform(0.05, 0.4):.6f}", f"actor/grad_norm:{r.uniform(0.2, 1.2):.6f}",
+                 "actor/lr:1e-06", f"response_seq_len/average:{r.uniform(200, 500):.3f}", "response_seq_len/max:2048",
+                 "response_seq_len/min:37", f"training/global_step:{self.step}", "training/epoch:0"]
+        parts += [f"timing_s/{k}:{v:.9f}" for k, v in t.items()]
+        parts += [f"perf/total_num_tokens:{r.randint(900_000, 1_400_000)}", f"perf/time_per_step:{t['step']:.9f}",
+                  f"perf/throughput:{r.uniform(900, 1600):.9f}"]
+        self.tr(" - ".join(parts))
+        self.tr(tqdm_bar("Training Progress", self.step, self.steps, self.step * t["step"]))
+
     def train_step(self, *, nan: bool = False, stop: str | None = None, save: bool = False, validate: bool = False) -> None:
         """One PPO/GRPO step. stop names the sub-phase in which the step stops producing output."""
         log = self.log
         self.step += 1
+        if self.algo == "gkd":
+            self.gkd_step(stop=stop, save=save)
+            return
         t: dict[str, float] = {}
         if self.engine == "vllm":
             self.wake(ok=stop != "weight sync")
