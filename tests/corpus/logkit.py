@@ -190,7 +190,7 @@ def watchdog_timeout(log: Log, pre: str, rank: int, local_rank: int, seq: int, o
         log.raw(f"{pre}frame #{i}: {fr}")
     log.raw(pre)
     log.raw(f"{pre}terminate called after throwing an instance of 'c10::DistBackendError'")
-    log.raw(f"{pre}  what():  [PG ID {pg[0]} PG GUID {pg[1]}({pg[2]}) Rank {rank}] Process group watchdog thread terminated with exception: [Rank {rank}] Watchdog caught collective operation timeout: {work}")
+    log.raw(f"{pre}  what():  {pgp} Process group watchdog thread terminated with exception: [Rank {rank}] Watchdog caught collective operation timeout: {work}")
 
 
 def fatal_signal(log: Log, pre: str, sig: str, pid: int, stack: list[tuple[str, int, str]]) -> None:
