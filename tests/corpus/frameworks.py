@@ -295,7 +295,9 @@ class Verl:
     def _sglang_init(self, stop: str | None) -> None:
         log = self.log
         pre = self.wpre(0, 0)
-        ts = log.pylog_ts
+        def ts() -> str:
+            return log.pylog_ts(True)
+
         # verl starts SGLang with log_level='error' (async_sglang_server.py): its INFO lines only
         # print when sglang_info (e.g. MTP runs set 'info'); the capture tqdm bar prints either way.
         real_raw = log.raw
@@ -416,7 +418,7 @@ class Verl:
             if self.engine == "vllm":
                 log.vllm("INFO", "loggers.py:118", f"Engine 000: Avg prompt throughput: {log.rng.uniform(0, 900):.1f} tokens/s, Avg generation throughput: {gen_tp:.1f} tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, GPU KV cache usage: {log.rng.uniform(5, 60) if running else 0:.1f}%, Prefix cache hit rate: {log.rng.uniform(60, 80):.1f}%", pre=pre, proc="")
             elif self.sglang_info:
-                log.raw(f"{self.wpre(0, 0)}[{log.pylog_ts()[:19]} TP0] Decode batch. #running-req: {running}, #token: {running * 700}, token usage: {log.rng.uniform(0.05, 0.6):.2f}, cuda graph: {running <= 160}, gen throughput (token/s): {gen_tp:.2f}, #queue-req: {waiting}")
+                log.raw(f"{self.wpre(0, 0)}[{log.pylog_ts(True)[:19]} TP0] Decode batch. #running-req: {running}, #token: {running * 700}, token usage: {log.rng.uniform(0.05, 0.6):.2f}, cuda graph: {running <= 160}, gen throughput (token/s): {gen_tp:.2f}, #queue-req: {waiting}")
             if stop_at is not None and done >= stop_at and total > 3600:
                 return total
         return total

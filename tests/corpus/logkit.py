@@ -69,13 +69,13 @@ class Log:
         return self.shifted().strftime("%m-%d %H:%M:%S")
 
     def pylog_ts(self, shifted: bool = False) -> str:
-        """logging's default asctime: '2025-06-12 10:31:02,123'."""
+        """logging's default asctime: '2025-06-12 10:31:02,123'. shifted: printed on a worker's clock."""
         t = self.shifted() if shifted else self.t
         return t.strftime("%Y-%m-%d %H:%M:%S") + f",{t.microsecond // 1000:03d}"
 
     def glog_ts(self, level: str = "I", nanos: bool = True) -> str:
         """c10 logging (torch >= 2.4): 'E1218 20:27:21.426415540' (month+day, 9-digit fraction)."""
-        t = self.t
+        t = self.shifted()  # printed by worker processes: the workers' clock
         frac = f"{t.microsecond:06d}{self.rng.randint(0, 999):03d}" if nanos else f"{t.microsecond:06d}"
         return f"{level}{t:%m%d %H:%M:%S}.{frac}"
 

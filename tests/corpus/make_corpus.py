@@ -187,7 +187,7 @@ def _(log: Log) -> None:
             watchdog_timeout(log, v.wpre(node, r), node * 8 + r, r, 1, "BROADCAST", 544997376, 544997376, full=(node, r) == (1, 0))
     log.raw(f"{v.wpre(1, 0)}*** SIGABRT received at time={int(log.t.timestamp())} on cpu 37 ***")
     log.adv(3, 5)
-    log.raw(f"{log.prefix('raylet', ip=v.ips[1], pid=4411)}A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff1c2b3a4d5e6f708901000000 Worker ID: 6c1e2f0a3b4d Node ID: 8a7b6c5d4e3f Worker IP address: {v.ips[1]} Worker port: 10043 Worker PID: {v.worker_pids[1][0]} Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.")
+    log.raw(f"(raylet, ip={v.ips[1]}) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff1c2b3a4d5e6f708901000000 Worker ID: 6c1e2f0a3b4d Node ID: 8a7b6c5d4e3f Worker IP address: {v.ips[1]} Worker port: 10043 Worker PID: {v.worker_pids[1][0]} Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.")
 
 
 # =================================================================================== rollout init
@@ -229,7 +229,7 @@ def _(log: Log) -> None:
         ("/workspace/verl/verl/workers/rollout/sglang_rollout/sglang_rollout.py", 418, "_init_inference_engine"),
     ])
     log.adv(2, 4)
-    log.raw(f"{v.wpre(0, 0)}[{log.pylog_ts()[:19]}] Received sigquit from a child process. It usually means the child failed.")
+    log.raw(f"{v.wpre(0, 0)}[{log.pylog_ts(True)[:19]}] Received sigquit from a child process. It usually means the child failed.")
     log.raw(f"{log.prefix('TaskRunner', pid=v.runner)}Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_init_model() (pid={v.worker_pids[0][1]}, ip={v.ips[0]}, actor_id=2b3c4d5e6f708192a3b4c5d601000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f2a1b0c9d80>)")
     log.raw("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
     log.raw("\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict")
@@ -424,8 +424,8 @@ def _(log: Log) -> None:
     v.train_step(stop="old log-prob")
     log.adv(30, 40)
     wp = v.worker_pids[0][3]
-    log.raw(f"{log.prefix('raylet', pid=2210)}[{log.pylog_ts()[:19]}] (raylet) node_manager.cc:3222: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5b6a7c8d9e0f1a2b3c4d, IP: {v.ips[0]}) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip {v.ips[0]}`")
-    log.raw(f"{log.prefix('raylet', pid=2210)}Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task. To adjust the kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.")
+    log.raw(f"(raylet) [{log.pylog_ts(True)} E 2210 2210] (raylet) node_manager.cc:3222: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5b6a7c8d9e0f1a2b3c4d, IP: {v.ips[0]}) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip {v.ips[0]}`")
+    log.raw("(raylet) Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task. To adjust the kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.")
     log.raw("Error executing job with overrides: ['algorithm.adv_estimator=gae', 'trainer.n_gpus_per_node=8']")
     log.raw("ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunner.run()\x1b[39m (pid=%d, ip=%s, actor_id=7f6b2c1d9e8a4b3c2d1e0f9a01000000, repr=<main_ppo.TaskRunner object at 0x7f9a1c3e2b50>)" % (v.runner, v.ips[0]))
     log.raw("  File \"/workspace/verl/verl/trainer/ppo/ray_trainer.py\", line 1123, in fit")
@@ -750,10 +750,9 @@ def _(log: Log) -> None:
     v.config()
     v.dataset()
     v.worker_group()
-    for k in range(30):
+    for _ in range(30):
         pid = log.rng.randint(300000, 400000)
-        log.raw(f"{log.prefix('raylet', pid=1877)}[{log.pylog_ts()[:19]},{log.rng.randint(100, 999)} E {1877} {1877}] (raylet) worker_pool.cc:588: Some workers of the worker process({pid}) have not registered within the timeout. The process is still alive, probably it's hanging during start.")
-        log.raw(f"{log.prefix('WorkerDict', pid=pid)}Installing collected packages: flash-attn, vllm" if k % 4 == 0 else f"{log.prefix('raylet', pid=1877)}[{log.pylog_ts()[:19]}] (raylet) runtime_env setup: pip install -r requirements.txt (attempt {k // 4 + 1})")
+        log.raw(f"(raylet) [{log.pylog_ts(True)} E 1877 1877] (raylet) worker_pool.cc:588: Some workers of the worker process({pid}) have not registered within the timeout. The process is still alive, probably it's hanging during start.")
         log.adv(60, 62)
 
 
@@ -771,7 +770,7 @@ def _(log: Log) -> None:
     v.train_step(stop="actor update")
     log.adv(50, 60)
     ip1 = v.ips[1]
-    log.raw(f"{log.prefix('raylet', pid=1500)}[{log.pylog_ts()[:19]}] (raylet) The node with node id: 3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f and address: {ip1} and node name: {ip1} has been marked dead because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, etc.) \n\t(2) raylet has lagging heartbeats due to slow network or busy workload.")
+    log.raw(f"(raylet) [{log.pylog_ts(True)} E 1500 1500] (raylet) The node with node id: 3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f and address: {ip1} and node name: {ip1} has been marked dead because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes unexpectedly (OOM, etc.) \n\t(2) raylet has lagging heartbeats due to slow network or busy workload.")
     log.raw("ray.exceptions.RayTaskError(ActorDiedError): \x1b[36mray::TaskRunner.run()\x1b[39m (pid=%d, ip=10.0.0.11, actor_id=7f6b2c1d9e8a4b3c2d1e0f9a01000000, repr=<main_ppo.TaskRunner object at 0x7f9a1c3e2b50>)" % v.runner)
     log.raw("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
     log.raw("\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict")

@@ -144,7 +144,7 @@ class OpenRLHF:
 
     def info(self, src: str, msg: str, actor: str = "PolicyModelActor", rank: int = 0) -> None:
         pre = self.log.prefix(actor, pid=self.log.pid(f"{actor}{rank}"))
-        self.log.raw(f"{pre}INFO {self.log.t:%m-%d %H:%M:%S} {src}] {msg}")
+        self.log.raw(f"{pre}INFO {self.log.shifted():%m-%d %H:%M:%S} {src}] {msg}")
 
     def startup(self, rollout_batch: int = 1024, n_samples: int = 4, train_batch: int = 128) -> None:
         log = self.log
@@ -175,15 +175,15 @@ class OpenRLHF:
         for actor in ("PolicyModelActor", "ReferenceModelActor", "RewardModelActor", "CriticModelActor"):
             log.adv(3, 6)
             pre = log.prefix(actor, pid=log.pid(f"{actor}0"))
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [real_accelerator.py:222:get_accelerator] Setting ds_accelerator to cuda (auto detect)")
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [comm.py:658:init_distributed] cdb=None")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [real_accelerator.py:222:get_accelerator] Setting ds_accelerator to cuda (auto detect)")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [comm.py:658:init_distributed] cdb=None")
             if actor == "PolicyModelActor":
-                log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [comm.py:689:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl")
+                log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [comm.py:689:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl")
             log.adv(20, 40)
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.4, git-hash=unknown, git-branch=unknown")
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [config.py:734:__init__] Config mesh_device None world_size = 8")
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [engine.py:1325:_configure_optimizer] Using client Optimizer as basic optimizer")
-            log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [stage3.py:167:__init__] Reduce bucket size 500000000")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.4, git-hash=unknown, git-branch=unknown")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [config.py:734:__init__] Config mesh_device None world_size = 8")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [engine.py:1325:_configure_optimizer] Using client Optimizer as basic optimizer")
+            log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [stage3.py:167:__init__] Reduce bucket size 500000000")
         self.info("ppo_actor.py:115", "Broadcast actor weights to vLLM engines: using nccl group 'openrlhf', world_size 9")
         log.adv(2, 4)
 
@@ -220,13 +220,13 @@ class OpenRLHF:
             log.raw(pre + tqdm_bar("Train epoch [1/1]", 16, 16, dt * 0.3, postfix=f"policy_loss=-0.0{log.rng.randint(10, 99)}, actor_lr=5e-7, ppo_clip_ratio=0.00{log.rng.randint(1, 9)}, kl=0.000{log.rng.randint(1, 9)}"))
             log.adv(dt * 0.3)
             el += dt
-            log.raw(f"{pre}INFO {log.t:%m-%d %H:%M:%S} ppo_trainer.py:547] ✨ Global step {step}: {{'policy_loss': -0.0{log.rng.randint(10, 99)}, 'actor_lr': 5e-07, 'clip_ratio': 0.00{log.rng.randint(1, 9)}, 'kl': 0.000{log.rng.randint(1, 9)}, 'reward': {log.rng.uniform(-1, 1):.4f}, 'return': {log.rng.uniform(-1, 1):.4f}, 'response_length': {log.rng.uniform(300, 500):.1f}, 'total_length': {log.rng.uniform(400, 700):.1f}, 'critic_loss': 0.0{log.rng.randint(10, 99)}, 'values': {log.rng.uniform(-1, 1):.4f}}}")
+            log.raw(f"{pre}INFO {log.shifted():%m-%d %H:%M:%S} ppo_trainer.py:547] ✨ Global step {step}: {{'policy_loss': -0.0{log.rng.randint(10, 99)}, 'actor_lr': 5e-07, 'clip_ratio': 0.00{log.rng.randint(1, 9)}, 'kl': 0.000{log.rng.randint(1, 9)}, 'reward': {log.rng.uniform(-1, 1):.4f}, 'return': {log.rng.uniform(-1, 1):.4f}, 'response_length': {log.rng.uniform(300, 500):.1f}, 'total_length': {log.rng.uniform(400, 700):.1f}, 'critic_loss': 0.0{log.rng.randint(10, 99)}, 'values': {log.rng.uniform(-1, 1):.4f}}}")
         log.raw(tqdm_bar("Episode [1/1]", self.steps, self.steps, el))
         log.adv(20, 40)
         pre = log.prefix("PolicyModelActor", pid=log.pid("PolicyModelActor0"))
-        log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [logging.py:128:log_dist] [Rank 0] [Torch] Checkpoint global_step{self.steps} is about to be saved!")
-        log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [engine.py:3536:_save_zero_checkpoint] zero checkpoint saved ./ckpt/checkpoints_ppo/_actor/global_step{self.steps}/zero_pp_rank_0_mp_rank_00_optim_states.pt")
-        log.raw(f"{pre}[{log.pylog_ts()}] [INFO] [torch_checkpoint_engine.py:43:commit] [Torch] Checkpoint global_step{self.steps} is ready now!")
+        log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [logging.py:128:log_dist] [Rank 0] [Torch] Checkpoint global_step{self.steps} is about to be saved!")
+        log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [engine.py:3536:_save_zero_checkpoint] zero checkpoint saved ./ckpt/checkpoints_ppo/_actor/global_step{self.steps}/zero_pp_rank_0_mp_rank_00_optim_states.pt")
+        log.raw(f"{pre}[{log.pylog_ts(True)}] [INFO] [torch_checkpoint_engine.py:43:commit] [Torch] Checkpoint global_step{self.steps} is ready now!")
 
 
 # ---------------------------------------------------------------------------------------------
