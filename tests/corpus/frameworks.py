@@ -623,7 +623,7 @@ def verl_startup(v: Verl, *, until: str = "done") -> None:
 
 
 def verl_traceback_ray(v: Verl, method: str, inner_frames: list[tuple[str, int, str, str]], final: str,
-                       actor_exc: str = "RayTaskError") -> None:
+                       wg: str = "actor_rollout") -> None:
     """How a worker's exception reaches the driver: TaskRunner's traceback wrapping the worker's."""
     log = v.log
     tr = log.prefix("TaskRunner", pid=v.runner)
@@ -646,12 +646,17 @@ def verl_traceback_ray(v: Verl, method: str, inner_frames: list[tuple[str, int, 
     log.raw("    raise value.as_instanceof_cause()")
     log.raw(f"ray.exceptions.RayTaskError({exc_name}): \x1b[36mray::TaskRunner.run()\x1b[39m (pid={v.runner}, ip={v.ips[0]}, actor_id=7f6b2c1d9e8a4b3c2d1e0f9a01000000, repr=<main_ppo.TaskRunner object at 0x7f9a1c3e2b50>)")
     log.raw("  File \"/workspace/verl/verl/trainer/main_ppo.py\", line 331, in run")
-    log.raw("    trainer.fit()")
-    log.raw("  File \"/workspace/verl/verl/trainer/ppo/ray_trainer.py\", line 1089, in fit")
-    log.raw("    gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch_output)" if method == "generate_sequences" else f"    self.actor_rollout_wg.{method}(batch)" if method != "init_model" else "    self.actor_rollout_wg.init_model()")
+    if method.endswith("init_model"):
+        log.raw("    trainer.init_workers()")
+        log.raw("  File \"/workspace/verl/verl/trainer/ppo/ray_trainer.py\", line 812, in init_workers")
+        log.raw(f"    self.{wg}_wg.init_model()")
+    else:
+        log.raw("    trainer.fit()")
+        log.raw("  File \"/workspace/verl/verl/trainer/ppo/ray_trainer.py\", line 1089, in fit")
+        log.raw(f"    gen_batch_output = self.{wg}_wg.generate_sequences(gen_batch_output)" if method == "generate_sequences" else f"    self.{wg}_wg.{method}(batch)")
     log.raw("  File \"/workspace/verl/verl/single_controller/ray/base.py\", line 48, in __call__")
     log.raw("    output = ray.get(output)")
-    log.raw(f"ray.exceptions.RayTaskError({exc_name}): \x1b[36mray::WorkerDict.actor_rollout_{method}()\x1b[39m (pid={wk}, ip={v.ips[0]}, actor_id=3a1e5c7d9b2f4e6a8c0d1f3b01000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f0b8c2d4e10>)")
+    log.raw(f"ray.exceptions.RayTaskError({exc_name}): \x1b[36mray::WorkerDict.{wg}_{method}()\x1b[39m (pid={wk}, ip={v.ips[0]}, actor_id=3a1e5c7d9b2f4e6a8c0d1f3b01000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f0b8c2d4e10>)")
     for path, line, fn, src in inner_frames:
         log.raw(f"  File \"{path}\", line {line}, in {fn}")
         if src:
