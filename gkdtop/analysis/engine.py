@@ -187,6 +187,11 @@ class Analysis:
                 number = self._read_chunk(part.path, data, number, state)
         if state.newest is not None:
             self.skew.observe_written(part.path, state.newest, part.mtime)
+        if state.tail:  # an untimed last line (a bar, a metrics line) was written when the file last was
+            text = split_prefix(clean_line(state.tail))[1]
+            ids = self.matcher.scan_texts([text]).get(0, ())
+            if parse_timestamp(text, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
+                self.phases.note_skipped(part.mtime)
         for line, ids, line_number in state.waiting:  # no timestamp anywhere: the file's own time
             self._feed_one(line, part.mtime, ids, line_number)
 
@@ -245,6 +250,7 @@ class Analysis:
                 self.started = last
         if plain_end >= 0 and (t := state.before(data, plain_end + 1)) is not None:
             self.phases.note_skipped(t)  # lines no rule needs are progress, as they are live
+        state.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         return number + lines
 
     # --- verdicts -------------------------------------------------------------------------------
@@ -271,6 +277,7 @@ class _HistoryClock:
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
         self.waiting: list[tuple[LogLine, Any, int | None]] = []  # untimed lines before the file's first stamp
+        self.tail = b""  # the last line read
 
     def saw(self, ts: float) -> None:
         self.last = ts

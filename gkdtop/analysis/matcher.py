@@ -58,6 +58,9 @@ class Pattern:
     def search(self, line: str) -> Any:
         return self.compiled.search(line)
 
+    def finditer(self, line: str) -> Any:  # Rich highlights a filter's matches through this
+        return self.compiled.finditer(line)
+
     @property
     def pattern(self) -> str:  # the name `re.Pattern` has, for code and tests that print it
         return self.text
@@ -224,7 +227,7 @@ class Matcher:
 
     def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None) -> None:
         self.patterns = patterns
-        self.engine = ENGINE
+        self.engine = "hyperscan" if hyperscan is not None else "re2"
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]
