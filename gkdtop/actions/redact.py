@@ -36,34 +36,36 @@ BENIGN_WORDS = frozenset({
     "budget", "total", "pad", "bos", "eos", "unk", "sep", "cls", "mask", "error", "path", "file", "dir",
     "rate", "at", "heads", "dim", "padding",
 })
-BENIGN_NAMES = frozenset({"pwd", "oldpwd"})  # the shell's working directories
+PATH_NAMES = frozenset({"pwd", "oldpwd"})  # the shell's working directories: a path is not their secret
 _WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
-# (kind for the manifest, pattern, a substring the text must hold for the pattern to apply or "").
-# The secret is the group named `s` where there is one, else the whole match.
+# (kind for the manifest, pattern, what the lower-cased text must hold for the pattern to be tried:
+# substrings, any of them). The secret is the group named `s` where there is one, else the whole match.
 # No left boundary on unambiguous prefixes: a token glued to other text (`xhf_...`) must still go.
+_AWS_IDS = "akia|asia|abia|acca|agpa|aida|aroa|anpa"
 SHAPES: list[tuple[str, re.Pattern[str], str]] = [
-    ("Hugging Face token", re.compile(r"hf_[A-Za-z0-9]{20,}"), ""),
-    ("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"), ""),
-    ("GitLab token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), ""),
+    ("Hugging Face token", re.compile(r"hf_[A-Za-z0-9]{20,}"), "hf_"),
+    ("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"), "gh|github_pat_"),
+    ("GitLab token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), "glpat-"),
     ("API key (sk-...)", re.compile(r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_-]{16,}|(?<![A-Za-z0-9_-])"
-                                    r"sk-[A-Za-z0-9_-]{16,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"), ""),
-    ("AWS access key id", re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}"), ""),
+                                    r"sk-[A-Za-z0-9_-]{16,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+     "sk-|k_live_|k_test_"),
+    ("AWS access key id", re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}"), _AWS_IDS),
     # An AWS secret key has no prefix: 40 base64 characters on a line that holds its key id.
-    ("AWS secret key", re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), "AKIA|ASIA"),
-    ("Google API key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), ""),
-    ("Slack token", re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}"), ""),
-    ("JWT", re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), ""),
-    ("bearer token", re.compile(r"(?i:bearer)\s+(?P<s>[A-Za-z0-9._~+/=-]{8,})"), ""),
-    ("wandb key", re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])"), "wandb|WANDB"),
-    ("URL password", re.compile(r"[A-Za-z][\w+.-]*://[^\s/:@]*:(?P<s>[^\s/]+)@"), ""),
+    ("AWS secret key", re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _AWS_IDS),
+    ("Google API key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), "aiza"),
+    ("Slack token", re.compile(r"xox[abposre]-[A-Za-z0-9-]{10,}"), "xox"),
+    ("JWT", re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "eyj"),
+    ("bearer token", re.compile(r"(?i:bearer)\s+(?P<s>[A-Za-z0-9._~+/=-]{8,})"), "bearer"),
+    ("wandb key", re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])"), "wandb"),
+    ("URL password", re.compile(r"[A-Za-z][\w+.-]*://[^\s/:@]*:(?P<s>[^\s/]+)@"), "://"),
     # A private key's body line, 64-76 base64 characters with both cases and a digit (a sha256 in hex
     # has no capital): found even when the tail starts inside the block.
     ("private key block", re.compile(
         r"(?:^|(?<=[\s\"'(\[=:>])|(?<=\\n))(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])(?=[A-Za-z0-9+/]*[0-9])"
         r"[A-Za-z0-9+/]{64,76}={0,2}(?=$|[\s\"',;)\]<]|\\n)"), ""),
 ]
-_NEEDS = {needs: re.compile(needs) for _, _, needs in SHAPES if needs}
+_NEEDS = {needs: tuple(needs.split("|")) for _, _, needs in SHAPES}
 
 # A name and what joins it to its value: `--name=`, `--name `, `name=`, `name: `, `"name": `, `\"name\": `.
 _KEY_RE = re.compile(
@@ -76,13 +78,13 @@ _VALUE_RE = re.compile(
     r"(?:\\\"(?P<e>[^\"\\\n]*)\\\"|\"(?P<d>[^\"\n]*)\"|'(?P<q>[^'\n]*)'|[\"']?(?P<w>[^\s,;)}\]\"'\\{\[(][^\s,;)}\]\"'\\]*))"
 )
 _NOT_SECRETS = frozenset({"", "true", "false", "none", "null", "yes", "no", REDACTED})
-_FLOAT_RE = re.compile(r"-?\d*\.\d+(?:e-?\d+)?")  # `Time to first token: 45.1 ms`; an integer may be a PIN
+_FLOAT_RE = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")  # `Time to first token: 45.1 ms`; an integer may be a PIN
 
 _BEGIN_KEY_RE = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _END_KEY_RE = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
-# A line that is one base64 word (after a Ray `(Worker pid=1) ` prefix): part of a key body when an
-# END line follows it.
-_B64_LINE_RE = re.compile(r"^(?:\([^)]*\)[ \t]+)?(?P<s>[A-Za-z0-9+/]+={0,2})[ \t]*$")
+# The last word of the line before an END line, when it is base64: a key's short last line (its full-width
+# lines are a SHAPE), found when the BEGIN line is out of view.
+_B64_TAIL_RE = re.compile(r"(?:^|(?<=[\s#:>]))(?P<s>[A-Za-z0-9+/]+={0,2})[ \t]*$")
 
 # Every rule needs one of these (lower-cased) or a long base64 run: other lines are returned as they are.
 _NEEDLES = ("token", "key", "secret", "pass", "pwd", "auth", "credential", "cookie", "dsn", "hf_", "ghp_", "gho_",
@@ -95,11 +97,16 @@ _LONG_RUN_RE = re.compile(r"[A-Za-z0-9+/]{64}")
 def is_secret_name(name: str) -> bool:
     """Whether a variable, flag or key name says its value is a secret."""
     name = name.strip().lstrip("-")
-    if name.lower() in BENIGN_NAMES:
-        return False
     words = {w.lower() for w in _WORD_RE.findall(name)}
     secret = words & SECRET_WORDS or any(w.endswith(SECRET_ENDINGS) for w in words)
     return bool(secret) and not words & BENIGN_WORDS
+
+
+def _is_secret_value(name: str, value: str) -> bool:
+    """Whether the value of a secret name is worth hiding: not `true`, `none`, `45.1`, or PWD's path."""
+    value = value.strip()
+    return not (value.lower() in _NOT_SECRETS or _FLOAT_RE.fullmatch(value)
+                or (name.lower() in PATH_NAMES and value.startswith(("/", "~"))))
 
 
 def _maybe_secret(text: str) -> bool:
@@ -110,8 +117,9 @@ def _maybe_secret(text: str) -> bool:
 def _spans(text: str, found: list[str]) -> list[tuple[int, int]]:
     """Where the secrets are in one line (or text): both passes, every match of each."""
     spans: list[tuple[int, int]] = []
+    low = text.lower()
     for kind, pattern, needs in SHAPES:
-        if needs and not _NEEDS[needs].search(text):
+        if needs and not any(n in low for n in _NEEDS[needs]):
             continue
         for m in pattern.finditer(text):
             spans.append(m.span("s") if "s" in pattern.groupindex else m.span())
@@ -125,8 +133,8 @@ def _spans(text: str, found: list[str]) -> list[tuple[int, int]]:
             continue
         group = next(g for g in ("e", "d", "q", "w") if value.group(g) is not None)
         word = value.group(group)
-        if word.lower() in _NOT_SECRETS or _FLOAT_RE.fullmatch(word) or (
-                m.group("flag") and not m.group(0).endswith("=") and word.startswith("-")):
+        if not _is_secret_value(name, word) or (m.group("flag") and not m.group(0).endswith("=")
+                                                and word.startswith("-")):
             continue  # not a secret, or a valueless flag followed by the next flag
         spans.append(value.span(group))
         found.append(name)
@@ -157,25 +165,29 @@ def _redact_line(line: str, found: list[str]) -> str:
 
 
 def _redact_lines(lines: Iterable[str]) -> tuple[list[str], list[str]]:
-    """Lines in order: a private key is hidden from its BEGIN line to its END line; an END line with no
-    BEGIN in view (the tail started inside the key) hides the base64 lines just before it too."""
-    source = list(lines)
+    """Lines in order: a private key is hidden from its BEGIN line through its base64 body lines to its END
+    line; an END line with no BEGIN in view (the tail started inside the key) hides the base64 word just
+    before it too (the key's short last line; the full-width ones are a SHAPE). An item
+    holding newlines is taken line by line and given back whole."""
+    items = list(lines)
+    source = [line for item in items for line in item.split("\n")]
     out: list[str] = []
     found: list[str] = []
-    in_key = False
+    in_key = cut = False  # cut: the key's body just ended without its END line (its short last line)
     for line in source:
         end = _END_KEY_RE.search(line)
         head, rest = "", line
-        if in_key or (end is not None and not _BEGIN_KEY_RE.search(line, 0, end.start())):
-            if end is None:
-                out.append(REDACTED)
+        was_cut, cut = cut, False
+        if in_key and end is None:
+            if (m := _B64_TAIL_RE.search(line)) is not None and len(m.group("s")) >= 40:
+                out.append(_redact_line(line[: m.start("s")], found) + REDACTED)
                 continue
-            if not in_key:  # the key's start is not in view: its body is the base64 lines above
-                found.append("private key block")
-                j = len(out) - 1
-                while j >= 0 and (m := _B64_LINE_RE.match(source[j])) is not None:
-                    out[j] = source[j][: m.start("s")] + REDACTED
-                    j -= 1
+            in_key, cut = False, True  # not a full body line: the last one, or the key was cut (END filtered out)
+        if end is not None and (in_key or not _BEGIN_KEY_RE.search(line, 0, end.start())):
+            if not in_key:  # the key's start is not in view: the line above may be its short last line
+                found += [] if was_cut else ["private key block"]
+                if out and (m := _B64_TAIL_RE.search(out[-1])) is not None:
+                    out[-1] = out[-1][: m.start("s")] + REDACTED
                 head = _redact_line(line[: end.start()], found)
             in_key = False
             head, rest = head + REDACTED, line[end.end():]
@@ -188,6 +200,13 @@ def _redact_lines(lines: Iterable[str]) -> tuple[list[str], list[str]]:
                 break
             rest = rest[end.end():]
         out.append(head + _redact_line(rest, found))
+    if len(source) != len(items):
+        joined, pos = [], 0
+        for item in items:
+            n = item.count("\n") + 1
+            joined.append("\n".join(out[pos:pos + n]))
+            pos += n
+        out = joined
     return out, found
 
 
@@ -195,8 +214,8 @@ def redact_text(text: str) -> tuple[str, list[str]]:
     """One line or a whole document (a private key spanning lines included)."""
     if not text or not _maybe_secret(text):
         return text, []
-    lines, found = _redact_lines(text.split("\n"))
-    return "\n".join(lines), found
+    lines, found = _redact_lines([text])
+    return lines[0], found
 
 
 def redact_argv(argv: Iterable[str]) -> tuple[list[str], list[str]]:
@@ -226,7 +245,7 @@ def redact_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     out: dict[str, str] = {}
     found: list[str] = []
     for name, value in env.items():
-        if is_secret_name(name) and value.strip().lower() not in _NOT_SECRETS:
+        if is_secret_name(name) and _is_secret_value(name, value):
             out[name] = REDACTED
             found.append(name)
             continue
@@ -249,7 +268,7 @@ def redact_obj(obj: Any) -> tuple[Any, list[str]]:
             result = {}
             for key, value in node.items():
                 if isinstance(key, str) and is_secret_name(key) and isinstance(value, str) \
-                        and value.strip().lower() not in _NOT_SECRETS:
+                        and _is_secret_value(key, value):
                     found.append(key)
                     result[key] = REDACTED
                 else:
