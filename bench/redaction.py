@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import report
 
 from gkdtop.actions.redact import REDACTED, Redactor
 from tests.secret_corpus import BENIGN, Plant, corpus
@@ -81,11 +85,14 @@ def main() -> None:
           f"{len(BENIGN)} benign diagnostic lines")
     redactors: list[tuple[str, Redact | None]] = [("gkdtop", gkdtop_redact),
                                                   ("detect-secrets", detect_secrets_redact())]
+    results: dict[str, str] = {}
     for name, redact in redactors:
         if redact is None:
             print(f"{name}: not installed")
+            results[name] = "not installed"
             continue
         leaks, examples, false = score(redact, plants)
+        results[name] = f"{sum(leaks.values())} leaked, {len(false)} false"
         print(f"{name}: leaked {sum(leaks.values())} of {planted}; false redactions {len(false)} of {len(BENIGN)}")
         for syntax, count in leaks.most_common():
             print(f"  leaked {count:3d}  {syntax}")
@@ -93,7 +100,14 @@ def main() -> None:
             print(f"  e.g. [{syntax}] {text[:160]!r}")
         for line in false[: args.show]:
             print(f"  false: {line[:120]!r} -> {redact([line])[0][:120]!r}")
-
+    lines = (BENIGN * (100_000 // len(BENIGN) + 1))[:100_000]  # nearly all hold a needle: the slow path
+    started = time.perf_counter()
+    Redactor().lines(lines, "bench")
+    rate = len(lines) / (time.perf_counter() - started)
+    print(f"gkdtop: {rate:,.0f} lines/s on the benign lines")
+    report(f"redaction: {planted} planted secrets ({syntaxes} syntaxes), {len(BENIGN)} benign lines",
+           f"{results['gkdtop']}; {rate / 1000:.0f}k lines/s", f"detect-secrets: {results['detect-secrets']}",
+           command="bench/redaction.py")
 
 if __name__ == "__main__":
     main()

@@ -565,10 +565,11 @@ def _manifest(bundle: _Bundle, writer: _Writer, now: float) -> dict[str, Any]:
         "user": _user(),
         "files": redact_obj(writer.files)[0],  # paths and notes can carry names too
         "redacted": bundle.redactor.summary(),
-        "redaction": "values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ACCESS_KEY, PRIVATE_KEY, "
-                     "CREDENTIAL, AUTH, COOKIE, ...) and secret-shaped values (hf_..., AKIA..., sk-..., private "
-                     "keys, ...) are replaced by <redacted>; `redacted` lists names and places, never values. "
-                     "The environment holds allow-listed names only.",
+        "redaction": "values of secret names (a word token, key, secret, password, pass, pwd, auth, credential, "
+                     "cookie, dsn; not counts or tokenizer settings such as pad_token_id) and secret-shaped values "
+                     "(hf_, ghp_, glpat-, sk-, AKIA/ASIA and their secret, AIza, xox?-, JWTs, URL passwords, "
+                     "private keys, ...) are replaced by <redacted>; `redacted` lists names or kinds, counts and "
+                     "places, never values. The environment holds allow-listed names only.",
         "notes": redact_obj(bundle.notes)[0],
         "errors": redact_obj(bundle.errors)[0],
     }

@@ -45,7 +45,8 @@ _WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _AWS_IDS = "akia|asia|abia|acca|agpa|aida|aroa|anpa"
 SHAPES: list[tuple[str, re.Pattern[str], str]] = [
     ("Hugging Face token", re.compile(r"hf_[A-Za-z0-9]{20,}"), "hf_"),
-    ("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"), "gh|github_pat_"),
+    ("GitHub token", re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"),
+     "ghp_|gho_|ghu_|ghs_|ghr_|github_pat_"),
     ("GitLab token", re.compile(r"glpat-[A-Za-z0-9_-]{20,}"), "glpat-"),
     ("API key (sk-...)", re.compile(r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_-]{16,}|(?<![A-Za-z0-9_-])"
                                     r"sk-[A-Za-z0-9_-]{16,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
@@ -87,10 +88,8 @@ _END_KEY_RE = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _B64_TAIL_RE = re.compile(r"(?:^|(?<=[\s#:>]))(?P<s>[A-Za-z0-9+/]+={0,2})[ \t]*$")
 
 # Every rule needs one of these (lower-cased) or a long base64 run: other lines are returned as they are.
-_NEEDLES = ("token", "key", "secret", "pass", "pwd", "auth", "credential", "cookie", "dsn", "hf_", "ghp_", "gho_",
-            "ghu_", "ghs_", "ghr_", "github_pat", "glpat",
-            "sk-", "k_live", "k_test", "akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "aiza", "xox",
-            "eyj", "bearer", "://", "wandb", "-----")
+_NEEDLES = ("token", "key", "secret", "pass", "pwd", "auth", "credential", "cookie", "dsn", "-----",
+            *sorted({n for needs in _NEEDS.values() for n in needs if n}))
 _LONG_RUN_RE = re.compile(r"[A-Za-z0-9+/]{64}")
 
 
