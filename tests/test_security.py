@@ -316,3 +316,49 @@ def test_a_regular_file_or_a_directory_still_work(tmp_path: Path, capsys: pytest
     assert _cli(str(tmp_path), tmp_path, capsys)[0] == 0
     assert len(list(tmp_path.glob("gkdtop-bundle-*.tar.gz"))) == 1
 
+
+
+def test_ray_json_has_no_secret_from_a_job(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A job submitted to a real cluster with secrets on its entrypoint (one cut at the 200-character limit
+    mid-token) and in its runtime env: ray.json lists the job, and no member holds the secrets or a piece."""
+    import urllib.request
+
+    from tests.raycluster import wait_for
+
+    rng = random.Random(7)
+    wandb, hf, pw, cut = sc.wandb_key(rng), sc.hf_token(rng), sc.password(rng), sc.hf_token(rng)
+    entrypoints = [f"echo main_gkd --wandb-key {wandb} --hf-token={hf} redis://:{pw}@10.0.0.5:6379",
+                   f"echo {'x' * 180} {cut}"]
+    ids = []
+    for entry in entrypoints:
+        body = json.dumps({"entrypoint": entry, "runtime_env": {"env_vars": {"HF_TOKEN": hf}}}).encode()
+        request = urllib.request.Request(f"{ray_cluster.dashboard}/api/jobs/", body,
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            ids.append(json.loads(response.read())["submission_id"])
+
+    def listed() -> bool:
+        with urllib.request.urlopen(f"{ray_cluster.dashboard}/api/jobs/", timeout=10) as response:
+            jobs = {j.get("submission_id"): j.get("status") for j in json.loads(response.read())}
+        return all(jobs.get(i) in ("SUCCEEDED", "FAILED", "STOPPED") for i in ids)
+
+    wait_for(listed, timeout=120, interval=1)
+    monitor = Monitor(load_config(None), logs=[], ray_address=ray_cluster.dashboard)
+
+    async def once() -> None:
+        await monitor.collect_once()
+        await monitor.stop()
+
+    import asyncio
+
+    asyncio.run(once())
+    out = build_bundle(monitor, tmp_path / "r.tar.gz", stacks_dir=tmp_path / "none",
+                       trace_prefix=str(tmp_path / "none" / "t_"), ray_tmp=ray_cluster.temp_root / "ray")
+    with tarfile.open(out, "r:gz") as tar:
+        members = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    jobs = {j["id"]: j for j in json.loads(members["ray.json"])["jobs"]}
+    pieces = [v[i:i + 8] for v in (wandb, hf, pw, cut) for i in range(len(v) - 7)]
+    found = [(name, p) for name, data in members.items() for p in pieces if p.encode() in data]
+    assert found == []
+    assert set(ids) <= set(jobs) and "--wandb-key" in jobs[ids[0]]["entrypoint"]
+    assert jobs[ids[1]]["entrypoint"].endswith(" …")
