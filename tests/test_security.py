@@ -10,6 +10,7 @@ and generated keys in random log context go through hypothesis.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -18,7 +19,8 @@ import stat
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from gkdtop.actions.redact import REDACTED, Redactor, redact_argv, redact_env, r
 from gkdtop.config import load_config
 from gkdtop.monitor import Monitor
 from tests import secret_corpus as sc
+from tests.raycluster import wait_for
 
 CORPUS = sc.corpus()
 VALUES = sorted({v for plant in CORPUS for v in plant.values})
@@ -125,7 +128,8 @@ CONTEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_
 
 @settings(max_examples=400, deadline=None)
 @given(make=KEYS, seed=st.integers(0, 2**32), before=CONTEXT, after=CONTEXT)
-def test_generated_keys_in_random_context_never_survive(make, seed: int, before: str, after: str) -> None:  # type: ignore[no-untyped-def]
+def test_generated_keys_in_random_context_never_survive(make: Callable[[random.Random], str], seed: int, before: str,
+                                                        after: str) -> None:
     key = make(random.Random(seed))
     text = before + key + after
     assert key not in redact_text(text)[0]
@@ -321,10 +325,6 @@ def test_a_regular_file_or_a_directory_still_work(tmp_path: Path, capsys: pytest
 def test_ray_json_has_no_secret_from_a_job(ray_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A job submitted to a real cluster with secrets on its entrypoint (one cut at the 200-character limit
     mid-token) and in its runtime env: ray.json lists the job, and no member holds the secrets or a piece."""
-    import urllib.request
-
-    from tests.raycluster import wait_for
-
     rng = random.Random(7)
     wandb, hf, pw, cut = sc.wandb_key(rng), sc.hf_token(rng), sc.password(rng), sc.hf_token(rng)
     entrypoints = [f"echo main_gkd --wandb-key {wandb} --hf-token={hf} redis://:{pw}@10.0.0.5:6379",
@@ -348,8 +348,6 @@ def test_ray_json_has_no_secret_from_a_job(ray_cluster, tmp_path: Path) -> None:
     async def once() -> None:
         await monitor.collect_once()
         await monitor.stop()
-
-    import asyncio
 
     asyncio.run(once())
     out = build_bundle(monitor, tmp_path / "r.tar.gz", stacks_dir=tmp_path / "none",
