@@ -480,7 +480,11 @@ def _output_path(out: Path, now: float) -> Path:
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise BundlePathError(f"{out} is not a regular file: name a new file")
     real = os.path.realpath(out.parent)
-    if any(real == tree or real.startswith(tree + "/") for tree in SYSTEM_TREES) and not real.startswith("/dev/shm"):
+
+    def under(tree: str) -> bool:
+        return real == tree or real.startswith(tree + "/")
+
+    if any(under(tree) for tree in SYSTEM_TREES) and not under("/dev/shm"):
         raise BundlePathError(f"{out}: not writing a bundle under {real} (a system tree)")
     return out
 
