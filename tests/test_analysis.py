@@ -249,7 +249,7 @@ def test_snapshot_states_what_replay_states_on_the_same_file(tmp_path: Path) -> 
     t0 = time.time() - 20_000
     crash_log(tmp_path / "crash.log", t0)
     steps_log(tmp_path / "steps.log", 3000, t0)
-    lines, last = startup(t0, steps=0, upto="sync")
+    lines, _ = startup(t0, steps=0, upto="sync")
     (tmp_path / "hung.log").write_text("".join(line + "\n" for line in lines))
     for name in ("crash.log", "steps.log", "hung.log"):
         path = str(tmp_path / name)
