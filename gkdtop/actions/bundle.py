@@ -183,6 +183,7 @@ class _Bundle:
             "current": status.current, "state": status.state, "since": status.since, "expected": status.expected,
             "stalled_for": status.stalled_for, "failure": status.failure, "hint": status.hint,
             "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
+            "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
             "timeline": [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration,
                           "status": s.status} for s in status.timeline],
         }

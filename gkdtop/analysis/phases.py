@@ -71,6 +71,7 @@ class PhaseEngine:
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
+        self.by_name = {rule.name: rule for rule in self.rules}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -127,7 +128,7 @@ class PhaseEngine:
         if m is None:
             return False
         name, what = m.group(1), m.group(2)
-        rule = self.probe_rules.get(name)
+        rule = self.by_name.get(name) or self.probe_rules.get(name)
         if rule is None:
             if len(self.probe_rules) >= 100:
                 return False
