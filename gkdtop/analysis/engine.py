@@ -10,6 +10,7 @@ only the lines it names are parsed. Both paths meet the same patterns with the s
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -183,7 +184,11 @@ class Analysis:
         global _FORKED
         _FORKED = self  # the children inherit it: nothing to pickle but the ranges and the results
         with multiprocessing.get_context("fork").Pool(min(jobs, len(pieces))) as pool:
-            yield from pool.imap(_extract_in_child, pieces)
+            for extracts in pool.imap(_extract_in_child, pieces):
+                for extract in extracts:
+                    extract.records = [(_line(fields), ids, number, step)
+                                       for fields, ids, number, step in extract.records]
+                yield extracts
 
     def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
         """One chunk of whole lines, scanned raw (escapes aside): the lines the matcher names are
@@ -316,8 +321,21 @@ def _extract_in_child(part: HistoryRange) -> list[_Extract]:
                 if last is not None:
                     last.text = last.raw = ""
                 last = line
-            line.raw = "" if line.raw is line.text else line.raw
+    for extract in extracts:  # plain tuples pickle several times faster than dataclass instances
+        extract.records = [(_fields(line), ids, number, step) for line, ids, number, step in extract.records]
     return extracts
+
+
+def _fields(line: LogLine) -> tuple[Any, ...]:
+    return (line.source, line.text, line.seen, line.ts, line.worker, line.pid, line.ip, line.truncated,
+            line.progress, line.backlog, "" if line.raw is line.text else line.raw)
+
+
+def _line(fields: tuple[Any, ...]) -> LogLine:
+    line = LogLine(*fields)
+    if not line.raw:
+        line.raw = line.text
+    return line
 
 
 def _extract_range(analysis: Analysis, part: HistoryRange) -> Iterator[_Extract]:
@@ -359,7 +377,7 @@ def _pieces(part: HistoryRange, jobs: int) -> list[HistoryRange]:
                 cuts.append(cut)
     cuts.append(part.end)
     return [HistoryRange(part.path, a, b, part.mtime, part.final if b == part.end else True)
-            for a, b in zip(cuts, cuts[1:], strict=False)]
+            for a, b in itertools.pairwise(cuts)]
 
 
 class _HistoryClock:
