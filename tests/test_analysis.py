@@ -340,3 +340,16 @@ def test_stall_after_takes_only_positive_finite_seconds(tmp_path: Path, value: s
     done = subprocess.run([*GKDTOP, "replay", f"--stall-after={value}", str(log)], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 2 and "--stall-after" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_every_builtin_pattern_compiles_in_every_engine() -> None:
+    """Built-in rules are compiled lazily at start-up (they were checked here)."""
+    from gkdtop.analysis.rules import builtin_phases, builtin_signatures
+    from gkdtop.config import DEFAULT_FILTER, DRIVER_PATTERNS, FAIL_PATTERN, IDLE_PATTERNS
+
+    texts = [DEFAULT_FILTER, FAIL_PATTERN, *IDLE_PATTERNS, *DRIVER_PATTERNS]
+    texts += [p.text for rule in builtin_phases() for p in (rule.start, rule.done, rule.fail) if p is not None]
+    texts += [p.text for sig in builtin_signatures() for p in (sig.match, *sig.extra)]
+    for text in texts:
+        compile_pattern(text)  # RE2 and, where installed, Hyperscan
+    assert len(Matcher([compile_pattern(t) for t in texts]).patterns) == len(texts)
