@@ -85,8 +85,9 @@ def main() -> None:
         theirs = by_hand(Path(tmp) / "theirs.log", args.rate, args.seconds)
     print(f"live analysis at {args.rate} lines/s: {100 * share:.1f}% of a core; lines seen {seen} of {written} "
           f"written; tail -F | grep -E: {100 * theirs:.1f}%")
-    report(f"live analysis (collector + store, every line to every rule) at {args.rate // 1000}k lines/s, "
-           f"{seen} of {written} lines seen", f"{100 * share:.1f}% of a core", f"{100 * theirs:.1f}% (tail -F | grep -E)",
+    what = (f"live analysis (collector + store, every line to every rule) at {args.rate // 1000}k lines/s, "
+            f"{seen} of {written} lines seen")
+    report(what, f"{100 * share:.1f}% of a core", f"{100 * theirs:.1f}% (tail -F | grep -E)",
            share / theirs if theirs else None, f"bench/flood_cpu.py --rate {args.rate}")
 
 

@@ -111,7 +111,8 @@ def test_chunk_size_changes_nothing(tmp_path: Path, chunk: int, monkeypatch: pyt
 
 
 @pytest.mark.parametrize("jobs", [2, 3, 5])
-def test_parts_read_in_parallel_give_the_same_report(tmp_path: Path, jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_parts_read_in_parallel_give_the_same_report(tmp_path: Path, jobs: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A large file's parts are extracted by forked processes: the report must be the serial one."""
     import dataclasses
 
@@ -131,7 +132,8 @@ def test_parts_read_in_parallel_give_the_same_report(tmp_path: Path, jobs: int, 
         status = analysis.status(analysis.ended or 0.0)
         return {"timeline": [dataclasses.astuple(s) for s in status.timeline], "steps": status.steps,
                 "last_step": status.last_step, "failure": status.failure, "errors": analysis.error_groups(),
-                "findings": [(f.name, f.count, f.first_seen) for f in analysis.findings()], "lines": analysis.lines_read,
+                "findings": [(f.name, f.count, f.first_seen) for f in analysis.findings()],
+                "lines": analysis.lines_read,
                 "progress": analysis.phases.last_progress, "ended": analysis.ended, "started": analysis.started}
 
     serial = report(1)
