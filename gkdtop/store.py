@@ -59,6 +59,7 @@ class Store:
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
         self.analysis = Analysis(config)  # phases, findings, steps, clock: analysis/engine.py
         self.history_pending = False  # files there at start-up whose earlier content is still being read
+        self.log_polls = 0  # log batches since the history was read: the first live ones set the clock offset
         self.health: dict[str, SourceHealth] = {}
         self.version = 0  # bumped on every change so views can skip redraws
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
@@ -149,6 +150,8 @@ class Store:
 
     def _put_logs(self, batch: Any, local: bool = True) -> bool:
         """Feed new lines to the analysis; False when nothing at all changed (the usual idle poll)."""
+        if local:
+            self.log_polls += 1
         if not batch.lines and not batch.progress and not batch.skipped and (
                 not local or batch.files == self.log_files):
             return False
@@ -179,6 +182,7 @@ class Store:
         in a thread on an Analysis of its own (no line is followed meanwhile): it replaces the store's."""
         self.analysis = analysis
         self.history_pending = False
+        self.log_polls = 0
         self._bump("logs")
 
     def flood_sieve(self) -> Callable[[bytes, int], set[int]]:

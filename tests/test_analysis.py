@@ -309,9 +309,13 @@ def test_a_clock_or_zone_offset_is_measured_and_is_not_a_stall(tmp_path: Path, m
                                                                writer_tz: str, skew: float, offset: float) -> None:
     monkeypatch.setenv("TZ", "Asia/Shanghai")
     time.tzset()
+    from gkdtop.actions.stall_stacks import StallStacker
+
     log = tmp_path / "train.log"
-    log.write_text("")
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(skew)], env={**os.environ, "TZ": writer_tz})
+    env = {**os.environ, "TZ": writer_tz}
+    subprocess.run([sys.executable, "-c", WRITER.replace("range(1, 10_000)", "range(-3, 0)").replace(
+        "time.sleep(0.2)", "pass"), str(log), str(skew)], env=env, check=True)  # what it wrote before we opened it
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(skew)], env=env)
     try:
         config = load_config(None)
         config.stall_after = 5.0
@@ -319,9 +323,13 @@ def test_a_clock_or_zone_offset_is_measured_and_is_not_a_stall(tmp_path: Path, m
             rule.stall_after = None
         store = Store(config)
         collector = LogCollector([str(log)], backlog=50)
+        stacker = StallStacker(store, dump=lambda targets: pytest.fail("a stack dump for a clock offset"))
+        store.put("logs", collector.collect())  # the history alone: its stamps look hours old
+        assert stacker.due() == []  # no dump before the first live lines have shown the clock's offset
         follow(store, collector, lambda: store.phase_status().steps_done >= 8)
         status = store.phase_status()
-        assert status.state == "running" and status.stalled_for is None  # the stall-time dump does not fire
+        assert status.state == "running" and status.stalled_for is None
+        assert stacker.due() == []  # the stall-time dump does not fire
         assert status.clock_offset == pytest.approx(offset, abs=30)
         writer.kill()
         writer.wait()

@@ -40,6 +40,8 @@ class StallStacker:
 
     def due(self, now: float | None = None) -> list[ProcInfo]:
         """The processes to dump if a new stall was declared since the last look, else []."""
+        if self.store.history_pending or self.store.log_polls < 2:
+            return []  # a log's clock offset shows in its first live lines: a stall before them may be none
         status = self.store.phase_status(now)
         if status.state != "stalled":
             return []
