@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from gkdtop.analysis.time import TS_FIRST, TS_RE, stamp_of
+from gkdtop.analysis.time import TS_FIRST, TS_RE, check_zone, stamp_of
 from gkdtop.model import LogLine
 
 # --- cleaning ------------------------------------------------------------------------------------
@@ -144,6 +144,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
     """parse_line over many lines, appended to `out`. The hot loop: everything local, caches first.
     `seen` is the lines' arrival (or, for what was already written, the file's mtime): it also places
     year-less stamps (analysis/time.py)."""
+    check_zone()
     append = out.append
     prefixes = _prefix_cache
     ts_match = TS_RE.match

@@ -34,6 +34,17 @@ _NO_MINUTE = float("nan")  # "not cached yet", compared by identity
 # Epoch seconds of each minute seen, keyed by its text (+ zone, + the reference day for year-less
 # forms): a flood of lines from the same minute costs a regex match and a dict lookup each.
 _minute_cache: dict[str, float | None] = {}
+_zone: tuple[object, ...] = ()  # the local zone the cache was filled under
+
+
+def check_zone() -> None:
+    """Forget cached minutes when the local zone changed (`TZ` set and `time.tzset()`): naive stamps
+    are local time. Called once per batch of lines, not per line."""
+    global _zone
+    zone = (time.timezone, time.altzone, time.tzname)
+    if zone != _zone:
+        _minute_cache.clear()
+        _zone = zone
 
 
 def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str) -> float | None:
@@ -98,6 +109,7 @@ def parse_timestamp(text: str, ref: float | None = None) -> float | None:
     `ref` (default: now) is when the line was known to exist: it places year-less stamps."""
     if text[:1] not in TS_FIRST or (m := TS_RE.match(text)) is None:
         return None
+    check_zone()
     return stamp_of(m.groups(), time.time() if ref is None else ref)
 
 
