@@ -48,7 +48,7 @@ class PhaseEngine:
         self.fail_id = register(config.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
-        register(BAR_PATTERN)  # not read here, but a flood must not hide a bar's redraws (analysis/engine.py)
+        self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
         self.idle_ids = frozenset(register(p) for p in config.idle_patterns)
         self.start_ids: dict[int, list[PhaseRule]] = {}
         self.done_ids: dict[int, list[PhaseRule]] = {}
@@ -170,7 +170,7 @@ class PhaseEngine:
         text = line.text
         # A bar's redraw that changed nothing is no progress. (`|`-only lines a flood sieve dropped
         # count as progress: a flood is activity.)
-        if "it/s" in text or "|" in text or "s/it" in text or "examples/s" in text:
+        if self.bar_id in ids or "|" in text:
             key = TQDM_CLOCK_RE.sub("", text)
             bar = line.source + line.worker + text.split(":", 1)[0]
             if self._bar_keys.get(bar) == key:

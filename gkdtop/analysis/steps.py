@@ -18,57 +18,54 @@ MAX_VALUES = 1 << 18  # per quantity; past this every other value is dropped (th
 SLOWEST = 5
 
 
-class Series:
-    """One quantity, one value per step, kept as C doubles (8 bytes a step, bounded by MAX_VALUES)."""
+def summarize(values: array, steps: array, stride: int = 1) -> dict[str, Any]:
+    """count, mean, p50/p95/max, the five slowest (with their steps) and the trend of one quantity."""
+    if any(not math.isfinite(v) for v in (min(values, default=0.0), max(values, default=0.0), sum(values))):
+        keep = [i for i, v in enumerate(values) if math.isfinite(v)]  # nan / inf: not a duration
+        values, steps = array("d", (values[i] for i in keep)), array("q", (steps[i] for i in keep))
+    n = len(values)
+    if not n:
+        return {"count": 0, "mean_s": None, "p50_s": None, "p95_s": None, "max_s": None, "slowest": [],
+                "trend": None}
+    ordered = sorted(values)
+    tenth = n // 10
+    trend = None
+    if tenth:
+        first, last = math.fsum(values[:tenth]) / tenth, math.fsum(values[-tenth:]) / tenth
+        trend = last / first if first > 0 else None
+    slowest = heapq.nlargest(SLOWEST, zip(values, steps, strict=True))
+    return {
+        "count": n * stride,
+        "mean_s": math.fsum(values) / n,
+        "p50_s": ordered[int(0.5 * (n - 1))],
+        "p95_s": ordered[int(0.95 * (n - 1))],
+        "max_s": ordered[-1],
+        "slowest": [{"step": step, "seconds": value} for value, step in slowest],
+        "trend": trend,
+    }
 
-    __slots__ = ("_summary", "steps", "stride", "values")
 
-    def __init__(self) -> None:
-        self.values = array("d")
+class _Rows:
+    """Steps that printed the same timing keys in the same order (a run keeps them): one flat array
+    of their values, row after row, so a step costs one C-level `extend`, not a Python loop."""
+
+    __slots__ = ("flat", "keys", "steps")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+        self.flat = array("d")
         self.steps = array("q")
-        self.stride = 1  # each kept value stands for this many (1 until MAX_VALUES was reached)
-        self._summary: dict[str, Any] | None = None
 
-    def add(self, value: float, step: int) -> None:
-        self.values.append(value)
-        self.steps.append(step)
-        self._summary = None
+    def column(self, key: str) -> tuple[array, array]:
+        width = len(self.keys)
+        return self.flat[self.keys.index(key) :: width], self.steps
 
     def thin(self) -> None:
-        """Past MAX_VALUES: keep every other value."""
-        self.values, self.steps = self.values[::2], self.steps[::2]
-        self.stride *= 2
-
-    def summary(self) -> dict[str, Any]:
-        """Computed when asked for, then kept until the next value: a view asks every second."""
-        if self._summary is not None:
-            return self._summary
-        values = self.values
-        if any(not math.isfinite(v) for v in (min(values, default=0.0), max(values, default=0.0), sum(values))):
-            values = array("d", (v for v in values if math.isfinite(v)))  # nan / inf: not a duration
-        n = len(values)
-        if not n:
-            return {"count": 0, "mean_s": None, "p50_s": None, "p95_s": None, "max_s": None, "slowest": [],
-                    "trend": None}
-        ordered = sorted(values)
-        tenth = n // 10
-        trend = None
-        if tenth:
-            first, last = math.fsum(values[:tenth]) / tenth, math.fsum(values[-tenth:]) / tenth
-            trend = last / first if first > 0 else None
-        steps = self.steps if n == len(self.values) else [s for v, s in zip(self.values, self.steps, strict=True)
-                                                            if math.isfinite(v)]
-        slowest = heapq.nlargest(SLOWEST, zip(values, steps, strict=True))
-        self._summary = {
-            "count": n * self.stride,
-            "mean_s": math.fsum(values) / n,
-            "p50_s": ordered[int(0.5 * (n - 1))],
-            "p95_s": ordered[int(0.95 * (n - 1))],
-            "max_s": ordered[-1],
-            "slowest": [{"step": step, "seconds": value} for value, step in slowest],
-            "trend": trend,
-        }
-        return self._summary
+        width = len(self.keys)
+        flat = array("d")
+        for row in range(0, len(self.steps), 2):
+            flat.extend(self.flat[row * width : (row + 1) * width])
+        self.flat, self.steps = flat, self.steps[::2]
 
 
 class StepStats:
@@ -80,8 +77,11 @@ class StepStats:
         self.last: int | None = None
         self.first_time: float | None = None
         self.last_time: float | None = None
-        self.seconds = Series()  # per step: timing_s/step, else the spacing of step lines
-        self.timing: dict[str, Series] = {}
+        self.seconds = array("d")  # per step: timing_s/step, else the spacing of step lines
+        self.seconds_steps = array("q")
+        self.rows: list[_Rows] = []  # timing_s/* values, grouped by the keys a step printed
+        self.stride = 1  # each kept step stands for this many (1 until MAX_VALUES was reached)
+        self._summary: tuple[int, dict[str, Any]] | None = None
 
     def add(self, step: int, t: float, timings: dict[str, float]) -> None:
         if self.last == step:
@@ -94,28 +94,49 @@ class StepStats:
             self.first, self.first_time = step, t
         self.last, self.last_time = step, t
         if seconds is not None:
-            self.seconds.add(seconds, step)
-        timing = self.timing
-        for key, value in timings.items():
-            series = timing.get(key)
-            if series is None:
-                if len(timing) >= 32:  # a bound: verl prints about ten timing keys
-                    continue
-                series = timing[key] = Series()
-            series.values.append(value)
-            series.steps.append(step)
-            series._summary = None
-        if self.count % 4096 == 0 and any(len(s.values) >= MAX_VALUES for s in (self.seconds, *timing.values())):
-            for series in (self.seconds, *timing.values()):
-                series.thin()
+            self.seconds.append(seconds)
+            self.seconds_steps.append(step)
+        if timings:
+            keys = tuple(timings)
+            rows = self.rows[-1] if self.rows else None
+            if rows is None or rows.keys != keys:
+                rows = next((r for r in self.rows if r.keys == keys), None)
+                if rows is None:
+                    if len(self.rows) >= 64:  # a bound: a run prints a few key sets, not thousands
+                        return
+                    rows = _Rows(keys)
+                    self.rows.append(rows)
+                else:  # back to an earlier key set: keep the latest one last
+                    self.rows.remove(rows)
+                    self.rows.append(rows)
+            rows.flat.extend(timings.values())
+            rows.steps.append(step)
+        if len(self.seconds) >= MAX_VALUES:
+            self.seconds, self.seconds_steps = self.seconds[::2], self.seconds_steps[::2]
+            for rows in self.rows:
+                rows.thin()
+            self.stride *= 2
 
     def summary(self) -> dict[str, Any]:
+        """Computed when asked for, then kept until the next step: a view asks every second."""
         if not self.count:
             return {"count": 0}
+        if self._summary is not None and self._summary[0] == self.count:
+            return self._summary[1]
         out: dict[str, Any] = {"count": self.count, "first": self.first, "last": self.last,
                                "first_time": self.first_time, "last_time": self.last_time}
-        out.update(self.seconds.summary())
+        out.update(summarize(self.seconds, self.seconds_steps, self.stride))
         out["count"] = self.count  # steps, not the steps that had a duration
-        out["timing"] = {key: series.summary() for key, series in self.timing.items()}
-        out["timing_mean_s"] = {key: s["mean_s"] for key, s in out["timing"].items() if s["count"]}
+        timing: dict[str, dict[str, Any]] = {}
+        for key in dict.fromkeys(k for rows in self.rows for k in rows.keys):
+            values, steps = array("d"), array("q")
+            for rows in sorted(self.rows, key=lambda r: r.steps[0] if r.steps else 0):
+                if key in rows.keys:
+                    column, at = rows.column(key)
+                    values.extend(column)
+                    steps.extend(at)
+            timing[key] = summarize(values, steps, self.stride)
+        out["timing"] = timing
+        out["timing_mean_s"] = {key: s["mean_s"] for key, s in timing.items() if s["count"]}
+        self._summary = (self.count, out)
         return out
