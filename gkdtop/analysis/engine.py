@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import clean_line, parse_line, split_prefix, strip_escapes
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
-from gkdtop.analysis.phases import BAR_PATTERN, EXCEPTION_PATTERN, PhaseEngine
+from gkdtop.analysis.phases import PhaseEngine
 from gkdtop.analysis.time import ClockSkew, parse_timestamp
 from gkdtop.model import Finding, LogLine, PhaseStatus
 
@@ -30,7 +30,6 @@ TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
 PARALLEL_MIN = 64 << 20  # a file at least this large is extracted in parallel parts (read_history's jobs)
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
-IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts
 
 
 @dataclass
@@ -60,8 +59,7 @@ class Analysis:
         self.phases = PhaseEngine(config, self.register)
         self.findings_engine = FindingsEngine(config.findings, self.register)
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
-        self.exception_id = self.register(EXCEPTION_PATTERN)
-        self.bar_id = self.register(BAR_PATTERN)
+        self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
         self.window_ids, self.window = self.findings_engine.opens_window()
         self.skew = ClockSkew()

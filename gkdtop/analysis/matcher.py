@@ -30,7 +30,6 @@ except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
 
 import re2
 
-ENGINE = "hyperscan" if hyperscan is not None else "re2"
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
 
