@@ -196,6 +196,9 @@ class Hint:
     actions: list[str] = field(default_factory=list)
 
 
+UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying
+
+
 @dataclass(slots=True)
 class PhaseStatus:
     """The phase engine's verdict at one instant. state: waiting | running | stalled | done | failed."""
@@ -217,6 +220,17 @@ class PhaseStatus:
     steps: dict[str, Any] = field(default_factory=dict)  # analysis/steps.StepStats.summary(): the whole run
     clock_offset: float | None = None  # seconds added to a source's stamps (its clock or zone differs from ours)
     clock_source: str = ""  # the source with that offset
+    unrecognised: int = 0  # lines after the last one a phase rule or finding knew
+    recognised_last: str = ""  # that line
+
+    @property
+    def unsure(self) -> str:
+        """For a job that stopped moving: the stretch after the last line a rule knew, if it is long
+        enough to say so ("after `Building rollout for sglang`: 37 lines no rule knows"), else ""."""
+        if self.state in ("running", "done") or self.unrecognised < UNRECOGNISED_SHOWN:
+            return ""
+        after = f"after `{self.recognised_last.strip()[:100]}`" if self.recognised_last else "from the start"
+        return f"{after}: {self.unrecognised} lines no rule knows"
 
 
 @dataclass(slots=True)

@@ -58,6 +58,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "stopped_in": st.current,
         "expected": st.expected,
         "failure": st.failure,
+        "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
         "hint": asdict(st.hint) if st.hint else None,
         "timeline": timeline_json(st),
         "steps": report.steps,
@@ -89,6 +90,8 @@ def report_text(report: ReplayReport) -> str:
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
     if st.failure:
         out.append(f"  {st.failure}")
+    if st.unsure:
+        out.append(f"  {st.unsure}")
     if st.hint and st.state in ("failed", "stalled"):
         out += [f"  cause: {c}" for c in st.hint.causes] + [f"  try: {a}" for a in st.hint.actions]
     if report.errors:

@@ -9,6 +9,7 @@ from typing import Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
+from gkdtop.model import UNRECOGNISED_SHOWN
 from gkdtop.replay import timeline_json
 from gkdtop.store import Store
 
@@ -44,6 +45,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             "stall_after": status.stall_after,
             "failure": status.failure,
             "hint": asdict(status.hint) if status.hint else None,
+            "unrecognised": {"lines": status.unrecognised, "after": status.recognised_last},
             "clock_offset": status.clock_offset,
             "clock_source": status.clock_source,
             "history_pending": store.history_pending,
@@ -114,6 +116,10 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:
         lines.append(f"failure: {ph['failure']}")
+    if ph["state"] not in ("running", "done") and ph["unrecognised"]["lines"] >= UNRECOGNISED_SHOWN:
+        after = ph["unrecognised"]["after"].strip()[:100]
+        lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
+                     f"{ph['unrecognised']['lines']} lines no rule knows")
     if ph["hint"]:
         lines += [f"  cause: {c}" for c in ph["hint"]["causes"]] + [f"  try: {a}" for a in ph["hint"]["actions"]]
     if ph["clock_offset"] is not None:

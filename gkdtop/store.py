@@ -161,7 +161,7 @@ class Store:
         analysis = self.analysis
         if batch.skipped:
             self.skipped_lines += batch.skipped
-            analysis.note_skipped(batch.skipped_time)
+            analysis.note_skipped(batch.skipped_time, batch.skipped)
         if local:
             self.log_files = batch.files
         # A local file's lines from before gkdtop opened it were analysed as history (adopt_history):

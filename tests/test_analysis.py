@@ -361,3 +361,23 @@ def test_every_builtin_pattern_compiles_in_every_engine() -> None:
     for text in texts:
         compile_pattern(text)  # RE2 and, where installed, Hyperscan
     assert len(Matcher([compile_pattern(t) for t in texts]).patterns) == len(texts)
+
+
+def test_a_stretch_no_rule_knows_is_said_not_charged_to_a_phase(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 4000, upto="rollout")
+    lines += [ray("WorkerDict", 21, f"[{asctime(last + i)}] sglang: loading weight part {i}") for i in range(37)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    rep = strict_json(subprocess.run([*GKDTOP, "replay", "--json", "--stall-after", "10", str(log)],
+                                     capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert rep["unrecognised"]["lines"] == 38 and "init_model START" in rep["unrecognised"]["after"]
+    text = subprocess.run([*GKDTOP, "snapshot", "--log", str(log)], capture_output=True, text=True, timeout=60,
+                          check=True).stdout
+    assert "init_model START | pid=2003 | rank=0`: 38 lines no rule knows" in text  # 37 + an NCCL WARN
+    analysis = Analysis(load_config(None))  # live: the same count
+    t = time.time()
+    analysis.feed([LogLine("f", "Initializing Rollout Worker...", t, t)] +
+                  [LogLine("f", f"chatter {i}", t, t) for i in range(25)])
+    status = analysis.status(t + 10_000)
+    assert status.state == "stalled"
+    assert status.unsure == "after `Initializing Rollout Worker...`: 25 lines no rule knows"

@@ -62,6 +62,11 @@ class Analysis:
         self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
         self.window_ids, self.window = self.findings_engine.opens_window()
+        # The last line some phase rule or finding knew: what follows it is shown as unrecognised
+        # ("after `Building rollout for sglang`: 37 lines no rule knows"), not charged to a phase.
+        self.recognised_ids = self.phases.rule_ids | self.findings_engine.match_ids
+        self.recognised_at = 0  # its position, counted in lines_read
+        self.recognised_text = ""
         self.skew = ClockSkew()
         self.errors: dict[str, ErrorGroup] = {}
         self._open_traceback: dict[str, int | None] = {}
@@ -85,17 +90,24 @@ class Analysis:
         if not lines:
             return
         hits = self.matcher.scan_texts([line.text for line in lines])
+        base = self.lines_read
         self.lines_read += len(lines)
         self._observe_clock(lines)
+        recognised = self.recognised_ids
         for i, line in enumerate(lines):
-            self._feed_one(line, self._time(line), hits.get(i, ()), None)
+            ids = hits.get(i, ())
+            if ids and not recognised.isdisjoint(ids):
+                self.recognised_at, self.recognised_text = base + i + 1, line.text
+            self._feed_one(line, self._time(line), ids, None)
 
     def feed_progress(self, line: LogLine) -> None:
         """The latest state of an unfinished tqdm line."""
         ids = self.matcher.scan_texts([line.text]).get(0, ())
         self.phases.feed_progress(line, self._time(line), ids)
 
-    def note_skipped(self, t: float) -> None:
+    def note_skipped(self, t: float, lines: int = 0) -> None:
+        """`lines` a flood sieve found no rule for, the last of them at `t`."""
+        self.lines_read += lines
         self.phases.note_skipped(t)
 
     def keep(self, data: bytes, head: int) -> set[int]:
@@ -200,6 +212,7 @@ class Analysis:
         counted = at = 0
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
         previous = -1
+        recognised, last_known = self.recognised_ids, None
         for start, end, ids in self.matcher.scan(data):
             if start > previous + 1:
                 plain_end = start - 1
@@ -227,12 +240,16 @@ class Analysis:
                 line.seen = line.ts
                 state.saw(line.ts)
             out.records.append((line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None))
+            if not recognised.isdisjoint(ids):
+                last_known = (start, line.text)
         if previous < len(data) - 1:
             plain_end = len(data)
         out.newest = state.before(data, len(data) + 1, fallback=False)  # when the run was last heard of
         if plain_end >= 0:
             out.progress = state.before(data, plain_end + 1, fallback=False)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
+        if last_known is not None:
+            out.recognised = (data.count(b"\n", 0, last_known[0]) + 1, last_known[1])
         return out
 
     def _apply(self, extract: _Extract, state: _HistoryClock, base: int) -> None:
@@ -260,6 +277,8 @@ class Analysis:
         progress = extract.progress if extract.progress is not None else state.last
         if progress is not None and (extract.progress is not None or extract.records):
             self.phases.note_skipped(progress)  # lines no rule needs are progress, as they are live
+        if extract.recognised is not None:
+            self.recognised_at, self.recognised_text = self.lines_read + extract.recognised[0], extract.recognised[1]
         self.lines_read += extract.lines
         state.tail = extract.tail
 
@@ -279,6 +298,8 @@ class Analysis:
 
     def status(self, now: float) -> PhaseStatus:
         status = self.phases.status(now)
+        status.unrecognised = self.lines_read - self.recognised_at
+        status.recognised_last = self.recognised_text
         if self.skew.offsets:
             source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
             status.clock_offset, status.clock_source = offset, source
@@ -300,6 +321,7 @@ class _Extract:
     newest: float | None = None  # the newest stamp near its end
     progress: float | None = None  # the time of its last line no rule names
     tail: bytes = b""  # its last line
+    recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 
 
 _FORKED: Analysis | None = None  # the analysis a forked extractor works for (read_history)

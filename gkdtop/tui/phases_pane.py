@@ -82,6 +82,8 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
         text.append("\n")
     if status.state == "failed" and status.failure:
         text.append(f"  {status.failure[:300]}\n", "red")
+    if status.unsure:
+        text.append(f"  {status.unsure}\n", "yellow")
     if status.hint is not None:
         for cause in status.hint.causes:
             text.append("  cause: ", "bold yellow")
