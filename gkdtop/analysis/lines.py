@@ -146,24 +146,16 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
     year-less stamps (analysis/time.py)."""
     check_zone()
     append = out.append
-    prefixes = _prefix_cache
     ts_match = TS_RE.match
     ts_first = TS_FIRST
-    miss = _NO_PREFIX
     for raw in lines:
         text = raw
         worker = ip = ""
         pid: int | None = None
         if raw[:1] == "(":
-            close = raw.find(")", 1, _PREFIX_MAX)
-            if close > 0:
-                key = raw[: close + 1]
-                hit = prefixes.get(key, miss)
-                if hit is miss:
-                    hit = _prefix_of(key)
-                if hit is not None:
-                    worker, pid, ip = hit
-                    text = raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
+            hit, text = split_prefix(raw)
+            if hit is not None:
+                worker, pid, ip = hit
         ts = None
         if text[:1] in ts_first and (m := ts_match(text)) is not None:
             ts = stamp_of(m.groups(), seen)
