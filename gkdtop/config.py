@@ -85,13 +85,39 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             return cfg
         path = candidate
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
-    _apply(cfg, _compose(text, str(path)), str(path))
+    _apply(cfg, _compose(_read(path), str(path)), str(path))
     cfg.source = str(path)
     return cfg
+
+
+MAX_BYTES = 1 << 20  # a config is a few KB; more is a wrong path (a log, /dev/zero) or a bomb
+MAX_BACKLOG = 100_000  # lines of each file's existing content shown at start-up
+MAX_LINE = 1 << 20  # characters kept of one line
+REFRESH_RANGE = (0.01, 3600.0)  # seconds between two polls: faster spins a core, slower shows nothing
+MAX_DEPTH = 64  # a config nests a few levels; 50,000 nested `[` crash a recursive composer
+
+
+def _read(path: Path) -> str:
+    """The config's text: a regular file of at most MAX_BYTES, else a one-line ConfigError.
+
+    Opened non-blocking and checked on the descriptor, so `--config` naming a FIFO can't hang us.
+    """
+    from gkdtop.collectors.logs import open_regular
+
+    try:
+        with open_regular(str(path)) as fh:
+            data = fh.read(MAX_BYTES + 1) or b""
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL in the path
+        raise ConfigError(f"{path!r}: cannot read config: {exc}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: cannot read config: larger than {MAX_BYTES >> 20} MiB (is it a config file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: cannot read config: not UTF-8 (byte {data[exc.start]:#04x})") from None
 
 
 def builtin_phases() -> list[PhaseRule]:
@@ -105,20 +131,69 @@ def builtin_phases() -> list[PhaseRule]:
 
 
 def _compose(text: str, where: str) -> Any:
+    """The YAML node tree of a config, checked for nesting depth and duplicate keys."""
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        _check_depth(yaml.parse(text, Loader=loader), where)
+        node = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}{line}: invalid YAML: {problem}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}") from None
     if node is None:
         return None
     if node.tag != "tag:yaml.org,2002:map":
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: the config must be a mapping of keys")
+    _check_duplicates(node, where)
     return node
+
+
+def _check_depth(events: Any, where: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the parser's flat event stream, before composing.
+
+    The composer (libyaml's binding, or PyYAML's own) recurses once per level: 50,000 nested `[`
+    overflow the C stack (a segfault) or Python's. The parser keeps its own stack, and we stop it at
+    the first level too deep, so a bomb costs microseconds.
+    """
+    import yaml
+
+    depth = 0
+    for event in events:
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1
+                raise ConfigError(f"{where}:{line}: nested more than {MAX_DEPTH} levels deep (a config needs a few)")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def _check_duplicates(root: Any, where: str) -> None:
+    """A key given twice in one mapping is an error naming both lines: YAML loaders keep one silently."""
+    import yaml
+
+    done: set[int] = set()  # aliases share nodes: each is checked once (no billion laughs)
+    todo: list[tuple[Any, str]] = [(root, "")]
+    while todo:
+        node, path = todo.pop()
+        if id(node) in done:
+            continue
+        done.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
+        elif isinstance(node, yaml.MappingNode):
+            first: dict[str, Any] = {}
+            for k, v in node.value:
+                name = f"{path}.{k.value}" if path else str(k.value)
+                if isinstance(k, yaml.ScalarNode):
+                    if k.value in first:
+                        line = first[k.value].start_mark.line + 1
+                        raise _err(where, k, name, f"duplicate key (first given at line {line})")
+                    first[k.value] = k
+                todo.append((v, name if isinstance(k, yaml.ScalarNode) else path))
 
 
 def _err(where: str, node: Any, key: str, msg: str) -> ConfigError:
@@ -160,6 +235,18 @@ def _number(node: Any, where: str, key: str) -> float:
     if not math.isfinite(value) or value <= 0:  # inf would overflow int(), nan compares false
         raise _err(where, node, key, f"must be positive and finite, got {raw}")
     return value
+
+
+def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
+    """A whole number in [low, high]: `backlog: 1e12` would read a whole log, `max_line: 0` none of it."""
+    raw = _scalar(node, where, key)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _err(where, node, key, f"expected a whole number, got {raw!r}") from None
+    if not math.isfinite(value) or value != int(value) or not low <= value <= high:
+        raise _err(where, node, key, f"expected a whole number from {low} to {high:,}, got {raw}")
+    return int(value)
 
 
 def _regex(node: Any, where: str, key: str) -> re.Pattern[str]:
@@ -290,9 +377,13 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
             setattr(cfg, key, values)
     if (n := _get(doc, "logs")) is not None:
         cfg.logs = [os.path.expanduser(p) for p in _strings(n, where, "logs")]
-    for key in ("backlog", "max_line"):
-        if (n := _get(doc, key)) is not None:
-            setattr(cfg, key, int(_number(n, where, key)))
+        for i, (item, p) in enumerate(zip(n.value if n.tag.endswith(":seq") else [n], cfg.logs, strict=True)):
+            if not p or "\0" in p:
+                raise _err(where, item, f"logs[{i}]", f"not a usable path: {p!r}")
+    if (n := _get(doc, "backlog")) is not None:
+        cfg.backlog = _count(n, where, "backlog", 0, MAX_BACKLOG)
+    if (n := _get(doc, "max_line")) is not None:
+        cfg.max_line = _count(n, where, "max_line", 80, MAX_LINE)
     if (n := _get(doc, "findings")) is not None:
         user = _findings(n, where)
         names = {sig.name for sig in user}
@@ -300,4 +391,8 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
     if (n := _get(doc, "refresh")) is not None:
         _keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:
-            cfg.refresh[k.value] = _number(v, where, f"refresh.{k.value}")
+            value = _number(v, where, f"refresh.{k.value}")
+            if not REFRESH_RANGE[0] <= value <= REFRESH_RANGE[1]:
+                low, high = REFRESH_RANGE
+                raise _err(where, v, f"refresh.{k.value}", f"expected {low:g} to {high:g} seconds, got {v.value}")
+            cfg.refresh[k.value] = value

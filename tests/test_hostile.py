@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gkdtop.collectors.logs import LogBatch, LogCollector, NotRegularFile, open_regular
 
@@ -287,3 +289,129 @@ def test_truncated_and_regrown_while_parked(tmp_path: Path) -> None:
     assert texts(batch) == ["a new, longer than the old content"]
     assert file_state(batch, a).truncations == 1
     c.close()
+
+
+# --- config bombs and mistakes -------------------------------------------------------------------
+
+
+def gkdtop(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent", "XDG_CACHE_HOME": os.environ.get("GKDTOP_TEST_CACHE", "")}
+    env = {k: v for k, v in env.items() if v}
+    return subprocess.run([sys.executable, "-m", "gkdtop.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *names: str) -> str:
+    assert proc.returncode not in (0, 1) and proc.returncode > 0, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    return lines[0]
+
+
+NESTING_BOMBS = {  # name: (text, the line the error names)
+    "flow_seq": ("phases: " + "[" * 50_000 + "]" * 50_000 + "\n", 1),
+    "flow_map": ("refresh: " + "{a: " * 50_000 + "1" + "}" * 50_000 + "\n", 1),
+    "block_seq": ("logs:\n" + "- " * 50_000 + "x\n", 2),
+    "unclosed": ("[" * 1_000_000, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTING_BOMBS))
+def test_deep_nesting_is_a_one_line_error_not_a_segfault(tmp_path: Path, name: str) -> None:
+    cfg = tmp_path / "bomb.yaml"
+    text, where = NESTING_BOMBS[name]
+    cfg.write_text(text)
+    line = assert_one_line_error(gkdtop("replay", "--config", str(cfg), "/etc/hostname"), f"{cfg}:{where}:")
+    assert "nested more than 64 levels" in line
+
+
+@pytest.mark.parametrize(("text", "where", "key", "first"), [
+    ("stall_after: 5\nbacklog: 3\nstall_after: 7\n", 3, "stall_after", 1),
+    ("refresh:\n  ui: 2\n  gpus: 1\n  ui: 3\n", 4, "refresh.ui", 2),
+    ("phases:\n  - name: a\n    start: x\n    name: b\n", 4, "phases[0].name", 2),
+    ("filters: {x: a, y: b, x: c}\n", 1, "filters.x", 1),
+])
+def test_duplicate_keys_name_file_line_and_key(tmp_path: Path, text: str, where: int, key: str, first: int) -> None:
+    from gkdtop.config import ConfigError, load_config
+
+    cfg = tmp_path / "dup.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert str(info.value) == f"{cfg}:{where}: {key}: duplicate key (first given at line {first})"
+
+
+@pytest.mark.parametrize(("text", "key", "says"), [
+    ("backlog: 1e12\n", "backlog", "whole number from 0 to 100,000"),
+    ("backlog: 1.5\n", "backlog", "whole number"),
+    ("backlog: -1\n", "backlog", "whole number"),
+    ("max_line: 0\n", "max_line", "whole number from 80"),
+    ("max_line: .inf\n", "max_line", "whole number"),
+    ("refresh: {ui: 1e-9}\n", "refresh.ui", "0.01 to 3600 seconds"),
+    ("refresh: {logs: 1e9}\n", "refresh.logs", "0.01 to 3600 seconds"),
+    ("stall_after: .nan\n", "stall_after", "expected a number of seconds"),
+    ("stall_after: nan\n", "stall_after", "positive and finite"),
+    ("stall_after: -5\n", "stall_after", "positive and finite"),
+    ("logs: ['ok.log', \"a\\0b\"]\n", "logs[1]", "not a usable path"),
+    ("logs: ''\n", "logs[0]", "not a usable path"),
+])
+def test_bad_numbers_and_paths_name_the_key(tmp_path: Path, text: str, key: str, says: str) -> None:
+    from gkdtop.config import ConfigError, load_config
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert str(info.value).startswith(f"{cfg}:1: {key}: ") and says in str(info.value)
+
+
+def test_backlog_zero_is_allowed(tmp_path: Path) -> None:
+    from gkdtop.config import load_config
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("backlog: 0\nmax_line: 80\n")
+    assert (load_config(cfg).backlog, load_config(cfg).max_line) == (0, 80)
+
+
+def test_config_path_naming_no_config_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "c.fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * (1 << 20) + "\n")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"stall_after: 3\n\xff\xfe\x00junk")
+    for path, says in [(fifo, "a FIFO"), (tmp_path, "a directory"), ("/dev/zero", "a device"),
+                       (big, "larger than 1 MiB"), (binary, "not UTF-8"),
+                       (tmp_path / "missing.yaml", "No such file")]:
+        line = assert_one_line_error(gkdtop("replay", "--config", str(path), "/etc/hostname", timeout=60), str(path))
+        assert says in line
+
+
+YAML_TOKENS = st.one_of(
+    st.sampled_from([
+        "[", "]", "{", "}", ": ", ":", "- ", "-", "\n", "  ", "    ", "? ", ", ", "'", '"', "#", "|\n", ">\n",
+        "&a ", "*a", "&b ", "*b", "<<: ", "!!str ", "!!map ", "!!seq ", "!!python/object:os.system ", "!x ",
+        "%YAML 1.1\n", "---\n", "...\n", "\t", "\0", "\ufeff", "\x85", "\u2028", "é", "1e400", ".nan", "-0",
+        "0x1F", "1_000", "~", "null", "true", "stall_after", "phases", "refresh", "ui", "backlog", "max_line",
+        "logs", "filters", "default", "name", "start", "stall_stacks", "phases_mode",
+    ]),
+    st.integers(1, 200).map(lambda n: "[" * n),
+    st.integers(1, 200).map(lambda n: "- " * n),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(YAML_TOKENS, max_size=60).map("".join))
+def test_yaml_garbage_gives_a_config_or_a_one_line_error(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
+    from gkdtop.config import Config, ConfigError, load_config
+
+    cfg = tmp_path_factory.mktemp("garbage") / "c.yaml"
+    cfg.write_bytes(text.encode("utf-8", "surrogatepass"))
+    try:
+        assert isinstance(load_config(cfg), Config)
+    except ConfigError as exc:
+        assert str(exc).startswith(str(cfg)) and "\n" not in str(exc)

@@ -404,8 +404,8 @@ class _Follower:
             st.state = "deleted" if self.opened_once else "waiting"
             st.error = ""
             return start - budget
-        except OSError as exc:
-            self._error(out, exc)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            self._error(out, exc if isinstance(exc, OSError) else OSError(0, str(exc), ascii(self.path)))
             return 0
         st.size = info.st_size
         st.mtime = info.st_mtime
@@ -800,7 +800,11 @@ class LogCollector:
         """Add the paths the patterns name now. Named paths are followed even before they exist."""
         for pattern in self.patterns:
             if glob.has_magic(pattern):
-                for path in sorted(glob.glob(pattern)):
+                try:
+                    found = sorted(glob.glob(pattern))
+                except ValueError:  # a NUL in the pattern: it names nothing
+                    found = []
+                for path in found:
                     path = os.path.normpath(path)
                     # A glob may match directories (`logs/*`): those are no log files, skip them.
                     if path not in self._files and not os.path.isdir(path):
