@@ -415,3 +415,107 @@ def test_yaml_garbage_gives_a_config_or_a_one_line_error(tmp_path_factory: pytes
         assert isinstance(load_config(cfg), Config)
     except ConfigError as exc:
         assert str(exc).startswith(str(cfg)) and "\n" not in str(exc)
+
+
+# --- the command line ----------------------------------------------------------------------------
+
+BAD_ARGS = [
+    (["stacks", "--", "-5"], "argument PID", "-5"),
+    (["stacks", "99999999999"], "argument PID", "99999999999"),
+    (["stacks", "--timeout", "inf", "1"], "argument --timeout", "inf"),
+    (["stacks", "--timeout", "nan", "1"], "argument --timeout", "nan"),
+    (["stacks", "--timeout", "-1", "1"], "argument --timeout", "-1"),
+    (["stacks", "--timeout", "1e300", "1"], "argument --timeout", "1e300"),
+    (["snapshot", "--duration", "inf"], "argument --duration", "inf"),
+    (["snapshot", "--duration", "-2"], "argument --duration", "-2"),
+    (["snapshot", "--lines", "-3"], "argument --lines", "-3"),
+    (["snapshot", "--stall-after", "nan"], "argument --stall-after", "nan"),
+    (["--refresh", "nan"], "argument --refresh", "nan"),
+    (["--refresh", "0"], "argument --refresh", "0"),
+    (["--stall-after=-inf"], "argument --stall-after", "-inf"),
+    (["replay", "--stall-after", "0", "x.log"], "argument --stall-after", "0"),
+    (["cleanup", "--grace", "inf"], "argument --grace", "inf"),
+    (["doctor", "--nodes", "0"], "argument --nodes", "0"),
+    (["doctor", "--actor-gpus", "-1"], "argument --actor-gpus", "-1"),
+    (["demo", "--steps", "x"], "argument --steps", "x"),
+    (["run", "--refresh", "inf", "--", "true"], "argument --refresh", "inf"),
+]
+
+
+@pytest.mark.parametrize(("args", "names", "value"), BAD_ARGS, ids=[" ".join(a[0]) for a in BAD_ARGS])
+def test_bad_numbers_on_the_command_line_are_one_line_usage_errors(args: list[str], names: str, value: str) -> None:
+    line = assert_one_line_error(gkdtop(*args, timeout=60), names, repr(value))
+    assert line.startswith("gkdtop") and ": error: " in line and line.endswith("--help)")
+
+
+def test_run_with_an_unwritable_log_file_blames_the_log_not_the_command(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    cache = tmp_path / "cache"
+    for log, says in [(blocker / "x.log", "is not a directory"), (blocker / "sub" / "x.log", "Not a directory"),
+                      (tmp_path, "Is a directory"), (fifo, "a FIFO nobody reads"), ("/dev/null", "not a regular file"),
+                      ("/proc/1/nope/x.log", "cannot create")]:
+        for ui in (["--no-ui"], []):  # the dashboard path must fail before it starts anything
+            proc = subprocess.run([sys.executable, "-m", "gkdtop.cli", "run", *ui, "--log-file", str(log), "--",
+                                   sys.executable, "-c", "print('ran')"], capture_output=True, text=True,
+                                  timeout=60, cwd=ROOT, env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+                                  stdin=subprocess.DEVNULL)
+            line = assert_one_line_error(proc, f"cannot write the log file {log}", says)
+            assert sys.executable not in line and "ran" not in proc.stdout
+
+
+def test_run_with_an_unwritable_run_directory_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("")  # XDG_CACHE_HOME is a file: no run directory under it
+    proc = subprocess.run([sys.executable, "-m", "gkdtop.cli", "run", "--no-ui", "--", "true"], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT, env={**os.environ, "XDG_CACHE_HOME": str(blocker)},
+                          stdin=subprocess.DEVNULL)
+    assert_one_line_error(proc, "cannot create the run directory", str(blocker))
+
+
+# --- replay / snapshot on things that are no logs -------------------------------------------------
+
+
+def test_replay_refuses_what_is_no_log_with_one_line_naming_it(tmp_path: Path) -> None:
+    import gzip
+
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    gz = tmp_path / "train.log.gz"
+    gz.write_bytes(gzip.compress(b"step:1 - loss 1\n"))
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    cases = [(fifo, "a FIFO, not a log file"), (tmp_path, "a directory, not a log file"),
+             ("/dev/null", "a device"), ("/proc/self/status", "a /proc or /sys file?"),
+             (gz, "gzip-compressed"), (binary, "a binary file"), (sys.executable, None),
+             (tmp_path / "missing.log", "No such file or directory")]
+    sysfs = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if sysfs.is_file():  # 4096 bytes by its size, a line by its content
+        cases.append((sysfs, "a /proc or /sys file?"))
+    for path, says in cases:
+        for extra in ([], ["--no-grep"]):
+            line = assert_one_line_error(gkdtop("replay", *extra, str(path), timeout=60), f"gkdtop replay: {path}: ")
+            if says is not None:
+                assert says in line
+    good = tmp_path / "train.log"
+    good.write_text("step:1 - loss 1\n\x1b[31mERROR\x1b[0m junk \x00 byte\n")
+    assert gkdtop("replay", str(good)).returncode == 0
+
+
+def test_snapshot_with_special_files_as_logs_returns(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    good = tmp_path / "train.log"
+    good.write_text("hello\n")
+    proc = gkdtop("snapshot", "--json", "--log", str(fifo), "--log", str(tmp_path), "--log", "/dev/null",
+                  "--log", "/proc/self/status", "--log", str(good), timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    import json
+
+    files = {f["path"]: f for f in json.loads(proc.stdout)["logs"]["files"]}
+    assert files[str(fifo)]["error"] == f"a FIFO: {fifo}"
+    assert files[str(tmp_path)]["error"] == f"a directory: {tmp_path}"
+    assert files["/dev/null"]["error"] == "a device: /dev/null"
+    assert files[str(good)]["state"] == "following"
