@@ -519,3 +519,44 @@ def test_snapshot_with_special_files_as_logs_returns(tmp_path: Path) -> None:
     assert files[str(tmp_path)]["error"] == f"a directory: {tmp_path}"
     assert files["/dev/null"]["error"] == "a device: /dev/null"
     assert files[str(good)]["state"] == "following"
+
+
+def without_root_powers() -> list[str]:
+    """A command prefix under which file permissions hold: root's DAC override dropped (setpriv), or none."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("root without setpriv: file permissions can't be made to hold")
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, "--bounding-set", caps, "--inh-caps", caps, "--"]
+
+
+def test_unreadable_and_unwritable_paths_are_named(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.log"
+    secret.write_text("step:1 - loss 1\n")
+    secret.chmod(0)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    prefix = without_root_powers()
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*prefix, sys.executable, "-m", "gkdtop.cli", *args], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL,
+                              env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+
+    assert_one_line_error(cli("replay", str(secret)), f"gkdtop replay: {secret}: Permission denied")
+    assert_one_line_error(cli("replay", "--config", str(secret), "/etc/hostname"),
+                          f"{secret}: cannot read config: Permission denied")
+    for ui in (["--no-ui"], []):
+        assert_one_line_error(cli("run", *ui, "--log-file", str(locked / "x.log"), "--", "true"),
+                              f"gkdtop run: cannot write the log file {locked / 'x.log'}: Permission denied")
+    proc = cli("snapshot", "--json", "--log", str(secret))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    import json
+
+    files = {f["path"]: f for f in json.loads(proc.stdout)["logs"]["files"]}
+    assert files[str(secret)]["error"] == f"Permission denied: {secret}"
