@@ -145,9 +145,9 @@ def _compose(text: str, where: str) -> Any:
         raise ConfigError(f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}") from None
     if node is None:
         return None
+    _check_nodes(node, where)
     if node.tag != "tag:yaml.org,2002:map":
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: the config must be a mapping of keys")
-    _check_duplicates(node, where)
     return node
 
 
@@ -171,8 +171,17 @@ def _check_depth(events: Any, where: str) -> None:
             depth -= 1
 
 
-def _check_duplicates(root: Any, where: str) -> None:
-    """A key given twice in one mapping is an error naming both lines: YAML loaders keep one silently."""
+_KIND_TAG = {"ScalarNode": "", "SequenceNode": "tag:yaml.org,2002:seq", "MappingNode": "tag:yaml.org,2002:map"}
+_STRUCTURE_TAGS = ("tag:yaml.org,2002:seq", "tag:yaml.org,2002:map")
+
+
+def _check_nodes(root: Any, where: str) -> None:
+    """Every mapping without a key given twice, every node's tag true to its kind.
+
+    A key given twice is an error naming both lines: YAML loaders keep one silently. The validators
+    tell a mapping from a list by its tag, so `x: !!map 1` (a scalar tagged as a mapping),
+    `!!seq {a: 1}` or `!!str [a]` would reach them as the wrong shape: an error naming the key, here.
+    """
     import yaml
 
     done: set[int] = set()  # aliases share nodes: each is checked once (no billion laughs)
@@ -182,6 +191,10 @@ def _check_duplicates(root: Any, where: str) -> None:
         if id(node) in done:
             continue
         done.add(id(node))
+        kind = type(node).__name__
+        if node.tag != _KIND_TAG[kind] and (kind != "ScalarNode" or node.tag in _STRUCTURE_TAGS):
+            what = {"ScalarNode": "a single value", "SequenceNode": "a list", "MappingNode": "a mapping"}[kind]
+            raise _err(where, node, path or "(top level)", f"{what} tagged {node.tag.rsplit(':', 1)[-1]!r}")
         if isinstance(node, yaml.SequenceNode):
             todo += [(item, f"{path}[{i}]") for i, item in enumerate(node.value)]
         elif isinstance(node, yaml.MappingNode):
@@ -193,6 +206,8 @@ def _check_duplicates(root: Any, where: str) -> None:
                         line = first[k.value].start_mark.line + 1
                         raise _err(where, k, name, f"duplicate key (first given at line {line})")
                     first[k.value] = k
+                else:
+                    todo.append((k, path))
                 todo.append((v, name if isinstance(k, yaml.ScalarNode) else path))
 
 

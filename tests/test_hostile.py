@@ -369,6 +369,23 @@ def test_bad_numbers_and_paths_name_the_key(tmp_path: Path, text: str, key: str,
     assert str(info.value).startswith(f"{cfg}:1: {key}: ") and says in str(info.value)
 
 
+@pytest.mark.parametrize(("text", "says"), [
+    ("!!map x\n", "1: (top level): a single value tagged 'map'"),
+    ("stall_after: !!map 1\n", "1: stall_after: a single value tagged 'map'"),
+    ("logs: !!seq {a: 1}\n", "1: logs: a mapping tagged 'seq'"),
+    ("logs: !!str [a, b]\n", "1: logs: a list tagged 'str'"),
+    ("refresh:\n  ui: !x [1]\n", "2: refresh.ui: a list tagged '!x'"),
+])
+def test_a_tag_that_lies_about_the_shape_is_an_error(tmp_path: Path, text: str, says: str) -> None:
+    from gkdtop.config import ConfigError, load_config
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as info:  # before: ValueError / AttributeError deep in the validators
+        load_config(cfg)
+    assert str(info.value) == f"{cfg}:{says}"
+
+
 def test_backlog_zero_is_allowed(tmp_path: Path) -> None:
     from gkdtop.config import load_config
 
