@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import report
 from writer import templates
 
-from gkdtop.collectors.findings import builtin_signatures
+from gkdtop.analysis.rules import builtin_signatures
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, builtin_phases
 from gkdtop.store import Store

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -94,7 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--config", metavar="FILE")
     rep.add_argument("--stall-after", type=SECONDS, metavar="SECONDS")
     rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
-    rep.add_argument("--no-grep", action="store_true", help="select lines in Python instead of GNU grep")
     stk = sub.add_parser("stacks", help="dump the Python stacks of the job's processes (py-spy), grouped")
     stk.add_argument("pids", nargs="*", type=_int_in(1, PID_MAX, "a process id"), metavar="PID")
     stk.add_argument("--native", action="store_true", help="include C/C++ frames")
@@ -149,18 +147,16 @@ def load(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     config = load_config(args.config)
     if getattr(args, "stall_after", None) is not None:
-        if args.stall_after <= 0:
-            raise SystemExit("gkdtop: --stall-after must be positive")
         config.stall_after = args.stall_after
         for rule in config.phases:  # said on the command line: it holds for every phase, the slow ones too
             rule.stall_after = None
     if getattr(args, "filter", None) is not None:
-        import re
+        from gkdtop.analysis.matcher import PatternError, compile_pattern
 
         try:
-            re.compile(args.filter)
-        except re.error as exc:
-            raise SystemExit(f"gkdtop: --filter: invalid regular expression: {exc}") from None
+            compile_pattern(args.filter, every_engine=False)
+        except PatternError as exc:
+            raise SystemExit(f"gkdtop: --filter: {exc}") from None
         config.filters["default"] = args.filter
     return config
 
@@ -242,6 +238,7 @@ def dashboard(args: argparse.Namespace, config, root_pids: tuple[int, ...] = ())
 def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
     import asyncio
 
+    from gkdtop import jsonout
     from gkdtop import snapshot as snap
     from gkdtop.monitor import Monitor
 
@@ -259,7 +256,7 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
     asyncio.run(collect())
     doc = snap.build(monitor.store, config.default_filter, lines=args.lines)
     if args.json:
-        json.dump(doc, sys.stdout, indent=1, default=str)
+        jsonout.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(snap.text_summary(doc))
@@ -267,6 +264,7 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
 
 
 def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
+    from gkdtop import jsonout
     from gkdtop import replay as rp
 
     for path in args.files:
@@ -274,12 +272,12 @@ def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-
             print(f"gkdtop replay: {problem}", file=sys.stderr)
             return 2
     try:
-        report = rp.replay(args.files, config, use_grep=not args.no_grep)
+        report = rp.replay(args.files, config)
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(rp.report_json(report), sys.stdout, indent=1, default=str)
+        jsonout.dump(rp.report_json(report), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(rp.report_text(report))

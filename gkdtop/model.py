@@ -6,6 +6,7 @@ No I/O and no third-party imports here: this module is the contract between laye
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -213,6 +214,9 @@ class PhaseStatus:
     timeline: list[PhaseSpan] = field(default_factory=list)
     expected: str | None = None  # after a phase finished: the next phase, the one that waits
     within: str | None = None  # when `current` is a per-step sub-phase: the phase it recurs in
+    steps: dict[str, Any] = field(default_factory=dict)  # analysis/steps.StepStats.summary(): the whole run
+    clock_offset: float | None = None  # seconds added to a source's stamps (its clock or zone differs from ours)
+    clock_source: str = ""  # the source with that offset
 
 
 @dataclass(slots=True)

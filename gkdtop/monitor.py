@@ -81,7 +81,24 @@ class Monitor:
             self._tasks.append(asyncio.create_task(self._stall_stacks(), name="stall-stacks"))
 
     async def _put_logs(self, batch: Any) -> None:
-        """A flood's batch in slices, yielding between them: a key press waits for one slice, not 100k lines."""
+        """A flood's batch in slices, yielding between them: a key press waits for one slice, not 100k lines.
+
+        The first batch names what the files held before they were followed: that history is read
+        first, in a thread, into an analysis of its own that then replaces the store's (no live line
+        is read meanwhile: this collector waits for it)."""
+        if batch.history:
+            self.store.history_pending = True
+            from gkdtop.analysis.engine import Analysis
+            from gkdtop.store import read_history
+
+            try:
+                analysis = await asyncio.to_thread(read_history, Analysis(self.config), batch.history)
+            except Exception as exc:  # the dashboard goes on with what the live lines show
+                self.store.history_pending = False
+                self.store.fail("logs", f"reading the logs' history: {one_line(exc)}", 0)
+            else:
+                self.store.adopt_history(analysis)
+            batch.history = []
         for part in batch.slices(LOG_SLICE):
             self.store.put("logs", part)
             await asyncio.sleep(0)
@@ -127,7 +144,10 @@ class Monitor:
             except Exception as exc:
                 self.store.fail(collector.name, one_line(exc), 0)
             else:
-                self.store.put(collector.name, result)
+                if collector.name == "logs":
+                    await self._put_logs(result)
+                else:
+                    self.store.put(collector.name, result)
 
         first = [c for c in self.collectors if c.name != "procs"]
         await asyncio.gather(*(one(c) for c in first))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import socket
 import time
 from dataclasses import asdict
 from typing import Any
 
 from gkdtop import __version__
+from gkdtop.analysis.matcher import compile_pattern
+from gkdtop.replay import timeline_json
 from gkdtop.store import Store
 
 SCHEMA = 1
@@ -17,7 +18,7 @@ SCHEMA = 1
 def build(store: Store, filter_pattern: str | None = None, now: float | None = None, lines: int = 50) -> dict[str, Any]:
     now = time.time() if now is None else now
     status = store.phase_status(now)
-    pattern = re.compile(filter_pattern) if filter_pattern else None
+    pattern = compile_pattern(filter_pattern, every_engine=False) if filter_pattern else None
     matched = store.matching(pattern, limit=lines)
     return {
         "schema": SCHEMA,
@@ -43,18 +44,20 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             "stall_after": status.stall_after,
             "failure": status.failure,
             "hint": asdict(status.hint) if status.hint else None,
+            "clock_offset": status.clock_offset,
+            "clock_source": status.clock_source,
+            "history_pending": store.history_pending,
             "steps": {
                 "done": status.steps_done,
                 "last": status.last_step.step if status.last_step else None,
                 "step_time": status.step_time,
                 "metrics": status.last_step.metrics if status.last_step else {},
+                "run": status.steps,  # the whole run: count, p50/p95/max, slowest, trend, per timing key
             },
-            "timeline": [
-                {"name": s.name, "start": s.start, "end": s.end, "duration": s.duration, "status": s.status}
-                for s in status.timeline
-            ],
+            "timeline": timeline_json(status),
         },
         "findings": [asdict(f) for f in store.findings()],
+        "errors_seen": [asdict(g) for g in store.analysis.error_groups()],
         "logs": {
             "filter": filter_pattern or "",
             "files": [asdict(f) for f in store.log_files],

@@ -6,14 +6,14 @@ read. Nothing in here grows without bound.
 
 from __future__ import annotations
 
-import re
+import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from gkdtop.collectors.findings import FindingsEngine, unnamed
-from gkdtop.collectors.phases import FLOOD_MARKERS, PhaseEngine
-from gkdtop.collectors.prefilter import FloodSieve, Prefiltered
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.matcher import Pattern
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -32,6 +32,17 @@ HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refr
 LINES = 5000  # log lines kept for scrollback and re-filtering
 
 
+def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
+    """Files' content from before they were followed, `(path, size, mtime, finished)` each, into
+    `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
+    from gkdtop.analysis.engine import HistoryRange
+
+    for path, size, mtime, final in history:
+        with contextlib.suppress(OSError):
+            analysis.read_history([HistoryRange(path, 0, size, mtime, final)])
+    return analysis
+
+
 class Store:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -46,8 +57,8 @@ class Store:
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
         self.skipped_lines = 0  # flood lines checked by the sieve but not stored (they matched nothing)
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
-        self.phases = PhaseEngine(config)
-        self.findings_engine = FindingsEngine(config.findings)
+        self.analysis = Analysis(config)  # phases, findings, steps, clock: analysis/engine.py
+        self.history_pending = False  # files there at start-up whose earlier content is still being read
         self.health: dict[str, SourceHealth] = {}
         self.version = 0  # bumped on every change so views can skip redraws
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
@@ -137,34 +148,42 @@ class Store:
                 row.role = role_of(actor.class_name, default=row.role)
 
     def _put_logs(self, batch: Any, local: bool = True) -> bool:
-        """Feed new lines to the phase engine; False when nothing at all changed (the usual idle poll)."""
+        """Feed new lines to the analysis; False when nothing at all changed (the usual idle poll)."""
         if not batch.lines and not batch.progress and not batch.skipped and (
                 not local or batch.files == self.log_files):
             return False
+        if getattr(batch, "history", None):  # what the files held before: analysed first, as a whole
+            read_history(self.analysis, batch.history)
+            batch.history = []
+        analysis = self.analysis
         if batch.skipped:
             self.skipped_lines += batch.skipped
-            self.phases.note_skipped(batch.skipped_time)
+            analysis.note_skipped(batch.skipped_time)
         if local:
             self.log_files = batch.files
+        # A local file's lines from before gkdtop opened it were analysed as history (adopt_history):
+        # they are kept for the Logs pane only.
+        new = [line for line in batch.lines if not (local and line.backlog)]
+        self.lines.extend(batch.lines)
+        analysis.feed(new)
         for line in batch.lines:
-            self.lines.append(line)
-            self.phases.feed(line)
-            self.findings_engine.feed(line)
             self.progress.pop(line.source, None)
         self.total_lines += len(batch.lines)
         for source, line in batch.progress.items():
             self.progress[source] = line
-            self.phases.feed_progress(line)
+            analysis.feed_progress(line)
         return True
 
-    def flood_sieve(self) -> FloodSieve:
-        """For the log collector: which lines of a flood the phase and finding rules need to see."""
-        gates = [g for g in (self.phases.any_re, self.phases.idle_re, self.findings_engine.any_re) if g is not None]
-        with_extra = [sig for sig in self.config.findings if sig.extra]  # they read the lines after a match
-        if not with_extra:
-            return FloodSieve(gates, FLOOD_MARKERS)
-        opens = Prefiltered(re.compile("|".join(f"(?:{unnamed(s.match.pattern)})" for s in with_extra)))
-        return FloodSieve(gates, FLOOD_MARKERS, opens, max(sig.within for sig in with_extra))
+    def adopt_history(self, analysis: Analysis) -> None:
+        """The analysis of what the followed files held before they were followed, read by the Monitor
+        in a thread on an Analysis of its own (no line is followed meanwhile): it replaces the store's."""
+        self.analysis = analysis
+        self.history_pending = False
+        self._bump("logs")
+
+    def flood_sieve(self) -> Callable[[bytes, int], set[int]]:
+        """For the log collector: which lines of a flood some rule needs (`Analysis.keep`)."""
+        return lambda data, head: self.analysis.keep(data, head)
 
     # --- reads (from views) --------------------------------------------------------------------
 
@@ -180,11 +199,15 @@ class Store:
         return {p.pid: p for p in self.processes}
 
     def findings(self) -> list[Finding]:
-        return self.findings_engine.findings()
+        return self.analysis.findings()
+
+    @property
+    def phases(self) -> Any:  # the phase engine (timeline, steps): tests and the bundle read it
+        return self.analysis.phases
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:
         """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
-        status = self.phases.status(time.time() if now is None else now)
+        status = self.analysis.status(time.time() if now is None else now)
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
             demands += [f.fields.get("demand") or f.fields.get("demand2") or ""
@@ -208,7 +231,7 @@ class Store:
             return list(self.lines)
         return list(self.lines)[-new:]
 
-    def matching(self, pattern: re.Pattern[str] | None, limit: int = 1000) -> list[LogLine]:
+    def matching(self, pattern: Pattern | None, limit: int = 1000) -> list[LogLine]:
         """The newest `limit` lines that match the filter, oldest first."""
         found: list[LogLine] = []
         for line in reversed(self.lines):

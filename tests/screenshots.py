@@ -45,7 +45,7 @@ async def wait(pilot: Any, what: str, predicate: Callable[[], bool], timeout: fl
 
 
 def demo_app(run: Any, stall_after: float | None = None) -> Any:
-    from gkdtop.collectors.findings import builtin_signatures
+    from gkdtop.analysis.rules import builtin_signatures
     from gkdtop.config import Config, builtin_phases
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp

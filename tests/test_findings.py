@@ -135,7 +135,7 @@ def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines
 
 
 def test_every_builtin_signature_has_a_case() -> None:
-    from gkdtop.collectors.findings import builtin_signatures
+    from gkdtop.analysis.rules import builtin_signatures
 
     assert {s.name for s in builtin_signatures()} == {c[0] for c in CASES}
 
@@ -199,7 +199,7 @@ def test_bad_user_signature_is_a_one_line_config_error(tmp_path: Path) -> None:
 
 
 def test_catalogue_is_documented() -> None:
-    from gkdtop.collectors.findings import builtin_signatures
+    from gkdtop.analysis.rules import builtin_signatures
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "findings.md").read_text()
     for sig in builtin_signatures():

@@ -74,7 +74,7 @@ def verdicts(store: Store) -> dict[str, object]:
         "timeline": [(s.name, s.status, s.start, s.end) for s in phases.timeline],
         "current": phases.current.name if phases.current else None,
         "failure": phases.failure,
-        "steps": [(s.step, s.time) for s in phases.steps],
+        "steps": list(phases.recent_steps), "run": phases.stats.summary(),
         "last_progress": phases.last_progress,
         "last_activity": phases.last_activity,
         "findings": sorted((f.name, sorted(f.fields.items()), f.count) for f in store.findings()),

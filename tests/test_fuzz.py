@@ -19,8 +19,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkdtop.collectors import logs, phases
-from gkdtop.collectors.logs import LogCollector, parse_line, parse_timestamp, repeat_count
+from gkdtop.analysis import lines as lines_mod
+from gkdtop.analysis import phases
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.lines import parse_line, repeat_count
+from gkdtop.analysis.time import parse_timestamp
+from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, ConfigError, builtin_phases, load_config
 from gkdtop.model import LogLine
 
@@ -80,11 +84,11 @@ def test_hostile_bytes_give_clean_bounded_lines(tokens: list[bytes], cuts: list[
 @FAST
 @given(st.binary(max_size=3000) | st.lists(TOKENS, max_size=20).map(b"".join))
 def test_collapse_leaves_no_carriage_return_and_keeps_the_lines(data: bytes) -> None:
-    cleaned = logs._clean(data)
-    collapsed = logs._collapse_lines(cleaned)
+    cleaned = lines_mod.clean_bytes(data)
+    collapsed = lines_mod.collapse_lines(cleaned)
     assert b"\r" not in collapsed
     assert collapsed.count(b"\n") == cleaned.count(b"\n")
-    text = logs._decode(collapsed)
+    text = lines_mod.decode(collapsed)
     assert not (CONTROL - {"\n"}) & set(text)
 
 
@@ -156,15 +160,16 @@ LINE_TEXT = PHASE_TEXT | STEP_TEXT | st.text(max_size=120)
        now=st.floats(-1e12, 1e12, allow_nan=False))
 def test_phase_engine_takes_anything_in_any_order_and_stays_bounded(
         events: list[tuple[str, float, bool]], now: float) -> None:
-    with mock.patch.object(phases, "MAX_SPANS", 5), mock.patch.object(phases, "MAX_STEPS", 7):
-        engine = phases.PhaseEngine(Config(phases=builtin_phases()))
+    with mock.patch.object(phases, "MAX_SPANS", 5), mock.patch.object(phases, "MAX_RECENT_STEPS", 7):
+        analysis = Analysis(Config(phases=builtin_phases()))
+    engine = analysis.phases
     for text, t, progress in events:  # timestamps jump backwards and forwards at random
         line = LogLine("f", text, t, t, "", None, "", 0, progress, False, text)
         if progress:
-            engine.feed_progress(line)
+            analysis.feed_progress(line)
         else:
-            engine.feed(line)
-        assert len(engine.timeline) <= 5 and len(engine.steps) <= 7 and len(engine.first_spans) <= 20
+            analysis.feed([line])
+        assert len(engine.timeline) <= 5 and len(engine.recent_steps) <= 7 and len(engine.first_spans) <= 20
         assert len(engine._bar_keys) <= 1001
     status = engine.status(now)
     assert status.state in {"waiting", "running", "stalled", "done", "failed"}

@@ -16,15 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gkdtop.analysis.lines import parse_line, repeat_count, strip_ansi
+from gkdtop.analysis.time import parse_timestamp
 from gkdtop.collectors import logs
-from gkdtop.collectors.logs import (
-    LogBatch,
-    LogCollector,
-    parse_line,
-    parse_timestamp,
-    repeat_count,
-    strip_ansi,
-)
+from gkdtop.collectors.logs import LogBatch, LogCollector
 from gkdtop.model import LogFileState, LogLine
 
 ESC = "\x1b"

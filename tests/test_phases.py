@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gkdtop.analysis.engine import Analysis as PhaseEngine
 from gkdtop.collectors.logs import LogCollector
-from gkdtop.collectors.phases import PhaseEngine
 from gkdtop.config import Config, builtin_phases, load_config
 from gkdtop.model import LogLine
 from gkdtop.store import Store
@@ -113,7 +113,7 @@ def test_tqdm_redraws_with_only_the_clock_moving_are_not_progress() -> None:
 
     engine = PhaseEngine(config(stall_after=60.0))
     t = time.time() - 300
-    engine.feed(LogLine(source="a", text="Starting dataset generation...", seen=t))
+    engine.feed([LogLine(source="a", text="Starting dataset generation...", seen=t)])
     for i in range(10):  # tqdm keeps redrawing "0 examples" with a new elapsed time
         engine.feed_progress(LogLine(source="a", text=f"Generating train split: 0 examples [00:{i:02d}, ? examples/s]",
                                      seen=t + 30 * i, progress=True))
@@ -248,7 +248,7 @@ def test_a_slower_ranks_done_line_does_not_reopen_a_finished_phase() -> None:
     for dt, text in [(0, "Initializing Actor Worker..."), (1, "[ACTOR] init_model DONE | rank=0"),
                      (2, "Initializing Rollout Worker..."), (3, "[ACTOR] init_model DONE | rank=1"),
                      (4, "[ROLLOUT] init_model DONE")]:
-        engine.feed(line_at(t + dt, text))
+        engine.feed([line_at(t + dt, text)])
     names = [s.name for s in engine.status(t + 5).timeline]
     assert names == ["actor init", "rollout init"], names
 
@@ -264,7 +264,7 @@ def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
     for stamp, text in [(t, "Initializing Teacher..."), (t + 0.5, "[TEACHER] init_model START"),
                         (t + 2.0, "✓ Teacher initialized in 2.0s"), (t + 2.1, "Starting weight synchronization..."),
                         (t + 1.9, "[TEACHER] ✓ Teacher model loaded"), (t + 1.95, "Initializing Teacher (late echo)")]:
-        engine.feed(line_at(stamp, text))
+        engine.feed([line_at(stamp, text)])
     status = engine.status(t + 3)
     assert [s.name for s in status.timeline] == ["teacher", "weight sync"]
     assert status.current == "weight sync"

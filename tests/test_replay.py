@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.config import load_config
-from gkdtop.replay import needles, replay, to_ere
+from gkdtop.replay import replay
 from tests.gkdlog import asctime, ray, startup
 
 
@@ -21,16 +21,11 @@ def write(tmp_path: Path, lines: list[str], name: str = "train.log") -> str:
     return str(path)
 
 
-@pytest.fixture(params=[True, False], ids=["grep", "python"])
-def use_grep(request: pytest.FixtureRequest) -> bool:
-    return request.param
-
-
-def test_finished_run_timeline_and_step_statistics(tmp_path: Path, use_grep: bool) -> None:
+def test_finished_run_timeline_and_step_statistics(tmp_path: Path) -> None:
     t0 = 1_768_125_600.0
     lines, last = startup(t0, steps=4, step_s=30)
     lines.append(ray("TaskRunner", 1, f"{asctime(last + 1)} root INFO ✓ Training finished: 4 steps"))
-    report = replay([write(tmp_path, lines)], load_config(None), use_grep=use_grep)
+    report = replay([write(tmp_path, lines)], load_config(None))
     spans = {s.name: s for s in report.status.timeline}
     assert [s.name for s in report.status.timeline][:6] == ["config", "dataset generation", "resource pool",
                                                            "actor init", "rollout init", "weight sync"]
@@ -43,10 +38,10 @@ def test_finished_run_timeline_and_step_statistics(tmp_path: Path, use_grep: boo
     assert report.steps["timing_mean_s"]["update_actor"] == pytest.approx(10.5)
     assert report.started == pytest.approx(t0 + 1, abs=0.01)
     assert report.ended == pytest.approx(last + 1, abs=0.01)
-    assert report.method == ("grep" if use_grep else "python")
+    assert report.method in ("hyperscan", "re2")
 
 
-def test_run_that_ended_in_a_traceback(tmp_path: Path, use_grep: bool) -> None:
+def test_run_that_ended_in_a_traceback(tmp_path: Path) -> None:
     lines, _ = startup(time.time() - 500, upto="rollout")
     crash = [
         ray("TaskRunner", 1, "Traceback (most recent call last):"),
@@ -54,7 +49,7 @@ def test_run_that_ended_in_a_traceback(tmp_path: Path, use_grep: bool) -> None:
         ray("TaskRunner", 1, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
         ray("TaskRunner", 1, "\tclass_name: WorkerDict"),
     ]
-    report = replay([write(tmp_path, lines + crash + crash)], load_config(None), use_grep=use_grep)
+    report = replay([write(tmp_path, lines + crash + crash)], load_config(None))
     assert report.status.state == "failed"
     assert report.status.current == "rollout init"
     assert report.status.failure.startswith("ray.exceptions.ActorDiedError")
@@ -64,29 +59,14 @@ def test_run_that_ended_in_a_traceback(tmp_path: Path, use_grep: bool) -> None:
     assert died and died[0].fields.get("actor_class") == "WorkerDict"
 
 
-def test_run_that_stopped_mid_phase_points_at_the_phase_and_its_hint(tmp_path: Path, use_grep: bool) -> None:
+def test_run_that_stopped_mid_phase_points_at_the_phase_and_its_hint(tmp_path: Path) -> None:
     lines, last = startup(1_768_125_600.0, upto="sync")
     lines += [f"{asctime(last + 700)} root INFO heartbeat: still alive"]  # noise, not a phase line
-    report = replay([write(tmp_path, lines)], load_config(None), use_grep=use_grep)
+    report = replay([write(tmp_path, lines)], load_config(None))
     assert report.status.current == "weight sync"
     assert report.status.state == "stalled"
     assert report.ended == pytest.approx(last + 700, abs=0.01)
     assert report.status.hint is not None and "NCCL_TIMEOUT is read by nothing" in " ".join(report.status.hint.actions)
-
-
-def test_grep_translation() -> None:
-    assert to_ere(r"step:(?P<n>\d+) -") == "step:([0-9]+) -"
-    assert to_ere(r"(?:a|b)\[x\]") == r"(a|b)\[x\]"
-    assert to_ere(r"foo(?=bar)") is None
-
-
-def test_needles_every_match_holds() -> None:
-    """grep looks only for these literals; the patterns themselves are met in Python."""
-    assert needles(r"^[\w.]*(?:Error|Exception)\b") == {"Error", "Exception"}
-    assert needles(r"Teacher (ready|connected)|\[TEACHER\] DONE") == {"Teacher ready", "Teacher connected",
-                                                                      "[TEACHER] DONE"}
-    assert needles(r"(?i)teacher") is None
-    assert needles(r"\d+(?:ms|s)?") is None
 
 
 def test_cli_json_and_errors(tmp_path: Path) -> None:
@@ -96,7 +76,7 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["schema"] == 1 and doc["steps"]["count"] == 2 and doc["stopped_in"] == "training loop"
+    assert doc["schema"] == 2 and doc["steps"]["count"] == 2 and doc["stopped_in"] == "training loop"
     assert {"name", "start", "end", "duration", "status"} <= doc["timeline"][0].keys()
     text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", path], capture_output=True, text=True,
                           timeout=60).stdout
@@ -106,29 +86,56 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "nope.log: No such file" in missing.stderr and "Traceback" not in missing.stderr
 
 
-@pytest.mark.parametrize("jobs", [2, 3, 7])
-def test_parallel_chunks_select_the_same_lines_with_the_same_numbers(tmp_path: Path, jobs: int,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """A large file is grepped in chunks at once; the lines and their numbers must not change."""
-    import gkdtop.replay as rp
-    from gkdtop.collectors.findings import FindingsEngine
+@pytest.mark.parametrize("chunk", [97, 4096, 1 << 22])
+def test_chunk_size_changes_nothing(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """History is read in chunks cut on newlines; where the cuts fall must not change the report."""
+    import gkdtop.analysis.engine as engine
 
     lines, _ = startup(time.time() - 3600, steps=40, step_s=5)
-    # Each holds a literal grep looks for but matches no pattern: grep lets it through, Python drops it.
+    # Each holds words a rule needs but matches no rule: the scan must not take it for one.
     decoys = ["step:abc - no number", "ip: unknown", "Worker exit type: ?", "[Rank x] not a rank"]
     filler = decoys + [f"INFO noise line {i} with nothing to see" for i in range(300)]
     body = [x for i, line in enumerate(lines) for x in (line, *filler[: i % 7])]
     body += [ray("TaskRunner", 9, "Traceback (most recent call last):"), ray("TaskRunner", 9, "RuntimeError: boom")]
     log = tmp_path / "train.log"
-    log.write_text("\n".join(body))  # no newline at the end: the last chunk must still be read whole
+    log.write_text("\n".join(body))  # no newline at the end: a finished file's last line still counts
     config = load_config(None)
-    patterns = rp.candidate_patterns(config, FindingsEngine(config.findings))
-    expected = list(rp._python_lines(str(log), patterns))
-    monkeypatch.setattr(rp, "CHUNK_MIN", 1)
-    assert len(rp._chunks(str(log), jobs, rp.grep_patterns(str(log), patterns)[0])) == jobs
-    got = list(rp._grep_lines(str(log), patterns, jobs=jobs) or [])
-    assert got == expected
-    assert got[-1][0] == len(body)
-    assert not {text for _, text in got} & set(decoys)
+    whole = replay([str(log)], config)
+    monkeypatch.setattr(engine, "CHUNK", chunk)
     report = replay([str(log)], config)
+    assert report.lines_read == whole.lines_read == len(body)
+    assert report.steps == whole.steps and report.steps["count"] == 40
+    assert [(s.name, s.status) for s in report.status.timeline] == [(s.name, s.status) for s in whole.status.timeline]
     assert report.errors and report.errors[0].first_line == len(body) - 1
+    assert report.status.failure.endswith("RuntimeError: boom")
+
+
+def test_yearless_stamps_take_the_year_of_the_files_mtime(tmp_path: Path) -> None:
+    """vLLM prints `INFO 03-27 14:02:11`: a log from March read in November is from this March."""
+    import datetime
+    import os
+
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 03-27 14:02:11 [engine.py:1] Initializing Rollout Worker\n"
+                   "INFO 03-27 14:04:11 [engine.py:2] Rollout Worker initialized\n"
+                   "(TaskRunner pid=1) step:1 - timing_s/step:2.0\n")
+    mtime = datetime.datetime(2025, 11, 24, 10, 0).timestamp()
+    os.utime(log, (mtime, mtime))
+    report = replay([str(log)], load_config(None))
+    started = datetime.datetime.fromtimestamp(report.started)
+    assert (started.year, started.month, started.day) == (2025, 3, 27)
+    assert report.ended - report.started == pytest.approx(120)
+    os.utime(log, (mtime + 86400 * 90, mtime + 86400 * 90))  # read next February: still last March
+    assert datetime.datetime.fromtimestamp(replay([str(log)], load_config(None)).started).year == 2025
+    early = datetime.datetime(2026, 1, 2, 0, 0).timestamp()  # a December log whose file was touched Jan 2nd
+    log.write_text("INFO 12-31 23:59:00 [engine.py:1] Initializing Rollout Worker\n")
+    os.utime(log, (early, early))
+    assert datetime.datetime.fromtimestamp(replay([str(log)], load_config(None)).started).year == 2025
+
+
+def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
+    path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
+    report = replay([path], load_config(None))
+    from gkdtop.replay import report_text
+
+    assert report.started is None and "duration unknown" in report_text(report).splitlines()[0]

@@ -26,7 +26,9 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from gkdtop import jsonout
 from gkdtop.actions.redact import Redactor, redact_obj
+from gkdtop.analysis.matcher import compile_pattern
 
 SCHEMA = 1
 TAIL_LINES = 2000
@@ -101,7 +103,9 @@ def _json_default(obj: Any) -> Any:
 
 
 def _dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=1, default=_json_default) + "\n").encode()
+    """Strict JSON (a NaN loss is null plus a "nonfinite" note, never a bare NaN)."""
+    doc = jsonout.document(obj) if isinstance(obj, dict) else jsonout.strict(obj)
+    return (json.dumps(doc, indent=1, default=_json_default, allow_nan=False) + "\n").encode()
 
 
 def tail_lines(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
@@ -190,7 +194,8 @@ class _Bundle:
               "the phase timeline, for reading")
 
     def logs(self, w: _Writer) -> None:
-        pattern = re.compile(self.config.default_filter) if self.config.default_filter else None
+        text_filter = self.config.default_filter
+        pattern = compile_pattern(text_filter, every_engine=False) if text_filter else None
         matched = self.store.matching(pattern, limit=FILTERED_LINES)
         text = [f"{time.strftime('%H:%M:%S', time.localtime(ln.time))} {ln.source}: {ln.raw or ln.text}"
                 for ln in matched]

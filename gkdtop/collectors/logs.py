@@ -1,30 +1,22 @@
-"""Follow log files like `tail -F`, and turn their bytes into clean, parsed `LogLine`s.
+"""Follow log files like `tail -F` and hand their new lines on as clean, parsed `LogLine`s.
 
 Training jobs write logs that are hostile to naive readers: ANSI colour, tqdm's `\\r` rewrites,
 multi-megabyte lines, junk bytes, logrotate, copytruncate, files that appear minutes after the
 job starts. The follower survives all of that and reads in bounded chunks, so one flooding file
-never stalls a poll. Cleaning is done per chunk, on bytes, in a few C-level passes (escape regex,
-translate, decode, split), so the per-line Python work is only the prefix / timestamp parse.
-
-Timestamps read at the start of a message (after any Ray prefix): ISO 8601 with `T` or space,
-optional fraction and `Z` / `+08:00` / `-0130`; Python logging's `2026-01-11 10:00:05,123`;
-`2026/01/11 10:00:05`; any of those in brackets; glog `I1122 10:00:00.123456` and vLLM
-`INFO 11-22 10:00:00` (no year: this year, or last year if that is over a day ahead). Times
-without a zone are local time.
+never stalls a poll. Bytes become lines in analysis/lines.py (cleaning, Ray prefix, timestamp).
 """
 
 from __future__ import annotations
 
-import calendar
 import glob
 import io
 import os
-import re
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gkdtop.collectors.prefilter import FloodSieve
+from gkdtop.analysis.lines import clean_bytes, collapse_lines, decode, last_segment, parse_into, parse_line, strip_ansi
 from gkdtop.model import LogFileState, LogLine
 
 # Bytes read per file per collect(): a flood is spread over polls (the collector polls again at once
@@ -38,219 +30,9 @@ HEAD_BYTES = 1024  # the first bytes of a followed file, kept to notice it rewri
 MAX_OPEN = 128  # files held open at once over all patterns (fewer under a low RLIMIT_NOFILE: _open_limit)
 FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: its newest lines are all kept ...
 BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
-
-# --- cleaning ------------------------------------------------------------------------------------
-
-# CSI (colours, cursor moves), OSC (titles, hyperlinks; never across a newline, so an unterminated
-# one can't eat the following lines), charset and two-byte escapes.
-_ESC_PATTERN = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[()*+][0-~]|[@-Z\\-_])"
-# ... then every other C0 / C1 control character except tab (and the \n / \r the splitter handles).
-_CLEAN_RE = re.compile(_ESC_PATTERN + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-# The bulk path works on bytes: the escapes by a regex with a literal first byte (a fast scan),
-# the C0 controls by bytes.translate, and C1 (\xc2\x80-\x9f in UTF-8) only if a \xc2 is there.
-_ESC_BYTES_RE = re.compile(_ESC_PATTERN.encode())
-_C0_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
-_C1_RE = re.compile("[\x80-\x9f]")
-
-
-def strip_ansi(text: str) -> str:
-    """Text without ANSI escapes (CSI, OSC, ...) and control characters; keeps tab, \\n and \\r."""
-    return _CLEAN_RE.sub("", text)
-
-
-def _clean(data: bytes) -> bytes:
-    """strip_ansi for bytes (C1 controls aside, see _decode): what the bulk path runs per chunk."""
-    if b"\x1b" in data:
-        data = _ESC_BYTES_RE.sub(b"", data)
-    return data.translate(None, _C0_BYTES)
-
-
-def _decode(data: bytes) -> str:
-    """Cleaned bytes to text; junk bytes become U+FFFD, never an error."""
-    text = data.decode("utf-8", "replace")
-    if b"\xc2" in data:
-        text = _C1_RE.sub("", text)
-    return text
-
-
-def _last_segment(line: bytes) -> bytes:
-    """What a terminal shows for a `\\r`-rewritten (cleaned) line: its last non-blank segment."""
-    for part in reversed(line.split(b"\r")):
-        if part.strip():
-            return part
-    return b""
-
-
-def _collapse_lines(data: bytes) -> bytes:
-    """Each line of a cleaned chunk that holds a `\\r` becomes its last non-blank segment.
-
-    A plain `\\r\\n` ending just loses its `\\r`. Only lines with a `\\r` cost Python work: the
-    rest of the chunk is copied through in slices.
-    """
-    pieces: list[bytes] = []
-    pos = 0
-    cr = data.find(b"\r")
-    while cr >= 0:
-        end = data.find(b"\n", cr)
-        if end < 0:
-            end = len(data)
-        if end == cr + 1:  # the line's only \r (the first one after pos) ends it: CRLF
-            pieces.append(data[pos:cr])
-        else:
-            nl = data.rfind(b"\n", pos, cr)
-            start = pos if nl < 0 else nl + 1
-            pieces.append(data[pos:start])
-            pieces.append(_last_segment(data[start:end]))
-        pos = end
-        cr = data.find(b"\r", pos)
-    pieces.append(data[pos:])
-    return b"".join(pieces)
-
-
-# --- parsing -------------------------------------------------------------------------------------
-
-# `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
-# distinct prefix, then found in _prefix_cache.
-_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
-# Bounded digits: int() refuses more than 4,300, and no real count has ten.
-_REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
-_PREFIX_MAX = 256  # a Ray prefix closes within this many characters
-
-# One regex for every timestamp form; group 1, 5 or 8 is the text of its minute (the cache key).
-_TS_RE = re.compile(
-    # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
-    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
-    # glog `I1122 10:00:00.123456`: no year.
-    r"|[IWEF](\d{4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
-    # vLLM `INFO 01-11 10:00:05`: no year.
-    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d-\d\d \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
-)
-_TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
-
-# Typed "not cached yet" markers, compared by identity.
-_NO_MINUTE = float("nan")
-_NO_PREFIX = ("", -1, "")
-# Epoch seconds of each minute seen, keyed by its text (+ zone): a flood of lines from the same
-# minute costs one regex match and a dict lookup each, not a calendar conversion.
-_minute_cache: dict[str, float | None] = {}
-_prefix_cache: dict[str, tuple[str, int, str] | None] = {}
-
-
-def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str) -> float | None:
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59):
-        return None
-    try:
-        if not tz:  # naive: local time, DST included
-            return time.mktime((year, month, day, hour, minute, 0, 0, 0, -1))
-        base = calendar.timegm((year, month, day, hour, minute, 0, 0, 0, 0))
-    except (OverflowError, ValueError):
-        return None
-    if tz == "Z":
-        return float(base)
-    sign = -1 if tz[0] == "+" else 1
-    digits = tz[1:].replace(":", "")
-    return float(base + sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60))
-
-
-def _yearless_epoch(month: int, day: int, hour: int, minute: int) -> float | None:
-    """glog / vLLM give no year: this year, unless that is more than a day ahead (then last year)."""
-    now = time.time()
-    year = time.localtime(now).tm_year
-    base = _minute_epoch(year, month, day, hour, minute, "")
-    if base is not None and base > now + 86400:
-        base = _minute_epoch(year - 1, month, day, hour, minute, "")
-    return base
-
-
-def _minute_of(key: str) -> float | None:
-    """Epoch of a minute key from _TS_RE (date form, vLLM `MM-DD hh:mm` or glog `MMDD hh:mm`), cached."""
-    if len(key) >= 16 and key[4] in "-/":
-        base = _minute_epoch(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]),
-                             key[16:])
-    elif key[2] == "-":
-        base = _yearless_epoch(int(key[:2]), int(key[3:5]), int(key[6:8]), int(key[9:11]))
-    else:
-        base = _yearless_epoch(int(key[:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]))
-    if len(_minute_cache) > 4096:
-        _minute_cache.clear()
-    _minute_cache[key] = base
-    return base
-
-
-def _ts_of(g: tuple[str | None, ...]) -> float | None:
-    """Epoch seconds from the groups of a _TS_RE match."""
-    if g[0]:
-        key, sec, frac = g[0] + (g[3] or ""), g[1], g[2]
-    elif g[4]:
-        key, sec, frac = g[4], g[5], g[6]
-    else:
-        key, sec, frac = g[7] or "", g[8], g[9]
-    base = _minute_cache.get(key, _NO_MINUTE)
-    if base is _NO_MINUTE:
-        base = _minute_of(key)
-    if base is None or sec is None or sec > "60":
-        return None
-    return base + int(sec) + (float("0." + frac) if frac else 0.0)
-
-
-def parse_timestamp(text: str) -> float | None:
-    """Epoch seconds of a timestamp at the very start of `text` (forms: module doc), else None."""
-    if text[:1] not in _TS_FIRST or (m := _TS_RE.match(text)) is None:
-        return None
-    return _ts_of(m.groups())
-
-
-def _prefix_of(key: str) -> tuple[str, int, str] | None:
-    """(worker, pid, ip) of a Ray prefix `(...)`, None if `key` is not one; cached."""
-    m = _RAY_RE.fullmatch(key)
-    found = (m.group(1) or "", int(m.group(2)), m.group(3) or "") if m is not None else None
-    if len(_prefix_cache) > 4096:
-        _prefix_cache.clear()
-    _prefix_cache[key] = found
-    return found
-
-
-def repeat_count(text: str) -> int:
-    """N from Ray's ` [repeated Nx across cluster]` dedup suffix (kept in the text), else 1."""
-    if "[repeated " not in text:
-        return 1
-    m = _REPEAT_RE.search(text)
-    return int(m.group(1)) if m else 1
-
-
-def _parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -> None:
-    """parse_line over many lines, appended to `out`. The hot loop: everything local, caches first."""
-    append = out.append
-    prefixes = _prefix_cache
-    ts_match = _TS_RE.match
-    ts_first = _TS_FIRST
-    miss = _NO_PREFIX
-    for raw in lines:
-        text = raw
-        worker = ip = ""
-        pid: int | None = None
-        if raw[:1] == "(":
-            close = raw.find(")", 1, _PREFIX_MAX)
-            if close > 0:
-                key = raw[: close + 1]
-                hit = prefixes.get(key, miss)
-                if hit is miss:
-                    hit = _prefix_of(key)
-                if hit is not None:
-                    worker, pid, ip = hit
-                    text = raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
-        ts = None
-        if text[:1] in ts_first and (m := ts_match(text)) is not None:
-            ts = _ts_of(m.groups())
-        append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
-
-
-def parse_line(raw: str, source: str, seen: float) -> LogLine:
-    """One cleaned line (no ANSI, no \\r / \\n) into a LogLine: Ray prefix split off, timestamp read."""
-    out: list[LogLine] = []
-    _parse_into(out, [raw], source, seen)
-    return out[0]
-
+IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts as a line
+# Which of a flood's first `head` lines (`\n`-separated raw bytes) some rule needs (Analysis.keep).
+Sieve = Callable[[bytes, int], set[int]]
 
 # --- following -----------------------------------------------------------------------------------
 
@@ -262,15 +44,18 @@ class LogBatch:
     lines: list[LogLine] = field(default_factory=list)
     progress: dict[str, LogLine] = field(default_factory=dict)  # source -> latest `\r` state
     files: list[LogFileState] = field(default_factory=list)
-    skipped: int = 0  # flood lines the sieve found nothing in: counted, not parsed (see FloodSieve)
+    skipped: int = 0  # flood lines the sieve found nothing in: counted, not parsed (see Sieve)
     skipped_time: float = 0.0  # the time of the last of them
+    # Files there at start-up: (path, bytes, mtime, finished) of what they held. The analysis reads that
+    # as history (analysis/engine.read_history); the lines delivered from it are marked `backlog`.
+    history: list[tuple[str, int, float, bool]] = field(default_factory=list)
 
     def slices(self, size: int) -> list[LogBatch]:
         """The same batch as several of at most `size` lines (bar updates with the last), in order."""
         if len(self.lines) <= size:
             return [self]
         parts = [LogBatch(self.lines[i:i + size], {}, self.files) for i in range(0, len(self.lines), size)]
-        parts[0].skipped, parts[0].skipped_time = self.skipped, self.skipped_time
+        parts[0].skipped, parts[0].skipped_time, parts[0].history = self.skipped, self.skipped_time, self.history
         parts[-1].progress = self.progress
         return parts
 
@@ -358,7 +143,7 @@ class _Follower:
     """One followed path: its open handle, read position and unfinished last line."""
 
     def __init__(
-        self, path: str, max_line: int, at_start_up: bool, sieve: FloodSieve | None = None,
+        self, path: str, max_line: int, at_start_up: bool, sieve: Sieve | None = None,
         pool: _OpenFiles | None = None,
     ) -> None:
         self.path = path
@@ -383,6 +168,8 @@ class _Follower:
         self.partial = b""  # the unfinished last line, bounded by self.cap
         self.over = 0  # bytes of the unfinished line dropped past the cap
         self.shown = ""  # the progress text last reported for the unfinished line
+        self.partial_counted = False  # the unfinished line was delivered (history, or the file went idle)
+        self.history: tuple[str, int, float, bool] | None = None  # what the file held at start-up
         self.opened_once = False
         self.state = LogFileState(path, "waiting")
 
@@ -417,6 +204,8 @@ class _Follower:
         if ((self.fh is not None or self.parked) and ident == self.ident and info.st_size == self.pos
                 and info.st_mtime_ns == self.mtime_ns):
             st.state, st.error = "following", ""
+            if self.partial and not self.partial_counted and time.time() - info.st_mtime >= IDLE_FLUSH:
+                self._deliver_partial(out)  # a last line without its newline, in a file gone quiet
             return 0  # the idle case: one stat, nothing else
         if budget <= 0:
             return 0
@@ -490,6 +279,10 @@ class _Follower:
         An unfinished `\\r` bar at the end is reported as progress, so its state shows at once.
         """
         assert self.fh is not None
+        # All of it is analysed as history (the lines below only fill the Logs pane); a last line
+        # without its newline counts there too once the file is idle.
+        idle = time.time() - mtime >= IDLE_FLUSH
+        self.history, self.partial_counted = (self.path, size, mtime, idle), idle
         start = size
         newlines = 0
         blocks: list[bytes] = []
@@ -617,6 +410,7 @@ class _Follower:
             self.partial = b""
             self.over = 0
             self.shown = ""
+            self.partial_counted = False
             if last + 1 < len(data):
                 self._extend(data[last + 1 :])
         # A bar's state is read where the file ends, not where a read budget cut a redraw in half.
@@ -627,10 +421,10 @@ class _Follower:
 
     def _bulk(self, data: bytes, seen: float, out: list[LogLine]) -> None:
         """Complete lines (`data` without its final newline): clean, collapse, decode, split per chunk."""
-        data = _clean(data)
+        data = clean_bytes(data)
         if b"\r" in data:
-            data = _collapse_lines(data)
-        text = _decode(data)
+            data = collapse_lines(data)
+        text = decode(data)
         lines = text.split("\n")
         self.state.lines += len(lines)
         tail = BEHIND_TAIL if self.behind else FLOOD_TAIL
@@ -639,21 +433,21 @@ class _Follower:
             lines = self._sift(data if b"\xc2" not in data else text.encode(), lines, tail, seen)
         max_line = self.max_line
         if max(map(len, lines)) <= max_line:
-            _parse_into(out, lines, self.path, seen)
+            parse_into(out, lines, self.path, seen)
             return
         for raw in lines:
             if len(raw) <= max_line:
-                _parse_into(out, [raw], self.path, seen)
+                parse_into(out, [raw], self.path, seen)
             else:
-                _parse_into(out, [raw[:max_line]], self.path, seen)
+                parse_into(out, [raw[:max_line]], self.path, seen)
                 out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
 
     def _sift(self, data: bytes, lines: list[str], tail: int, seen: float) -> list[str]:
         """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps."""
         assert self.sieve is not None
         head = len(lines) - tail
-        keep = self.sieve.keep(lines, data, head, lambda raw: parse_line(raw, self.path, seen).text)
-        if keep is None or len(keep) == head:
+        keep = self.sieve(data, head)
+        if len(keep) == head:
             return lines
         self.skipped += head - len(keep)
         newest = head - 1  # the newest skipped line tells how far the skipped ones went (the stall clock)
@@ -678,10 +472,10 @@ class _Follower:
 
     def _text_of(self, buf: bytes, dropped: int) -> tuple[str, int]:
         """One line's bytes to (text, bytes cut): the careful path for pending and odd lines."""
-        buf = _clean(buf)
+        buf = clean_bytes(buf)
         if b"\r" in buf:
-            buf = _last_segment(buf)
-        text = _decode(buf)
+            buf = last_segment(buf)
+        text = decode(buf)
         if len(text) > self.max_line:
             dropped += len(text[self.max_line :].encode("utf-8", "surrogatepass"))
             text = text[: self.max_line]
@@ -715,8 +509,20 @@ class _Follower:
         line.progress = True
         return line
 
+    def _deliver_partial(self, out: list[LogLine]) -> None:
+        """The unfinished line as a line, once (a crash's last words often lack their newline)."""
+        line = self._finish(b"", time.time())
+        if line.text:
+            out.append(line)
+        else:
+            self.state.lines -= 1
+        self.partial_counted = True
+
     def _flush(self, out: list[LogLine]) -> None:
         """The file ends (rotated, truncated, deleted) with an unfinished line: it is finished now."""
+        if self.partial_counted:  # delivered already
+            self.partial, self.over, self.shown, self.partial_counted = b"", 0, "", False
+            return
         if self.partial or self.over:
             line = self._finish(b"", time.time())
             if line.text or line.truncated:
@@ -781,7 +587,7 @@ class LogCollector:
 
     def __init__(
         self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25,
-        sieve: FloodSieve | None = None, max_open: int | None = None,
+        sieve: Sieve | None = None, max_open: int | None = None,
     ) -> None:
         self.patterns = [os.path.expanduser(p) for p in patterns]
         self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
@@ -830,6 +636,9 @@ class LogCollector:
             budget = TOTAL_LIMIT
             for follower in followers[self._turn :] + followers[: self._turn]:
                 budget -= follower.poll(batch.lines, batch.progress, self.backlog, min(budget, READ_LIMIT))
+                if follower.history is not None:
+                    batch.history.append(follower.history)
+                    follower.history = None
                 if follower.skipped:
                     batch.skipped += follower.skipped
                     batch.skipped_time = max(batch.skipped_time, follower.skipped_time)

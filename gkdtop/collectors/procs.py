@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -96,7 +97,7 @@ def read_stat(pid: int) -> _Stat | None:
     )
 
 
-def classify(title: str, cmdline: str, driver_re: re.Pattern[str] | None) -> tuple[str | None, str]:
+def classify(title: str, cmdline: str, driver_re: Any) -> tuple[str | None, str]:
     """(role, actor class) for a process, from its title and command line."""
     if title.startswith("ray::"):
         actor = title[5:].split(".", 1)[0].split(" ", 1)[0]
@@ -149,8 +150,9 @@ class ProcCollector:
         gpu_pids: Callable[[], set[int]] = set,
         interval: float = 2.0,
     ) -> None:
-        joined = "|".join(f"(?:{p})" for p in driver_patterns)
-        self.driver_re = re.compile(joined) if joined else None
+        from gkdtop.analysis.matcher import any_of
+
+        self.driver_re = any_of(list(driver_patterns))  # user patterns: RE2, never backtracking
         self.root_pids = set(root_pids)
         self.gpu_pids = gpu_pids
         self.interval = interval

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -38,10 +36,12 @@ class FilterScreen(ModalScreen[str | None]):
             self.dismiss("")
             return
         value = self.presets.get(value, value)
+        from gkdtop.analysis.matcher import PatternError, compile_pattern
+
         try:
-            re.compile(value)
-        except re.error as exc:
-            self.query_one("#error", Static).update(f"invalid regular expression: {exc}")
+            compile_pattern(value, every_engine=False)  # RE2 runs it: `(a+)+$` costs no more than `a`
+        except PatternError as exc:
+            self.query_one("#error", Static).update(str(exc))
             return
         self.dismiss(value)
 

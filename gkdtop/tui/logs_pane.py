@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
+from gkdtop.analysis.matcher import Pattern, compile_pattern
 from gkdtop.format import clock
 from gkdtop.model import LogLine
 from gkdtop.store import Store
@@ -56,7 +57,7 @@ class LogsPane(Vertical):
     def __init__(self, filter_text: str, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.filter_text = filter_text
-        self.pattern: re.Pattern[str] | None = re.compile(filter_text) if filter_text else None
+        self.pattern: Pattern | None = compile_pattern(filter_text, every_engine=False) if filter_text else None
         self.paused = False
         self.follow = True
         self._seen = 0
@@ -74,7 +75,7 @@ class LogsPane(Vertical):
     def set_filter(self, filter_text: str, store: Store) -> None:
         """Apply a new filter to the scrollback too: the history is kept, only the view changes."""
         self.filter_text = filter_text
-        self.pattern = re.compile(filter_text) if filter_text else None
+        self.pattern = compile_pattern(filter_text, every_engine=False) if filter_text else None
         view = self.log_view
         view.clear()
         found = store.matching(self.pattern, limit=2000)

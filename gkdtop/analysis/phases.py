@@ -1,84 +1,149 @@
-"""The phase engine: log lines in, a timeline and a verdict (running / stalled / done / failed) out.
+"""The phase engine: matched lines in, a timeline, step statistics and a verdict (running / stalled /
+done / failed) out.
 
-Silence is measured from the lines' own time (their timestamp, or the file's mtime for lines
-read at start-up), so a job that went quiet ten minutes before gkdtop opened is STALLED at once.
+It never runs a pattern to decide what a line is: the matcher (analysis/matcher.py) has already
+said which of the engine's patterns the line matches. Silence is measured from the lines' own time
+(analysis/engine.py corrects it for a clock offset), so a job that went quiet ten minutes before
+gkdtop opened is STALLED at once.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 
-from gkdtop.collectors.findings import unnamed
-from gkdtop.collectors.prefilter import Prefiltered
-from gkdtop.config import Config, PhaseRule
-from gkdtop.model import Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
+from gkdtop.analysis.matcher import Pattern
+from gkdtop.analysis.rules import PhaseRule
+from gkdtop.analysis.steps import StepStats
+from gkdtop.model import LogLine, PhaseSpan, PhaseStatus, StepInfo
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
 
 # Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
-STEP_RE = re.compile(r"\bstep:(\d{1,18})\s+-\s")
+STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
+STEP_RE = re.compile(STEP_PATTERN)
 METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
+TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
-EXCEPTION_RE = re.compile(r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b")
-# Lines holding these always reach feed(), even in a flood (collectors/prefilter.FloodSieve): tqdm
-# bars (their redraws are compared) and the exception line that ends a traceback.
-FLOOD_MARKERS = ["it/s", "s/it", "examples/s", "Error", "Exception", "Exit", "Interrupt"]
+EXCEPTION_PATTERN = r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
+PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
+PROBE_RE = re.compile(PROBE_PATTERN)
+BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
-MAX_STEPS = 2000
+MAX_RECENT_STEPS = 64
 
 
 class PhaseEngine:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, register: Callable[[str | Pattern], int]) -> None:
         self.config = config
-        self.rules = config.phases
+        self.rules = list(config.phases)
         self.stall_after = config.stall_after
-        self.fail_re = re.compile(config.fail_pattern)
-        self.idle_re = (Prefiltered(re.compile("|".join(f"(?:{p})" for p in config.idle_patterns)))
-                        if config.idle_patterns else None)
-        # One search decides whether a line needs the per-rule checks at all: in a flood most don't.
-        parts = [STEP_RE.pattern, config.fail_pattern]
+        # The matcher's ids of every pattern this engine reads.
+        self.step_id = register(STEP_PATTERN)
+        self.fail_id = register(config.fail_pattern)
+        self.exception_id = register(EXCEPTION_PATTERN)
+        self.probe_id = register(PROBE_PATTERN)
+        register(BAR_PATTERN)  # not read here, but a flood must not hide a bar's redraws (analysis/engine.py)
+        self.idle_ids = frozenset(register(p) for p in config.idle_patterns)
+        self.start_ids: dict[int, list[PhaseRule]] = {}
+        self.done_ids: dict[int, list[PhaseRule]] = {}
+        self.start_of: dict[str, int] = {}  # rule name -> the id of its start / done / fail pattern
+        self.done_of: dict[str, int] = {}
+        self.fail_of: dict[str, int] = {}
         for rule in self.rules:
-            parts += [p.pattern for p in (rule.start, rule.done, rule.fail) if p is not None]
-        self.any_re = Prefiltered(re.compile("|".join(f"(?:{unnamed(p)})" for p in parts)))
+            self.start_of[rule.name] = sid = register(rule.start)
+            self.start_ids.setdefault(sid, []).append(rule)
+            if rule.done is not None:
+                self.done_of[rule.name] = did = register(rule.done)
+                self.done_ids.setdefault(did, []).append(rule)
+            if rule.fail is not None:
+                self.fail_of[rule.name] = register(rule.fail)
+        self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
+                                   self.probe_id, self.step_id])
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
+        self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.last_progress: float | None = None
         self.last_activity: float | None = None
         self.failure = ""
         self._want_exception_line = False
-        self.steps: deque[StepInfo] = deque(maxlen=MAX_STEPS)
+        self.stats = StepStats()
+        self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
+        self._last_step_text = ""
+        self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
 
     # --- input ----------------------------------------------------------------------------------
 
-    def feed(self, line: LogLine) -> None:
-        t = line.time
+    def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
+        """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher)."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
-        if self._want_exception_line and EXCEPTION_RE.match(text):
+        if self._want_exception_line and self.exception_id in ids:
             self.failure = text.strip()
             self._want_exception_line = False
-        if self._is_progress(line):
+        if self._is_progress(line, ids):
             self._progress(t)
-        if not self.any_re.search(text):
+        if not ids or self.rule_ids.isdisjoint(ids):
             return
-        if (m := STEP_RE.search(text)) is not None:
+        if self.step_id in ids and (m := STEP_RE.search(text)) is not None:
             self._step(int(m.group(1)), text[m.end() :], t)
-        for rule in self.rules:
-            if rule.done is not None and rule.done.search(text):
-                if not self._late(line, rule):
+        for rule in self._rules_of(ids):
+            if self.done_of.get(rule.name) in ids:
+                if not self._late(line, rule, t):
                     self._done(rule, t)
                 return
-            if rule.start.search(text):
-                if not self._late(line, rule):
+            if self.start_of[rule.name] in ids:
+                if not self._late(line, rule, t):
                     self._start(rule, t)
                 return
-        if self.fail_re.search(text) or (self.current and self.current.fail and self.current.fail.search(text)):
+        if self.probe_id in ids and self._probe(text, t):
+            return
+        if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
+
+    def _rules_of(self, ids: Collection[int]) -> list[PhaseRule]:
+        """The rules a line's ids start or finish, in the rules' order (the first one wins)."""
+        found: list[PhaseRule] = []
+        for i in ids:
+            found += self.start_ids.get(i, ())
+            found += self.done_ids.get(i, ())
+        if len(found) > 1:
+            found = sorted({id(r): r for r in found}.values(), key=lambda r: self.order.get(r.name, 0))
+        return found
+
+    def _probe(self, text: str, t: float) -> bool:
+        """`phase 'NAME' START|DONE|FAILED` for a NAME no rule knows: a phase of that name."""
+        m = PROBE_RE.search(text)
+        if m is None:
+            return False
+        name, what = m.group(1), m.group(2)
+        rule = self.probe_rules.get(name)
+        if rule is None:
+            if len(self.probe_rules) >= 100:
+                return False
+            rule = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(f"phase '{name}' START")))
+            self.start_of[name] = self.probe_id
+            # Where it ran: after the phase it began in, so no built-in phase counts as later than it.
+            self.order[name] = self.order.get(self.current.name, 0) if self.current else 0
+        if what == "START":
+            self._start(rule, t)
+        elif what == "DONE":
+            self._done(rule, t)
+        else:
+            if self.current is not rule:
+                self._start(rule, t)
+            self._fail(text, t)
+        return True
 
     def note_skipped(self, t: float) -> None:
         """Lines a flood sieve ruled out (no rule, idle pattern or bar in them) up to time `t`: all
@@ -86,24 +151,24 @@ class PhaseEngine:
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._progress(t)
 
-    def feed_progress(self, line: LogLine) -> None:
+    def feed_progress(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         """An unfinished tqdm line changed: progress only if its counter moved, not its clock."""
-        self.last_activity = line.time if self.last_activity is None else max(self.last_activity, line.time)
-        if self._is_progress(line):
-            self._progress(line.time)
-            if self.current is None or self.current.start.search(line.text) is None:
-                for rule in self.rules:
-                    if rule.start.search(line.text):
-                        self._start(rule, line.time)
+        self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        if self._is_progress(line, ids):
+            self._progress(t)
+            if self.current is None or self.start_of.get(self.current.name) not in ids:
+                for rule in self._rules_of(ids):
+                    if self.start_of[rule.name] in ids:
+                        self._start(rule, t)
                         break
 
-    def _is_progress(self, line: LogLine) -> bool:
-        text = line.text
-        if self.idle_re is not None and self.idle_re.search(text):
+    def _is_progress(self, line: LogLine, ids: Collection[int]) -> bool:
+        if ids and not self.idle_ids.isdisjoint(ids):
             return False
+        text = line.text
         # A bar's redraw that changed nothing is no progress. (`|`-only lines a flood sieve dropped
         # count as progress: a flood is activity.)
-        if "it/s" in text or "examples/s" in text or "s/it" in text or "|" in text:
+        if "it/s" in text or "|" in text or "s/it" in text or "examples/s" in text:
             key = TQDM_CLOCK_RE.sub("", text)
             bar = line.source + line.worker + text.split(":", 1)[0]
             if self._bar_keys.get(bar) == key:
@@ -147,12 +212,12 @@ class PhaseEngine:
         if rule.terminal:
             span.end, span.status = t, "done"
 
-    def _late(self, line: LogLine, rule: PhaseRule) -> bool:
+    def _late(self, line: LogLine, rule: PhaseRule, t: float) -> bool:
         """A line of an earlier phase stamped before the current phase began: Ray's log monitor delivers
         workers' lines after the driver's, so the file's order is not the order things happened in."""
         span = self.timeline[-1] if self.timeline else None
         return (line.ts is not None and span is not None and rule is not self.current
-                and self._earlier_than_current(rule) and line.ts < span.start)
+                and self._earlier_than_current(rule) and t < span.start)
 
     def _is_inner(self, rule: PhaseRule) -> bool:
         outer = self.current
@@ -190,18 +255,29 @@ class PhaseEngine:
             self._want_exception_line = text.lstrip().startswith("Traceback")
 
     def _step(self, step: int, rest: str, t: float) -> None:
-        metrics: dict[str, float] = {}
-        for key, value in METRIC_RE.findall(rest):
-            try:
-                metrics[key] = float(value)
-            except ValueError:
-                continue
-        if self.steps and self.steps[-1].step == step:
-            self.steps[-1] = StepInfo(step=step, time=t, metrics=metrics)
+        timings: dict[str, float] = {}
+        at = rest.find("timing_s/")
+        if at >= 0:  # verl prints the timing keys together: read from the first to the last
+            for key, value in TIMING_RE.findall(rest, at, rest.rfind("timing_s/") + 200):
+                timings[key] = float(value)
+        self.stats.add(step, t, timings)
+        if self.recent_steps and self.recent_steps[-1][0] == step:
+            self.recent_steps[-1] = (step, t)
         else:
-            self.steps.append(StepInfo(step=step, time=t, metrics=metrics))
+            self.recent_steps.append((step, t))
+        self._last_step_text, self._last_step = rest, None  # its metrics are read when asked for
 
     # --- output ---------------------------------------------------------------------------------
+
+    @property
+    def last_step(self) -> StepInfo | None:
+        if self._last_step is None and self.recent_steps:
+            step, t = self.recent_steps[-1]
+            metrics: dict[str, float] = {}
+            for key, value in METRIC_RE.findall(self._last_step_text):
+                metrics[key] = float(value)
+            self._last_step = StepInfo(step=step, time=t, metrics=metrics)
+        return self._last_step
 
     def status(self, now: float) -> PhaseStatus:
         span = self.timeline[-1] if self.timeline else None
@@ -228,7 +304,6 @@ class PhaseEngine:
         else:
             state = "running"
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
-        last_step = self.steps[-1] if self.steps else None
         return PhaseStatus(
             current=rule.name if rule else None,
             state=state,
@@ -236,14 +311,15 @@ class PhaseEngine:
             last_progress=self.last_progress,
             stalled_for=stalled_for,
             stall_after=stall_after,
-            hint=hint if state in ("stalled", "failed") else None,
+            hint=hint if state in ("stalled", "failed") and hint and (hint.causes or hint.actions) else None,
             failure=self.failure if state == "failed" else "",
-            steps_done=len({s.step for s in self.steps}),
-            last_step=last_step,
+            steps_done=self.stats.count,
+            last_step=self.last_step,
             step_time=self._step_time(),
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
+            steps=self.stats.summary(),
         )
 
     def spans(self) -> list[PhaseSpan]:
@@ -260,19 +336,13 @@ class PhaseEngine:
         return self.rules[i + 1] if i + 1 < len(self.rules) else None
 
     def _step_time(self) -> float | None:
-        if not self.steps:
+        last = self.last_step
+        if last is None:
             return None
-        last = self.steps[-1]
         if "timing_s/step" in last.metrics:
             return last.metrics["timing_s/step"]
-        if len(self.steps) >= 2:
-            prev = self.steps[-2]
-            if last.step > prev.step:
-                return (last.time - prev.time) / (last.step - prev.step)
+        if len(self.recent_steps) >= 2:
+            (prev_step, prev_t), (step, t) = self.recent_steps[-2], self.recent_steps[-1]
+            if step > prev_step:
+                return (t - prev_t) / (step - prev_step)
         return None
-
-
-def hint_text(hint: Hint | None) -> list[str]:
-    if hint is None:
-        return []
-    return [f"cause: {c}" for c in hint.causes] + [f"try: {a}" for a in hint.actions]

@@ -1,0 +1,302 @@
+"""The analysis of a job's log lines, one object for live and replay: a matcher over every rule, the
+phase engine, the findings, step statistics, errors and the clock.
+
+Live, the store feeds it batches of parsed lines (and a flood's lines go through `keep`, which
+drops only what no rule matches). After the fact, and for what a followed file held before gkdtop
+opened it, `read_history` streams the file in chunks: the matcher scans each chunk in one pass and
+only the lines it names are parsed. Both paths meet the same patterns with the same engine, so
+`snapshot` and `replay` of one file state the same phases, steps and failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gkdtop.analysis.findings import FindingsEngine
+from gkdtop.analysis.lines import clean_line, parse_line, split_prefix, strip_escapes
+from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
+from gkdtop.analysis.phases import BAR_PATTERN, EXCEPTION_PATTERN, PhaseEngine
+from gkdtop.analysis.time import ClockSkew, parse_timestamp
+from gkdtop.model import Finding, LogLine, PhaseStatus
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+
+TRACEBACK = "Traceback (most recent call last)"
+CHUNK = 4 << 20  # bytes of history scanned at a time
+LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts
+
+
+@dataclass
+class ErrorGroup:
+    exception: str  # the final exception line, e.g. "ray.exceptions.ActorDiedError: The actor died ..."
+    count: int
+    first_line: int | None  # 1-based line number in its file, where known (history)
+    source: str
+
+
+@dataclass(slots=True)
+class HistoryRange:
+    """Bytes [start, end) of a file to analyse as already written (mtime: when it was last written)."""
+
+    path: str
+    start: int
+    end: int
+    mtime: float
+    final: bool = True  # the file is finished: an unterminated last line counts
+
+
+class Analysis:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.patterns: list[Pattern] = []
+        self._ids: dict[str, int] = {}
+        self.phases = PhaseEngine(config, self.register)
+        self.findings_engine = FindingsEngine(config.findings, self.register)
+        self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
+        self.exception_id = self.register(EXCEPTION_PATTERN)
+        self.bar_id = self.register(BAR_PATTERN)
+        self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
+        self.window_ids, self.window = self.findings_engine.opens_window()
+        self.skew = ClockSkew()
+        self.errors: dict[str, ErrorGroup] = {}
+        self._open_traceback: dict[str, int | None] = {}
+        self.lines_read = 0  # lines that went through the matcher
+        self.started: float | None = None  # the earliest and latest timestamps seen
+        self.ended: float | None = None
+
+    def register(self, pattern: str | Pattern) -> int:
+        """The matcher id of a pattern (one id per distinct pattern text)."""
+        text = pattern if isinstance(pattern, str) else pattern.text
+        found = self._ids.get(text)
+        if found is None:
+            found = self._ids[text] = len(self.patterns)
+            self.patterns.append(pattern if isinstance(pattern, Pattern) else compile_pattern(text))
+        return found
+
+    # --- live -----------------------------------------------------------------------------------
+
+    def feed(self, lines: list[LogLine]) -> None:
+        """Complete lines as they arrive (messages: the Ray prefix already split off)."""
+        if not lines:
+            return
+        hits = self.matcher.scan_texts([line.text for line in lines])
+        self.lines_read += len(lines)
+        self._observe_clock(lines)
+        for i, line in enumerate(lines):
+            self._feed_one(line, self._time(line), hits.get(i, ()), None)
+
+    def feed_progress(self, line: LogLine) -> None:
+        """The latest state of an unfinished tqdm line."""
+        ids = self.matcher.scan_texts([line.text]).get(0, ())
+        self.phases.feed_progress(line, self._time(line), ids)
+
+    def note_skipped(self, t: float) -> None:
+        self.phases.note_skipped(t)
+
+    def keep(self, data: bytes, head: int) -> set[int]:
+        """Of a flood's `\\n`-separated raw lines `data`, which of the first `head` some rule may need:
+        every line a pattern matches (rules, idle lines, bars, exceptions) and the lines after one
+        whose finding reads fields from the next lines. The rest match nothing: skipping them changes
+        no verdict."""
+        kept: set[int] = set()
+        index = 0
+        pos = 0
+        window_ids, window = self.window_ids, self.window
+        for start, _end, ids in self.matcher.scan(data):
+            index += data.count(b"\n", pos, start)
+            pos = start
+            if index >= head:
+                break
+            kept.add(index)
+            if window and not window_ids.isdisjoint(ids):
+                kept.update(range(index + 1, min(index + 1 + window, head)))
+        return kept
+
+    def _observe_clock(self, lines: list[LogLine]) -> None:
+        """The newest stamped live line of each source in a batch: the one that arrived closest to when
+        it was written (a flood's sieve keeps it too, so sieving changes no estimate)."""
+        newest: dict[str, LogLine] = {}
+        for line in lines:
+            if line.ts is not None and not line.backlog:
+                newest[line.source] = line
+        for line in newest.values():
+            self.skew.observe(line.source, line.ts, line.seen)  # type: ignore[arg-type]
+
+    def _time(self, line: LogLine) -> float:
+        """The line's time on this machine's clock: its stamp, corrected for its source's offset."""
+        ts = line.ts
+        if ts is None:
+            return line.seen
+        ts = self.skew.correct(line.source, ts)
+        return ts if ts <= line.seen + 5 else line.seen
+
+    def _feed_one(self, line: LogLine, t: float, ids: Collection[int], number: int | None) -> None:
+        if line.ts is not None:
+            self.started = t if self.started is None else min(self.started, t)
+            self.ended = t if self.ended is None else max(self.ended, t)
+        self.phases.feed(line, t, ids)
+        self.findings_engine.feed(line, t, ids)
+        if not ids:
+            return
+        source = line.source
+        if self.traceback_id in ids:
+            self._open_traceback[source] = number
+        elif self.exception_id in ids and source in self._open_traceback:
+            key = line.text.strip()[:300]
+            group = self.errors.get(key)
+            if group is None:
+                if len(self.errors) < 200:
+                    self.errors[key] = ErrorGroup(key, 1, self._open_traceback[source], source)
+            else:
+                group.count += 1
+            del self._open_traceback[source]
+
+    # --- history --------------------------------------------------------------------------------
+
+    def read_history(self, ranges: Iterable[HistoryRange]) -> None:
+        """What files held before they were followed (or all of them, for replay), in chunks: each
+        chunk cleaned as the follower cleans, scanned once, and only the lines it names parsed."""
+        for part in ranges:
+            self._read_range(part)
+
+    def _read_range(self, part: HistoryRange) -> None:
+        state = _HistoryClock(part.mtime)
+        number = 0  # lines before the current chunk
+        from gkdtop.collectors.logs import open_regular
+
+        with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
+            fh.seek(part.start)
+            pos = part.start
+            carry = b""
+            while pos < part.end:
+                data = fh.read(min(CHUNK, part.end - pos))
+                if not data:
+                    break
+                pos += len(data)
+                data = carry + data
+                cut = data.rfind(b"\n")
+                if pos < part.end or (not part.final and cut >= 0):
+                    carry, data = data[cut + 1 :], data[: cut + 1]
+                else:
+                    carry = b""
+                if not data:
+                    continue
+                number = self._read_chunk(part.path, data, number, state)
+        if state.newest is not None:
+            self.skew.observe_written(part.path, state.newest, part.mtime)
+        for line, ids, line_number in state.waiting:  # no timestamp anywhere: the file's own time
+            self._feed_one(line, part.mtime, ids, line_number)
+
+    def _read_chunk(self, path: str, data: bytes, number: int, state: _HistoryClock) -> int:
+        """One chunk of whole lines; returns the count of lines up to its end. The chunk is scanned
+        raw (escapes aside): a line the matcher names is cleaned and confirmed, the rest cost nothing."""
+        data = strip_escapes(data)
+        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        self.lines_read += lines
+        confirm = self.matcher.confirm
+        bar_only = [self.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
+        counted = at = 0
+        plain_end = -1  # the end of the last line no rule names: its time is the run's progress
+        previous = -1
+        for start, end, ids in self.matcher.scan(data):
+            if start > previous + 1:
+                plain_end = start - 1
+            previous = end
+            if ids == bar_only:
+                plain_end = end
+                continue
+            if self.traceback_id in ids:  # line numbers only where an error group will name one
+                counted += data.count(b"\n", at, start)
+                at = start
+                number_here: int | None = number + counted + 1
+            else:
+                number_here = None
+            raw = data[start:end]
+            line = parse_line(clean_line(raw), path, state.mtime)
+            prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
+            ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
+            if not ids:
+                plain_end = end
+                continue
+            line.backlog = True
+            if line.ts is None:
+                ts = state.before(data, start)
+                if ts is None:
+                    state.waiting.append((line, ids, number_here))
+                    continue
+                line.seen = ts
+            else:
+                line.seen = ts = line.ts
+                state.saw(ts)
+            for early, early_ids, early_number in state.waiting:  # as early as the first stamp after them
+                early.seen = ts
+                self._feed_one(early, ts, early_ids, early_number)
+            state.waiting.clear()
+            self._feed_one(line, self._time(line), ids, number_here)
+        if previous < len(data) - 1:
+            plain_end = len(data)
+        last = state.before(data, len(data) + 1)  # the newest stamp of the chunk: when it was last heard of
+        if last is not None:
+            self.ended = last if self.ended is None else max(self.ended, last)
+            if self.started is None:
+                self.started = last
+        if plain_end >= 0 and (t := state.before(data, plain_end + 1)) is not None:
+            self.phases.note_skipped(t)  # lines no rule needs are progress, as they are live
+        return number + lines
+
+    # --- verdicts -------------------------------------------------------------------------------
+
+    def status(self, now: float) -> PhaseStatus:
+        status = self.phases.status(now)
+        if self.skew.offsets:
+            source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
+            status.clock_offset, status.clock_source = offset, source
+        return status
+
+    def findings(self) -> list[Finding]:
+        return self.findings_engine.findings()
+
+    def error_groups(self) -> list[ErrorGroup]:
+        return sorted(self.errors.values(), key=lambda g: (g.source, g.first_line or 0))
+
+
+class _HistoryClock:
+    """Times for untimed lines of a file read in chunks: the nearest stamped line before them."""
+
+    def __init__(self, mtime: float) -> None:
+        self.mtime = mtime
+        self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
+        self.newest: float | None = None
+        self.waiting: list[tuple[LogLine, Any, int | None]] = []  # untimed lines before the file's first stamp
+
+    def saw(self, ts: float) -> None:
+        self.last = ts
+        self.newest = ts if self.newest is None else max(self.newest, ts)
+
+    def before(self, chunk: bytes, start: int) -> float | None:
+        """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines)."""
+        end = start - 1
+        for _ in range(LOOK_AROUND):
+            if end <= 0:
+                break
+            begin = chunk.rfind(b"\n", 0, end) + 1
+            head = chunk[begin : min(end, begin + 300)]
+            if head:
+                text = split_prefix(head.decode("utf-8", "replace"))[1]
+                ts = parse_timestamp(text, self.mtime)
+                if ts is not None:
+                    self.saw(ts)
+                    return ts
+            end = begin - 1
+        return self.last
+
+
+def file_range(path: str, final: bool = True) -> HistoryRange:
+    """All of a file, as history (replay)."""
+    info = os.stat(path)
+    return HistoryRange(path, 0, info.st_size, info.st_mtime, final)

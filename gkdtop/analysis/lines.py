@@ -1,0 +1,178 @@
+"""Bytes to log lines: ANSI and control characters out, tqdm's `\r` rewrites collapsed, the Ray
+prefix `(WorkerDict pid=..., ip=...)` split off and the timestamp read (analysis/time.py).
+
+Cleaning works per chunk, on bytes, in a few C-level passes (escape regex, translate, decode,
+split), so the per-line Python work is only the prefix / timestamp parse. Used by the log
+collector (live), by the history reader (replay, snapshot) and by remote Ray logs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gkdtop.analysis.time import TS_FIRST, TS_RE, stamp_of
+from gkdtop.model import LogLine
+
+# --- cleaning ------------------------------------------------------------------------------------
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks; never across a newline, so an unterminated
+# one can't eat the following lines), charset and two-byte escapes.
+_ESC_PATTERN = r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[()*+][0-~]|[@-Z\\-_])"
+# ... then every other C0 / C1 control character except tab (and the \n / \r the splitter handles).
+_CLEAN_RE = re.compile(_ESC_PATTERN + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# The bulk path works on bytes: the escapes by a regex with a literal first byte (a fast scan),
+# the C0 controls by bytes.translate, and C1 (\xc2\x80-\x9f in UTF-8) only if a \xc2 is there.
+_ESC_BYTES_RE = re.compile(_ESC_PATTERN.encode())
+_C0_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
+_C1_RE = re.compile("[\x80-\x9f]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without ANSI escapes (CSI, OSC, ...) and control characters; keeps tab, \\n and \\r."""
+    return _CLEAN_RE.sub("", text)
+
+
+def clean_bytes(data: bytes) -> bytes:
+    """strip_ansi for bytes (C1 controls aside, see _decode): what the bulk path runs per chunk."""
+    if b"\x1b" in data:
+        data = _ESC_BYTES_RE.sub(b"", data)
+    return data.translate(None, _C0_BYTES)
+
+
+def decode(data: bytes) -> str:
+    """Cleaned bytes to text; junk bytes become U+FFFD, never an error."""
+    text = data.decode("utf-8", "replace")
+    if b"\xc2" in data:
+        text = _C1_RE.sub("", text)
+    return text
+
+
+def last_segment(line: bytes) -> bytes:
+    """What a terminal shows for a `\\r`-rewritten (cleaned) line: its last non-blank segment."""
+    for part in reversed(line.split(b"\r")):
+        if part.strip():
+            return part
+    return b""
+
+
+def strip_escapes(data: bytes) -> bytes:
+    """Only the ANSI escapes out of a chunk (a rule must not miss a coloured word): the rest of the
+    cleaning is done on the few lines the matcher names (`clean_line`)."""
+    return _ESC_BYTES_RE.sub(b"", data) if b"\x1b" in data else data
+
+
+def clean_line(raw: bytes) -> str:
+    """One raw line as the follower would deliver it: controls out, the last `\\r` state, decoded."""
+    data = clean_bytes(raw)
+    if b"\r" in data:
+        data = last_segment(data)
+    return decode(data)
+
+
+def collapse_lines(data: bytes) -> bytes:
+    """Each line of a cleaned chunk that holds a `\\r` becomes its last non-blank segment.
+
+    A plain `\\r\\n` ending just loses its `\\r`. Only lines with a `\\r` cost Python work: the
+    rest of the chunk is copied through in slices.
+    """
+    pieces: list[bytes] = []
+    pos = 0
+    cr = data.find(b"\r")
+    while cr >= 0:
+        end = data.find(b"\n", cr)
+        if end < 0:
+            end = len(data)
+        if end == cr + 1:  # the line's only \r (the first one after pos) ends it: CRLF
+            pieces.append(data[pos:cr])
+        else:
+            nl = data.rfind(b"\n", pos, cr)
+            start = pos if nl < 0 else nl + 1
+            pieces.append(data[pos:start])
+            pieces.append(last_segment(data[start:end]))
+        pos = end
+        cr = data.find(b"\r", pos)
+    pieces.append(data[pos:])
+    return b"".join(pieces)
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+# `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
+# distinct prefix, then found in _prefix_cache.
+_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
+# Bounded digits: int() refuses more than 4,300, and no real count has ten.
+_REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
+_PREFIX_MAX = 256  # a Ray prefix closes within this many characters
+
+_NO_PREFIX = ("", -1, "")
+_prefix_cache: dict[str, tuple[str, int, str] | None] = {}
+
+
+def _prefix_of(key: str) -> tuple[str, int, str] | None:
+    """(worker, pid, ip) of a Ray prefix `(...)`, None if `key` is not one; cached."""
+    m = _RAY_RE.fullmatch(key)
+    found = (m.group(1) or "", int(m.group(2)), m.group(3) or "") if m is not None else None
+    if len(_prefix_cache) > 4096:
+        _prefix_cache.clear()
+    _prefix_cache[key] = found
+    return found
+
+
+def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
+    """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message."""
+    if raw[:1] == "(":
+        close = raw.find(")", 1, _PREFIX_MAX)
+        if close > 0:
+            key = raw[: close + 1]
+            hit = _prefix_cache.get(key, _NO_PREFIX)
+            if hit is _NO_PREFIX:
+                hit = _prefix_of(key)
+            if hit is not None:
+                return hit, raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
+    return None, raw
+
+
+def repeat_count(text: str) -> int:
+    """N from Ray's ` [repeated Nx across cluster]` dedup suffix (kept in the text), else 1."""
+    if "[repeated " not in text:
+        return 1
+    m = _REPEAT_RE.search(text)
+    return int(m.group(1)) if m else 1
+
+
+def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -> None:
+    """parse_line over many lines, appended to `out`. The hot loop: everything local, caches first.
+    `seen` is the lines' arrival (or, for what was already written, the file's mtime): it also places
+    year-less stamps (analysis/time.py)."""
+    append = out.append
+    prefixes = _prefix_cache
+    ts_match = TS_RE.match
+    ts_first = TS_FIRST
+    miss = _NO_PREFIX
+    for raw in lines:
+        text = raw
+        worker = ip = ""
+        pid: int | None = None
+        if raw[:1] == "(":
+            close = raw.find(")", 1, _PREFIX_MAX)
+            if close > 0:
+                key = raw[: close + 1]
+                hit = prefixes.get(key, miss)
+                if hit is miss:
+                    hit = _prefix_of(key)
+                if hit is not None:
+                    worker, pid, ip = hit
+                    text = raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
+        ts = None
+        if text[:1] in ts_first and (m := ts_match(text)) is not None:
+            ts = stamp_of(m.groups(), seen)
+        append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
+
+
+def parse_line(raw: str, source: str, seen: float) -> LogLine:
+    """One cleaned line (no ANSI, no \\r / \\n) into a LogLine: Ray prefix split off, timestamp read."""
+    out: list[LogLine] = []
+    parse_into(out, [raw], source, seen)
+    return out[0]
+
+

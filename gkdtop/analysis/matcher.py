@@ -1,0 +1,354 @@
+"""One multi-pattern matcher for every rule: which lines match which patterns, in one pass.
+
+Every pattern (phase start/done/fail, findings and their extra fields, idle lines, the failure
+pattern, user rules) is compiled once into one database. Hyperscan scans a chunk of lines for all
+of them at once (~1 GB/s here); where it has no wheel (aarch64), RE2's set matcher tests each line.
+Named groups are read by RE2 from the few lines that matched. Both engines run in linear time:
+no pattern, however written, can make a line cost more than its length (`(a+)+$` included), and no
+rule ever runs on Python's backtracking `re`.
+
+Rules read a line's message, without its Ray prefix. In a chunk of raw lines, `^` therefore also
+matches after a `(Worker pid=N, ip=...) ` head, no match may cross a line break, and the few hits
+the scan cannot decide alone are confirmed by RE2 on the message (`for_chunks`, `confirm`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+try:  # the fast engine, where a wheel exists (x86_64)
+    import hyperscan
+except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
+    hyperscan = None
+
+import re2
+
+ENGINE = "hyperscan" if hyperscan is not None else "re2"
+MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
+RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # errors are ours to report, as one line
+_OPTIONS.max_mem = RE2_MAX_MEM
+
+RAY_HEAD = r"(?:\([^()\n]{0,256}\) ?)?"
+_DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\$")
+
+
+class PatternError(ValueError):
+    """A pattern neither engine takes, phrased as one line."""
+
+
+class Pattern:
+    """A compiled rule pattern: `search` / `groupdict` through RE2 (linear time)."""
+
+    __slots__ = ("compiled", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.compiled = _compile_re2(text)
+
+    def search(self, line: str) -> Any:
+        return self.compiled.search(line)
+
+    @property
+    def pattern(self) -> str:  # the name `re.Pattern` has, for code and tests that print it
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Pattern({self.text!r})"
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile_re2(text: str) -> Any:
+    if len(text) > MAX_PATTERN:
+        raise PatternError(f"pattern is {len(text)} characters long (at most {MAX_PATTERN})")
+    if "\0" in text:
+        raise PatternError("pattern holds a NUL character (write \\x00 to match one)")
+    try:
+        return re2.compile(text, _OPTIONS)
+    except re2.error as exc:
+        raise PatternError(_explain(text, exc)) from None
+    except (OverflowError, MemoryError, RecursionError, ValueError) as exc:
+        raise PatternError(f"pattern too large: {exc}") from None
+
+
+def _explain(text: str, exc: Exception) -> str:
+    detail = exc.args[0] if exc.args else str(exc)
+    if isinstance(detail, bytes):
+        detail = detail.decode("utf-8", "replace")
+    detail = str(detail).splitlines()[0] if str(detail) else type(exc).__name__
+    if re.search(r"\(\?<?[=!]", text):
+        detail += " (lookarounds are not supported: gkdtop's engines run in linear time)"
+    elif re.search(r"\\[1-9]", text):
+        detail += " (back-references are not supported: gkdtop's engines run in linear time)"
+    return f"invalid regular expression: {detail}"
+
+
+def compile_pattern(text: str, every_engine: bool = True) -> Pattern:
+    """A rule pattern, checked by every engine that will run it; PatternError (one line) if refused.
+    (`every_engine=False` for the built-in rules, which the tests compile: start-up stays fast.)"""
+    pattern = Pattern(text)
+    if every_engine and hyperscan is not None:
+        _hyperscan_db([for_chunks(text)[0]])  # refused here, not at the first scan: the user sees why now
+    return pattern
+
+
+_NOT_NEWLINE = {"s": "[\\t\\x0b\\x0c\\r ]", "D": "[^\\d\\n]", "W": "[^\\w\\n]"}
+_SPACE_IN_CLASS = "\\t\\x0b\\x0c\\r "
+
+
+def for_chunks(text: str) -> tuple[bytes, bool]:
+    """The pattern as Hyperscan runs it on a chunk of raw lines, and whether its hits need confirming.
+
+    - each `^` may be followed by a Ray prefix (rules read the message after it);
+    - nothing may match a newline (`\\s`, `\\D`, `\\W`, `[^...]` are kept off it), so no match runs
+      from one line into the next;
+    - `[^\\n]*$` takes the match to the end of its line: Hyperscan reports each end offset once, so a
+      line reports each pattern once, at its end, however many matches it holds.
+    Hits need confirming by RE2 on the message where these do not make the answer exact: `^` (a
+    message may itself begin with `(...) `), `(?s)`, `\\n`-like escapes, non-ASCII text (Hyperscan
+    matches bytes, RE2 characters).
+    """
+    out: list[str] = []
+    confirm = "^" in text or not text.isascii() or bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
+    i, in_class, negated = 0, False, False
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            escape = text[i : i + 2]
+            if not in_class and escape[1:] in _NOT_NEWLINE:
+                escape = _NOT_NEWLINE[escape[1:]]
+            elif in_class and escape == "\\s":
+                escape = _SPACE_IN_CLASS
+            elif in_class and escape[1:] in ("D", "W"):
+                confirm = True
+            out.append(escape)
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+                if negated:
+                    out.append("\\n")
+        elif c == "[":
+            in_class = True
+            j = i + 1
+            negated = text[j : j + 1] == "^"
+            if negated:
+                j += 1
+            if text[j : j + 1] == "]":  # `[]...]` and `[^]...]` begin with a literal ]
+                j += 1
+            out.append(text[i:j])
+            i = j
+            continue
+        elif c == "^":
+            out.append("^" + RAY_HEAD)
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    chunked = "".join(out)
+    if not _DOLLAR.search(text):  # Hyperscan takes no `$` inside a pattern: one with its own ends lines already
+        chunked = f"(?:{chunked})[^\\n]*$"
+    return chunked.encode(), confirm
+
+
+def _hyperscan_db(expressions: list[bytes]) -> Any:
+    db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+    try:
+        db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
+                   flags=[flags] * len(expressions))
+    except hyperscan.error as exc:
+        raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
+    return db
+
+
+def _cached_db(expressions: list[bytes]) -> Any:
+    """The database for these expressions, from the cache when it was compiled before: compiling
+    takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature)."""
+    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), *expressions]))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "gkdtop", "hyperscan", key.hexdigest()[:32] + ".db")
+    with contextlib.suppress(OSError, hyperscan.error), open(path, "rb") as fh:
+        return hyperscan.loadb(fh.read(), hyperscan.HS_MODE_BLOCK)
+    db = _hyperscan_db(expressions)
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(hyperscan.dumpb(db))
+        os.replace(tmp, path)
+    return db
+
+
+def _hs_reason(exc: Exception) -> str:
+    text = str(exc.args[0] if exc.args else exc)
+    return text.split(": ", 1)[-1] if text else type(exc).__name__
+
+
+class AnyOf:
+    """`search` true when any of several patterns matches: each compiled on its own (so `(?i)` holds
+    for its pattern only), RE2's set tests them in one pass."""
+
+    def __init__(self, patterns: list[Pattern]) -> None:
+        self.patterns = patterns
+        self._set = re2.Set.SearchSet(_OPTIONS)
+        for p in patterns:
+            self._set.Add(p.text)
+        self._set.Compile()
+
+    def search(self, text: str) -> bool:
+        return bool(self._set.Match(text))
+
+
+def any_of(texts: list[str]) -> AnyOf | None:
+    """Several user patterns as one test (driver patterns, filters); None for none."""
+    return AnyOf([compile_pattern(t, every_engine=False) for t in texts]) if texts else None
+
+
+class Matcher:
+    """All the patterns of a rule set, compiled once. Ids are positions in the list given.
+
+    `scan(chunk)` finds, for a chunk of `\\n`-separated raw lines, which line matches which ids;
+    `scan_texts(texts)` does the same for messages already split off their prefix.
+    """
+
+    def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None) -> None:
+        self.patterns = patterns
+        self.engine = ENGINE
+        # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
+        self._message = message or (lambda raw: raw)
+        chunked = [for_chunks(p.text) for p in patterns]
+        self._confirm = frozenset(i for i, (_, confirm) in enumerate(chunked) if confirm)
+        self._in_prefix: dict[tuple[str, int], bool] = {}  # (Ray prefix, id): the pattern matches inside it
+        self._local = threading.local()  # Hyperscan scratch space is per thread
+        self._db: Any = None
+        self._set: Any = None
+        if not patterns:
+            return
+        if hyperscan is not None:
+            self._db = _cached_db([expression for expression, _ in chunked])
+        else:
+            self._set = re2.Set.SearchSet(_OPTIONS)
+            for p in patterns:
+                self._set.Add(p.text)
+            self._set.Compile()
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = hyperscan.Scratch(self._db)
+        return scratch
+
+    def scan(self, chunk: bytes) -> list[tuple[int, int, list[int]]]:
+        """Candidates: (line start, line end, ids) for each line of `chunk` some pattern may match, in
+        order. Offsets are byte offsets into `chunk`; `end` is the line's `\\n` (or the chunk's end).
+        The rules read messages: `confirm` then gives the ids that really match a line's message."""
+        if not self.patterns or not chunk:
+            return []
+        if self._db is None:
+            return self._scan_set(chunk)
+        ends: dict[int, list[int]] = {}
+
+        def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
+            found = ends.get(end)
+            if found is None:
+                ends[end] = [pattern_id]
+            else:
+                found.append(pattern_id)
+
+        self._db.scan(chunk, match_event_handler=hit, scratch=self._scratch())
+        size = len(chunk)
+        lines: dict[int, list[int]] = {}
+        for end in sorted(ends):
+            ids = ends[end]
+            if end < size and chunk[end] != 10:  # a pattern with its own `$` may end inside a line
+                found = chunk.find(b"\n", end)
+                end = size if found < 0 else found
+            known = lines.get(end)
+            if known is None:
+                lines[end] = ids
+            else:
+                known.extend(i for i in ids if i not in set(known))
+        return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()]
+
+    def confirm(self, message: str, ids: list[int], prefix: str = "", everything: bool = False) -> list[int]:
+        """The ids of a candidate line that match its message (the line without its Ray `prefix`).
+        Only ids whose answer the chunk scan could get wrong are checked: patterns `for_chunks` says
+        need it, and on a prefixed line those that match inside the prefix itself (known per prefix);
+        `everything` when the scanned bytes were not the message's (controls, `\\r` rewrites, UTF-8)."""
+        confirm = self._confirm
+        if everything:
+            check = ids
+        elif prefix:
+            in_prefix = self._in_prefix
+            if len(in_prefix) > 10_000:
+                in_prefix.clear()
+            check = []
+            for i in ids:
+                inside = in_prefix.get((prefix, i))
+                if inside is None:
+                    inside = in_prefix[(prefix, i)] = self.patterns[i].search(prefix) is not None
+                if inside or i in confirm:
+                    check.append(i)
+        elif confirm.isdisjoint(ids):
+            return ids
+        else:
+            check = [i for i in ids if i in confirm]
+        if not check:
+            return ids
+        patterns = self.patterns
+        return [i for i in ids if i not in check or patterns[i].search(message) is not None]
+
+    def _scan_set(self, chunk: bytes) -> list[tuple[int, int, list[int]]]:
+        """RE2 only: each line's message through the set (a Python call per line: slower, the same answer)."""
+        out = []
+        start = 0
+        size = len(chunk)
+        match = self._set.Match
+        while start <= size:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                end = size
+            ids = match(self._message(chunk[start:end].decode("utf-8", "replace")))
+            if ids:
+                out.append((start, end, sorted(ids)))
+            start = end + 1
+        return out
+
+    def scan_texts(self, texts: list[str]) -> dict[int, list[int]]:
+        """Line index -> ids, for messages (no Ray prefix) given one per item."""
+        if not self.patterns or not texts:
+            return {}
+        if self._db is None:
+            match = self._set.Match
+            return {i: sorted(ids) for i, text in enumerate(texts) if (ids := match(text))}
+        blob = "\n".join(texts)
+        data = blob.encode("utf-8", "surrogatepass")
+        index: dict[int, int] = {}
+        if len(data) == len(blob):  # ASCII: the byte offset of each line's end is its character offset
+            pos = -1
+            for i, text in enumerate(texts):
+                pos += len(text) + 1
+                index[pos] = i
+        else:
+            pos = -1
+            for i, text in enumerate(texts):
+                pos += len(text.encode("utf-8", "surrogatepass")) + 1
+                index[pos] = i
+        found: dict[int, list[int]] = {}
+        for _start, end, ids in self.scan(data):
+            line = index[end]
+            ids = self.confirm(texts[line], ids)
+            if ids:
+                found[line] = ids
+        return found

@@ -1,0 +1,230 @@
+"""The rules, read once: phases (data/phases.yaml + the user's `phases:`), findings (data/findings.yaml
++ the user's `findings:`), validated on YAML's node tree so every error names its file:line: key.
+
+One parser for built-ins and user files alike; every pattern is checked here by the engines that
+will run it (analysis/matcher.py), so a pattern they refuse is a config error, not a crash later.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from gkdtop.analysis.matcher import Pattern, PatternError, compile_pattern
+from gkdtop.model import Hint
+
+
+class ConfigError(Exception):
+    """A config problem, already phrased as the one line the user sees."""
+
+
+@dataclass(slots=True)
+class PhaseRule:
+    name: str
+    start: Pattern
+    done: Pattern | None = None
+    fail: Pattern | None = None
+    stall_after: float | None = None
+    terminal: bool = False
+    hint: Hint = field(default_factory=Hint)
+    # Phases that recur inside this one every step (weight sync inside the training loop): while this
+    # phase runs, their lines name the current sub-phase instead of opening new timeline spans.
+    inner: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Signature:
+    """A known failure: `match` on one line (named groups become fields); `extra` patterns fill more
+    fields from the next `within` lines of the same file."""
+
+    name: str
+    severity: str
+    match: Pattern
+    cause: str = ""
+    fix: str = ""
+    extra: list[Pattern] = field(default_factory=list)
+    within: int = 20
+    require_extra: bool = False
+    key: list[str] | None = None  # None: every field tells findings apart
+
+
+# --- YAML nodes with line numbers ----------------------------------------------------------------
+
+MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+BUILTIN = "gkdtop/data/"  # the built-in rules' files: tests compile them with every engine
+
+
+def node_error(where: str, node: Any, key: str, msg: str) -> ConfigError:
+    line = f":{node.start_mark.line + 1}" if node is not None else ""
+    return ConfigError(f"{where}{line}: {key}: {msg}")
+
+
+def get(node: Any, key: str) -> Any:
+    if node is None:
+        return None
+    for k, v in node.value:
+        if k.value == key:
+            return v
+    return None
+
+
+def check_keys(node: Any, where: str, path: str, allowed: set[str]) -> None:
+    if node.tag != MAP:
+        raise node_error(where, node, path, "expected a mapping")
+    for k, _ in node.value:
+        if k.tag in (MAP, SEQ):  # `? [a, b]`: unhashable, never a key
+            raise node_error(where, k, path or "(top level)", "keys must be plain names")
+        if k.value not in allowed:
+            raise node_error(where, k, f"{path}.{k.value}" if path else k.value,
+                             f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+
+
+def scalar(node: Any, where: str, key: str) -> str:
+    if node.tag in (MAP, SEQ):
+        raise node_error(where, node, key, "expected a single value")
+    return str(node.value)
+
+
+def number(node: Any, where: str, key: str) -> float:
+    raw = scalar(node, where, key)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise node_error(where, node, key, f"expected a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:  # inf would overflow int(), nan compares false
+        raise node_error(where, node, key, f"must be positive and finite, got {raw}")
+    return value
+
+
+def boolean(node: Any, where: str, key: str) -> bool:
+    value = scalar(node, where, key).lower()
+    if value not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
+        raise node_error(where, node, key, f"expected true or false, got {value!r}")
+    return value in ("true", "yes", "on", "1")
+
+
+def pattern(node: Any, where: str, key: str) -> Pattern:
+    raw = scalar(node, where, key)
+    try:
+        return compile_pattern(raw, every_engine=not where.startswith(BUILTIN))
+    except PatternError as exc:
+        raise node_error(where, node, key, str(exc)) from None
+
+
+def strings(node: Any, where: str, key: str) -> list[str]:
+    if node.tag != SEQ:
+        return [scalar(node, where, key)]
+    return [scalar(item, where, f"{key}[{i}]") for i, item in enumerate(node.value)]
+
+
+def patterns(node: Any, where: str, key: str) -> list[Pattern]:
+    items = node.value if node.tag == SEQ else [node]
+    return [pattern(item, where, f"{key}[{i}]") for i, item in enumerate(items)]
+
+
+# --- phases and findings ----------------------------------------------------------------------------
+
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "inner"}
+FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
+
+
+def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
+    if node is None or node.tag != SEQ:
+        raise node_error(where, node, path, "expected a list of phases")
+    rules = []
+    for i, item in enumerate(node.value):
+        key = f"{path}[{i}]"
+        check_keys(item, where, key, PHASE_KEYS)
+        name_node, start_node = get(item, "name"), get(item, "start")
+        if name_node is None:
+            raise node_error(where, item, key, "missing 'name'")
+        if start_node is None:
+            raise node_error(where, item, key, "missing 'start' (a regular expression)")
+        rule = PhaseRule(name=scalar(name_node, where, f"{key}.name"), start=pattern(start_node, where, f"{key}.start"))
+        if (n := get(item, "done")) is not None:
+            rule.done = pattern(n, where, f"{key}.done")
+        if (n := get(item, "fail")) is not None:
+            rule.fail = pattern(n, where, f"{key}.fail")
+        if (n := get(item, "stall_after")) is not None:
+            rule.stall_after = number(n, where, f"{key}.stall_after")
+        if (n := get(item, "terminal")) is not None:
+            rule.terminal = boolean(n, where, f"{key}.terminal")
+        if (n := get(item, "inner")) is not None:
+            rule.inner = strings(n, where, f"{key}.inner")
+        if (n := get(item, "hint")) is not None:
+            check_keys(n, where, f"{key}.hint", {"causes", "actions"})
+            causes, actions = get(n, "causes"), get(n, "actions")
+            rule.hint = Hint(
+                causes=strings(causes, where, f"{key}.hint.causes") if causes is not None else [],
+                actions=strings(actions, where, f"{key}.hint.actions") if actions is not None else [],
+            )
+        rules.append(rule)
+    return rules
+
+
+def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signature]:
+    if node is None or node.tag != SEQ:
+        raise node_error(where, node, path, "expected a list of signatures")
+    out = []
+    for i, item in enumerate(node.value):
+        key = f"{path}[{i}]"
+        check_keys(item, where, key, FINDING_KEYS)
+        if get(item, "name") is None or get(item, "match") is None:
+            raise node_error(where, item, key, "needs 'name' and 'match'")
+        sig = Signature(name=scalar(get(item, "name"), where, f"{key}.name"), severity="error",
+                        match=pattern(get(item, "match"), where, f"{key}.match"))
+        if (n := get(item, "severity")) is not None:
+            sig.severity = scalar(n, where, f"{key}.severity")
+            if sig.severity not in ("error", "warning", "info"):
+                raise node_error(where, n, f"{key}.severity", f"expected error, warning or info, got {sig.severity!r}")
+        if (n := get(item, "extra")) is not None:
+            sig.extra = patterns(n, where, f"{key}.extra")
+        if (n := get(item, "within")) is not None:
+            sig.within = int(number(n, where, f"{key}.within"))
+        if (n := get(item, "require_extra")) is not None:
+            sig.require_extra = boolean(n, where, f"{key}.require_extra")
+        if (n := get(item, "key")) is not None:
+            sig.key = strings(n, where, f"{key}.key")
+        for attr in ("cause", "fix"):
+            if (n := get(item, attr)) is not None:
+                setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
+        out.append(sig)
+    return out
+
+
+def compose(text: str, where: str) -> Any:
+    """YAML text to its node tree (line numbers kept); a mapping at the top, else ConfigError."""
+    import yaml
+
+    from gkdtop.yamlguard import check_depth, check_nodes
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        check_depth(text, where, loader)  # before composing: a nesting bomb crashes the composer
+        node = yaml.compose(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}") from None
+    if node is None:
+        return None
+    check_nodes(node, where)  # duplicate keys, tags that lie about the shape
+    if node.tag != MAP:
+        raise ConfigError(f"{where}:{node.start_mark.line + 1}: the config must be a mapping of keys")
+    return node
+
+
+def _builtin(name: str) -> Any:
+    text = resources.files("gkdtop.data").joinpath(name).read_text(encoding="utf-8")
+    return compose(text, BUILTIN + name)
+
+
+def builtin_phases() -> list[PhaseRule]:
+    return parse_phases(get(_builtin("phases.yaml"), "phases"), "gkdtop/data/phases.yaml")
+
+
+def builtin_signatures() -> list[Signature]:
+    return parse_findings(get(_builtin("findings.yaml"), "findings"), "gkdtop/data/findings.yaml")

@@ -1,0 +1,140 @@
+"""Time you can trust: timestamps read from log lines, and the offset between a log's clock and ours.
+
+Forms read at the start of a message (after any Ray prefix): ISO 8601 with `T` or space, optional
+fraction and `Z` / `+08:00` / `-0130`; Python logging's `2026-01-11 10:00:05,123`;
+`2026/01/11 10:00:05`; any of those in brackets; glog `I1122 10:00:00.123456` and vLLM
+`INFO 11-22 10:00:00`. Times without a zone are local time.
+
+glog and vLLM print no year. A stamp is placed in the latest year that does not put it after the
+line's reference time (the file's mtime for what was already written, the arrival for live lines):
+no line was written after its file was last modified, so a log from March read in November is
+from this March, and one from December read in January is from last year.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from collections import deque
+
+# One regex for every timestamp form; group 1, 5 or 8 is the text of its minute (the cache key).
+TS_RE = re.compile(
+    # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
+    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+    # glog `I1122 10:00:00.123456`: no year.
+    r"|[IWEF](\d{4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+    # vLLM `INFO 01-11 10:00:05`: no year.
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d-\d\d \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+)
+TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
+SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
+
+_NO_MINUTE = float("nan")  # "not cached yet", compared by identity
+# Epoch seconds of each minute seen, keyed by its text (+ zone, + the reference day for year-less
+# forms): a flood of lines from the same minute costs a regex match and a dict lookup each.
+_minute_cache: dict[str, float | None] = {}
+
+
+def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str) -> float | None:
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59):
+        return None
+    try:
+        if not tz:  # naive: local time, DST included
+            return time.mktime((year, month, day, hour, minute, 0, 0, 0, -1))
+        base = calendar.timegm((year, month, day, hour, minute, 0, 0, 0, 0))
+    except (OverflowError, ValueError):
+        return None
+    if tz == "Z":
+        return float(base)
+    sign = -1 if tz[0] == "+" else 1
+    digits = tz[1:].replace(":", "")
+    return float(base + sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60))
+
+
+def _yearless_epoch(month: int, day: int, hour: int, minute: int, ref: float) -> float | None:
+    """The latest year that keeps the stamp at most SLACK after `ref` (never in the future of it)."""
+    year = time.localtime(ref).tm_year
+    for candidate in (year + 1, year, year - 1):  # Jan 1st's lines read on Dec 31st belong to next year
+        base = _minute_epoch(candidate, month, day, hour, minute, "")
+        if base is not None and base <= ref + SLACK:
+            return base
+    return None
+
+
+def _minute_of(key: str, ref: float) -> float | None:
+    """Epoch of a minute key from TS_RE (date form, vLLM `MM-DD hh:mm` or glog `MMDD hh:mm`)."""
+    if len(key) >= 16 and key[4] in "-/":
+        return _minute_epoch(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), key[16:])
+    if key[2] == "-":
+        return _yearless_epoch(int(key[:2]), int(key[3:5]), int(key[6:8]), int(key[9:11]), ref)
+    return _yearless_epoch(int(key[:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]), ref)
+
+
+def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
+    """Epoch seconds from the groups of a TS_RE match; `ref` places year-less forms (module doc)."""
+    if groups[0]:
+        key, sec, frac = groups[0] + (groups[3] or ""), groups[1], groups[2]
+        cache_key = key
+    else:
+        if groups[4]:
+            key, sec, frac = groups[4], groups[5], groups[6]
+        else:
+            key, sec, frac = groups[7] or "", groups[8], groups[9]
+        cache_key = f"{key}@{int(ref) // 3600}"  # the year chosen depends on the reference (to the hour)
+    base = _minute_cache.get(cache_key, _NO_MINUTE)
+    if base is _NO_MINUTE:
+        base = _minute_of(key, ref)
+        if len(_minute_cache) > 4096:
+            _minute_cache.clear()
+        _minute_cache[cache_key] = base
+    if base is None or sec is None or sec > "60":
+        return None
+    return base + int(sec) + (float("0." + frac) if frac else 0.0)
+
+
+def parse_timestamp(text: str, ref: float | None = None) -> float | None:
+    """Epoch seconds of a timestamp at the very start of `text` (forms: module doc), else None.
+    `ref` (default: now) is when the line was known to exist: it places year-less stamps."""
+    if text[:1] not in TS_FIRST or (m := TS_RE.match(text)) is None:
+        return None
+    return stamp_of(m.groups(), time.time() if ref is None else ref)
+
+
+SKEW_MIN = 60.0  # below this, arrival minus stamp is write/flush/transport delay, not a clock offset
+SKEW_SAMPLES = 32  # live lines whose least delay estimates a source's offset
+
+
+class ClockSkew:
+    """The offset between the clock a log's stamps were written by and this machine's.
+
+    A job in a container that stamps in UTC while the dashboard runs with TZ=Asia/Shanghai, or a
+    node whose clock is 10 minutes behind, writes lines whose stamps are far from when they arrive.
+    Delays (buffering, Ray's log monitor) only ever make a line late, so the least `arrival - stamp`
+    over the last few live lines is the offset; under SKEW_MIN it is taken to be no offset at all.
+    A stamp ahead of its file's mtime is an offset too (a line cannot be written after its file).
+    """
+
+    def __init__(self) -> None:
+        self._samples: dict[str, deque[float]] = {}
+        self.offsets: dict[str, float] = {}  # source -> seconds to add to its stamps (only when >= SKEW_MIN)
+
+    def observe(self, source: str, stamp: float, arrival: float) -> None:
+        samples = self._samples.get(source)
+        if samples is None:
+            samples = self._samples[source] = deque(maxlen=SKEW_SAMPLES)
+        samples.append(arrival - stamp)
+        offset = min(samples)  # arrival - stamp = offset + delay, and delay >= 0
+        if abs(offset) >= SKEW_MIN:
+            self.offsets[source] = offset
+        else:
+            self.offsets.pop(source, None)
+
+    def observe_written(self, source: str, newest_stamp: float, mtime: float) -> None:
+        """Existing content: only a stamp after the file's mtime proves an offset (the file can have
+        been quiet since its last stamp, so one before it proves nothing)."""
+        if newest_stamp - mtime >= SKEW_MIN and source not in self.offsets:
+            self.offsets[source] = mtime - newest_stamp
+
+    def correct(self, source: str, stamp: float) -> float:
+        return stamp + self.offsets.get(source, 0.0)
