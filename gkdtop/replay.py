@@ -34,8 +34,8 @@ _BINARY = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b")  # contr
 def check_input(path: str) -> str | None:
     """Why `path` can't be replayed, as one line naming it; None when it can.
 
-    Replay seeks, splits and splices its input by size, so it takes only a regular file whose size
-    is its content: not a FIFO (opened non-blocking here, so one can't hang us), device or directory,
+    Replay reads its input in ranges up to its size, so it takes only a regular file whose size is
+    its content: not a FIFO (opened non-blocking here, so one can't hang us), device or directory,
     and not a /proc or /sys file (size 0 or 4096 whatever they hold). A compressed or binary file is
     refused by its first bytes rather than replayed into an empty report.
     """
