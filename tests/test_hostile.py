@@ -165,7 +165,8 @@ def test_a_glob_holds_a_bounded_number_of_files_open_and_loses_no_line(tmp_path:
     for i, p in enumerate(paths):
         p.write_text(f"start {i}\n")
     before = open_fds()
-    c = LogCollector([str(tmp_path / "*.log")], max_open=cap)
+    # No reopen delay: each poll delivers everything, so the test can say what each poll holds.
+    c = LogCollector([str(tmp_path / "*.log")], max_open=cap, park_delay=0)
     assert sorted(texts(c.collect())) == sorted(f"start {i}" for i in range(n))
     assert open_fds() - before <= cap
     for round_ in range(3):  # every file grows: all are reopened where they were, in turn
@@ -194,6 +195,34 @@ def test_a_glob_holds_a_bounded_number_of_files_open_and_loses_no_line(tmp_path:
     assert open_fds() - before <= cap
     c.close()
     assert open_fds() == before
+
+
+def test_files_parked_while_written_wait_a_moment_then_deliver_everything(tmp_path: Path) -> None:
+    """More growing files than descriptors: a file parked while being written reopens after the delay,
+    so each open reads a second's worth instead of one poll's; nothing is lost, nothing waits for ever."""
+    n, cap = 40, 8
+    paths = [tmp_path / f"w{i:02d}.log" for i in range(n)]
+    for p in paths:
+        p.write_text("")
+    c = LogCollector([str(tmp_path / "*.log")], max_open=cap, park_delay=0.5)
+    c.collect()
+    want: list[str] = []
+    got: list[str] = []
+    waited = 0
+    for round_ in range(6):  # every file grows every poll
+        for i, p in enumerate(paths):
+            with open(p, "a") as fh:
+                fh.write(f"r{round_} w{i}\n")
+            want.append(f"r{round_} w{i}")
+        got += texts(c.collect())
+        waiting = sum(1 for f in c._files.values() if f.parked and f.reopen_at > time.monotonic())
+        waited = max(waited, waiting)
+    assert waited > 0  # some parked files did wait: those polls did not reopen them
+    wait_for(lambda: (got.extend(texts(c.collect())), sorted(got) == sorted(want))[1], timeout=10)
+    for i in range(n):  # each file's lines once, in order
+        assert [t for t in got if t.endswith(f" w{i}")] == [f"r{r} w{i}" for r in range(6)]
+    assert sum(1 for f in c._files.values() if f.fh is not None) <= cap
+    c.close()
 
 
 FD_SCRIPT = r"""
@@ -281,7 +310,7 @@ def test_truncated_and_regrown_while_parked(tmp_path: Path) -> None:
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     a.write_text("a old\n")
     b.write_text("b 1\n")
-    c = LogCollector([str(a), str(b)], max_open=1)
+    c = LogCollector([str(a), str(b)], max_open=1, park_delay=0)
     assert sorted(texts(c.collect())) == ["a old", "b 1"]
     with open(a, "r+") as fh:
         fh.truncate(0)
@@ -612,7 +641,7 @@ def test_random_rotations_rewrites_and_fifos_lose_no_line(ops: list[tuple[str, i
     """
     with tempfile.TemporaryDirectory() as tmp:
         paths = [Path(tmp) / f"w{i}.log" for i in range(3)]
-        c = LogCollector([str(p) for p in paths], max_open=max_open)
+        c = LogCollector([str(p) for p in paths], max_open=max_open, park_delay=0)
         got: dict[str, list[str]] = {str(p): [] for p in paths}
         want: dict[str, list[str]] = {str(p): [] for p in paths}
         serial = [0]

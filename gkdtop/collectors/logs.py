@@ -28,6 +28,7 @@ BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ..
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
 HEAD_BYTES = 1024  # the first bytes of a followed file, kept to notice it rewritten from the start
 MAX_OPEN = 128  # files held open at once over all patterns (fewer under a low RLIMIT_NOFILE: _open_limit)
+PARK_DELAY = 1.0  # seconds a follower parked to free a descriptor waits before it reopens
 FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: its newest lines are all kept ...
 BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
 IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts as a line
@@ -100,10 +101,15 @@ class _OpenFiles:
     process (EMFILE in the procs collector, the TUI, py-spy's pipes). A parked follower keeps its
     inode, position and head and reopens on the next change; only what a parked file gets after it is
     renamed away is lost (tail -F keeps reading it; we can't without a descriptor).
+
+    When more files grow than may be open, every read would cost an open and a close (5,000 growing
+    files: 2-4x the CPU of holding them all). So a follower parked less than `delay` seconds ago waits
+    that long before it reopens: each then reads a second's worth per open, a second late at most.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, delay: float = PARK_DELAY) -> None:
         self.limit = max(1, limit)
+        self.delay = delay
         self._lru: dict[_Follower, None] = {}  # insertion order: least recently read first
 
     def __len__(self) -> int:
@@ -165,6 +171,8 @@ class _Follower:
         self.head = b""
         self.mtime_ns = 0
         self.parked = False  # closed to bound the open files; ident, pos and head say where to go on
+        self.reopen_at = 0.0  # a parked follower reopens no sooner (monotonic clock), see _OpenFiles
+        self.read_at = -1e9  # when new bytes were last read (monotonic; the start-up backlog is not new)
         self.partial = b""  # the unfinished last line, bounded by self.cap
         self.over = 0  # bytes of the unfinished line dropped past the cap
         self.shown = ""  # the progress text last reported for the unfinished line
@@ -209,6 +217,9 @@ class _Follower:
             return 0  # the idle case: one stat, nothing else
         if budget <= 0:
             return 0
+        if self.parked and time.monotonic() < self.reopen_at:
+            st.state, st.error = "following", ""
+            return 0  # parked a moment ago to let another file read: its turn comes (see _OpenFiles)
         try:
             if self.fh is not None:
                 if ident != self.ident:
@@ -319,6 +330,7 @@ class _Follower:
         assert self.fh is not None
         data = self.fh.read(limit) or b""
         if data:
+            self.read_at = time.monotonic()
             self.pos += len(data)
             self._feed(data, time.time(), out, progress)
         return len(data)
@@ -386,9 +398,14 @@ class _Follower:
                 self.fh = None
 
     def park(self) -> None:
-        """Give the open file back to bound the open files; the next poll reopens it where it was."""
+        """Give the open file back to bound the open files; a later poll reopens it where it was."""
+        now = time.monotonic()
+        delay = self.pool.delay if self.pool is not None else 0.0
         self.close()
         self.parked = self.ident is not None
+        # Only a file that is being written waits: the start-up sweep (backlog reads) parks the rest
+        # of a big glob without delaying their first new lines.
+        self.reopen_at = now + delay if now - self.read_at < delay else 0.0
 
     # --- bytes to lines ------------------------------------------------------------------------
 
@@ -587,7 +604,7 @@ class LogCollector:
 
     def __init__(
         self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25,
-        sieve: Sieve | None = None, max_open: int | None = None,
+        sieve: Sieve | None = None, max_open: int | None = None, park_delay: float = PARK_DELAY,
     ) -> None:
         self.patterns = [os.path.expanduser(p) for p in patterns]
         self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
@@ -595,7 +612,7 @@ class LogCollector:
         self.max_line = max_line
         self.interval = interval
         self._files: dict[str, _Follower] = {}
-        self._open_files = _OpenFiles(max_open if max_open is not None else _open_limit())
+        self._open_files = _OpenFiles(max_open if max_open is not None else _open_limit(), park_delay)
         self.glob_every = GLOB_EVERY  # seconds between two expansions of the patterns
         self._next_glob = 0.0
         self._started = False
