@@ -700,3 +700,18 @@ def test_random_rotations_rewrites_and_fifos_lose_no_line(ops: list[tuple[str, i
         collect()
         c.close()
         assert got == want
+
+
+def test_bundle_with_a_fifo_as_a_log_notes_it_and_finishes(tmp_path: Path) -> None:
+    import json
+    import tarfile
+
+    fifo = tmp_path / "train.log"
+    os.mkfifo(fifo)  # no writer: a blocking open in the bundle's log tail hung it
+    out = tmp_path / "b.tar.gz"
+    proc = gkdtop("bundle", "--log", str(fifo), "-o", str(out), timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    with tarfile.open(out) as tar:
+        name = next(n for n in tar.getnames() if n.endswith("manifest.json"))
+        manifest = tar.extractfile(name).read().decode()  # type: ignore[union-attr]
+    assert f"{fifo}: not read (a FIFO)" in json.loads(manifest)["notes"]
