@@ -715,3 +715,51 @@ def test_bundle_with_a_fifo_as_a_log_notes_it_and_finishes(tmp_path: Path) -> No
         name = next(n for n in tar.getnames() if n.endswith("manifest.json"))
         manifest = tar.extractfile(name).read().decode()  # type: ignore[union-attr]
     assert f"{fifo}: not read (a FIFO)" in json.loads(manifest)["notes"]
+
+
+TUI_SCRIPT = r"""
+import os, sys, threading
+from gkdtop.config import load_config
+from gkdtop.monitor import Monitor
+from gkdtop.tui.app import GkdtopApp
+
+log = sys.argv[1]
+stop = threading.Event()
+flips = [0]
+
+
+def flipper():  # the path turns into a FIFO with no writer and back, as fast as it can
+    while not stop.is_set():
+        os.mkfifo(log + ".fifo")
+        os.replace(log + ".fifo", log)
+        with open(log + ".new", "w") as fh:
+            fh.write(f"line {flips[0]}\n")
+        os.replace(log + ".new", log)
+        flips[0] += 1
+
+
+config = load_config(None)
+config.refresh["logs"] = 0.01
+monitor = Monitor(config, logs=[log], ray_address="http://127.0.0.1:9")
+app = GkdtopApp(config, monitor)
+
+
+async def pilot(p):
+    while flips[0] < 2000:
+        await p.pause(0.05)
+    await p.press("q")
+
+
+threading.Thread(target=flipper, daemon=True).start()
+app.run(headless=True, size=(120, 40), auto_pilot=pilot)
+stop.set()
+print("quit after", flips[0], "flips")
+"""
+
+
+def test_the_dashboard_quits_while_its_log_flips_between_file_and_fifo(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "none"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    # With a blocking open the collector's thread sticks in open(2) and q never gets the process out.
+    proc = subprocess.run([sys.executable, "-c", TUI_SCRIPT, str(tmp_path / "train.log")], capture_output=True,
+                          text=True, timeout=90, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and "quit after" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
