@@ -1,13 +1,18 @@
-"""`gkdtop replay` on a large log vs `grep -cE` with the default filter over the same file, same run.
+"""`gkdtop replay` against a baseline measured in the same run, on two logs:
 
-Usage: .venv/bin/python bench/bench_replay.py [--mb 1000] [--runs 3]
-The log is verl-like: mostly generation/INFO noise, Ray prefixes with ANSI, timestamps, a step
-line every ~2,000 lines, phase markers at the start, a few warnings and a traceback at the end.
+- the dense 60k-step run (`../shared/bench/noisy_log.py`, or our copy of its shape): a vLLM bar, engine
+  INFO lines and a ~60-metric `step:N - ...` line per step; baseline: an awk pass that parses every
+  metric of every step line (the floor: replay <= 1.5x, all 60,000 steps counted);
+- a large log that is mostly noise (`--mb`), against `grep -cE` with the default filter.
+
+Usage: .venv/bin/python bench/bench_replay.py [--steps 60000] [--mb 1000] [--runs 3]
+Times are medians of wall time, each command a process of its own (start-up included).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -17,6 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import report
 from gkdtop.config import DEFAULT_FILTER
 from tests.gkdlog import asctime, ray, startup
 
@@ -65,11 +71,37 @@ def timed(cmd: list[str], runs: int) -> float:
     return statistics.median(best)
 
 
+AWK = "/step:[0-9]+ - /{for(i=2;i<=NF;i++){split($i,a,\":\"); s[a[1]]+=a[2]}; n++} END{print n}"
+NOISY = Path(__file__).resolve().parents[2] / "shared" / "bench" / "noisy_log.py"
+
+
+def steps_run(steps: int, runs: int) -> None:
+    gkdtop = str(Path(sys.executable).with_name("gkdtop"))
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "noisy.log"
+        subprocess.run([sys.executable, str(NOISY), str(log), str(steps)], check=True)
+        size = os.path.getsize(log) / 2**20
+        awk = timed(["awk", "-F", " - ", AWK.replace('\\"', '"'), str(log)], runs)
+        ours = timed([gkdtop, "replay", "--json", str(log)], runs)
+        doc = json.loads(subprocess.run([gkdtop, "replay", "--json", str(log)], stdout=subprocess.PIPE,
+                                        check=True).stdout)
+    counted = doc["steps"]["count"]
+    print(f"replay of {steps} steps ({size:.0f} MB): gkdtop replay {ours:.2f} s, awk (every metric of every step) "
+          f"{awk:.2f} s, ratio {ours / awk:.2f}; steps counted {counted} (median of {runs})")
+    report(f"`replay` of the dense {steps // 1000}k-step log ({size:.0f} MB), {counted} steps counted", f"{ours:.2f} s",
+           f"{awk:.2f} s (awk parsing every metric)", ours / awk, f"bench/bench_replay.py --steps {steps}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=int, default=1000)
+    parser.add_argument("--steps", type=int, default=60000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if NOISY.exists() and args.steps:
+        steps_run(args.steps, args.runs)
+    if not args.mb:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "train.log"
         lines = make_log(log, args.mb)

@@ -32,6 +32,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("bench_stacks.py", [], ["--rounds", "1"]),
     ("bench_ray_pane.py", [], ["--runs", "3"]),
     ("snapshot_latency.py", [], ["--runs", "3"]),
+    ("redaction.py", [], ["--per-syntax", "3"]),
 ]
 RAY_USERS = {"cpu.py", "snapshot_latency.py"}
 

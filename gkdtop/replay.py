@@ -77,7 +77,7 @@ class ReplayReport:
 
 def replay(paths: list[str], config: Config) -> ReplayReport:
     analysis = Analysis(config)
-    analysis.read_history(file_range(path) for path in paths)
+    analysis.read_history((file_range(path) for path in paths), jobs=min(os.cpu_count() or 1, 4))
     at = analysis.ended or analysis.phases.last_activity or 0.0
     status = analysis.status(at)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,

@@ -116,8 +116,15 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines.append(f"failure: {ph['failure']}")
     if ph["hint"]:
         lines += [f"  cause: {c}" for c in ph["hint"]["causes"]] + [f"  try: {a}" for a in ph["hint"]["actions"]]
+    if ph["clock_offset"] is not None:
+        lines.append(f"clock: {ph['clock_source']} is stamped {ph['clock_offset']:+.0f} s off this machine's clock"
+                     " (zone or skew): silence is measured by arrival")
     if ph["steps"]["done"]:
-        lines.append(f"steps: {ph['steps']['done']} (last {ph['steps']['last']})")
+        run = ph["steps"]["run"]
+        line = f"steps: {ph['steps']['done']} (last {ph['steps']['last']})"
+        if run.get("p50_s") is not None:
+            line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
+        lines.append(line)
     gpus = doc["gpus"]
     lines.append(f"gpus: {gpus['status']} {gpus['reason']}".rstrip() + f" ({len(gpus['devices'])} devices)")
     lines.append(f"processes: {len(doc['processes'])}")

@@ -223,7 +223,7 @@ def test_redact_text_shapes_and_arguments() -> None:
     clean, names = redact_text(line)
     assert SK not in clean and TOKEN_ARG not in clean and "pw1" not in clean and ":pw@" not in clean
     assert "--max-tokens 16" in clean
-    assert {"--token", "--password", "API key (sk-...)", "URL password"} <= set(names)
+    assert {"--api-key", "--token", "--password", "URL password"} <= set(names)
     clean, _ = redact_text('{"api_key": "abc", "n": 1, "Authorization": "Bearer abcdefghijkl"}')
     assert json.loads(clean) == {"api_key": REDACTED, "n": 1, "Authorization": REDACTED}
     assert redact_text("step:3 - timing_s/gen:1.2 - perf/total_num_tokens:100")[1] == []
@@ -242,7 +242,7 @@ def test_redact_argv_env_obj_and_multiline_keys() -> None:
     lines = red.lines(["before", "x -----BEGIN RSA PRIVATE KEY-----", KEY_BODY, "-----END RSA PRIVATE KEY----- ok",
                        "after"], "f.log")
     assert lines == ["before", f"x {REDACTED}", REDACTED, f"{REDACTED} ok", "after"]
-    assert red.summary() == [{"name": "private key block", "in": ["f.log"]}]
+    assert red.summary() == [{"name": "private key block", "count": 1, "in": ["f.log"]}]
 
 
 ALNUM = string.ascii_letters + string.digits

@@ -17,6 +17,7 @@ import platform
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -141,7 +142,8 @@ class _Writer:
             stem, dot, ext = base.rpartition(".")
             name = f"{stem}-{n}.{ext}" if dot and "/" not in ext else f"{base}-{n}"
         self._names.add(name)
-        info = tarfile.TarInfo(f"{self.root}/{name}")
+        parts = [part for part in name.split("/") if part not in ("", ".", "..")]  # never outside the root
+        info = tarfile.TarInfo("/".join([self.root, *parts]))
         info.size, info.mtime, info.mode = len(data), int(self.now), 0o600
         info.uid = info.gid = 0
         info.uname = info.gname = ""
@@ -171,6 +173,9 @@ class _Bundle:
         from gkdtop import snapshot
 
         doc = snapshot.build(self.store, self.config.default_filter, now=self.now, lines=200)
+        lines = doc["logs"]["lines"]  # in order, so a key cut by the tail is still seen whole
+        for line, clean in zip(lines, self.redactor.lines([ln["text"] for ln in lines], "snapshot.json"), strict=True):
+            line["text"] = clean
         w.add("snapshot.json", _dumps(self.redactor.obj(doc, "snapshot.json")),
               "the store as `gkdtop snapshot --json` prints it (docs/snapshot.md)")
 
@@ -180,6 +185,7 @@ class _Bundle:
             "current": status.current, "state": status.state, "since": status.since, "expected": status.expected,
             "stalled_for": status.stalled_for, "failure": status.failure, "hint": status.hint,
             "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
+            "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
             "timeline": [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration,
                           "status": s.status} for s in status.timeline],
         }
@@ -199,8 +205,9 @@ class _Bundle:
         text_filter = self.config.default_filter
         pattern = compile_pattern(text_filter, every_engine=False) if text_filter else None
         matched = self.store.matching(pattern, limit=FILTERED_LINES)
-        text = [f"{time.strftime('%H:%M:%S', time.localtime(ln.time))} {ln.source}: {ln.raw or ln.text}"
-                for ln in matched]
+        clean = self.redactor.lines([ln.raw or ln.text for ln in matched], "logs/filtered.log")
+        text = [f"{time.strftime('%H:%M:%S', time.localtime(ln.time))} {ln.source}: {c}"
+                for ln, c in zip(matched, clean, strict=True)]
         w.add("logs/filtered.log", "".join(f"{ln}\n" for ln in self.redactor.lines(text, "logs/filtered.log")).encode(),
               f"the log lines the default filter keeps (newest {FILTERED_LINES})",
               filter=self.config.default_filter)
@@ -384,8 +391,6 @@ class _Bundle:
         return list(dict.fromkeys(prefixes))
 
     def flight_recorder(self, w: _Writer) -> None:
-        import stat
-
         total = 0
         paths: list[Path] = []
         for prefix in self.trace_prefixes():
@@ -455,6 +460,49 @@ STEPS: list[tuple[str, str]] = [
 ]
 
 
+class BundlePathError(ValueError):
+    """`-o` names something the bundle must not be written to (said in one line)."""
+
+
+SYSTEM_TREES = ("/dev", "/proc", "/sys")  # device nodes and kernel files; /dev/shm (a tmpfs) is fine
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BundlePathError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _output_path(out: Path, now: float) -> Path:
+    """Where to write: `out`, or a new name in it when it is a directory. Never through or over a symbolic
+    link, never onto a device, pipe or socket, never under /dev, /proc or /sys."""
+    st = _lstat(out)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        out = out / default_bundle_path(now).name
+        st = _lstat(out)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise BundlePathError(f"{out} is a symbolic link: name a new file (the link is left as it is)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise BundlePathError(f"{out} is not a regular file: name a new file")
+    real = os.path.realpath(out.parent)
+
+    def under(tree: str) -> bool:
+        return real == tree or real.startswith(tree + "/")
+
+    if any(under(tree) for tree in SYSTEM_TREES) and not under("/dev/shm"):
+        raise BundlePathError(f"{out}: not writing a bundle under {real} (a system tree)")
+    return out
+
+
+def _root_name(path: Path) -> str:
+    """The archive's top directory: the file's name, made safe (`...tar.gz` must not give `..`)."""
+    stem = path.name.removesuffix(".tar.gz").removesuffix(".tgz")
+    return _safe(stem).strip(".") or "gkdtop-bundle"
+
+
 def _open_private(path: Path) -> tuple[int, Path]:
     """A new file beside `path`, mode 0600 from its first byte: renamed over `path` when complete."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -482,11 +530,9 @@ def build_bundle(
     now = time.time() if now is None else now
     if out is None:
         out = default_bundle_path(now)
-    out = Path(out).expanduser()
-    if out.is_dir():
-        out = out / default_bundle_path(now).name
+    out = _output_path(Path(out).expanduser(), now)
     bundle = _Bundle(monitor_or_store, now, stacks_dir, trace_prefix, ray_tmp)
-    root = out.name.removesuffix(".tar.gz").removesuffix(".tgz") or "gkdtop-bundle"
+    root = _root_name(out)
     total = len(STEPS) + 1
     fd, tmp = _open_private(out)
     try:
@@ -531,10 +577,11 @@ def _manifest(bundle: _Bundle, writer: _Writer, now: float) -> dict[str, Any]:
         "user": _user(),
         "files": redact_obj(writer.files)[0],  # paths and notes can carry names too
         "redacted": bundle.redactor.summary(),
-        "redaction": "values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ACCESS_KEY, PRIVATE_KEY, "
-                     "CREDENTIAL, AUTH, COOKIE, ...) and secret-shaped values (hf_..., AKIA..., sk-..., private "
-                     "keys, ...) are replaced by <redacted>; `redacted` lists names and places, never values. "
-                     "The environment holds allow-listed names only.",
+        "redaction": "values of secret names (a word token, key, secret, password, pass, pwd, auth, credential, "
+                     "cookie, dsn; not counts or tokenizer settings such as pad_token_id) and secret-shaped values "
+                     "(hf_, ghp_, glpat-, sk-, AKIA/ASIA and their secret, AIza, xox?-, JWTs, URL passwords, "
+                     "private keys, ...) are replaced by <redacted>; `redacted` lists names or kinds, counts and "
+                     "places, never values. The environment holds allow-listed names only.",
         "notes": redact_obj(bundle.notes)[0],
         "errors": redact_obj(bundle.errors)[0],
     }
@@ -555,6 +602,11 @@ def bundle_command(out: str | None, logs: list[str], config: Any, ray_address: s
 
     from gkdtop.monitor import Monitor
 
+    try:
+        target = _output_path(Path(out).expanduser(), time.time()) if out else None  # before the slow part
+    except BundlePathError as exc:
+        print(f"gkdtop bundle: {exc}", file=sys.stderr)
+        return 1
     monitor = Monitor(config, logs=logs or None, ray_address=ray_address)
 
     async def collect() -> None:
@@ -570,7 +622,10 @@ def bundle_command(out: str | None, logs: list[str], config: Any, ray_address: s
     print("collecting the current state…", file=sys.stderr, flush=True)
     asyncio.run(collect())
     try:
-        path = build_bundle(monitor, Path(out) if out else None, progress=progress)
+        path = build_bundle(monitor, target, progress=progress)
+    except BundlePathError as exc:
+        print(f"gkdtop bundle: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"gkdtop bundle: cannot write the bundle: {exc}", file=sys.stderr)
         return 1

@@ -10,9 +10,10 @@ only the lines it names are parsed. Both paths meet the same patterns with the s
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.findings import FindingsEngine
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
+PARALLEL_MIN = 64 << 20  # a file at least this large is extracted in parallel parts (read_history's jobs)
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
 IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts
 
@@ -135,11 +137,11 @@ class Analysis:
         ts = self.skew.correct(line.source, ts)
         return ts if ts <= line.seen + 5 else line.seen
 
-    def _feed_one(self, line: LogLine, t: float, ids: Collection[int], number: int | None) -> None:
+    def _feed_one(self, line: LogLine, t: float, ids: Collection[int], number: int | None, step: Any = None) -> None:
         if line.ts is not None:
             self.started = t if self.started is None else min(self.started, t)
             self.ended = t if self.ended is None else max(self.ended, t)
-        self.phases.feed(line, t, ids)
+        self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
         if not ids:
             return
@@ -158,48 +160,45 @@ class Analysis:
 
     # --- history --------------------------------------------------------------------------------
 
-    def read_history(self, ranges: Iterable[HistoryRange]) -> None:
+    def read_history(self, ranges: Iterable[HistoryRange], jobs: int = 1) -> None:
         """What files held before they were followed (or all of them, for replay), in chunks: each
-        chunk cleaned as the follower cleans, scanned once, and only the lines it names parsed."""
+        chunk scanned once and only the lines the matcher names parsed (`_extract`), then fed in file
+        order (`_apply`). With `jobs` > 1 a large file's parts are extracted by forked processes at
+        once: only from a process with no other threads (replay), never from the dashboard's."""
         for part in ranges:
-            self._read_range(part)
+            pieces = _pieces(part, jobs if part.end - part.start >= PARALLEL_MIN else 1)
+            state = _HistoryClock(part.mtime)
+            base = 0
+            for extracts in self._extracted(pieces, jobs):
+                for extract in extracts:
+                    self._apply(extract, state, base)
+                    base += extract.lines
+            self._finish(part, state)
 
-    def _read_range(self, part: HistoryRange) -> None:
-        state = _HistoryClock(part.mtime)
-        number = 0  # lines before the current chunk
-        from gkdtop.collectors.logs import open_regular
+    def _extracted(self, pieces: list[HistoryRange], jobs: int) -> Iterator[list[_Extract]]:
+        if len(pieces) == 1:
+            yield from ([extract] for extract in _extract_range(self, pieces[0]))
+            return
+        import multiprocessing
 
-        with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
-            fh.seek(part.start)
-            pos = part.start
-            carry = b""
-            while pos < part.end:
-                data = fh.read(min(CHUNK, part.end - pos))
-                if not data:
-                    break
-                pos += len(data)
-                data = carry + data
-                cut = data.rfind(b"\n")
-                if pos < part.end or (not part.final and cut >= 0):
-                    carry, data = data[cut + 1 :], data[: cut + 1]
-                else:
-                    carry = b""
-                if not data:
-                    continue
-                number = self._read_chunk(part.path, data, number, state)
-        if state.newest is not None:
-            self.skew.observe_written(part.path, state.newest, part.mtime)
-        for line, ids, line_number in state.waiting:  # no timestamp anywhere: the file's own time
-            self._feed_one(line, part.mtime, ids, line_number)
+        global _FORKED
+        _FORKED = self  # the children inherit it: nothing to pickle but the ranges and the results
+        with multiprocessing.get_context("fork").Pool(min(jobs, len(pieces))) as pool:
+            for extracts in pool.imap(_extract_in_child, pieces):
+                for extract in extracts:
+                    extract.records = [(_line(fields), ids, number, step)
+                                       for fields, ids, number, step in extract.records]
+                yield extracts
 
-    def _read_chunk(self, path: str, data: bytes, number: int, state: _HistoryClock) -> int:
-        """One chunk of whole lines; returns the count of lines up to its end. The chunk is scanned
-        raw (escapes aside): a line the matcher names is cleaned and confirmed, the rest cost nothing."""
+    def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
+        """One chunk of whole lines, scanned raw (escapes aside): the lines the matcher names are
+        cleaned, confirmed, dated (their stamp, else the nearest one before them) and step lines
+        parsed. No engine state is touched: this part may run in another process."""
         data = strip_escapes(data)
-        lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-        self.lines_read += lines
+        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
         confirm = self.matcher.confirm
         bar_only = [self.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
+        step_id, traceback_id = self.phases.step_id, self.traceback_id
         counted = at = 0
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
         previous = -1
@@ -210,12 +209,6 @@ class Analysis:
             if ids == bar_only:
                 plain_end = end
                 continue
-            if self.traceback_id in ids:  # line numbers only where an error group will name one
-                counted += data.count(b"\n", at, start)
-                at = start
-                number_here: int | None = number + counted + 1
-            else:
-                number_here = None
             raw = data[start:end]
             line = parse_line(clean_line(raw), path, state.mtime)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
@@ -223,31 +216,66 @@ class Analysis:
             if not ids:
                 plain_end = end
                 continue
+            number = None
+            if traceback_id in ids:  # line numbers only where an error group will name one
+                counted += data.count(b"\n", at, start)
+                at = start
+                number = counted + 1
             line.backlog = True
             if line.ts is None:
-                ts = state.before(data, start)
-                if ts is None:
-                    state.waiting.append((line, ids, number_here))
-                    continue
-                line.seen = ts
+                ts = state.before(data, start, fallback=False)
+                line.seen = ts if ts is not None else -1.0  # -1: the time of the stamp before this part
             else:
-                line.seen = ts = line.ts
-                state.saw(ts)
-            for early, early_ids, early_number in state.waiting:  # as early as the first stamp after them
-                early.seen = ts
-                self._feed_one(early, ts, early_ids, early_number)
-            state.waiting.clear()
-            self._feed_one(line, self._time(line), ids, number_here)
+                line.seen = line.ts
+                state.saw(line.ts)
+            out.records.append((line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None))
         if previous < len(data) - 1:
             plain_end = len(data)
-        last = state.before(data, len(data) + 1)  # the newest stamp of the chunk: when it was last heard of
-        if last is not None:
-            self.ended = last if self.ended is None else max(self.ended, last)
+        out.newest = state.before(data, len(data) + 1, fallback=False)  # when the run was last heard of
+        if plain_end >= 0:
+            out.progress = state.before(data, plain_end + 1, fallback=False)
+        out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
+        return out
+
+    def _apply(self, extract: _Extract, state: _HistoryClock, base: int) -> None:
+        """An extract's lines into the engines, in file order; `base`: lines before its part."""
+        for line, ids, number, step in extract.records:
+            if number is not None:
+                number += base
+            if line.seen < 0:  # no stamp before it in its part: the last one before the part
+                if state.last is None:
+                    state.waiting.append((line, ids, number, step))
+                    continue
+                line.seen = state.last
+            else:
+                state.saw(line.seen)
+            for early, early_ids, early_number, early_step in state.waiting:  # the first stamp after them
+                early.seen = line.seen
+                self._feed_one(early, line.seen, early_ids, early_number, early_step)
+            state.waiting.clear()
+            self._feed_one(line, self._time(line), ids, number, step)
+        if extract.newest is not None:
+            state.saw(extract.newest)
+            self.ended = extract.newest if self.ended is None else max(self.ended, extract.newest)
             if self.started is None:
-                self.started = last
-        if plain_end >= 0 and (t := state.before(data, plain_end + 1)) is not None:
-            self.phases.note_skipped(t)  # lines no rule needs are progress, as they are live
-        return number + lines
+                self.started = extract.newest
+        progress = extract.progress if extract.progress is not None else state.last
+        if progress is not None and (extract.progress is not None or extract.records):
+            self.phases.note_skipped(progress)  # lines no rule needs are progress, as they are live
+        self.lines_read += extract.lines
+        state.tail = extract.tail
+
+    def _finish(self, part: HistoryRange, state: _HistoryClock) -> None:
+        if state.newest is not None:
+            self.skew.observe_written(part.path, state.newest, part.mtime)
+        if state.tail:  # an untimed last line (a bar, a metrics line) was written when the file last was
+            text = split_prefix(clean_line(state.tail))[1]
+            ids = self.matcher.scan_texts([text]).get(0, ())
+            if parse_timestamp(text, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
+                self.phases.note_skipped(part.mtime)
+        for line, ids, number, step in state.waiting:  # no timestamp anywhere: the file's own time
+            self._feed_one(line, part.mtime, ids, number, step)
+        state.waiting.clear()
 
     # --- verdicts -------------------------------------------------------------------------------
 
@@ -265,6 +293,97 @@ class Analysis:
         return sorted(self.errors.values(), key=lambda g: (g.source, g.first_line or 0))
 
 
+@dataclass(slots=True)
+class _Extract:
+    """What `_extract` found in one chunk: the lines to feed, and the chunk's times."""
+
+    lines: int  # lines in the chunk
+    records: list[tuple[LogLine, list[int], int | None, Any]] = field(default_factory=list)
+    newest: float | None = None  # the newest stamp near its end
+    progress: float | None = None  # the time of its last line no rule names
+    tail: bytes = b""  # its last line
+
+
+_FORKED: Analysis | None = None  # the analysis a forked extractor works for (read_history)
+
+
+def _extract_in_child(part: HistoryRange) -> list[_Extract]:
+    """A part's extracts, light to send back: a step line that only counts a step (no rule reads its
+    text) goes without its text, except the part's last (its metrics are the ones shown)."""
+    analysis = _FORKED
+    assert analysis is not None
+    plain = {analysis.phases.step_id, *analysis.phases.start_ids}
+    extracts = list(_extract_range(analysis, part))
+    last = None
+    for extract in extracts:
+        for line, ids, _number, step in extract.records:
+            if step is not None and plain.issuperset(ids):
+                if last is not None:
+                    last.text = last.raw = ""
+                last = line
+    for extract in extracts:  # plain tuples pickle several times faster than dataclass instances
+        extract.records = [(_fields(line), ids, number, step) for line, ids, number, step in extract.records]
+    return extracts
+
+
+def _fields(line: LogLine) -> tuple[Any, ...]:
+    return (line.source, line.text, line.seen, line.ts, line.worker, line.pid, line.ip, line.truncated,
+            line.progress, line.backlog, "" if line.raw is line.text else line.raw)
+
+
+def _line(fields: tuple[Any, ...]) -> LogLine:
+    line = LogLine(*fields)
+    if not line.raw:
+        line.raw = line.text
+    return line
+
+
+def _extract_range(analysis: Analysis, part: HistoryRange) -> Iterator[_Extract]:
+    """The chunks of bytes [start, end) of a file, extracted one after another."""
+    from gkdtop.collectors.logs import open_regular
+
+    state = _HistoryClock(part.mtime)
+    with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
+        fh.seek(part.start)
+        pos = part.start
+        carry = b""
+        while pos < part.end:
+            data = fh.read(min(CHUNK, part.end - pos))
+            if not data:
+                break
+            pos += len(data)
+            data = carry + data
+            cut = data.rfind(b"\n")
+            if pos < part.end or (not part.final and cut >= 0):
+                carry, data = data[cut + 1 :], data[: cut + 1]
+            else:
+                carry = b""
+            if data:
+                yield analysis._extract(part.path, data, state)
+
+
+def _pieces(part: HistoryRange, jobs: int) -> list[HistoryRange]:
+    """The range cut into up to `jobs` pieces that begin at the start of a line."""
+    if jobs <= 1:
+        return [part]
+    from gkdtop.collectors.logs import open_regular
+
+    cuts = [part.start]
+    with open_regular(part.path) as fh:
+        for i in range(1, jobs):
+            fh.seek(part.start + (part.end - part.start) * i // jobs)
+            block = fh.read(1 << 20)
+            newline = block.find(b"\n")
+            if newline < 0:
+                continue
+            cut = fh.tell() - len(block) + newline + 1
+            if cuts[-1] < cut < part.end:
+                cuts.append(cut)
+    cuts.append(part.end)
+    return [HistoryRange(part.path, a, b, part.mtime, part.final if b == part.end else True)
+            for a, b in itertools.pairwise(cuts)]
+
+
 class _HistoryClock:
     """Times for untimed lines of a file read in chunks: the nearest stamped line before them."""
 
@@ -272,14 +391,16 @@ class _HistoryClock:
         self.mtime = mtime
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
-        self.waiting: list[tuple[LogLine, Any, int | None]] = []  # untimed lines before the file's first stamp
+        self.waiting: list[tuple[LogLine, Any, int | None, Any]] = []  # untimed lines before the first stamp
+        self.tail = b""  # the last line read
 
     def saw(self, ts: float) -> None:
         self.last = ts
         self.newest = ts if self.newest is None else max(self.newest, ts)
 
-    def before(self, chunk: bytes, start: int) -> float | None:
-        """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines)."""
+    def before(self, chunk: bytes, start: int, fallback: bool = True) -> float | None:
+        """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
+        else (with `fallback`) the last one seen."""
         end = start - 1
         for _ in range(LOOK_AROUND):
             if end <= 0:
@@ -293,7 +414,7 @@ class _HistoryClock:
                     self.saw(ts)
                     return ts
             end = begin - 1
-        return self.last
+        return self.last if fallback else None
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -49,14 +49,24 @@ class PatternError(ValueError):
 class Pattern:
     """A compiled rule pattern: `search` / `groupdict` through RE2 (linear time)."""
 
-    __slots__ = ("compiled", "text")
+    __slots__ = ("_compiled", "text")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, lazy: bool = False) -> None:
         self.text = text
-        self.compiled = _compile_re2(text)
+        self._compiled = None if lazy else _compile_re2(text)
+
+    @property
+    def compiled(self) -> Any:
+        """Compiled on first use when lazy (the built-in rules: most never match a line of a run)."""
+        if self._compiled is None:
+            self._compiled = _compile_re2(self.text)
+        return self._compiled
 
     def search(self, line: str) -> Any:
         return self.compiled.search(line)
+
+    def finditer(self, line: str) -> Any:  # Rich highlights a filter's matches through this
+        return self.compiled.finditer(line)
 
     @property
     def pattern(self) -> str:  # the name `re.Pattern` has, for code and tests that print it
@@ -92,10 +102,11 @@ def _explain(text: str, exc: Exception) -> str:
     return f"invalid regular expression: {detail}"
 
 
-def compile_pattern(text: str, every_engine: bool = True) -> Pattern:
+def compile_pattern(text: str, every_engine: bool = True, lazy: bool = False) -> Pattern:
     """A rule pattern, checked by every engine that will run it; PatternError (one line) if refused.
-    (`every_engine=False` for the built-in rules, which the tests compile: start-up stays fast.)"""
-    pattern = Pattern(text)
+    Built-in rules, which the tests compile, skip the checks (`every_engine=False`, `lazy`): start-up
+    stays fast; a pattern from a user is always checked by RE2 at once."""
+    pattern = Pattern(text, lazy=lazy)
     if every_engine and hyperscan is not None:
         _hyperscan_db([for_chunks(text)[0]])  # refused here, not at the first scan: the user sees why now
     return pattern
@@ -224,7 +235,7 @@ class Matcher:
 
     def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None) -> None:
         self.patterns = patterns
-        self.engine = ENGINE
+        self.engine = "hyperscan" if hyperscan is not None else "re2"
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
@@ -71,6 +71,7 @@ class PhaseEngine:
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
+        self.by_name = {rule.name: rule for rule in self.rules}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -84,8 +85,9 @@ class PhaseEngine:
 
     # --- input ----------------------------------------------------------------------------------
 
-    def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
-        """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher)."""
+    def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
+        """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
+        its `parse_step`, when that was done already (history is parsed where it is read)."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
         if self._want_exception_line and self.exception_id in ids:
@@ -95,8 +97,8 @@ class PhaseEngine:
             self._progress(t)
         if not ids or self.rule_ids.isdisjoint(ids):
             return
-        if self.step_id in ids and (m := STEP_RE.search(text)) is not None:
-            self._step(int(m.group(1)), text[m.end() :], t)
+        if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
+            self._step(step, t, text)
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -127,7 +129,7 @@ class PhaseEngine:
         if m is None:
             return False
         name, what = m.group(1), m.group(2)
-        rule = self.probe_rules.get(name)
+        rule = self.by_name.get(name) or self.probe_rules.get(name)
         if rule is None:
             if len(self.probe_rules) >= 100:
                 return False
@@ -254,18 +256,27 @@ class PhaseEngine:
             self.failure = text.strip()
             self._want_exception_line = text.lstrip().startswith("Traceback")
 
-    def _step(self, step: int, rest: str, t: float) -> None:
+    @staticmethod
+    def parse_step(text: str) -> tuple[int, int, dict[str, float]] | None:
+        """A metrics line `step:N - key:value - ...`: N, where its metrics begin, its `timing_s/*` values."""
+        m = STEP_RE.search(text)
+        if m is None:
+            return None
         timings: dict[str, float] = {}
-        at = rest.find("timing_s/")
+        at = text.find("timing_s/", m.end())
         if at >= 0:  # verl prints the timing keys together: read from the first to the last
-            for key, value in TIMING_RE.findall(rest, at, rest.rfind("timing_s/") + 200):
+            for key, value in TIMING_RE.findall(text, at, text.rfind("timing_s/") + 200):
                 timings[key] = float(value)
+        return int(m.group(1)), m.end(), timings
+
+    def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str) -> None:
+        step, metrics_at, timings = parsed
         self.stats.add(step, t, timings)
         if self.recent_steps and self.recent_steps[-1][0] == step:
             self.recent_steps[-1] = (step, t)
         else:
             self.recent_steps.append((step, t))
-        self._last_step_text, self._last_step = rest, None  # its metrics are read when asked for
+        self._last_step_text, self._last_step = text[metrics_at:], None  # its metrics are read when asked for
 
     # --- output ---------------------------------------------------------------------------------
 

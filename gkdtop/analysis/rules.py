@@ -108,7 +108,8 @@ def boolean(node: Any, where: str, key: str) -> bool:
 def pattern(node: Any, where: str, key: str) -> Pattern:
     raw = scalar(node, where, key)
     try:
-        return compile_pattern(raw, every_engine=not where.startswith(BUILTIN))
+        builtin = where.startswith(BUILTIN)
+        return compile_pattern(raw, every_engine=not builtin, lazy=builtin)
     except PatternError as exc:
         raise node_error(where, node, key, str(exc)) from None
 

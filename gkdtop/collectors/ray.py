@@ -143,7 +143,8 @@ class RayCollector:
             jobs = _get_json(f"{url}/api/jobs/", self.details_timeout)
             details["jobs"] = [
                 {"id": str(j.get("submission_id") or j.get("job_id") or ""), "status": str(j.get("status", "")),
-                 "entrypoint": str(j.get("entrypoint", ""))[:200]} for j in (jobs if isinstance(jobs, list) else [])
+                 "entrypoint": _clip(str(j.get("entrypoint", "")), 200)}
+                for j in (jobs if isinstance(jobs, list) else [])
             ]
         except Exception as exc:
             errors.append(f"jobs: {_why(exc)}")
@@ -152,6 +153,14 @@ class RayCollector:
 
     def close(self) -> None:
         pass
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut between words: half a token would reach the bundle unrecognised."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    return (head.rsplit(" ", 1)[0] if " " in head else "") + " …"
 
 
 def _why(exc: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -38,6 +39,8 @@ class PhasesPane(Static):
         self.set_class(status.state == "failed", "-failed")
         note = stall_stacks_note(store.stall_stacks) if status.state == "stalled" and store.stall_stacks else None
         text = render_phases(status, time.time(), table=self.has_class("-maximized"), note=note)
+        if store.history_pending:
+            text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
             layout = reshaped(self._shown, text.plain, self.content_size.width)
@@ -63,6 +66,11 @@ def headline(status: PhaseStatus, now: float) -> Text:
     return text
 
 
+def clock_offset_text(offset: float) -> str:
+    """`8h00m behind` / `10m00s ahead of`: how a log's stamps stand to this machine's clock."""
+    return f"{human_duration(abs(offset))} {'behind' if offset > 0 else 'ahead of'}"
+
+
 def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Text | None = None) -> Text:
     """Headline (then `note`), the way here (a one-line chain; a table when maximized), steps, the hint."""
     text = headline(status, now)
@@ -81,10 +89,18 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
         for action in status.hint.actions:
             text.append("  try:   ", "bold green")
             text.append(action + "\n")
+    if status.clock_offset is not None:
+        text.append(f"  clock: {Path(status.clock_source).name} is stamped {clock_offset_text(status.clock_offset)}"
+                    " this machine's clock (zone or skew); silence is measured by arrival\n", "yellow")
     if status.steps_done:
         text.append(f"steps {status.steps_done}", "bold")
         if status.step_time is not None:
             text.append(f" · {status.step_time:.2f} s/step")
+        run = status.steps
+        if run.get("p50_s") is not None and run.get("p95_s") is not None:
+            text.append(f" · p50 {run['p50_s']:.2f}s p95 {run['p95_s']:.2f}s", "dim")
+            if run.get("trend") is not None and abs(run["trend"] - 1) >= 0.2:
+                text.append(f" · last tenth {run['trend']:.1f}x the first", "bold yellow")
         last = status.last_step
         if last is not None:
             text.append(f" · last step:{last.step} at {clock(last.time)}\n")

@@ -1,0 +1,318 @@
+"""Score gkdtop's verdicts on the real-format log corpus (tests/corpus/, docs/real-logs.md).
+
+    python -m tests.corpus_eval              # the training logs: a row per log and mode, then totals
+    python -m tests.corpus_eval --heldout    # the held-out third: totals only (nobody tunes on these)
+
+Each log runs through `gkdtop replay --json LOG` and `gkdtop snapshot --json --log COPY`, the
+second on a copy whose mtime is set `quiet_for` seconds back (how long the log had been silent
+when someone looked, from NAME.expect.yaml), so a hang reads as it would on a live job. Scored
+per run: state, phase (gkdtop's phase names mapped to the corpus vocabulary by PHASE_MAP),
+culprit named, right fix mentioned, no wrong claims. Not a pytest module on purpose: the pass
+rates are a measurement; the lead wires assertions after the rules change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+CORPUS = Path(__file__).parent / "corpus"
+
+# gkdtop's phase names (gkdtop/data/phases.yaml) -> the corpus vocabulary. Names not listed
+# pass through unchanged (a new rule named in the vocabulary's words needs no entry).
+PHASE_MAP = {
+    "config": "config",
+    "dataset generation": "dataset",
+    "resource pool": "waiting for resources",
+    "actor init": "model load",
+    "rollout init": "rollout init",
+    "teacher": "teacher init",
+    "weight sync": "weight sync",
+    "training loop": "training loop",
+    "finished": "finished",
+}
+
+# Sub-phases of a training step: 'training loop' is right but coarse for these (the lenient score).
+STEP_PHASES = {
+    "generation",
+    "old log-prob",
+    "reference log-prob",
+    "advantage",
+    "actor update",
+    "critic update",
+    "weight sync",
+    "checkpoint save",
+    "validation",
+    "training loop",
+}
+
+CHECKS = ("state", "phase", "culprit", "fix", "claims")
+
+
+@dataclass
+class Case:
+    name: str
+    log: Path
+    expect: dict
+
+
+@dataclass
+class Verdict:
+    """What one gkdtop run said, reduced to what the scoring reads."""
+
+    state: str = ""
+    phase: str = ""
+    culprit_text: str = ""  # findings (name, fields, sample), errors, failure: where a culprit is named
+    advice_text: str = ""  # findings' cause/fix and the hint: where a fix is proposed
+    claims_text: str = ""  # everything gkdtop asserts: phase, failure, hint, findings
+    error_findings: int = 0
+    error: str = ""
+
+
+@dataclass
+class Score:
+    case: str
+    mode: str
+    got_state: str
+    got_phase: str
+    ok: dict[str, bool | None] = field(default_factory=dict)  # None: not applicable
+    phase_lenient: bool = False
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(v is not False for v in self.ok.values())
+
+
+def load_cases(heldout: bool | None = False) -> list[Case]:
+    """heldout=False: the training two-thirds; True: the held-out third; None: all."""
+    held = set(_names(CORPUS / "HELDOUT"))
+    cases = []
+    for exp in sorted(CORPUS.glob("*.expect.yaml")):
+        name = exp.name.removesuffix(".expect.yaml")
+        if heldout is not None and (name in held) != heldout:
+            continue
+        cases.append(Case(name, CORPUS / f"{name}.log", yaml.safe_load(exp.read_text())))
+    return cases
+
+
+def _names(path: Path) -> list[str]:
+    return [ln.strip() for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def _run_gkdtop(args: list[str], home: Path) -> tuple[dict | None, str]:
+    env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_CACHE_HOME=str(home / ".cache"))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gkdtop", *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, "timed out after 120 s"
+    try:
+        return json.loads(proc.stdout), ""
+    except json.JSONDecodeError:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"exit {proc.returncode}: {tail}"
+
+
+def _findings_text(findings: list[dict]) -> tuple[str, str, str, int]:
+    named, advice, claims = [], [], []
+    errors = 0
+    for f in findings:
+        sample = f.get("sample") or ""
+        sample = sample if isinstance(sample, str) else json.dumps(sample)
+        named += [f.get("name", ""), json.dumps(f.get("fields", {})), sample]
+        advice += [f.get("cause", ""), f.get("fix", "")]
+        claims += [f.get("name", ""), f.get("cause", ""), f.get("fix", "")]
+        errors += f.get("severity") == "error"
+    return "\n".join(named), "\n".join(advice), "\n".join(claims), errors
+
+
+def _hint_text(hint: dict | None) -> str:
+    if not hint:
+        return ""
+    return "\n".join([*hint.get("causes", []), *hint.get("actions", [])])
+
+
+def replay_verdict(case: Case, home: Path) -> Verdict:
+    doc, err = _run_gkdtop(["replay", "--json", str(case.log)], home)
+    if doc is None:
+        return Verdict(error=err)
+    named, advice, claims, n_err = _findings_text(doc.get("findings", []))
+    errors = "\n".join(e.get("exception", "") for e in doc.get("errors", []))
+    hint = _hint_text(doc.get("hint"))
+    failure = doc.get("failure", "") or ""
+    phase = doc.get("stopped_in", "") or ""
+    return Verdict(
+        state=doc.get("state", ""),
+        phase=phase,
+        culprit_text="\n".join([named, errors, failure]),
+        advice_text="\n".join([advice, hint]),
+        claims_text="\n".join([phase, failure, hint, claims]),
+        error_findings=n_err + len(doc.get("errors", [])),
+    )
+
+
+# The stamp forms the corpus uses (docs/real-logs.md), each with the fields that make a datetime.
+_FULL = re.compile(r"(?P<Y>\d{4})-(?P<m>\d\d)-(?P<d>\d\d)(?P<sep>[ T_])(?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)")
+_VLLM = re.compile(
+    r"\b(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<m>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\b"
+)
+_GLOG = re.compile(r"(?<![\w])(?P<lvl>[IWEF])(?P<m>\d\d)(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\.")
+_EPOCH = re.compile(r"\btime=(?P<e>\d{9,10})\b")
+
+
+def shift_stamps(text: str, delta: timedelta, year: int) -> str:
+    """Every timestamp in text moved by delta (year-less stamps taken to be in `year`), so that a
+    log written long ago reads, to a live snapshot, as if its last line came `quiet_for` ago."""
+
+    def when(m: re.Match, y: int) -> datetime:
+        return datetime(y, int(m["m"]), int(m["d"]), int(m["H"]), int(m["M"]), int(m["S"])) + delta
+
+    def full(m: re.Match) -> str:
+        t = when(m, int(m["Y"]))
+        return t.strftime(f"%Y-%m-%d{m['sep']}%H:%M:%S")
+
+    def vllm(m: re.Match) -> str:
+        return f"{m['lvl']} " + when(m, year).strftime("%m-%d %H:%M:%S")
+
+    def glog(m: re.Match) -> str:
+        return m["lvl"] + when(m, year).strftime("%m%d %H:%M:%S.")
+
+    def epoch(m: re.Match) -> str:
+        return f"time={int(m['e']) + int(delta.total_seconds())}"
+
+    for rx, fn in ((_FULL, full), (_VLLM, vllm), (_GLOG, glog), (_EPOCH, epoch)):
+        text = rx.sub(fn, text)
+    return text
+
+
+def live_copy(case: Case, home: Path, now: float) -> Path:
+    """A copy of the log as a user would find it: last written quiet_for seconds before now."""
+    quiet = float(case.expect.get("quiet_for", 0))
+    ends_at = datetime.fromisoformat(case.expect["clock"]["ends_at"])
+    delta = timedelta(seconds=round(now - quiet - time.mktime(ends_at.timetuple())))
+    copy = home / case.log.name
+    copy.write_text(shift_stamps(case.log.read_text(), delta, ends_at.year))
+    os.utime(copy, (now - quiet, now - quiet))
+    return copy
+
+
+def snapshot_verdict(case: Case, home: Path) -> Verdict:
+    copy = live_copy(case, home, time.time())
+    # An address nothing listens on: the snapshot must not attach to some other Ray cluster here.
+    doc, err = _run_gkdtop(["snapshot", "--json", "--log", str(copy), "--ray-address", "127.0.0.1:9"], home)
+    if doc is None:
+        return Verdict(error=err)
+    ph = doc.get("phases", {}) or {}
+    named, advice, claims, n_err = _findings_text(doc.get("findings", []))
+    hint = _hint_text(ph.get("hint"))
+    failure = ph.get("failure", "") or ""
+    phase = ph.get("current", "") or ""
+    return Verdict(
+        state=ph.get("state", ""),
+        phase=phase,
+        culprit_text="\n".join([named, failure]),
+        advice_text="\n".join([advice, hint]),
+        claims_text="\n".join([phase, failure, hint, claims]),
+        error_findings=n_err,
+    )
+
+
+def score(case: Case, mode: str, v: Verdict) -> Score:
+    exp = case.expect
+    got_phase = PHASE_MAP.get(v.phase, v.phase)
+    s = Score(case.name, mode, v.state, got_phase, error=v.error)
+    if v.error:
+        s.ok = dict.fromkeys(CHECKS, False)
+        return s
+    s.ok["state"] = v.state == exp["state"]
+    s.ok["phase"] = got_phase == exp["phase"]
+    s.phase_lenient = s.ok["phase"] or (got_phase == "training loop" and exp["phase"] in STEP_PHASES)
+    if exp["culprit"] == "none":
+        s.ok["culprit"] = v.error_findings == 0
+    else:
+        low = v.culprit_text.lower()
+        s.ok["culprit"] = any(c.lower() in low for c in exp.get("culprit_any", []))
+    fixes = exp.get("fix") or []
+    s.ok["fix"] = any(f.lower() in v.advice_text.lower() for f in fixes) if fixes else None
+    wrong = exp.get("wrong_claims") or []
+    s.ok["claims"] = not any(w.lower() in v.claims_text.lower() for w in wrong) if wrong else None
+    return s
+
+
+def evaluate(cases: list[Case], modes: tuple[str, ...] = ("replay", "snapshot")) -> list[Score]:
+    out = []
+    with tempfile.TemporaryDirectory(prefix="gkdtop-corpus-") as tmp:
+        home = Path(tmp)
+        for case in cases:
+            for mode in modes:
+                v = replay_verdict(case, home) if mode == "replay" else snapshot_verdict(case, home)
+                out.append(score(case, mode, v))
+    return out
+
+
+def totals(scores: list[Score]) -> dict[str, tuple[int, int]]:
+    t: dict[str, tuple[int, int]] = {}
+    for key in (*CHECKS, "phase~", "all"):
+        if key == "phase~":
+            vals = [s.phase_lenient for s in scores]
+        elif key == "all":
+            vals = [s.passed for s in scores]
+        else:
+            vals = [s.ok[key] for s in scores if s.ok.get(key) is not None]
+        t[key] = (sum(bool(x) for x in vals), len(vals))
+    return t
+
+
+def _mark(v: bool | None) -> str:
+    return "-" if v is None else ("ok" if v else "NO")
+
+
+def print_table(scores: list[Score], cases: list[Case], per_log: bool = True) -> None:
+    exp = {c.name: c.expect for c in cases}
+    if per_log:
+        print(f"{'log':40} {'mode':8} {'state (want/got)':26} {'phase (want/got)':46} cul fix clm")
+        for s in scores:
+            e = exp[s.case]
+            st = f"{e['state']}/{s.got_state or '?'}"
+            ph = f"{e['phase']}/{s.got_phase or '?'}"
+            print(
+                f"{s.case:40} {s.mode:8} {_mark(s.ok['state']):2} {st:23} {_mark(s.ok['phase']):2} {ph:43} "
+                f"{_mark(s.ok['culprit']):3} {_mark(s.ok['fix']):3} {_mark(s.ok['claims']):3}"
+                + (f"  [{s.error}]" if s.error else "")
+            )
+        print()
+    for mode in sorted({s.mode for s in scores}):
+        t = totals([s for s in scores if s.mode == mode])
+        print(f"{mode:8} " + "  ".join(f"{k} {a}/{b}" for k, (a, b) in t.items()))
+    t = totals(scores)
+    print(f"{'total':8} " + "  ".join(f"{k} {a}/{b}" for k, (a, b) in t.items()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--heldout", action="store_true", help="score the held-out third; totals only")
+    ap.add_argument("--mode", choices=["replay", "snapshot", "both"], default="both")
+    args = ap.parse_args(argv)
+    cases = load_cases(heldout=args.heldout)
+    modes = ("replay", "snapshot") if args.mode == "both" else (args.mode,)
+    scores = evaluate(cases, modes)
+    print(f"{len(cases)} {'held-out' if args.heldout else 'training'} logs, modes: {', '.join(modes)}")
+    print_table(scores, cases, per_log=not args.heldout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
