@@ -3,8 +3,60 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from collections.abc import Callable
+from typing import NoReturn
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage block of a parser this size is a screenful)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+MAX_SECONDS = 1e6  # ~11 days: past that, timers overflow (threading's TIMEOUT_MAX, select's timeout)
+PID_MAX = 1 << 22  # the kernel's PID_MAX_LIMIT: no PID is larger
+
+
+def _float_in(low: float, high: float, low_ok: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in (low, high] (or [low, high]); inf, nan, -5 are usage errors."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        if not (math.isfinite(value) and (value >= low if low_ok else value > low) and value <= high):
+            bound = f"at least {low:,.10g}" if low_ok else f"more than {low:,.10g}"
+            raise argparse.ArgumentTypeError(f"expected {bound} and at most {high:,.10g} seconds, got {text!r}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def _int_in(low: int, high: int, what: str = "a whole number") -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low} to {high}, got {text!r}")
+        return value
+
+    parse.__name__ = what
+    return parse
+
+
+SECONDS = _float_in(0.0, MAX_SECONDS)  # a positive number of seconds
+SECONDS_OR_ZERO = _float_in(0.0, MAX_SECONDS, low_ok=True)
+REFRESH = _float_in(0.01, 3600.0, low_ok=True)  # as the config's refresh range
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -12,7 +64,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="log file or glob to follow (repeatable); "
                         "default: ./train.log and the newest Ray session's logs")
     parser.add_argument("--config", metavar="FILE", help="YAML config (default: $XDG_CONFIG_HOME/gkdtop/config.yaml)")
-    parser.add_argument("--stall-after", type=seconds, metavar="SECONDS",
+    parser.add_argument("--stall-after", type=SECONDS, metavar="SECONDS",
                         help="seconds without progress before a phase is STALLED, for every phase "
                         "(default: 120, longer for slow phases such as actor init)")
     parser.add_argument("--ray-address", metavar="ADDR", help="Ray cluster (GCS host:port or dashboard URL)")
@@ -22,43 +74,30 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "docs/multinode.md)")
 
 
-def seconds(text: str) -> float:
-    """A positive, finite number of seconds (argparse type: `nan`, `inf`, `-5` are one-line errors)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     from gkdtop import __version__
 
-    parser = argparse.ArgumentParser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.",
+    parser = _Parser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.",
                                      allow_abbrev=False)  # `stacks --ray` is not an abbreviation of --ray-address
     parser.add_argument("--version", action="version", version=f"gkdtop {__version__}")
     _common(parser)
-    parser.add_argument("--refresh", type=float, metavar="SECONDS", help="UI refresh interval (default 1)")
+    parser.add_argument("--refresh", type=REFRESH, metavar="SECONDS", help="UI refresh interval (default 1)")
     sub = parser.add_subparsers(dest="command")
     snap = sub.add_parser("snapshot", help="print the current state once (or after --duration)")
     _common(snap)
     snap.add_argument("--json", action="store_true", help="print JSON (schema in docs/snapshot.md)")
-    snap.add_argument("--duration", type=float, default=0.0, metavar="S", help="collect for S seconds first")
-    snap.add_argument("--lines", type=int, default=50, help="how many matched log lines to include")
+    snap.add_argument("--duration", type=SECONDS_OR_ZERO, default=0.0, metavar="S", help="collect for S seconds first")
+    snap.add_argument("--lines", type=_int_in(0, 1_000_000), default=50, help="how many matched log lines to include")
     rep = sub.add_parser("replay", help="timeline, steps, errors and findings of finished logs")
     rep.add_argument("files", nargs="+", metavar="LOG")
     rep.add_argument("--config", metavar="FILE")
-    rep.add_argument("--stall-after", type=seconds, metavar="SECONDS")
+    rep.add_argument("--stall-after", type=SECONDS, metavar="SECONDS")
     rep.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
     stk = sub.add_parser("stacks", help="dump the Python stacks of the job's processes (py-spy), grouped")
-    stk.add_argument("pids", nargs="*", type=int, metavar="PID")
+    stk.add_argument("pids", nargs="*", type=_int_in(1, PID_MAX, "a process id"), metavar="PID")
     stk.add_argument("--native", action="store_true", help="include C/C++ frames")
     stk.add_argument("--json", action="store_true", help="print JSON (schema 1)")
-    stk.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per-process py-spy timeout")
+    stk.add_argument("--timeout", type=SECONDS, default=10.0, metavar="S", help="per-process py-spy timeout")
     stk.add_argument("--out-dir", metavar="DIR", help="where to save it (default: $XDG_CACHE_HOME/gkdtop/stacks)")
     stk.add_argument("--config", metavar="FILE")
     stk.add_argument("--ray", action="store_true", help="the Ray actors on every node, via the dashboard")
@@ -71,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("--dry-run", action="store_true", help="print the plan and do nothing")
     clean.add_argument("-y", "--yes", action="store_true", help="act without asking")
     clean.add_argument("--json", action="store_true", help="print the plan and the results as JSON")
-    clean.add_argument("--grace", type=float, default=5.0, metavar="SECONDS")
+    clean.add_argument("--grace", type=SECONDS_OR_ZERO, default=5.0, metavar="SECONDS")
     bun = sub.add_parser("bundle", help="write a diagnostic .tar.gz (secrets redacted, mode 0600)")
     _common(bun)
     bun.add_argument("-o", "--output", metavar="PATH")
@@ -79,20 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
     doc.add_argument("--config", metavar="FILE")
     doc.add_argument("--ray-address", metavar="ADDR")
     doc.add_argument("--json", action="store_true", help="print JSON (schema in docs/schemas.md)")
-    doc.add_argument("--actor-gpus", type=int, metavar="N")
-    doc.add_argument("--rollout-gpus", type=int, metavar="M")
-    doc.add_argument("--teacher-gpus", type=int, metavar="K")
-    doc.add_argument("--nodes", type=int, metavar="X")
+    doc.add_argument("--actor-gpus", type=_int_in(0, 1_000_000), metavar="N")
+    doc.add_argument("--rollout-gpus", type=_int_in(0, 1_000_000), metavar="M")
+    doc.add_argument("--teacher-gpus", type=_int_in(0, 1_000_000), metavar="K")
+    doc.add_argument("--nodes", type=_int_in(1, 100_000), metavar="X")
     demo = sub.add_parser("demo", help="run the built-in miniature GKD job and watch it")
     _common(demo)
-    demo.add_argument("--steps", type=int, default=20)
+    demo.add_argument("--steps", type=_int_in(1, 1_000_000), default=20)
     demo.add_argument("--log-file", metavar="PATH", help="where the job logs (default: a new run directory)")
     demo.add_argument("--fault", metavar="NAME", help="hang-sync, stall-dataset, crash-rollout, infeasible, leak")
     demo.add_argument("--no-ui", action="store_true", help="run the job alone, without the dashboard")
     run = sub.add_parser("run", help="run a job with a working debug environment, log it and watch it (docs/run.md)",
                          usage="gkdtop run [options] -- CMD [ARG ...]")
     _common(run)
-    run.add_argument("--refresh", type=float, metavar="SECONDS", help="UI refresh interval (default 1)")
+    run.add_argument("--refresh", type=REFRESH, metavar="SECONDS", help="UI refresh interval (default 1)")
     run.add_argument("--log-file", metavar="PATH", help="the job's log (default: job.log in a new run directory)")
     run.add_argument("--nccl-debug", metavar="LEVEL", type=str.upper, choices=("VERSION", "WARN", "INFO", "TRACE"),
                      help="NCCL_DEBUG for the job (default WARN, or your own NCCL_DEBUG)")
@@ -229,8 +268,8 @@ def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-
     from gkdtop import replay as rp
 
     for path in args.files:
-        if not os.path.isfile(path):
-            print(f"gkdtop replay: {path}: not a readable file", file=sys.stderr)
+        if (problem := rp.check_input(path)) is not None:
+            print(f"gkdtop replay: {problem}", file=sys.stderr)
             return 2
     try:
         report = rp.replay(args.files, config)
@@ -284,6 +323,9 @@ def run_job(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped
 
     try:
         job = jobrun.start(plan)
+    except jobrun.SetupError as exc:
+        print(f"gkdtop run: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"gkdtop run: cannot start {cmd[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126

@@ -6,6 +6,7 @@ key, so the CLI can print it and exit non-zero without a traceback.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,19 +84,58 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             return cfg
         path = candidate
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc}") from None
-    _apply(cfg, compose(text, str(path)), str(path))
+    _apply(cfg, compose(_read(path), str(path)), str(path))
     cfg.source = str(path)
     return cfg
+
+
+MAX_BYTES = 1 << 20  # a config is a few KB; more is a wrong path (a log, /dev/zero) or a bomb
+MAX_BACKLOG = 100_000  # lines of each file's existing content shown at start-up
+MAX_LINE = 1 << 20  # characters kept of one line
+REFRESH_RANGE = (0.01, 3600.0)  # seconds between two polls: faster spins a core, slower shows nothing
+
+
+def _read(path: Path) -> str:
+    """The config's text: a regular file of at most MAX_BYTES, else a one-line ConfigError.
+
+    Opened non-blocking and checked on the descriptor, so `--config` naming a FIFO can't hang us.
+    """
+    from gkdtop.collectors.logs import open_regular
+
+    try:
+        with open_regular(str(path)) as fh:
+            data = fh.read(MAX_BYTES + 1) or b""
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a NUL in the path
+        raise ConfigError(f"{path!r}: cannot read config: {exc}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: cannot read config: larger than {MAX_BYTES >> 20} MiB (is it a config file?)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: cannot read config: not UTF-8 (byte {data[exc.start]:#04x})") from None
 
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
     "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks",
 }
+
+
+def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
+    """A whole number in [low, high]: `backlog: 1e12` would read a whole log, `max_line: 0` none of it."""
+    raw = scalar(node, where, key)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise node_error(where, node, key, f"expected a whole number, got {raw!r}") from None
+    if not math.isfinite(value) or value != int(value) or not low <= value <= high:
+        raise node_error(where, node, key, f"expected a whole number from {low} to {high:,}, got {raw}")
+    return int(value)
+
+
 def _apply(cfg: Config, doc: Any, where: str) -> None:
     if doc is None:
         return
@@ -131,9 +171,13 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
             setattr(cfg, key, [pattern(item, where, f"{key}[{i}]").text for i, item in enumerate(items)])
     if (n := get(doc, "logs")) is not None:
         cfg.logs = [os.path.expanduser(p) for p in strings(n, where, "logs")]
-    for key in ("backlog", "max_line"):
-        if (n := get(doc, key)) is not None:
-            setattr(cfg, key, int(number(n, where, key)))
+        for i, (item, p) in enumerate(zip(n.value if n.tag.endswith(":seq") else [n], cfg.logs, strict=True)):
+            if not p or "\0" in p:
+                raise node_error(where, item, f"logs[{i}]", f"not a usable path: {p!r}")
+    if (n := get(doc, "backlog")) is not None:
+        cfg.backlog = _count(n, where, "backlog", 0, MAX_BACKLOG)
+    if (n := get(doc, "max_line")) is not None:
+        cfg.max_line = _count(n, where, "max_line", 80, MAX_LINE)
     if (n := get(doc, "findings")) is not None:
         user = parse_findings(n, where)
         names = {sig.name for sig in user}
@@ -141,4 +185,8 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:
-            cfg.refresh[k.value] = number(v, where, f"refresh.{k.value}")
+            value = number(v, where, f"refresh.{k.value}")
+            if not REFRESH_RANGE[0] <= value <= REFRESH_RANGE[1]:
+                low, high = REFRESH_RANGE
+                raise node_error(where, v, f"refresh.{k.value}", f"expected {low:g} to {high:g} seconds, got {v.value}")
+            cfg.refresh[k.value] = value

@@ -10,10 +10,12 @@ gkdtop's (signal N -> 128+N). No Textual here: the dashboard only reads `JobRun`
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -30,6 +32,10 @@ TRACE_BUFFER_SIZE = 2000  # entries kept per process group: torch's own default 
 STOP_GRACE_S = 10.0
 LOG_NAME = "job.log"
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SetupError(RuntimeError):
+    """What gkdtop itself must create for the job (run directory, log file) can't be: the command is not to blame."""
 
 
 @dataclass
@@ -335,6 +341,35 @@ def _bootstrap(run_dir: Path) -> None:
         link.symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
 
 
+def open_log(path: Path) -> IO[bytes]:
+    """The job's log, opened for appending (its directory made); SetupError naming it if it can't be.
+
+    Non-blocking, so a FIFO with no reader at that path is refused (ENXIO) rather than waited on; only
+    a regular file is taken, since the dashboard follows the log by reading it back.
+    """
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise SetupError(f"cannot write the log file {path}: {path.parent} is not a directory") from None
+    except OSError as exc:
+        raise SetupError(f"cannot write the log file {path}: cannot create {path.parent}: "
+                         f"{exc.strerror or exc}") from None
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        reason = "a FIFO nobody reads" if exc.errno == errno.ENXIO else exc.strerror or str(exc)
+        raise SetupError(f"cannot write the log file {path}: {reason}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SetupError(f"cannot write the log file {path}: not a regular file")
+        os.set_blocking(fd, True)  # the job writes through it: a full disk should block, not fail EAGAIN
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab", buffering=0)
+
+
 def start(plan: RunPlan, tee: bool = False) -> JobRun:
     """Start the job in its own process group; returns at once.
 
@@ -343,17 +378,20 @@ def start(plan: RunPlan, tee: bool = False) -> JobRun:
     The job's stdin is /dev/null: it is not the terminal's foreground job, so reading it would stop it.
     """
     started = time.time()
-    plan.run_dir.mkdir(parents=True, exist_ok=True)
-    plan.log_path.parent.mkdir(parents=True, exist_ok=True)
-    if plan.probe:
-        _bootstrap(plan.run_dir)
+    try:
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        if plan.probe:
+            _bootstrap(plan.run_dir)
+    except OSError as exc:
+        raise SetupError(f"cannot create the run directory {plan.run_dir}: {exc.strerror or exc}") from None
+    log = open_log(plan.log_path)
     oom_before = oom_kills()
     common = {"stdin": subprocess.DEVNULL, "env": plan.env, "process_group": 0}
     pumps: list[threading.Thread] = []
     sink: _Tee | None = None
     try:
         if tee:
-            sink = _Tee(open(plan.log_path, "ab", buffering=0))  # noqa: SIM115 - closed by finish_output
+            sink = _Tee(log)
             proc = subprocess.Popen(plan.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **common)
             assert proc.stdout is not None and proc.stderr is not None
             for name, pipe, echo in (("stdout", proc.stdout, sys.stdout), ("stderr", proc.stderr, sys.stderr)):
@@ -364,11 +402,12 @@ def start(plan: RunPlan, tee: bool = False) -> JobRun:
                 pump.start()
                 pumps.append(pump)
         else:
-            with open(plan.log_path, "ab", buffering=0) as log:  # the child keeps its own descriptor
+            with log:  # the child keeps its own descriptor
                 proc = subprocess.Popen(plan.command, stdout=log, stderr=log, **common)
     except OSError:
         if sink is not None:
             sink.close()
+        log.close()
         raise
     job = JobRun(plan, proc, started, oom_before, pumps, sink)
     info = {"pid": proc.pid, "command": plan.command, "log": str(plan.log_path), "run_dir": str(plan.run_dir),
@@ -394,6 +433,9 @@ def run_no_ui(plan: RunPlan) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     try:
         job = start(plan, tee=True)
+    except SetupError as exc:
+        print(f"gkdtop run: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"gkdtop run: cannot start {plan.command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126

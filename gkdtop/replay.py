@@ -18,6 +18,49 @@ from gkdtop.model import Finding, PhaseStatus
 
 SCHEMA = 2
 
+# The starts of files people hand to replay by mistake, and what they are.
+_NOT_TEXT = (
+    (b"\x1f\x8b", "gzip-compressed: replay its text (zcat FILE > copy.log)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed: replay its text (zstdcat FILE > copy.log)"),
+    (b"BZh", "bzip2-compressed: replay its text (bzcat FILE > copy.log)"),
+    (b"\xfd7zXZ\x00", "xz-compressed: replay its text (xzcat FILE > copy.log)"),
+    (b"\x7fELF", "an executable, not a log"),
+    (b"PK\x03\x04", "a zip archive (a torch checkpoint?), not a log"),
+)
+_CHECK_BYTES = 16 * 1024  # read of each input's start, to tell what it is
+_BINARY = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b")  # control bytes no log is made of
+
+
+def check_input(path: str) -> str | None:
+    """Why `path` can't be replayed, as one line naming it; None when it can.
+
+    Replay reads its input in ranges up to its size, so it takes only a regular file whose size is
+    its content: not a FIFO (opened non-blocking here, so one can't hang us), device or directory,
+    and not a /proc or /sys file (size 0 or 4096 whatever they hold). A compressed or binary file is
+    refused by its first bytes rather than replayed into an empty report.
+    """
+    from gkdtop.collectors.logs import NotRegularFile, open_regular
+
+    try:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(_CHECK_BYTES) or b""
+    except NotRegularFile as exc:
+        return f"{path}: {exc.strerror}, not a log file"
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    except ValueError as exc:  # a NUL in the name
+        return f"{path!a}: {exc}"
+    if (size == 0 and head) or len(head) < min(size, _CHECK_BYTES):  # (a live log may have grown: more is fine)
+        return (f"{path}: its size ({size} bytes) is not what it holds: a /proc or /sys file? "
+                f"replay a copy (cat {path} > copy.log)")
+    for magic, what in _NOT_TEXT:
+        if head.startswith(magic):
+            return f"{path}: {what.replace('FILE', path)}"
+    if head and sum(head.count(c) for c in _BINARY) * 20 > len(head):  # over 5%: no log looks like this
+        return f"{path}: a binary file, not a text log"
+    return None
+
 
 @dataclass
 class ReplayReport:

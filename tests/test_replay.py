@@ -83,7 +83,7 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
     assert "steps: 2 (1..2)" in text and "timeline:" in text
     missing = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(tmp_path / "nope.log")],
                              capture_output=True, text=True, timeout=60)
-    assert missing.returncode == 2 and "not a readable file" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "nope.log: No such file" in missing.stderr and "Traceback" not in missing.stderr
 
 
 @pytest.mark.parametrize("chunk", [97, 4096, 1 << 22])

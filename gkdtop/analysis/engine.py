@@ -360,8 +360,10 @@ def _line(fields: tuple[Any, ...]) -> LogLine:
 
 def _extract_range(analysis: Analysis, part: HistoryRange) -> Iterator[_Extract]:
     """The chunks of bytes [start, end) of a file, extracted one after another."""
+    from gkdtop.collectors.logs import open_regular
+
     state = _HistoryClock(part.mtime)
-    with open(part.path, "rb") as fh:
+    with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fh.seek(part.start)
         pos = part.start
         carry = b""
@@ -384,8 +386,10 @@ def _pieces(part: HistoryRange, jobs: int) -> list[HistoryRange]:
     """The range cut into up to `jobs` pieces that begin at the start of a line."""
     if jobs <= 1:
         return [part]
+    from gkdtop.collectors.logs import open_regular
+
     cuts = [part.start]
-    with open(part.path, "rb") as fh:
+    with open_regular(part.path) as fh:
         for i in range(1, jobs):
             fh.seek(part.start + (part.end - part.start) * i // jobs)
             block = fh.read(1 << 20)

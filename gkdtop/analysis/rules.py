@@ -199,15 +199,20 @@ def compose(text: str, where: str) -> Any:
     """YAML text to its node tree (line numbers kept); a mapping at the top, else ConfigError."""
     import yaml
 
+    from gkdtop.yamlguard import check_depth, check_nodes
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        check_depth(text, where, loader)  # before composing: a nesting bomb crashes the composer
+        node = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}{line}: invalid YAML: {problem}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{where}{line}: invalid YAML: {' '.join(str(problem).split())}") from None
     if node is None:
         return None
+    check_nodes(node, where)  # duplicate keys, tags that lie about the shape
     if node.tag != MAP:
         raise ConfigError(f"{where}:{node.start_mark.line + 1}: the config must be a mapping of keys")
     return node

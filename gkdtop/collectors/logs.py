@@ -26,6 +26,9 @@ TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many flood
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
+HEAD_BYTES = 1024  # the first bytes of a followed file, kept to notice it rewritten from the start
+MAX_OPEN = 128  # files held open at once over all patterns (fewer under a low RLIMIT_NOFILE: _open_limit)
+PARK_DELAY = 1.0  # seconds a follower parked to free a descriptor waits before it reopens
 FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: its newest lines are all kept ...
 BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
 IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts as a line
@@ -58,11 +61,99 @@ class LogBatch:
         return parts
 
 
+class NotRegularFile(OSError):
+    """A path that names a FIFO, socket, device or directory where a log file was expected."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def open_regular(path: str) -> io.FileIO:
+    """`path` opened for reading, refused (NotRegularFile) unless it is a regular file.
+
+    Opened non-blocking, so a FIFO that took the path after our stat can't block the open (no writer)
+    or a read, and checked on the opened descriptor, so what we read is what we checked.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(0, _kind(mode), path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.FileIO(fd, "rb", closefd=True)
+
+
+class _OpenFiles:
+    """At most `limit` followers hold their file open; opening one more parks the least recently read.
+
+    A glob over thousands of worker logs would otherwise hold a descriptor per file and starve the
+    process (EMFILE in the procs collector, the TUI, py-spy's pipes). A parked follower keeps its
+    inode, position and head and reopens on the next change; only what a parked file gets after it is
+    renamed away is lost (tail -F keeps reading it; we can't without a descriptor).
+
+    When more files grow than may be open, every read would cost an open and a close (5,000 growing
+    files: 2-4x the CPU of holding them all). So a follower parked less than `delay` seconds ago waits
+    that long before it reopens: each then reads a second's worth per open, a second late at most.
+    """
+
+    def __init__(self, limit: int, delay: float = PARK_DELAY) -> None:
+        self.limit = max(1, limit)
+        self.delay = delay
+        self._lru: dict[_Follower, None] = {}  # insertion order: least recently read first
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def opened(self, follower: _Follower) -> None:
+        self._lru.pop(follower, None)
+        while len(self._lru) >= self.limit:
+            oldest = next(iter(self._lru))
+            del self._lru[oldest]
+            oldest.park()
+        self._lru[follower] = None
+
+    def used(self, follower: _Follower) -> None:
+        if follower in self._lru:
+            del self._lru[follower]
+            self._lru[follower] = None
+
+    def closed(self, follower: _Follower) -> None:
+        self._lru.pop(follower, None)
+
+
+def _open_limit() -> int:
+    """MAX_OPEN, or a quarter of the soft RLIMIT_NOFILE when that is lower (`ulimit -n 256`: 64)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_OPEN
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return MAX_OPEN
+    return max(4, min(MAX_OPEN, soft // 4))
+
+
 class _Follower:
     """One followed path: its open handle, read position and unfinished last line."""
 
-    def __init__(self, path: str, max_line: int, at_start_up: bool, sieve: Sieve | None = None) -> None:
+    def __init__(
+        self, path: str, max_line: int, at_start_up: bool, sieve: Sieve | None = None,
+        pool: _OpenFiles | None = None,
+    ) -> None:
         self.path = path
+        self.pool = pool  # bounds how many followers hold a file open; None: no bound
         self.max_line = max_line
         self.sieve = sieve
         self.skipped = 0  # lines the sieve ruled out since the last collect(), and the last one's time
@@ -75,6 +166,13 @@ class _Follower:
         self.fh: io.FileIO | None = None
         self.ident: tuple[int, int] | None = None  # (st_dev, st_ino) of the open handle
         self.pos = 0
+        # The file's first bytes (up to HEAD_BYTES, never past pos) and mtime when last looked at: a
+        # file truncated and regrown past pos between two polls shows only in a changed head.
+        self.head = b""
+        self.mtime_ns = 0
+        self.parked = False  # closed to bound the open files; ident, pos and head say where to go on
+        self.reopen_at = 0.0  # a parked follower reopens no sooner (monotonic clock), see _OpenFiles
+        self.read_at = -1e9  # when new bytes were last read (monotonic; the start-up backlog is not new)
         self.partial = b""  # the unfinished last line, bounded by self.cap
         self.over = 0  # bytes of the unfinished line dropped past the cap
         self.shown = ""  # the progress text last reported for the unfinished line
@@ -101,24 +199,27 @@ class _Follower:
             st.state = "deleted" if self.opened_once else "waiting"
             st.error = ""
             return start - budget
-        except OSError as exc:
-            self._error(out, exc)
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            self._error(out, exc if isinstance(exc, OSError) else OSError(0, str(exc), ascii(self.path)))
             return 0
         st.size = info.st_size
         st.mtime = info.st_mtime
         if not stat.S_ISREG(info.st_mode):
             budget -= self._gone(out, budget)
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            st.state, st.error = "error", f"{kind}: {self.path}"
+            st.state, st.error = "error", f"{_kind(info.st_mode)}: {self.path}"
             return start - budget
         ident = (info.st_dev, info.st_ino)
-        if self.fh is not None and ident == self.ident and info.st_size == self.pos:
+        if ((self.fh is not None or self.parked) and ident == self.ident and info.st_size == self.pos
+                and info.st_mtime_ns == self.mtime_ns):
             st.state, st.error = "following", ""
             if self.partial and not self.partial_counted and time.time() - info.st_mtime >= IDLE_FLUSH:
                 self._deliver_partial(out)  # a last line without its newline, in a file gone quiet
             return 0  # the idle case: one stat, nothing else
         if budget <= 0:
             return 0
+        if self.parked and time.monotonic() < self.reopen_at:
+            st.state, st.error = "following", ""
+            return 0  # parked a moment ago to let another file read: its turn comes (see _OpenFiles)
         try:
             if self.fh is not None:
                 if ident != self.ident:
@@ -128,36 +229,52 @@ class _Follower:
                     if self.fh is not None:
                         return start - budget  # more left in the old file: next poll
                     st.rotations += 1
-                elif info.st_size < self.pos:  # copytruncate
+                elif info.st_size < self.pos or not self._same_head(self.fh.fileno()):
+                    # copytruncate, or truncated and written past our position before this poll
                     self._flush(out)
                     self.fh.seek(0)
-                    self.pos = 0
+                    self.pos, self.head = 0, b""
                     st.truncations += 1
             if self.fh is None:
                 self._open(out, progress, backlog)
             st.state, st.error = "following", ""
+            self.mtime_ns = info.st_mtime_ns
             if budget > 0 and info.st_size > self.pos:
                 self.behind = info.st_size - self.pos > budget
                 budget -= self._read(min(budget, info.st_size - self.pos), out, progress)
+            if len(self.head) < min(self.pos, HEAD_BYTES) and self.fh is not None:
+                self.head = os.pread(self.fh.fileno(), min(self.pos, HEAD_BYTES), 0)
         except OSError as exc:
             self._error(out, exc)
+        if start > budget and self.pool is not None:
+            self.pool.used(self)
         return start - budget
 
+    def _same_head(self, fd: int) -> bool:
+        """The file still starts with the bytes it started with when we read them."""
+        return not self.head or os.pread(fd, len(self.head), 0) == self.head
+
     def _open(self, out: list[LogLine], progress: dict[str, LogLine], backlog: int) -> None:
-        fh = open(self.path, "rb", buffering=0)  # noqa: SIM115 - held open across polls, closed in close()
-        try:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise IsADirectoryError(f"not a regular file: {self.path}")
-        except BaseException:
-            fh.close()
-            raise
+        fh = open_regular(self.path)
+        info = os.fstat(fh.fileno())
         ident = (info.st_dev, info.st_ino)
-        reopen = self.ident == ident and self.pos <= info.st_size
+        reopen = self.ident == ident and self.pos <= info.st_size and self._same_head(fh.fileno())
+        if self.ident is not None and not reopen:
+            # What we followed changed while we held no handle (parked, or after an error): finish its
+            # unfinished line and read this file from its start.
+            self._flush(out)
+            if self.ident == ident:
+                self.state.truncations += 1
+            else:
+                self.state.rotations += 1
+            self.pos, self.head = 0, b""
+        if self.pool is not None:
+            self.pool.opened(self)
         self.fh = fh
         self.ident = ident
         self.opened_once = True
-        if reopen:  # the same file after a read error: go on where we were
+        self.parked = False
+        if reopen:  # the same file after a read error or a park: go on where we were
             fh.seek(self.pos)
         elif self.backlog_pending:
             self._backlog(info.st_size, info.st_mtime, out, progress, backlog)
@@ -213,6 +330,7 @@ class _Follower:
         assert self.fh is not None
         data = self.fh.read(limit) or b""
         if data:
+            self.read_at = time.monotonic()
             self.pos += len(data)
             self._feed(data, time.time(), out, progress)
         return len(data)
@@ -229,7 +347,7 @@ class _Follower:
         if left <= len(data):
             self._flush(out)
             self.close()
-            self.ident, self.pos = None, 0
+            self.ident, self.pos, self.head = None, 0, b""
         return len(data)
 
     def _gone(self, out: list[LogLine], budget: int) -> int:
@@ -238,6 +356,9 @@ class _Follower:
         Returns the number of bytes read.
         """
         if self.fh is None:
+            if self.parked:  # it went while parked: what it held past pos can't be read any more
+                self._flush(out)
+                self.parked, self.ident, self.pos, self.head = False, None, 0, b""
             return 0
         try:
             info = os.fstat(self.fh.fileno())
@@ -256,22 +377,35 @@ class _Follower:
         except OSError:
             self._flush(out)
             self.close()
-            self.ident, self.pos = None, 0
+            self.ident, self.pos, self.head = None, 0, b""
             return 0
 
     def _error(self, out: list[LogLine], exc: OSError) -> None:
         self._flush(out)
         self.close()  # ident and pos stay: a reopen of the same file goes on where it was
+        self.parked = False
         reason = exc.strerror or type(exc).__name__
         self.state.state = "error"
         self.state.error = f"{reason}: {exc.filename or self.path}"
 
     def close(self) -> None:
         if self.fh is not None:
+            if self.pool is not None:
+                self.pool.closed(self)
             try:
                 self.fh.close()
             finally:
                 self.fh = None
+
+    def park(self) -> None:
+        """Give the open file back to bound the open files; a later poll reopens it where it was."""
+        now = time.monotonic()
+        delay = self.pool.delay if self.pool is not None else 0.0
+        self.close()
+        self.parked = self.ident is not None
+        # Only a file that is being written waits: the start-up sweep (backlog reads) parks the rest
+        # of a big glob without delaying their first new lines.
+        self.reopen_at = now + delay if now - self.read_at < delay else 0.0
 
     # --- bytes to lines ------------------------------------------------------------------------
 
@@ -470,7 +604,7 @@ class LogCollector:
 
     def __init__(
         self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25,
-        sieve: Sieve | None = None,
+        sieve: Sieve | None = None, max_open: int | None = None, park_delay: float = PARK_DELAY,
     ) -> None:
         self.patterns = [os.path.expanduser(p) for p in patterns]
         self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
@@ -478,6 +612,7 @@ class LogCollector:
         self.max_line = max_line
         self.interval = interval
         self._files: dict[str, _Follower] = {}
+        self._open_files = _OpenFiles(max_open if max_open is not None else _open_limit(), park_delay)
         self.glob_every = GLOB_EVERY  # seconds between two expansions of the patterns
         self._next_glob = 0.0
         self._started = False
@@ -488,7 +623,11 @@ class LogCollector:
         """Add the paths the patterns name now. Named paths are followed even before they exist."""
         for pattern in self.patterns:
             if glob.has_magic(pattern):
-                for path in sorted(glob.glob(pattern)):
+                try:
+                    found = sorted(glob.glob(pattern))
+                except ValueError:  # a NUL in the pattern: it names nothing
+                    found = []
+                for path in found:
                     path = os.path.normpath(path)
                     # A glob may match directories (`logs/*`): those are no log files, skip them.
                     if path not in self._files and not os.path.isdir(path):
@@ -498,7 +637,8 @@ class LogCollector:
 
     def _add(self, path: str) -> None:
         # Files there at start-up begin with their last lines; those that appear later, at their start.
-        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started, sieve=self.sieve)
+        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started, sieve=self.sieve,
+                                      pool=self._open_files)
 
     def collect(self) -> LogBatch:
         now = time.monotonic()
