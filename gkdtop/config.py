@@ -100,7 +100,7 @@ def _read(path: Path) -> str:
 
     Opened non-blocking and checked on the descriptor, so `--config` naming a FIFO can't hang us.
     """
-    from gkdtop.collectors.logs import open_regular
+    from gkdtop.safeopen import open_regular
 
     try:
         with open_regular(str(path)) as fh:

@@ -39,7 +39,7 @@ def check_input(path: str) -> str | None:
     and not a /proc or /sys file (size 0 or 4096 whatever they hold). A compressed or binary file is
     refused by its first bytes rather than replayed into an empty report.
     """
-    from gkdtop.collectors.logs import NotRegularFile, open_regular
+    from gkdtop.safeopen import NotRegularFile, open_regular
 
     try:
         with open_regular(path) as fh:
@@ -77,7 +77,7 @@ class ReplayReport:
 
 def replay(paths: list[str], config: Config) -> ReplayReport:
     analysis = Analysis(config)
-    analysis.read_history((file_range(path) for path in paths), jobs=min(os.cpu_count() or 1, 4))
+    analysis.read_history(file_range(path) for path in paths)
     at = analysis.ended or analysis.phases.last_activity or 0.0
     status = analysis.status(at)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,

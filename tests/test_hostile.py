@@ -23,7 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gkdtop.collectors.logs import LogBatch, LogCollector, NotRegularFile, open_regular
+from gkdtop.collectors.logs import LogBatch, LogCollector
+from gkdtop.safeopen import NotRegularFile, open_regular
 
 ROOT = Path(__file__).resolve().parents[1]
 

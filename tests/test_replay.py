@@ -110,39 +110,6 @@ def test_chunk_size_changes_nothing(tmp_path: Path, chunk: int, monkeypatch: pyt
     assert report.status.failure.endswith("RuntimeError: boom")
 
 
-@pytest.mark.parametrize("jobs", [2, 3, 5])
-def test_parts_read_in_parallel_give_the_same_report(tmp_path: Path, jobs: int,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """A large file's parts are extracted by forked processes: the report must be the serial one."""
-    import dataclasses
-
-    import gkdtop.analysis.engine as engine
-
-    lines, _ = startup(time.time() - 7200, steps=60, step_s=5)
-    untimed = [ray("WorkerDict", 5, f"Processed prompts: 100%|###| {i}/8 [00:01<00:00, 8.0it/s]") for i in range(9)]
-    body = [x for i, line in enumerate(lines) for x in (line, *untimed[: i % 9])]
-    body += [ray("TaskRunner", 9, "Traceback (most recent call last):"), "RuntimeError: boom", "after the end"]
-    log = tmp_path / "train.log"
-    log.write_text("\n".join(body) + "\n")
-    config = load_config(None)
-
-    def report(jobs: int) -> dict:
-        analysis = engine.Analysis(config)
-        analysis.read_history([engine.file_range(str(log))], jobs=jobs)
-        status = analysis.status(analysis.ended or 0.0)
-        return {"timeline": [dataclasses.astuple(s) for s in status.timeline], "steps": status.steps,
-                "last_step": status.last_step, "failure": status.failure, "errors": analysis.error_groups(),
-                "findings": [(f.name, f.count, f.first_seen) for f in analysis.findings()],
-                "lines": analysis.lines_read,
-                "progress": analysis.phases.last_progress, "ended": analysis.ended, "started": analysis.started}
-
-    serial = report(1)
-    monkeypatch.setattr(engine, "PARALLEL_MIN", 1)
-    monkeypatch.setattr(engine, "CHUNK", 4096)
-    assert report(jobs) == serial
-    assert serial["steps"]["count"] == 60 and serial["errors"][0].first_line == len(body) - 2
-
-
 def test_yearless_stamps_take_the_year_of_the_files_mtime(tmp_path: Path) -> None:
     """vLLM prints `INFO 03-27 14:02:11`: a log from March read in November is from this March."""
     import datetime

@@ -111,7 +111,7 @@ def _dumps(obj: Any) -> bytes:
 
 def tail_lines(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
     """The last `lines` lines of a file, reading at most `max_bytes` from its end."""
-    from gkdtop.collectors.logs import open_regular
+    from gkdtop.safeopen import open_regular
 
     with open_regular(str(path)) as fh:  # a FIFO given as a log is an OSError (noted), never a hang
         size = fh.seek(0, os.SEEK_END)

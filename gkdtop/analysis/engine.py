@@ -10,7 +10,6 @@ only the lines it names are parsed. Both paths meet the same patterns with the s
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,13 +21,13 @@ from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import PhaseEngine
 from gkdtop.analysis.time import ClockSkew, parse_timestamp
 from gkdtop.model import Finding, LogLine, PhaseStatus
+from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
 
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
-PARALLEL_MIN = 64 << 20  # a file at least this large is extracted in parallel parts (read_history's jobs)
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
 
 
@@ -170,35 +169,17 @@ class Analysis:
 
     # --- history --------------------------------------------------------------------------------
 
-    def read_history(self, ranges: Iterable[HistoryRange], jobs: int = 1) -> None:
+    def read_history(self, ranges: Iterable[HistoryRange]) -> None:
         """What files held before they were followed (or all of them, for replay), in chunks: each
         chunk scanned once and only the lines the matcher names parsed (`_extract`), then fed in file
-        order (`_apply`). With `jobs` > 1 a large file's parts are extracted by forked processes at
-        once: only from a process with no other threads (replay), never from the dashboard's."""
+        order (`_apply`)."""
         for part in ranges:
-            pieces = _pieces(part, jobs if part.end - part.start >= PARALLEL_MIN else 1)
             state = _HistoryClock(part.mtime)
             base = 0
-            for extracts in self._extracted(pieces, jobs):
-                for extract in extracts:
-                    self._apply(extract, state, base)
-                    base += extract.lines
+            for extract in _extract_range(self, part, state):
+                self._apply(extract, state, base)
+                base += extract.lines
             self._finish(part, state)
-
-    def _extracted(self, pieces: list[HistoryRange], jobs: int) -> Iterator[list[_Extract]]:
-        if len(pieces) == 1:
-            yield from ([extract] for extract in _extract_range(self, pieces[0]))
-            return
-        import multiprocessing
-
-        global _FORKED
-        _FORKED = self  # the children inherit it: nothing to pickle but the ranges and the results
-        with multiprocessing.get_context("fork").Pool(min(jobs, len(pieces))) as pool:
-            for extracts in pool.imap(_extract_in_child, pieces):
-                for extract in extracts:
-                    extract.records = [(_line(fields), ids, number, step)
-                                       for fields, ids, number, step in extract.records]
-                yield extracts
 
     def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
         """One chunk of whole lines, scanned raw (escapes aside): the lines the matcher names are
@@ -234,8 +215,8 @@ class Analysis:
                 number = counted + 1
             line.backlog = True
             if line.ts is None:
-                ts = state.before(data, start, fallback=False)
-                line.seen = ts if ts is not None else -1.0  # -1: the time of the stamp before this part
+                ts = state.before(data, start)
+                line.seen = ts if ts is not None else -1.0  # -1: no stamp yet (the first one after it, then)
             else:
                 line.seen = line.ts
                 state.saw(line.ts)
@@ -244,9 +225,9 @@ class Analysis:
                 last_known = (start, line.text)
         if previous < len(data) - 1:
             plain_end = len(data)
-        out.newest = state.before(data, len(data) + 1, fallback=False)  # when the run was last heard of
+        out.newest = state.before(data, len(data) + 1)  # when the run was last heard of
         if plain_end >= 0:
-            out.progress = state.before(data, plain_end + 1, fallback=False)
+            out.progress = state.before(data, plain_end + 1)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         if last_known is not None:
             out.recognised = (data.count(b"\n", 0, last_known[0]) + 1, last_known[1])
@@ -257,26 +238,20 @@ class Analysis:
         for line, ids, number, step in extract.records:
             if number is not None:
                 number += base
-            if line.seen < 0:  # no stamp before it in its part: the last one before the part
-                if state.last is None:
-                    state.waiting.append((line, ids, number, step))
-                    continue
-                line.seen = state.last
-            else:
-                state.saw(line.seen)
+            if line.seen < 0:  # no stamp before it: it waits for the first one after it
+                state.waiting.append((line, ids, number, step))
+                continue
             for early, early_ids, early_number, early_step in state.waiting:  # the first stamp after them
                 early.seen = line.seen
                 self._feed_one(early, line.seen, early_ids, early_number, early_step)
             state.waiting.clear()
             self._feed_one(line, self._time(line), ids, number, step)
         if extract.newest is not None:
-            state.saw(extract.newest)
             self.ended = extract.newest if self.ended is None else max(self.ended, extract.newest)
             if self.started is None:
                 self.started = extract.newest
-        progress = extract.progress if extract.progress is not None else state.last
-        if progress is not None and (extract.progress is not None or extract.records):
-            self.phases.note_skipped(progress)  # lines no rule needs are progress, as they are live
+        if extract.progress is not None:
+            self.phases.note_skipped(extract.progress)  # lines no rule needs are progress, as they are live
         if extract.recognised is not None:
             self.recognised_at, self.recognised_text = self.lines_read + extract.recognised[0], extract.recognised[1]
         self.lines_read += extract.lines
@@ -324,45 +299,8 @@ class _Extract:
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 
 
-_FORKED: Analysis | None = None  # the analysis a forked extractor works for (read_history)
-
-
-def _extract_in_child(part: HistoryRange) -> list[_Extract]:
-    """A part's extracts, light to send back: a step line that only counts a step (no rule reads its
-    text) goes without its text, except the part's last (its metrics are the ones shown)."""
-    analysis = _FORKED
-    assert analysis is not None
-    plain = {analysis.phases.step_id, *analysis.phases.start_ids}
-    extracts = list(_extract_range(analysis, part))
-    last = None
-    for extract in extracts:
-        for line, ids, _number, step in extract.records:
-            if step is not None and plain.issuperset(ids):
-                if last is not None:
-                    last.text = last.raw = ""
-                last = line
-    for extract in extracts:  # plain tuples pickle several times faster than dataclass instances
-        extract.records = [(_fields(line), ids, number, step) for line, ids, number, step in extract.records]
-    return extracts
-
-
-def _fields(line: LogLine) -> tuple[Any, ...]:
-    return (line.source, line.text, line.seen, line.ts, line.worker, line.pid, line.ip, line.truncated,
-            line.progress, line.backlog, "" if line.raw is line.text else line.raw)
-
-
-def _line(fields: tuple[Any, ...]) -> LogLine:
-    line = LogLine(*fields)
-    if not line.raw:
-        line.raw = line.text
-    return line
-
-
-def _extract_range(analysis: Analysis, part: HistoryRange) -> Iterator[_Extract]:
+def _extract_range(analysis: Analysis, part: HistoryRange, state: _HistoryClock) -> Iterator[_Extract]:
     """The chunks of bytes [start, end) of a file, extracted one after another."""
-    from gkdtop.collectors.logs import open_regular
-
-    state = _HistoryClock(part.mtime)
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fh.seek(part.start)
         pos = part.start
@@ -382,28 +320,6 @@ def _extract_range(analysis: Analysis, part: HistoryRange) -> Iterator[_Extract]
                 yield analysis._extract(part.path, data, state)
 
 
-def _pieces(part: HistoryRange, jobs: int) -> list[HistoryRange]:
-    """The range cut into up to `jobs` pieces that begin at the start of a line."""
-    if jobs <= 1:
-        return [part]
-    from gkdtop.collectors.logs import open_regular
-
-    cuts = [part.start]
-    with open_regular(part.path) as fh:
-        for i in range(1, jobs):
-            fh.seek(part.start + (part.end - part.start) * i // jobs)
-            block = fh.read(1 << 20)
-            newline = block.find(b"\n")
-            if newline < 0:
-                continue
-            cut = fh.tell() - len(block) + newline + 1
-            if cuts[-1] < cut < part.end:
-                cuts.append(cut)
-    cuts.append(part.end)
-    return [HistoryRange(part.path, a, b, part.mtime, part.final if b == part.end else True)
-            for a, b in itertools.pairwise(cuts)]
-
-
 class _HistoryClock:
     """Times for untimed lines of a file read in chunks: the nearest stamped line before them."""
 
@@ -418,9 +334,9 @@ class _HistoryClock:
         self.last = ts
         self.newest = ts if self.newest is None else max(self.newest, ts)
 
-    def before(self, chunk: bytes, start: int, fallback: bool = True) -> float | None:
+    def before(self, chunk: bytes, start: int) -> float | None:
         """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
-        else (with `fallback`) the last one seen."""
+        else the last one seen."""
         end = start - 1
         for _ in range(LOOK_AROUND):
             if end <= 0:
@@ -434,7 +350,7 @@ class _HistoryClock:
                     self.saw(ts)
                     return ts
             end = begin - 1
-        return self.last if fallback else None
+        return self.last
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

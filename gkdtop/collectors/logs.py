@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from gkdtop.analysis.lines import clean_bytes, collapse_lines, decode, last_segment, parse_into, parse_line, strip_ansi
 from gkdtop.model import LogFileState, LogLine
+from gkdtop.safeopen import kind_of, open_regular
 
 # Bytes read per file per collect(): a flood is spread over polls (the collector polls again at once
 # while behind), and no single C-level pass over a chunk holds the GIL from the UI for long.
@@ -59,39 +60,6 @@ class LogBatch:
         parts[0].skipped, parts[0].skipped_time, parts[0].history = self.skipped, self.skipped_time, self.history
         parts[-1].progress = self.progress
         return parts
-
-
-class NotRegularFile(OSError):
-    """A path that names a FIFO, socket, device or directory where a log file was expected."""
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-def open_regular(path: str) -> io.FileIO:
-    """`path` opened for reading, refused (NotRegularFile) unless it is a regular file.
-
-    Opened non-blocking, so a FIFO that took the path after our stat can't block the open (no writer)
-    or a read, and checked on the opened descriptor, so what we read is what we checked.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(0, _kind(mode), path)
-    except BaseException:
-        os.close(fd)
-        raise
-    return io.FileIO(fd, "rb", closefd=True)
 
 
 class _OpenFiles:
@@ -206,7 +174,7 @@ class _Follower:
         st.mtime = info.st_mtime
         if not stat.S_ISREG(info.st_mode):
             budget -= self._gone(out, budget)
-            st.state, st.error = "error", f"{_kind(info.st_mode)}: {self.path}"
+            st.state, st.error = "error", f"{kind_of(info.st_mode)}: {self.path}"
             return start - budget
         ident = (info.st_dev, info.st_ino)
         if ((self.fh is not None or self.parked) and ident == self.ident and info.st_size == self.pos
