@@ -63,7 +63,7 @@ def spawn_orphan(title: str, prefix: list[str] | None = None, ignore_term: bool 
                 return proc.pid, proc.info["create_time"]
         return None
 
-    return wait_for(find, timeout=10, interval=0.05)
+    return wait_for(find, timeout=30, interval=0.05)
 
 
 def kill(pid: int, create_time: float) -> None:
@@ -378,7 +378,7 @@ def test_worker_node_without_local_gcs_is_live() -> None:
                               stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert raylet.stdout is not None and raylet.stdout.readline() == b"ok\n"
-        worker = wait_for(lambda: psutil.Process(raylet.pid).children(), timeout=10, interval=0.05)[0]
+        worker = wait_for(lambda: psutil.Process(raylet.pid).children(), timeout=30, interval=0.05)[0]
         plan = by_target(build_plan(trace_prefix="/nonexistent/nccl_trace_rank_", shm_dir="/nonexistent"))
         assert raylet.pid not in plan and worker.pid not in plan
     finally:

@@ -119,7 +119,7 @@ def test_engine_whose_parent_died_is_orphaned() -> None:
                          capture_output=True, text=True, check=True)
     pid = int(out.stdout.strip())
     try:
-        row = wait_for(lambda: rows_by_pid(ProcCollector()).get(pid), timeout=10)
+        row = wait_for(lambda: rows_by_pid(ProcCollector()).get(pid), timeout=30)
         assert row.role == "engine"
         assert "orphaned" in row.flags
     finally:
@@ -181,7 +181,7 @@ def test_processes_of_a_dead_session_are_stale(ray_cluster) -> None:  # type: ig
                                  f"--raylet_socket_name=/tmp/ray/{dead}/sockets/raylet"])
     try:
         rows = wait_for(lambda: {r.pid: r for r in ProcCollector().collect() if r.pid == leftover.pid} or None,
-                        timeout=10, interval=0.2)
+                        timeout=30, interval=0.2)
         assert rows[leftover.pid].role == "ray-daemon"
         assert "stale-session" in rows[leftover.pid].flags
         live = [r for r in ProcCollector().collect() if str(ray_cluster.temp_root) in r.cmdline]
@@ -204,7 +204,7 @@ def test_a_worker_that_becomes_an_actor_is_labelled_again(tmp_path: Path) -> Non
         first = wait_for(lambda: rows_by_pid(collector).get(proc.pid), timeout=30, interval=0.05)
         assert first.role == "ray-worker" and first.actor == ""  # type: ignore[attr-defined]
         go.touch()
-        later = wait_for(lambda: (r := rows_by_pid(collector).get(proc.pid)) and r.actor and r, timeout=10,
+        later = wait_for(lambda: (r := rows_by_pid(collector).get(proc.pid)) and r.actor and r, timeout=30,
                          interval=0.1)
         assert (later.role, later.actor) == ("actor", "StudentActor")  # type: ignore[attr-defined]
         assert later.name.startswith("ray::StudentActor")  # type: ignore[attr-defined]
