@@ -63,7 +63,7 @@ def is_local_host(host: str) -> bool:
     """An address of this machine: loopback, unspecified, this host's name, or one of its interfaces."""
     if host in ("", "localhost", "0.0.0.0", "::", "::1") or host.startswith("127."):
         return True
-    if host in (socket.gethostname(), socket.getfqdn()):
+    if host == socket.gethostname():  # not getfqdn(): a DNS lookup that can hang without a network
         return True
     try:
         import psutil
