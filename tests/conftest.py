@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.raycluster import RayCluster, new_cluster
+from tests.raycluster import RayCluster, new_cluster, port_free
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +16,26 @@ def ray_cluster() -> Iterator[RayCluster]:
     cluster = new_cluster()
     try:
         cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()
+
+
+@pytest.fixture(scope="module")
+def default_port_cluster() -> Iterator[RayCluster]:
+    """A cluster on Ray's default ports (GCS 6379, dashboard 8265), like someone else's `ray start --head`
+    on a shared machine; in its own temp dir, torn down by killing exactly its processes. Skipped when
+    those ports are taken (then such a cluster is already up, which is what the tests need to hold against)."""
+    if not (port_free(6379) and port_free(8265)):
+        pytest.skip("ports 6379/8265 are taken on this machine")
+    cluster = new_cluster(own_temp_dir=True, gcs_port=6379, dashboard_port=8265)
+    try:
+        try:
+            cluster.start(num_cpus=1)
+        except RuntimeError as exc:
+            if port_free(6379) and port_free(8265):
+                raise
+            pytest.skip(f"ports 6379/8265 were taken meanwhile: {str(exc)[-200:]}")
         yield cluster
     finally:
         cluster.remove()

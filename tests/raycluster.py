@@ -29,11 +29,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_free(port: int) -> bool:
+    """Nothing listens on the port (loopback or any address) and it can be bound now."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class RayCluster:
     temp_root: Path  # RAY_TMPDIR: Ray uses <it>/ray
     gcs_port: int
     dashboard_port: int
+    own_temp_dir: bool = False  # started with `ray start --temp-dir`, no RAY_TMPDIR in its environment
 
     @property
     def address(self) -> str:
@@ -44,13 +56,25 @@ class RayCluster:
         return f"http://127.0.0.1:{self.dashboard_port}"
 
     def env(self) -> dict[str, str]:
+        if self.own_temp_dir:
+            base = {k: v for k, v in os.environ.items() if k != "RAY_TMPDIR"}
+            return {**base, "RAY_USAGE_STATS_ENABLED": "0"}
         return {**os.environ, "RAY_TMPDIR": str(self.temp_root), "RAY_USAGE_STATS_ENABLED": "0"}
 
+    @property
+    def session(self) -> str:
+        """The session name of this cluster (its newest)."""
+        return (self.temp_root / "ray" / "session_latest").resolve().name
+
     def start(self, num_cpus: int = 2, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+        # Every port of its own: with Ray's defaults (agent 52365, client server 10001, ...) a second
+        # cluster on the machine (another test run's, someone else's) loses its agent and then its raylet.
         cmd = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs_port}",
                f"--dashboard-port={self.dashboard_port}", "--dashboard-host=127.0.0.1", f"--num-cpus={num_cpus}",
-               "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *extra]
-        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=120)
+               "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *own_ports(head=True), *extra]
+        if self.own_temp_dir:
+            cmd.append(f"--temp-dir={self.temp_root / 'ray'}")
+        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=180)
         if proc.returncode != 0:
             raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
 
@@ -61,14 +85,13 @@ class RayCluster:
         Its agent needs ports of its own: with the defaults, its HTTP server cannot bind the head's
         52365, and the dashboard then answers "Agent for node id ... doesn't exist" for its logs.
         """
-        metrics = free_port()
+        ports = own_ports(head=False)
+        metrics = int(ports[1].split("=", 1)[1])
         cmd = [RAY, "start", f"--address={self.address}", "--node-ip-address=127.0.0.1", f"--num-cpus={num_cpus}",
-               "--num-gpus=0", f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={metrics}",
-               f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-               "--disable-usage-stats"]
+               "--num-gpus=0", *ports, "--disable-usage-stats"]
         if resources:
             cmd.append("--resources=" + json.dumps(resources))
-        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=180)
         if proc.returncode != 0:
             raise RuntimeError(f"ray start (second node) failed: {proc.stderr[-2000:]}")
         return metrics
@@ -119,10 +142,18 @@ class RayCluster:
         shutil.rmtree(self.temp_root, ignore_errors=True)
 
 
-def new_cluster() -> RayCluster:
+def own_ports(head: bool) -> list[str]:
+    """`ray start` options giving a node free ports of its own (the metrics export port second)."""
+    ports = [f"--dashboard-agent-listen-port={free_port()}", f"--metrics-export-port={free_port()}",
+             f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+    return ports + ([f"--ray-client-server-port={free_port()}"] if head else [])
+
+
+def new_cluster(own_temp_dir: bool = False, gcs_port: int | None = None,
+                dashboard_port: int | None = None) -> RayCluster:
     # Short path: Ray's unix sockets live under it and must stay under the 107-byte limit.
     root = Path(tempfile.mkdtemp(prefix="gkr", dir="/tmp"))
-    return RayCluster(root, free_port(), free_port())
+    return RayCluster(root, gcs_port or free_port(), dashboard_port or free_port(), own_temp_dir)
 
 
 def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):  # type: ignore[no-untyped-def]

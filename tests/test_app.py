@@ -57,7 +57,7 @@ def log_lines(app: GkdtopApp) -> list[str]:
     return lines
 
 
-async def settle(pilot, predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+async def settle(pilot, predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import pty
 import random
 import shlex
 import shutil
@@ -62,7 +63,7 @@ def spawn_orphan(title: str, prefix: list[str] | None = None, ignore_term: bool 
                 return proc.pid, proc.info["create_time"]
         return None
 
-    return wait_for(find, timeout=10, interval=0.05)
+    return wait_for(find, timeout=30, interval=0.05)
 
 
 def kill(pid: int, create_time: float) -> None:
@@ -377,9 +378,109 @@ def test_worker_node_without_local_gcs_is_live() -> None:
                               stdout=subprocess.PIPE, start_new_session=True)
     try:
         assert raylet.stdout is not None and raylet.stdout.readline() == b"ok\n"
-        worker = wait_for(lambda: psutil.Process(raylet.pid).children(), timeout=10, interval=0.05)[0]
+        worker = wait_for(lambda: psutil.Process(raylet.pid).children(), timeout=30, interval=0.05)[0]
         plan = by_target(build_plan(trace_prefix="/nonexistent/nccl_trace_rank_", shm_dir="/nonexistent"))
         assert raylet.pid not in plan and worker.pid not in plan
     finally:
         os.killpg(raylet.pid, signal.SIGKILL)
         raylet.wait()
+
+
+@pytest.fixture
+def look_alikes(tmp_path: Path) -> Iterator[dict[str, int]]:
+    """Real processes whose arguments name Ray's files but that are not Ray: a pager, a test run, code,
+    a user's script called notes_about_default_worker.py, a grep, a shell script in a `ray` folder."""
+    ray = tmp_path / "x" / "ray"
+    files = [ray / "dashboard" / "agent.py", ray / "_private" / "log_monitor.py",
+             ray / "_private" / "workers" / "default_worker.py", ray / "tests" / "test_log_monitor.py"]
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("# ray's file\n")
+    agent, log_monitor, worker, test_file = map(str, files)
+    notes = tmp_path / "notes_about_default_worker.py"
+    notes.write_text("import time\ntime.sleep(300)\n")
+    pytest_script = tmp_path / "pytest"  # a stand-in for the pytest console script: it runs no test
+    pytest_script.write_text("import time\ntime.sleep(300)\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # grep blocks opening it: a grep that stays up
+    session = "session_2020-01-01_00-00-00_000000_7"  # a dead session named in the arguments too
+    commands = {
+        "less": ["less", "-f", agent],
+        "tail": ["tail", "-f", log_monitor, f"/tmp/ray/{session}/logs/raylet.out"],
+        "python -c": [sys.executable, "-c", "import time; time.sleep(300)", agent, f"--session-dir=/tmp/ray/{session}"],
+        "notes script": [sys.executable, str(notes), worker],
+        "pytest": [sys.executable, str(pytest_script), test_file, "-k", "log_monitor.py"],
+        "grep": ["grep", "default_worker.py", str(fifo)],
+        "sh": ["sh", "-c", "sleep 300", log_monitor, "--gcs-address=127.0.0.1:1"],
+    }
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    master, slave = pty.openpty()  # less stays up only on a terminal
+    try:
+        for what, argv in commands.items():
+            procs[what] = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                           env={**os.environ, "TERM": "dumb"})
+        wait_for(lambda: all(_cmdline(p.pid)[1:] == commands[w][1:] for w, p in procs.items()), timeout=30,
+                 interval=0.05)
+        yield {what: p.pid for what, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
+        os.close(master)
+        os.close(slave)
+
+
+def _cmdline(pid: int) -> list[str]:
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).cmdline()
+    return []
+
+
+def test_processes_that_only_mention_ray_files_are_never_planned(look_alikes: dict[str, int],
+                                                                   ray_cluster: RayCluster,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    quiet = {"trace_prefix": "/nonexistent/nccl_trace_rank_", "shm_dir": "/nonexistent",
+             "ray_tmp": Path("/nonexistent")}
+    for p in look_alikes.values():
+        assert psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    # With a live cluster on the node (this test's own) ...
+    plan = by_target(build_plan(**quiet))  # type: ignore[arg-type]
+    assert not {what: pid for what, pid in look_alikes.items() if pid in plan}
+    # ... and as if none ran (other users' and other tests' clusters may be up on this machine): no
+    # gcs_server or raylet counts as live, which selects every Ray process - and still none of these.
+    monkeypatch.setattr(cleanup, "_is_gcs", lambda proc: False)
+    monkeypatch.setattr(cleanup, "_is_raylet", lambda proc: False)
+    plan = by_target(build_plan(**quiet))  # type: ignore[arg-type]
+    assert not {what: pid for what, pid in look_alikes.items() if pid in plan}
+    # The same scan does select Ray's own programs then: the rule is not just "select nothing".
+    live = {p.pid for p in ray_cluster.processes()}
+    assert live & {t for t, i in plan.items() if i.selected}
+
+
+def test_a_real_ray_program_without_its_raylet_is_planned(tmp_path: Path) -> None:
+    """Ray's worker script run by Python, whose raylet (RAY_RAYLET_PID) is gone, and a `ray::` worker
+    started by a raylet that was killed: both planned; a look-alike started beside them is not."""
+    script = tmp_path / "site-packages" / "ray" / "_private" / "workers" / "default_worker.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("import time\ntime.sleep(300)\n")
+    gone = subprocess.Popen(["sleep", "0"])
+    gone.wait()  # a PID that was a process and is no more
+    env = {**os.environ, "RAY_RAYLET_PID": str(gone.pid)}
+    worker = subprocess.Popen([sys.executable, "-u", str(script), "--node-ip-address=127.0.0.1"], env=env)
+    titled = subprocess.Popen(["bash", "-c", "exec -a 'ray::IDLE' sleep 300"], env=env)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", str(script)], env=env)
+    try:
+        wait_for(lambda: _cmdline(worker.pid)[-1:] == ["--node-ip-address=127.0.0.1"]
+                 and _cmdline(titled.pid)[:1] == ["ray::IDLE"] and _cmdline(other.pid)[-1:] == [str(script)],
+                 timeout=30, interval=0.05)
+        plan = by_target(build_plan(trace_prefix="/nonexistent/nccl_trace_rank_", shm_dir="/nonexistent",
+                                    ray_tmp=Path("/nonexistent")))
+        for proc in (worker, titled):
+            item = plan[proc.pid]
+            assert item.kind == "ray-orphan" and item.selected, item
+            assert f"raylet PID {gone.pid}" in item.reason
+        assert other.pid not in plan
+    finally:
+        for proc in (worker, titled, other):
+            proc.kill()
+            proc.wait()

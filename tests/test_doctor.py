@@ -60,6 +60,22 @@ def test_plan_check_arithmetic() -> None:
 def test_ray_up_is_ok_and_an_explicit_dead_address_fails(tmp_path: Path, ray_cluster: RayCluster) -> None:
     up = doctor(tmp_path, "--json", env={"RAY_TMPDIR": str(ray_cluster.temp_root)})
     assert checks(up)["ray"]["status"] == "ok", checks(up)["ray"]
-    down = doctor(tmp_path, "--json", "--ray-address", f"127.0.0.1:{free_port()}")
+    port = free_port()
+    down = doctor(tmp_path, "--json", "--ray-address", f"127.0.0.1:{port}")
     assert down.returncode == 1
     assert checks(down)["ray"]["status"] == "fail"
+    assert checks(down)["ray"]["detail"] == f"not connected: no Ray cluster at 127.0.0.1:{port}: nothing listens there"
+
+
+def test_a_gcs_address_finds_its_cluster_outside_the_default_temp_dir(tmp_path: Path,
+                                                                       ray_cluster: RayCluster) -> None:
+    """The default temp dir's newest session is a crashed run's: `--ray-address` still finds the live cluster
+    asked for (its temp dir is elsewhere) by its GCS port, and says which dashboard answered."""
+    session = tmp_path / "ray" / "session_2026-01-01_00-00-00_000000_1"
+    (session / "logs").mkdir(parents=True)
+    (session / "logs" / "dashboard.log").write_text(f"INFO -- Dashboard head http address: 127.0.0.1:{free_port()}\n")
+    (tmp_path / "ray" / "session_latest").symlink_to(session)
+    proc = doctor(tmp_path, "--json", "--ray-address", ray_cluster.address)
+    ray = checks(proc)["ray"]
+    assert ray["status"] == "ok", ray
+    assert ray["detail"].endswith(f"at {ray_cluster.dashboard}")

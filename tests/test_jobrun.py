@@ -37,7 +37,7 @@ JOB = textwrap.dedent("""
         sys.exit(int(sys.argv[2]))
     elif mode == "sleep":
         print("sleeping", flush=True)
-        time.sleep(60)
+        time.sleep(600)  # the test stops it; it must outlast a slow test on a loaded machine
     elif mode == "kill":
         import signal
         os.kill(os.getpid(), signal.SIGTERM)
@@ -236,7 +236,7 @@ def run_mode_app(tmp_path: Path, job_script: Path, *args: str) -> tuple[GkdtopAp
     return GkdtopApp(config, monitor, job=job), job
 
 
-async def settle(pilot, predicate: Callable[[], bool], timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+async def settle(pilot, predicate: Callable[[], bool], timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < deadline, "the app did not reach the expected state in time"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ import psutil
 import pytest
 
 from gkdtop.collectors.ray import RayCollector, parse_cluster_status, ray_line, resolve_dashboard
-from tests.raycluster import free_port, wait_for
+from tests.raycluster import RayCluster, free_port, new_cluster, wait_for
 
 
 def test_connected_to_the_newest_session(ray_cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
@@ -60,17 +61,83 @@ def test_pending_gpu_demand_is_said_in_one_line(ray_cluster) -> None:  # type: i
         driver.wait()
 
 
-def test_nothing_listening_returns_quickly_and_starts_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no session here
+def test_nothing_listening_returns_quickly_and_starts_nothing(ray_cluster: RayCluster,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An explicit GCS address where nothing listens is "not connected", never another cluster: here the
+    newest session under RAY_TMPDIR is a live one, and a default-port cluster may run on the machine too."""
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_cluster.temp_root))
     before = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
     port = free_port()
     started = time.monotonic()
     state = RayCollector(address=f"127.0.0.1:{port}").collect()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # no retries, no waiting for a cluster to come up
     assert state.status == "not connected"
-    assert f"127.0.0.1:{port}" not in state.reason or "no answer" in state.reason
+    assert state.reason == f"no Ray cluster at 127.0.0.1:{port}: nothing listens there"
+    assert ray_line(state) == f"Ray: not connected: no Ray cluster at 127.0.0.1:{port}: nothing listens there"
     after = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
     assert after <= before
+
+
+def test_each_gcs_address_shows_its_own_cluster(ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two live clusters on one machine, one under RAY_TMPDIR, one started with `ray start --temp-dir`:
+    each GCS address shows its own cluster, whichever temp dir the default points at."""
+    other = new_cluster(own_temp_dir=True)
+    try:
+        other.start(num_cpus=1)
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        for asked, default_dir in ((other, ray_cluster), (ray_cluster, other)):
+            monkeypatch.setenv("RAY_TMPDIR", str(default_dir.temp_root))  # the other one is the newest there
+            url, _, session = resolve_dashboard(asked.address)
+            assert (url, session) == (asked.dashboard, asked.session)
+            collector = RayCollector(address=asked.address)
+            state = wait_for(lambda c=collector: (s := c.collect()).resources_total and s, timeout=60)
+            assert state.status == "connected", state.reason
+            assert (state.address, state.session) == (asked.dashboard, asked.session)
+            assert state.resources_total["CPU"] == (1.0 if asked is other else 2.0)
+        # The GCS address by this machine's own name works as well as loopback.
+        host = socket.gethostname()
+        assert resolve_dashboard(f"{host}:{other.gcs_port}")[0] == other.dashboard
+    finally:
+        other.remove()
+
+
+def test_a_dead_session_whose_dashboard_port_another_cluster_took(tmp_path: Path, ray_cluster: RayCluster,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest session is a crashed run's; its dashboard port now serves another cluster: not shown as ours."""
+    dead = "session_2026-01-01_00-00-00_000000_1"
+    session = tmp_path / "ray" / dead
+    (session / "logs").mkdir(parents=True)
+    (session / "logs" / "dashboard.log").write_text(
+        f"INFO -- Dashboard head http address: 127.0.0.1:{ray_cluster.dashboard_port}\n")
+    (tmp_path / "ray" / "session_latest").symlink_to(session)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    state = RayCollector().collect()
+    assert state.status == "not connected"
+    assert state.reason == f"the dashboard at {ray_cluster.dashboard} serves {ray_cluster.session}, not {dead}"
+
+
+def test_a_listener_that_is_no_gcs_is_not_the_default_port_cluster(default_port_cluster: RayCluster,
+                                                                   tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Someone else's cluster on the default ports (6379, 8265): an address whose port is no Ray GCS
+    (a plain listener) falls back to 127.0.0.1:8265, which is checked and refused; 6379 is that cluster."""
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # nothing here
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        state = RayCollector(address=f"127.0.0.1:{port}").collect()
+    assert state.status == "not connected"
+    assert state.reason == (f"the dashboard at http://127.0.0.1:8265 belongs to the cluster whose GCS is on port "
+                            f"6379, not 127.0.0.1:{port}")
+    state = RayCollector(address=f"127.0.0.1:{free_port()}").collect()
+    assert state.status == "not connected" and "nothing listens there" in state.reason
+    collector = RayCollector(address="127.0.0.1:6379")
+    state = wait_for(lambda: (s := collector.collect()).status == "connected" and s, timeout=60)
+    assert state.session == default_port_cluster.session
+    assert RayCollector().collect().reason == "no Ray session found on this node"
 
 
 def test_no_session_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,3 +115,30 @@ async def test_monitor_collect_once_without_any_source(tmp_path: Path, monkeypat
     assert store.ray.status == "not connected"
     assert store.log_files[0].state == "waiting"
     assert os.getpid() not in {p.pid for p in store.processes}
+
+
+class Quick:
+    """Answers at once, so a cancel often lands just as a collection ends."""
+
+    name = "quick"
+    interval = 0.0
+
+    def collect(self) -> int:
+        return 1
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_cancel_as_a_collection_ends_stops_the_loop() -> None:
+    """Quitting cancels each collector's loop once and waits for it (Monitor.stop). asyncio.wait_for before
+    Python 3.12 dropped a cancel that arrived as the collection finished, and the loop ran on: the app hung
+    on quit. Many cancels at varied moments: every loop must end."""
+    for n in range(300):
+        task = asyncio.create_task(run_forever(Quick(), lambda result: None, lambda error, delay: None))
+        for _ in range(n % 7):
+            await asyncio.sleep(0)  # cancel at a different step of the loop each time
+        await asyncio.sleep(0.001 * (n % 3))
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=10)
+        assert done, f"the loop ran on after its cancel (attempt {n})"

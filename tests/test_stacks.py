@@ -90,7 +90,7 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.3):  # type: 
 
 def settled(world: World) -> bool:
     """Every rank is where the test wants it: in all_reduce, or in stuck_outside_collective."""
-    report = dump_stacks(world.pids, timeout=10)
+    report = dump_stacks(world.pids, timeout=30)
     names = [{f.function for t in d.threads for f in t.frames} for d in report.dumps]
     *inside, last = names
     return all(d.ok for d in report.dumps) and all("all_reduce" in n for n in inside) and (

@@ -62,7 +62,7 @@ def test_gkdtop_in_tmux_follows_a_log_and_answers_keys(tmp_path: Path, tmux: Tmu
     tmux.keys("Escape")
     tmux.wait_gone("gkdtop keys")  # help closed: now `q` quits the app (in the help screen it closes help)
     tmux.keys("q")
-    tmux.wait_for("EXITED 0", timeout=15)
+    tmux.wait_for("EXITED 0", timeout=60)
 
 
 def test_gpu_pane_through_real_pynvml_and_a_gpu_lost_mid_run(tmp_path: Path, tmux: Tmux) -> None:
@@ -93,4 +93,4 @@ def test_gpu_pane_through_real_pynvml_and_a_gpu_lost_mid_run(tmp_path: Path, tmu
     assert "61.0G/80.0G" in screen  # the other GPU goes on
     assert "4 Logs" in screen  # and so does the rest of the dashboard
     tmux.keys("q")
-    tmux.wait_for("EXITED 0", timeout=15)
+    tmux.wait_for("EXITED 0", timeout=60)

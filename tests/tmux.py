@@ -36,7 +36,7 @@ class Tmux:
     def keys(self, *keys: str) -> None:
         self._run("send-keys", "-t", self.session, *keys)
 
-    def wait_for(self, text: str, timeout: float = 20.0, interval: float = 0.05) -> str:
+    def wait_for(self, text: str, timeout: float = 60.0, interval: float = 0.05) -> str:
         deadline = time.monotonic() + timeout
         screen = ""
         while time.monotonic() < deadline:

@@ -1,7 +1,9 @@
 """`gkdtop cleanup`: the debris of a crashed run, found, previewed item by item, removed on confirmation.
 
 What counts as debris (each item says why it was chosen):
-- Ray processes (what `ray stop` matches, plus their children) of a dead session - neither its
+- Ray processes (Ray's own programs by what they run - its binaries, its scripts as the interpreter's
+  program, `ray::` titles - never by a Ray file named in the arguments of an editor, pager, test run
+  or grep; plus their children) of a dead session - neither its
   gcs_server nor its raylet runs here (a worker node of a multi-node cluster has no local gcs_server,
   so the raylet counts too) - and `ray::` workers whose raylet is gone;
 - vLLM / SGLang engine processes (`VLLM::EngineCore`, `VLLM::Worker_TP*`, `sglang::*`) whose parent is
@@ -40,18 +42,13 @@ from typing import Any
 import psutil
 
 from gkdtop.collectors.procs import SESSION_RE
+from gkdtop.collectors.rayproc import ray_program
 
 SCHEMA = 1
 
-# `ray stop`'s list (ray/autoscaler/_private/constants.py RAY_PROCESSES): by process name ...
-RAY_NAMES = ("raylet", "plasma_store", "gcs_server")
-# ... and by command line. `monitor.py` is narrowed to Ray's own autoscaler monitor: a bare
-# `monitor.py` would match any user script of that name.
-RAY_CMDLINE_RE = re.compile(
-    r"autoscaler/_private/monitor\.py|ray\.util\.client\.server|default_worker\.py|setup_worker\.py"
-    r"|io\.ray\.runtime\.runner\.worker\.DefaultWorker|log_monitor\.py|dashboard/agent\.py|dashboard/dashboard\.py"
-    r"|runtime_env/agent/main\.py|ray_process_reaper\.py"
-)
+# A Ray process is told by what it runs (collectors/rayproc.py): Ray's binaries, Ray's own scripts as a
+# Python interpreter's program, `ray::` titles. A word in the arguments (`less .../dashboard/agent.py`,
+# `pytest .../test_log_monitor.py`) never makes one: `ray stop`'s command-line patterns would.
 ENGINE_TITLE_RE = re.compile(r"^(?:VLLM::|sglang::)")
 GCS_PORT_RE = re.compile(r"--gcs_server_port=(\d+)")
 GCS_ADDRESS_RE = re.compile(r"--(?:gcs[-_]address|address)[= ]\S*?:(\d+)(?:\s|$)")
@@ -107,7 +104,7 @@ class _Proc:
     status: str
     session: str = ""
     gcs_port: str = ""
-    flags: set[str] = field(default_factory=set)
+    ray: bool = False  # one of Ray's own programs, by what it runs
 
     @property
     def title(self) -> str:
@@ -140,6 +137,7 @@ def _scan() -> dict[int, _Proc]:
             argv=list(argv), create_time=info.get("create_time") or 0.0, status=info.get("status") or "?",
         )
         cmd = proc.cmdline
+        proc.ray = ray_program(proc.argv) is not None
         if (m := SESSION_RE.search(cmd)) is not None:
             proc.session = m.group(1)
         if (m := GCS_PORT_RE.search(cmd) or GCS_ADDRESS_RE.search(cmd)) is not None:
@@ -166,13 +164,7 @@ def protected_pids() -> set[int]:
 
 
 def _is_ray(proc: _Proc) -> bool:
-    return (
-        proc.name in RAY_NAMES
-        or proc.title.rsplit("/", 1)[-1] in RAY_NAMES
-        or proc.title.startswith("ray::")
-        or proc.name.startswith(("ray::", "ray-dashboard-"))
-        or bool(RAY_CMDLINE_RE.search(proc.cmdline))
-    )
+    return proc.ray
 
 
 def _is_engine(proc: _Proc) -> bool:
@@ -180,11 +172,26 @@ def _is_engine(proc: _Proc) -> bool:
 
 
 def _is_gcs(proc: _Proc) -> bool:
+    # By name too: a live-looking anchor only ever keeps things out of the plan.
     return proc.name == "gcs_server" or proc.title.rsplit("/", 1)[-1] == "gcs_server"
 
 
 def _is_raylet(proc: _Proc) -> bool:
     return proc.name == "raylet" or proc.title.rsplit("/", 1)[-1] == "raylet"
+
+
+def _raylet_pid(pid: int) -> int | None:
+    """RAY_RAYLET_PID from a process's environment: Ray sets it for every worker and agent the raylet starts."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    for item in raw.split(b"\0"):
+        if item.startswith(b"RAY_RAYLET_PID="):
+            value = item[len(b"RAY_RAYLET_PID="):]
+            return int(value) if value.isdigit() else None
+    return None
 
 
 class _Machine:
@@ -222,6 +229,11 @@ class _Machine:
             return session in self.live_sessions, f"session {session}"
         if port:
             return port in self.live_ports, f"the GCS on port {port}"
+        if proc.ray and (raylet := _raylet_pid(proc.pid)) is not None:
+            anchor = self.procs.get(raylet)
+            alive = anchor is not None and _is_raylet(anchor) and not anchor.zombie \
+                and anchor.create_time <= proc.create_time + 1.0
+            return alive, f"the raylet PID {raylet} that started it"
         return None, ""
 
     def parent_gone(self, proc: _Proc) -> bool:
@@ -273,7 +285,9 @@ def _process_items(machine: _Machine, gpu_pids: set[int]) -> list[CleanupItem]:
             live, what = machine.liveness(proc)
             if live:
                 continue
-            if live is False:
+            if live is False and what.startswith("the raylet"):
+                add(proc, "ray-orphan", f"orphaned Ray process: {what} is gone")
+            elif live is False:
                 add(proc, "ray-process", f"Ray process of {what}, whose gcs_server and raylet are not running")
             elif proc.title.startswith("ray::") and machine.parent_gone(proc):
                 add(proc, "ray-orphan", f"orphaned Ray worker: its raylet is gone (parent PID {proc.ppid})")

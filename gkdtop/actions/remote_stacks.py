@@ -38,7 +38,7 @@ from gkdtop.actions.stacks import (
     parse_py_spy_json,
     save_and_print,
 )
-from gkdtop.collectors.ray import _state_list, ray_temp_dir, resolve_dashboard
+from gkdtop.collectors.ray import DashboardFinder, _state_list, ray_temp_dir
 
 MAX_TARGETS = 256
 RESULT_MARK = "@@GKDTOP-AGENT@@"
@@ -265,9 +265,11 @@ def dump_ray_stacks(address: str | None = None, targets: list[RemoteTarget] | No
                     classes: list[str] | None = None, agent_env: dict[str, str] | None = None) -> StackReport:
     """Every target through the dashboard; with `agent`, the ones it could not dump through gkdtop's agent."""
     start = time.time()
-    url, _, _ = resolve_dashboard(address)
-    if url is None:
-        raise RuntimeError("no Ray dashboard found (give --ray-address)")
+    found, wrong = DashboardFinder(address, timeout=min(timeout, 10.0)).find()
+    url = found.url
+    if url is None or wrong:
+        raise RuntimeError(f"no Ray dashboard found: {wrong} (give --ray-address)" if wrong else
+                           "no Ray dashboard found (give --ray-address)")
     chosen = targets if targets is not None else ray_targets(url, timeout=max(timeout, 10.0), classes=classes)
     if chosen and profiling_enabled(url) is False and agent:
         dumps = [_with_error(_blank(t, "ray-dashboard"), "profiling disabled on the head") for t in chosen]

@@ -185,7 +185,7 @@ def _proc_info(pid: int) -> ProcInfo:
     except psutil.AccessDenied:
         argv, create_time, ppid, status = [f"[{pid}]"], 0.0, 0, "?"
     cmdline = " ".join(argv)
-    role, actor = classify(argv[0], cmdline, None)
+    role, actor = classify(argv[0], cmdline, None, argv)
     return ProcInfo(pid, ppid, display_name(cmdline), cmdline, role or "", "", status, 0.0, 0, create_time, actor)
 
 

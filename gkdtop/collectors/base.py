@@ -53,21 +53,26 @@ async def run_forever(
         try:
             if pending is None or pending.done():
                 pending = asyncio.ensure_future(asyncio.to_thread(collector.collect))
-            result = await asyncio.wait_for(asyncio.shield(pending), timeout)
-            pending = None
+            # asyncio.wait, not wait_for: before Python 3.12, wait_for returns the result and drops a
+            # cancel that arrives as the collection ends (a loaded machine makes that likely), and the
+            # loop then ran on, so quitting the dashboard hung in Monitor.stop's gather forever.
+            done, _ = await asyncio.wait({pending}, timeout=timeout)
+            if done:
+                finished, pending = pending, None
+                result = finished.result()
         except asyncio.CancelledError:
             raise
-        except asyncio.TimeoutError:
-            failures += 1
-            delay = min(MAX_BACKOFF, collector.interval * 2**failures)
-            on_error(f"no answer after {timeout:.0f}s (hung); retrying", delay)
-            await asyncio.sleep(delay)
-            continue
         except Exception as exc:
             pending = None
             failures += 1
             delay = min(MAX_BACKOFF, collector.interval * 2**failures)
             on_error(one_line(exc), delay)
+            await asyncio.sleep(delay)
+            continue
+        if not done:  # still running: abandoned (threads can't be killed), reused by the next attempt
+            failures += 1
+            delay = min(MAX_BACKOFF, collector.interval * 2**failures)
+            on_error(f"no answer after {timeout:.0f}s (hung); retrying", delay)
             await asyncio.sleep(delay)
             continue
         try:

@@ -17,14 +17,9 @@ from typing import Any
 
 import psutil
 
+from gkdtop.collectors.rayproc import ray_program
 from gkdtop.model import ProcInfo
 
-RAY_DAEMON_RE = re.compile(
-    r"(?:^|/)(?:raylet|gcs_server|plasma_store)\b|dashboard/dashboard\.py|dashboard/agent\.py|log_monitor\.py"
-    r"|autoscaler/_private/monitor\.py|ray\.util\.client\.server|runtime_env/agent|ray-dashboard-"
-    r"|ray\.dashboard\.|^ray::(?:DashboardAgent|RuntimeEnvAgent)"
-)
-RAY_WORKER_RE = re.compile(r"^ray::|default_worker\.py|setup_worker\.py")
 ENGINE_RE = re.compile(r"VLLM::|sglang::|vllm\.entrypoints|sglang\.launch_server|EngineCore")
 # Order matters: the first keyword found in the actor class / title names the role.
 ROLE_KEYWORDS = [
@@ -97,8 +92,12 @@ def read_stat(pid: int) -> _Stat | None:
     )
 
 
-def classify(title: str, cmdline: str, driver_re: Any) -> tuple[str | None, str]:
-    """(role, actor class) for a process, from its title and command line."""
+def classify(title: str, cmdline: str, driver_re: Any, argv: list[str] | None = None) -> tuple[str | None, str]:
+    """(role, actor class) for a process, from its title and command line (argv when known).
+
+    Ray's workers and daemons are told by what they run (collectors/rayproc.py), never by a Ray
+    file named somewhere in the arguments: `less .../ray/dashboard/agent.py` is no Ray daemon.
+    """
     if title.startswith("ray::"):
         actor = title[5:].split(".", 1)[0].split(" ", 1)[0]
         if actor in ("DashboardAgent", "RuntimeEnvAgent"):
@@ -108,13 +107,9 @@ def classify(title: str, cmdline: str, driver_re: Any) -> tuple[str | None, str]
         return role_of(actor, default="ray-worker"), actor
     if ENGINE_RE.search(cmdline):
         return "engine", ""
-    # A worker before it set its title: its arguments name the raylet's and plasma store's sockets, so
-    # the worker test (on the program and its script only: the raylet's own arguments name
-    # default_worker.py) comes before the daemon test.
-    if RAY_WORKER_RE.search(" ".join(cmdline.split(maxsplit=2)[:2])):
-        return "ray-worker", ""
-    if RAY_DAEMON_RE.search(cmdline):
-        return "ray-daemon", ""
+    program = ray_program(argv if argv is not None else cmdline.split())
+    if program is not None:
+        return ("ray-worker" if program[0] == "worker" else "ray-daemon"), ""
     if driver_re is not None and driver_re.search(cmdline):
         return "driver", ""
     return None, ""
@@ -228,7 +223,7 @@ class ProcCollector:
         except psutil.AccessDenied:
             argv, user, create_time, ppid = [f"[{pid}]"], "?", 0.0, 0
         cmdline = " ".join(argv)
-        role, actor = classify(argv[0], cmdline, self.driver_re)
+        role, actor = classify(argv[0], cmdline, self.driver_re, argv)
         match = SESSION_RE.search(cmdline)
         info = _Known(create_time, cmdline, argv[0], user, role, actor, match.group(1) if match else "", ppid)
         self._known[pid] = info
@@ -255,7 +250,7 @@ class ProcCollector:
         if not argv or cmdline == info.cmdline:
             return
         info.cmdline, info.title = cmdline, argv[0]
-        info.role, info.actor = classify(argv[0], cmdline, self.driver_re)
+        info.role, info.actor = classify(argv[0], cmdline, self.driver_re, argv)
 
     def _row(
         self, pid: int, role: str, parents: dict[int, int], now: float, live_sessions: set[str]

@@ -3,7 +3,8 @@
 Never imports ray and never calls `ray.init()` (which STARTS a cluster when none is found): it
 finds the dashboard of the cluster in use and asks `/api/cluster_status`, the same report
 `ray status` prints. Address order: `--ray-address`, then `RAY_ADDRESS`, then the newest local
-session under the Ray temp dir.
+session under the Ray temp dir. A GCS address finds that cluster's own session by its port (any
+temp dir); the dashboard found is checked to be that cluster's before anything it says is shown.
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
+from gkdtop.collectors.rayproc import ray_program
 from gkdtop.model import GpuProcess, GpuSample, RayActor, RayNode, RayState
 
 DASHBOARD_LINE_RE = re.compile(rb"Dashboard head http address: (\S+)")
 DEFAULT_DASHBOARD_PORT = 8265
+DEFAULT_GCS_PORT = 6379
 MAX_ACTORS = 10_000  # the state API's own maximum
 
 
@@ -45,30 +51,242 @@ def dashboard_of_session(session: Path) -> str | None:
     return match.group(1).decode() if match else None
 
 
-def resolve_dashboard(address: str | None) -> tuple[str | None, str, str]:
-    """(dashboard url or None, the address as given or found, session name) - or why not."""
+def split_address(address: str, default_port: int = DEFAULT_GCS_PORT) -> tuple[str, int]:
+    """`host:port`, `[v6]:port` or `host` -> (host, port); ValueError on a port that is no number."""
+    host, sep, port = address.rpartition(":")
+    if not sep or (host.startswith("[") is not host.endswith("]")) or ("]" in port):
+        return address.strip("[]"), default_port
+    return host.strip("[]"), int(port)
+
+
+def is_local_host(host: str) -> bool:
+    """An address of this machine: loopback, unspecified, this host's name, or one of its interfaces."""
+    if host in ("", "localhost", "0.0.0.0", "::", "::1") or host.startswith("127."):
+        return True
+    if host == socket.gethostname():  # not getfqdn(): a DNS lookup that can hang without a network
+        return True
+    try:
+        import psutil
+
+        return any(a.address.split("%", 1)[0] == host for addrs in psutil.net_if_addrs().values() for a in addrs)
+    except Exception:
+        return False
+
+
+def _live_ray_daemons() -> list[list[str]]:
+    """Command lines of this machine's live gcs_server and raylet binaries (Ray's own, by path)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        if proc.info.get("name") not in ("gcs_server", "raylet"):
+            continue
+        try:
+            argv = proc.cmdline()
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        if ray_program(argv) is not None:
+            found.append(argv)
+    return found
+
+
+def _arg(argv: list[str], *names: str) -> str:
+    for arg in argv:
+        for name in names:
+            if arg.startswith(name + "="):
+                return arg[len(name) + 1 :]
+    return ""
+
+
+def session_for_gcs_port(port: int, roots: list[Path] | None = None) -> tuple[Path | None, bool]:
+    """(the session directory of the local cluster whose GCS listens on `port`, whether its gcs_server runs).
+
+    The live gcs_server's own arguments name its port and session (`--gcs_server_port`, `--log_dir`),
+    wherever its temp dir is (RAY_TMPDIR, `ray start --temp-dir`). With none running, the session
+    directories say it: Ray writes `gcs_server_port_<node id>` into each; the newest one wins.
+    """
+    daemons = _live_ray_daemons()
+    for argv in daemons:
+        if _arg(argv, "--gcs_server_port") == str(port) and (logs := _arg(argv, "--log_dir")):
+            session = Path(logs).parent
+            if session.is_dir():
+                return session, True
+    candidates = list(roots) if roots is not None else [ray_temp_dir(), Path("/tmp/ray")]
+    for argv in daemons:  # other clusters' temp dirs hold sessions of earlier runs too
+        for value in (_arg(argv, "--log_dir"), _arg(argv, "--session_dir")):
+            if value and "session_" in value:
+                candidates.append(Path(value[: value.index("session_")]))
+    best: tuple[float, Path] | None = None
+    for root in dict.fromkeys(candidates):
+        try:
+            files = list(root.glob("session_*/gcs_server_port_*"))
+        except OSError:
+            continue
+        for f in files:
+            try:
+                if f.read_text().strip() == str(port) and not f.parent.is_symlink():
+                    mtime = f.stat().st_mtime
+                    if best is None or mtime > best[0]:
+                        best = (mtime, f.parent)
+            except OSError:
+                continue
+    return (best[1] if best else None), False
+
+
+def _listening(host: str, port: int, timeout: float = 1.0) -> bool | None:
+    """True: something accepts connections there; False: refused; None: could not tell."""
+    try:
+        with socket.create_connection((host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", port), timeout):
+            return True
+    except ConnectionRefusedError:
+        return False
+    except OSError:
+        return None
+
+
+@dataclass(slots=True)
+class Resolved:
+    """Where to ask, and what the answer must match to be the cluster asked for."""
+
+    url: str | None
+    where: str  # the address as given, or the session found
+    session: str = ""  # the dashboard must serve this session (local clusters)
+    gcs_port: int | None = None  # ... or report this GCS port (a cluster whose session is not here)
+    error: str = ""  # why there is no url
+
+
+def resolve(address: str | None) -> Resolved:
+    """The dashboard of the cluster `address` names (--ray-address, else RAY_ADDRESS, else the newest session).
+
+    A GCS address (`host:port`) on this machine finds that cluster's own session by its port, in
+    whatever temp dir it lives; a remote one that host's dashboard (port 8265). Never another cluster
+    that happens to be newer, or to own the default dashboard port.
+    """
     given = address or os.environ.get("RAY_ADDRESS") or ""
     if given and given != "auto":
         if given.startswith(("http://", "https://")):
-            return given.rstrip("/"), given, ""
+            return Resolved(given.rstrip("/"), given)
         if given.startswith("ray://"):
-            host = given[len("ray://") :].split(":", 1)[0]
-            return f"http://{host}:{DEFAULT_DASHBOARD_PORT}", given, ""
-        host = given.split(":", 1)[0]
-        # A GCS address: the local session of that cluster knows its dashboard port.
-        session = latest_session()
-        if session is not None:
-            found = dashboard_of_session(session)
-            if found:
-                return f"http://{found}", given, session.name
-        return f"http://{host}:{DEFAULT_DASHBOARD_PORT}", given, ""
+            host = given[len("ray://") :].rsplit(":", 1)[0].strip("[]")
+            return Resolved(f"http://{_url_host(host)}:{DEFAULT_DASHBOARD_PORT}", given)
+        try:
+            host, port = split_address(given)
+        except ValueError:
+            return Resolved(None, given, error=f"{given!r} is not a GCS address (host:port)")
+        if is_local_host(host):
+            session, _ = session_for_gcs_port(port)
+            if session is not None:
+                found = dashboard_of_session(session)
+                if not found:
+                    return Resolved(None, given, session.name, port,
+                                    f"no dashboard in {session} (the cluster at {given})")
+                return Resolved(f"http://{_reachable(found)}", given, session.name, port)
+            if _listening(host, port) is False:
+                return Resolved(None, given, gcs_port=port, error=f"no Ray cluster at {given}: nothing listens there")
+        return Resolved(f"http://{_url_host(host)}:{DEFAULT_DASHBOARD_PORT}", given, gcs_port=port)
     session = latest_session()
     if session is None:
-        return None, "", ""
+        return Resolved(None, "", error="no Ray session found on this node")
     found = dashboard_of_session(session)
     if not found:
-        return None, str(session), session.name
-    return f"http://{found}", str(session), session.name
+        return Resolved(None, str(session), session.name, error=f"no dashboard in {session}")
+    return Resolved(f"http://{_reachable(found)}", str(session), session.name)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _reachable(hostport: str) -> str:
+    """A dashboard that announced an unspecified address is asked on loopback."""
+    host, _, port = hostport.rpartition(":")
+    return f"127.0.0.1:{port}" if host in ("0.0.0.0", "[::]", "::") else hostport
+
+
+def resolve_dashboard(address: str | None) -> tuple[str | None, str, str]:
+    """(dashboard url or None, the address as given or found, session name) - see `resolve`."""
+    found = resolve(address)
+    return found.url, found.where, found.session
+
+
+def check_dashboard(found: Resolved, timeout: float) -> str:
+    """Why the dashboard at found.url is not the cluster asked for ("" when it is, or cannot tell).
+
+    A local cluster's dashboard must serve its session (`/api/version`); another host's must run its
+    GCS on the port asked (the head node's gcs_server command line, as the dashboard reports it).
+    """
+    url = found.url
+    if url is None:
+        return found.error
+    if found.session:
+        doc = _get_json(f"{url}/api/version", timeout)
+        served = str((doc or {}).get("session_name") or "") if isinstance(doc, dict) else ""
+        if served and served != found.session:
+            return (f"the dashboard at {url} serves {served}, not {found.session}"
+                    + (f" (the cluster at {found.where})" if found.gcs_port else ""))
+        return ""
+    if found.gcs_port is None:
+        return ""
+    port = _head_gcs_port(url, timeout)
+    if port is not None and port != found.gcs_port:
+        return f"the dashboard at {url} belongs to the cluster whose GCS is on port {port}, not {found.where}"
+    return ""
+
+
+class DashboardFinder:
+    """`resolve` + `check_dashboard`. A dashboard found and checked is kept for `keep` seconds, or until
+    the caller says it failed (`forget`): a GCS address costs a scan of the process list to resolve."""
+
+    def __init__(self, address: str | None, timeout: float, keep: float = 30.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self.keep = keep
+        self._good: Resolved | None = None
+        self._until = 0.0
+
+    def find(self) -> tuple[Resolved, str]:
+        """(where to ask, why not: "" when found.url is the cluster asked for)."""
+        now = time.monotonic()
+        if self._good is not None and now < self._until:
+            return self._good, ""
+        found = resolve(self.address)
+        if found.url is None:
+            return found, found.error
+        good = self._good
+        if good is None or (good.url, good.session, good.gcs_port) != (found.url, found.session, found.gcs_port):
+            try:
+                wrong = check_dashboard(found, self.timeout)
+            except urllib.error.HTTPError:
+                wrong = ""  # a dashboard too old to say: taken as it is
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                self._good = None
+                return found, f"no answer from {found.url} ({getattr(exc, 'reason', exc)})"
+            if wrong:
+                self._good = None
+                return found, wrong
+        # Only a GCS address is costly to resolve; the newest session is looked at again every time.
+        self._good, self._until = found, now + (self.keep if found.gcs_port is not None else 0.0)
+        return found, ""
+
+    def forget(self) -> None:
+        self._good = None
+
+
+def _head_gcs_port(url: str, timeout: float) -> int | None:
+    """The GCS port of the dashboard's cluster, from its head node's gcs_server command line; None: not said."""
+    try:
+        rows, _ = _state_list(url, "nodes", timeout, query="limit=1&filter_keys=is_head_node"
+                              "&filter_predicates=%3D&filter_values=True")
+        if not rows:
+            return None
+        doc = _get_json(f"{url}/nodes/{rows[0].get('node_id', '')}", timeout)
+        gcs = (((doc or {}).get("data") or {}).get("detail") or {}).get("gcs") or {}  # type: ignore[union-attr]
+        value = _arg([str(a) for a in gcs.get("cmdline") or []], "--gcs_server_port")
+        return int(value) if value.isdigit() else None
+    except urllib.error.HTTPError:
+        return None
 
 
 class RayCollector:
@@ -90,19 +308,23 @@ class RayCollector:
         self._polls = 0
         self._details: dict[str, object] = {}
         self._details_for = ""
+        self._finder = DashboardFinder(address, timeout)
 
     def collect(self) -> RayState:
-        url, where, session = resolve_dashboard(self.address)
-        if url is None:
-            reason = "no Ray session found on this node" if not where else f"no dashboard in {where}"
-            return RayState(status="not connected", reason=reason, address=where, session=session)
+        found, wrong = self._finder.find()
+        url, session = found.url, found.session
+        if url is None or wrong:
+            self._details = {}
+            return RayState(status="not connected", reason=wrong, address=found.where, session=session)
         try:
             doc = _get_json(f"{url}/api/cluster_status", self.timeout)
         except urllib.error.HTTPError as exc:
+            self._finder.forget()
             return RayState(status="not connected", reason=f"dashboard answered {exc.code}", address=url)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             why = getattr(exc, "reason", exc)
             self._details = {}
+            self._finder.forget()
             return RayState(status="not connected", reason=f"no answer from {url} ({why})", address=url,
                             session=session)
         state = parse_cluster_status(doc, url, session)
@@ -172,9 +394,10 @@ def _get_json(url: str, timeout: float) -> object:
         return json.load(resp)
 
 
-def _state_list(url: str, what: str, timeout: float, detail: bool = False) -> tuple[list[dict], int]:
+def _state_list(url: str, what: str, timeout: float, detail: bool = False,
+                query: str = "") -> tuple[list[dict], int]:
     """One list from the state API (the REST side of `ray.util.state`), capped at its maximum."""
-    query = f"limit={MAX_ACTORS}" + ("&detail=1" if detail else "")
+    query = query or f"limit={MAX_ACTORS}" + ("&detail=1" if detail else "")
     doc = _get_json(f"{url}/api/v0/{what}?{query}", timeout)
     data = (doc or {}).get("data") or {}  # type: ignore[union-attr]
     result = data.get("result") or {}

@@ -38,7 +38,7 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from gkdtop.collectors.logs import LogBatch, _Follower
-from gkdtop.collectors.ray import resolve_dashboard
+from gkdtop.collectors.ray import DashboardFinder
 from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource
 
 STREAM_INTERVAL = 0.5  # seconds: how often the node's agent looks for new bytes in a streamed file
@@ -336,6 +336,7 @@ class RayLogCollector:
         self._catalog_wanted = False
         self._next_list = 0.0
         self._state = RayLogsState(patterns=list(self.patterns))
+        self._finder = DashboardFinder(address, timeout, keep=list_every)
 
     # --- from the source picker (UI thread) -------------------------------------------------------
 
@@ -364,12 +365,14 @@ class RayLogCollector:
         if not active:
             batch.state = self._state
             return batch
-        url, _, _ = resolve_dashboard(self.address)
+        found, wrong = self._finder.find()
+        url = None if wrong else found.url
         http_ = _Http(url or "", self.timeout)
         if due:
             self._next_list = now + self.list_every
             if url is None:
-                self._state = RayLogsState(status="not connected", reason="no Ray dashboard found",
+                self._finder.forget()
+                self._state = RayLogsState(status="not connected", reason=wrong or "no Ray dashboard found",
                                            patterns=list(self.patterns))
             else:
                 self._discover(http_)
