@@ -37,12 +37,13 @@ __all__ = ["Config", "ConfigError", "PhaseRule", "Signature", "load_config"]
 # NCCL's interface choice and init, model and engine start-up, checkpoints, validation), the step
 # metrics line and the end. Bars and the config dump stay out.
 DEFAULT_FILTER = (
-    r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL WARN|WARN|Traceback|✓|✗|step:\d+ -"
+    r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL|WARN|Traceback|✓|✗|step:\d+ -"
     r"|Fatal Python error|SIG[A-Z]+ received|Signal \d+ \(SIG|exitcode|Watchdog|Killed|killed"
     r"|\[validate_config\]|dataset len:|Size of train dataloader|colocated worker base class"
     r"|cannot be scheduled|No available node types|have not registered"
-    r"|NCCL INFO Bootstrap|Init (?:START|COMPLETE)|NCCL version|contains [\d.]+[KMBT]? parameters"
-    r"|Initializing a V[01] LLM engine|init engine \(profile|Graph capturing finished|KV cache"
+    r"|contains [\d.]+[KMBT]? parameters|Model config after override|Loading checkpoint shards: 100%"
+    r"|Initializing a V[01] LLM engine|init engine \(profile|Graph capturing finished"
+    r"|Available KV cache memory|GPU KV cache size"
     r"|Checkpoint tracker|Load from checkpoint|Resuming from|local_global_step_folder|Saving"
     r"|validation metrics|Global step \d+|Training completed|train_runtime|Total time for train steps"
     r"|Could not override|HYDRA_FULL_ERROR|Job '[^']*' failed|marked dead"
