@@ -55,7 +55,7 @@ FAIL_PATTERN = (
     r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"
     r"|Fatal Python error: |\*\*\* SIG[A-Z]+ received|Signal \d+ \(SIG[A-Z]+\) received"
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
-    r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception"
+    r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Received sigquit from a child"
     r"|killed due to memory pressure|has been marked dead because the detector"
 )
 # Lines a hung job keeps printing; they are not progress.
