@@ -214,11 +214,11 @@ class PhaseEngine:
             if self.inner is not rule:
                 self.inner, self.inner_since = rule, t
             return
-        self.failure = ""
-        self._want_exception_line = False
         self.inner = None
         if self.current is rule and self.timeline and self.timeline[-1].end is None:
-            return  # a repeated start line inside the same phase
+            return  # a repeated start line inside the same phase (a failure in it stands)
+        self.failure = ""
+        self._want_exception_line = False
         self._close_current(t)
         self.current = rule
         span = self._open(rule.name, t)
