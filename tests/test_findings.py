@@ -200,6 +200,10 @@ CASES = [
           "line 75, in create_and_map"),
       ray("WorkerDict", 2003, "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")],
      {"oom": "CUDA Error: out of memory", "frame": "create_and_map"}),
+    ("trl-vllm-server-unreachable",
+     ["ConnectionError: The vLLM server can't be reached at 10.0.4.9:8000 after 240 seconds. Make sure the server "
+      "is running by running `trl vllm-serve`."],
+     {"url": "10.0.4.9:8000", "timeout_s": "240"}),
     ("ray-worker-register-slow",
      ["[2026-01-11 10:00:00,000 W 4100 4100] (raylet) worker_pool.cc:581: Some workers of the worker process(2010) "
       "have not registered within the timeout. The process is still alive, probably it's hanging during start."],
