@@ -33,16 +33,40 @@ from gkdtop.analysis.rules import (
 
 __all__ = ["Config", "ConfigError", "PhaseRule", "Signature", "load_config"]
 
-DEFAULT_FILTER = r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL|Traceback|✓|✗|WARN|step:\d+ -"
+# What matters in a real job's log (docs/real-logs.md): the demo's markers, errors and warnings,
+# the lines that mark a phase (config checked, dataset, worker groups, Ray's scheduling warnings,
+# NCCL's interface choice and init, model and engine start-up, checkpoints, validation), the step
+# metrics line and the end. Bars and the config dump stay out.
+DEFAULT_FILTER = (
+    r"\[ACTOR\]|\[ROLLOUT\]|\[SYNC\]|\[TEACHER\]|ERROR|Error|NCCL|WARN|Traceback|✓|✗|step:\d+ -"
+    r"|Fatal Python error|SIG[A-Z]+ received|Signal \d+ \(SIG|exitcode|Watchdog|Killed|killed"
+    r"|\[validate_config\]|dataset len:|Size of train dataloader|colocated worker base class"
+    r"|cannot be scheduled|No available node types|have not registered"
+    r"|contains [\d.]+[KMBT]? parameters|Model config after override|Loading checkpoint shards: 100%"
+    r"|Initializing a V[01] LLM engine|init engine \(profile|Graph capturing finished"
+    r"|Available KV cache memory|GPU KV cache size"
+    r"|Checkpoint tracker|Load from checkpoint|Resuming from|local_global_step_folder|Saving"
+    r"|validation metrics|Global step \d+|Training completed|train_runtime|Total time for train steps"
+    r"|Could not override|HYDRA_FULL_ERROR|Job '[^']*' failed|marked dead"
+)
 FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
-    r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective operation timeout"
+    r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective"
+    r"|\bDistBackendError\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
+    r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"
+    r"|Fatal Python error: |\*\*\* SIG[A-Z]+ received|Signal \d+ \(SIG[A-Z]+\) received"
+    r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
+    r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Received sigquit from a child"
+    r"|killed due to memory pressure|has been marked dead because the detector"
 )
 # Lines a hung job keeps printing; they are not progress.
 IDLE_PATTERNS = [
-    r"resource request cannot be scheduled|No available node types can fulfill",
-    r"Waiting for .* to be ready|still waiting",
+    r"resource request cannot be scheduled|No available node types can fulfill|pending placement groups"
+    r"|Waiting for creating a placement group",
+    r"Waiting for .* to be ready|still waiting|Server is not up yet",
     r"\bheartbeat\b|still alive",
+    r"have not registered within the timeout",
+    r"Avg generation throughput: 0\.0 tokens/s",  # vLLM's stats while nothing is generated
 ]
 DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.trainer", r"gkdtop\.demo\.job"]
 

@@ -214,13 +214,14 @@ class Store:
         status = self.analysis.status(time.time() if now is None else now)
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
-            demands += [f.fields.get("demand") or f.fields.get("demand2") or ""
-                        for f in self.findings() if f.name == "ray-unschedulable"]
-            demands = list(dict.fromkeys(d for d in demands if d))
+            demands += [f.fields.get("demand") or f.fields.get("infeasible") or ""
+                        for f in self.findings() if f.name in ("ray-unschedulable", "ray-unschedulable-cpu")]
+            # Every distinct shape, the GPU ones first (they are what a training job waits for).
+            demands = sorted(dict.fromkeys(d for d in demands if d), key=lambda d: "GPU" not in d)
             if demands:
                 base = status.hint or Hint()
                 status.hint = Hint(
-                    causes=[f"waiting for resources: {d} cannot be scheduled" for d in demands[:3]] + base.causes,
+                    causes=[f"waiting for resources: {d} cannot be scheduled" for d in demands] + base.causes,
                     actions=["Compare the demand with the Ray pane (5): fix the GPU/CPU counts the job asks for, "
                              "or add nodes.", *base.actions],
                 )

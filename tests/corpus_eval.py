@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -252,15 +253,21 @@ def score(case: Case, mode: str, v: Verdict) -> Score:
     return s
 
 
-def evaluate(cases: list[Case], modes: tuple[str, ...] = ("replay", "snapshot")) -> list[Score]:
-    out = []
+def evaluate(cases: list[Case], modes: tuple[str, ...] = ("replay", "snapshot"), jobs: int = 1) -> list[Score]:
+    """Every case in every mode, `jobs` gkdtop processes at a time; scores in (case, mode) order."""
     with tempfile.TemporaryDirectory(prefix="gkdtop-corpus-") as tmp:
         home = Path(tmp)
-        for case in cases:
-            for mode in modes:
-                v = replay_verdict(case, home) if mode == "replay" else snapshot_verdict(case, home)
-                out.append(score(case, mode, v))
-    return out
+
+        def one(item: tuple[Case, str]) -> Score:
+            case, mode = item
+            v = replay_verdict(case, home) if mode == "replay" else snapshot_verdict(case, home)
+            return score(case, mode, v)
+
+        items = [(case, mode) for case in cases for mode in modes]
+        if jobs <= 1:
+            return [one(item) for item in items]
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, items))
 
 
 def totals(scores: list[Score]) -> dict[str, tuple[int, int]]:
@@ -305,10 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heldout", action="store_true", help="score the held-out third; totals only")
     ap.add_argument("--mode", choices=["replay", "snapshot", "both"], default="both")
+    ap.add_argument("--jobs", type=int, default=1, help="gkdtop processes at a time")
     args = ap.parse_args(argv)
     cases = load_cases(heldout=args.heldout)
     modes = ("replay", "snapshot") if args.mode == "both" else (args.mode,)
-    scores = evaluate(cases, modes)
+    scores = evaluate(cases, modes, jobs=args.jobs)
     print(f"{len(cases)} {'held-out' if args.heldout else 'training'} logs, modes: {', '.join(modes)}")
     print_table(scores, cases, per_log=not args.heldout)
     return 0

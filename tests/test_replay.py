@@ -139,3 +139,81 @@ def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     from gkdtop.replay import report_text
 
     assert report.started is None and "duration unknown" in report_text(report).splitlines()[0]
+
+
+# --- real jobs' lines (docs/real-logs.md): what the built-in phases make of them ---------------------
+
+VERL_START = [
+    "ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'NCCL_DEBUG': 'WARN'}}}",
+    "2025-06-12 10:31:02,123\tINFO worker.py:1852 -- Started a local Ray instance.",
+    ray("TaskRunner", 7, "TaskRunner hostname: gpu-node-1, PID: 7"),
+    ray("TaskRunner", 7, "[validate_config] All configuration checks passed successfully!"),
+    ray("TaskRunner", 7, "Using dataset class: RLHFDataset"),
+    ray("TaskRunner", 7, "dataset len: 7473"),
+    ray("TaskRunner", 7, "Size of train dataloader: 100, Size of val dataloader: 1"),
+    ray("TaskRunner", 7, "colocated worker base class <class 'verl.single_controller.base.worker.Worker'>"),
+    ray("WorkerDict", 8, "Model config after override: Qwen2Config {"),
+    ray("WorkerDict", 8, "Loading checkpoint shards: 100%|██████████| 4/4 [00:24<00:00, 6.10s/it]"),
+    ray("WorkerDict", 8, "Qwen2ForCausalLM contains 7.62B parameters"),
+]
+
+
+def test_sglang_rollout_init_crash_is_the_rollout_init(tmp_path: Path) -> None:
+    """A segfault while SGLang captures CUDA graphs (verl runs SGLang at log_level=error: the bar
+    and the crash are all it shows): failed in rollout init, no dataset hint, the signal named."""
+    lines = [*VERL_START,
+             ray("WorkerDict", 8, "Capturing batches (bs=160 avail_mem=19.88 GB):  30%|███       | 7/23 [00:05<00:11]"),
+             ray("WorkerDict", 8, "Fatal Python error: Segmentation fault"),
+             ray("WorkerDict", 8, ""),
+             ray("WorkerDict", 8, "Thread 0x00007f1c2d3e4f50 (most recent call first):"),
+             ray("WorkerDict", 8, '  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/'
+                 'cuda_graph_runner.py", line 412 in capture')]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed" and report.status.current == "rollout init"
+    hint = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
+    assert "data.train_files" not in hint and "dataset" not in hint.lower()
+    assert "Segmentation fault" in report.status.failure
+    assert "fatal-signal" in {f.name for f in report.findings}
+
+
+def test_root_cause_is_the_last_exception_and_a_second_models_load_does_not_go_back(tmp_path: Path) -> None:
+    """verl's crash: Hydra's banner, Ray's wrappers (the second names the worker method: reward
+    init), then the real exception. The reference model's load bar after the reward model's start
+    does not reopen the actor's model load."""
+    lines = [*VERL_START,
+             ray("WorkerDict", 8, "Critic overriding config {'bos_token_id': None}"),
+             ray("WorkerDict", 8, "reference model: /mnt/models/Qwen2.5-7B-Instruct"),
+             ray("WorkerDict", 8, "Loading checkpoint shards:  75%|███████   | 3/4 [00:33<00:11, 11.03s/it]"),
+             "Error executing job with overrides: ['algorithm.adv_estimator=gae']",
+             "Traceback (most recent call last):",
+             "ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunner.run() (pid=7, ip=10.0.0.1)",
+             "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.rm_init_model() (pid=8, ip=10.0.0.1)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 0 has a total capacity "
+             "of 79.11 GiB of which 1.02 GiB is free.",
+             "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    names = [s.name for s in report.status.timeline]
+    assert names.count("actor init") == 1 and names[-1] == "reward init", names
+    assert report.status.state == "failed" and report.status.current == "reward init"
+    assert report.status.failure.startswith("torch.OutOfMemoryError: CUDA out of memory")
+
+
+def test_a_step_is_placed_in_its_part(tmp_path: Path) -> None:
+    """verl prints `step:N` only after a step; within one, vLLM's wake-up and engine stats say where
+    it is. Stats with requests running and no tokens are not progress."""
+    t0 = time.time() - 3000
+    stamp = lambda dt: time.strftime("%m-%d %H:%M:%S", time.localtime(t0 + dt))  # noqa: E731
+    lines = [*VERL_START,
+             ray("TaskRunner", 7, "step:1 - actor/pg_loss:0.01 - timing_s/gen:80.1 - timing_s/step:200.2"),
+             ray("vLLMHttpServer", 9, f"INFO {stamp(0)} [executor_base.py:226] It took 0.8 seconds to wake up "
+                 "tags ['weights']."),
+             ray("vLLMHttpServer", 9, f"INFO {stamp(5)} [executor_base.py:226] It took 1.8 seconds to wake up "
+                 "tags ['kv_cache']."),
+             *[ray("vLLMHttpServer", 9, f"INFO {stamp(10 + 10 * i)} [loggers.py:118] Engine 000: Avg prompt "
+                   "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 6 reqs, Waiting: "
+                   "0 reqs") for i in range(60)]]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    st = report.status
+    assert (st.current, st.within, st.state) == ("generation", "training loop", "stalled"), (st.current, st.state)
+    assert [s.name for s in st.timeline].count("training loop") == 1

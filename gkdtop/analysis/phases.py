@@ -38,6 +38,13 @@ MAX_SPANS = 500
 MAX_RECENT_STEPS = 64
 
 
+def _root_cause(text: str) -> bool:
+    """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
+    NCCL's result-code name) nor Hydra's banner."""
+    return not (text.startswith(("nccl", "Error executing job")) or "RayTaskError(" in text
+                or "ChildFailedError" in text)
+
+
 class PhaseEngine:
     def __init__(self, config: Config, register: Callable[[str | Pattern], int]) -> None:
         self.config = config
@@ -72,6 +79,7 @@ class PhaseEngine:
         self.inner_since: float | None = None
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.by_name = {rule.name: rule for rule in self.rules}
+        self.step_phases = {name for rule in self.rules for name in rule.inner}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -90,8 +98,9 @@ class PhaseEngine:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
-        if self._want_exception_line and self.exception_id in ids:
-            self.failure = text.strip()
+        if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
+                _root_cause(text) or self.failure.startswith("Traceback")):
+            self.failure = text.strip()  # the last exception of the chain is the root cause
             self._want_exception_line = False
         if self._is_progress(line, ids):
             self._progress(t)
@@ -105,8 +114,10 @@ class PhaseEngine:
                     self._done(rule, t)
                 return
             if self.start_of[rule.name] in ids:
-                if not self._late(line, rule, t):
+                if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
+                if self.fail_id in ids:  # e.g. a RayTaskError naming the worker method that failed
+                    self._fail(text, t)
                 return
         if self.probe_id in ids and self._probe(text, t):
             return
@@ -199,15 +210,15 @@ class PhaseEngine:
                 span.status = "done"
 
     def _start(self, rule: PhaseRule, t: float) -> None:
-        self.failure = ""
-        self._want_exception_line = False
         if self._is_inner(rule):
             if self.inner is not rule:
                 self.inner, self.inner_since = rule, t
             return
         self.inner = None
         if self.current is rule and self.timeline and self.timeline[-1].end is None:
-            return  # a repeated start line inside the same phase
+            return  # a repeated start line inside the same phase (a failure in it stands)
+        self.failure = ""
+        self._want_exception_line = False
         self._close_current(t)
         self.current = rule
         span = self._open(rule.name, t)
@@ -225,6 +236,18 @@ class PhaseEngine:
         outer = self.current
         return (outer is not None and rule is not outer and rule.name in outer.inner
                 and bool(self.timeline) and self.timeline[-1].end is None)
+
+    def _behind(self, rule: PhaseRule) -> bool:
+        """A start line of a phase the job has moved past: a second model's load bar, an NCCL
+        communicator made for weight sync, the weight sync a validation runs. Jobs don't go back."""
+        if self._is_inner(rule):
+            return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
+        if not self._earlier_than_current(rule):
+            return False
+        return rule.name in self.step_phases or any(s.name == rule.name for s in self.timeline)
+
+    def _failed(self) -> bool:
+        return bool(self.timeline) and self.timeline[-1].status == "failed"
 
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
