@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.findings import FindingsEngine
-from gkdtop.analysis.lines import clean_line, parse_line, split_prefix, strip_escapes
+from gkdtop.analysis.lines import clean_line, collapse_lines, parse_line, split_prefix, strip_escapes
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import PhaseEngine
 from gkdtop.analysis.time import ClockSkew, parse_timestamp
@@ -182,10 +182,12 @@ class Analysis:
             self._finish(part, state)
 
     def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
-        """One chunk of whole lines, scanned raw (escapes aside): the lines the matcher names are
+        """One chunk of whole lines, scanned raw (escapes and `\\r` rewrites aside): the lines the matcher names are
         cleaned, confirmed, dated (their stamp, else the nearest one before them) and step lines
         parsed. No engine state is touched: this part may run in another process."""
         data = strip_escapes(data)
+        if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
+            data = collapse_lines(data)
         out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
         confirm = self.matcher.confirm
         bar_only = [self.bar_id]  # a bar's redraws matter live (did it move?), not after the fact

@@ -115,20 +115,20 @@ _NOT_NEWLINE = {"s": "[\\t\\x0b\\x0c\\r ]", "D": "[^\\d\\n]", "W": "[^\\w\\n]"}
 _SPACE_IN_CLASS = "\\t\\x0b\\x0c\\r "
 
 
-def for_chunks(text: str) -> tuple[bytes, bool]:
-    """The pattern as Hyperscan runs it on a chunk of raw lines, and whether its hits need confirming.
+def for_chunks(text: str) -> tuple[bytes, str]:
+    """The pattern as Hyperscan runs it on a chunk of raw lines, and when its hits need confirming.
 
     - each `^` may be followed by a Ray prefix (rules read the message after it);
     - nothing may match a newline (`\\s`, `\\D`, `\\W`, `[^...]` are kept off it), so no match runs
       from one line into the next;
     - `[^\\n]*$` takes the match to the end of its line: Hyperscan reports each end offset once, so a
       line reports each pattern once, at its end, however many matches it holds.
-    Hits need confirming by RE2 on the message where these do not make the answer exact: `^` (a
-    message may itself begin with `(...) `), `(?s)`, `\\n`-like escapes, non-ASCII text (Hyperscan
-    matches bytes, RE2 characters).
+    Hits need confirming by RE2 on the message where these do not make the answer exact: "always"
+    for `(?s)`, `\\n`-like escapes and non-ASCII text (Hyperscan matches bytes, RE2 characters);
+    "^" for a `^` anchor, only on a message that itself begins with `(` (it could pass for a prefix).
     """
     out: list[str] = []
-    confirm = "^" in text or not text.isascii() or bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
+    always = not text.isascii() or bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
     i, in_class, negated = 0, False, False
     while i < len(text):
         c = text[i]
@@ -139,7 +139,7 @@ def for_chunks(text: str) -> tuple[bytes, bool]:
             elif in_class and escape == "\\s":
                 escape = _SPACE_IN_CLASS
             elif in_class and escape[1:] in ("D", "W"):
-                confirm = True
+                always = True
             out.append(escape)
             i += 2
             continue
@@ -168,7 +168,7 @@ def for_chunks(text: str) -> tuple[bytes, bool]:
     chunked = "".join(out)
     if not _DOLLAR.search(text):  # Hyperscan takes no `$` inside a pattern: one with its own ends lines already
         chunked = f"(?:{chunked})[^\\n]*$"
-    return chunked.encode(), confirm
+    return chunked.encode(), "always" if always else "^" if "^" in text else ""
 
 
 def _hyperscan_db(expressions: list[bytes]) -> Any:
@@ -238,7 +238,8 @@ class Matcher:
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]
-        self._confirm = frozenset(i for i, (_, confirm) in enumerate(chunked) if confirm)
+        self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when == "always")
+        self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if when == "^"}
         self._in_prefix: dict[tuple[str, int], bool] = {}  # (Ray prefix, id): the pattern matches inside it
         self._local = threading.local()  # Hyperscan scratch space is per thread
         self._db: Any = None
@@ -296,10 +297,10 @@ class Matcher:
         Only ids whose answer the chunk scan could get wrong are checked: patterns `for_chunks` says
         need it, and on a prefixed line those that match inside the prefix itself (known per prefix);
         `everything` when the scanned bytes were not the message's (controls, `\\r` rewrites, UTF-8)."""
-        confirm = self._confirm
-        if everything:
-            check = ids
-        elif prefix:
+        if everything:  # the message is not what was scanned: scan the message itself (one call, all ids)
+            return self.scan_texts([message]).get(0, [])
+        confirm = self._confirm_paren if message[:1] == "(" else self._confirm
+        if prefix:
             in_prefix = self._in_prefix
             if len(in_prefix) > 10_000:
                 in_prefix.clear()
