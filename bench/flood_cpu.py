@@ -11,6 +11,7 @@ The floor (issue 14): at most 20% of a core at 100k lines/s. Baseline in the sam
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,8 @@ def by_hand(log: Path, rate: int, seconds: float) -> float:
     ere = DEFAULT_FILTER.replace(r"\d", "[0-9]")
     writer = subprocess.Popen([sys.executable, str(WRITER), str(log), "--rate", str(rate)], stderr=subprocess.DEVNULL)
     time.sleep(1)
-    pipe = subprocess.Popen(f"tail -F {log} | grep --line-buffered -E '{ere}' > /dev/null", shell=True)
+    pipe = subprocess.Popen(f"tail -F {shlex.quote(str(log))} | grep --line-buffered -E {shlex.quote(ere)} > /dev/null",
+                            shell=True)
     try:
         time.sleep(2)
         procs = [psutil.Process(pipe.pid), *psutil.Process(pipe.pid).children(recursive=True)]
