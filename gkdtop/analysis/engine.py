@@ -79,7 +79,9 @@ class Analysis:
         found = self._ids.get(text)
         if found is None:
             found = self._ids[text] = len(self.patterns)
-            self.patterns.append(pattern if isinstance(pattern, Pattern) else compile_pattern(text))
+            # A text here is gkdtop's own pattern or one config.py has checked already: compiled on use.
+            self.patterns.append(pattern if isinstance(pattern, Pattern)
+                                 else compile_pattern(text, every_engine=False, lazy=True))
         return found
 
     # --- live -----------------------------------------------------------------------------------
