@@ -184,9 +184,9 @@ class Analysis:
             self._finish(part, state)
 
     def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
-        """One chunk of whole lines, scanned raw (escapes and `\\r` rewrites aside): the lines the matcher names are
-        cleaned, confirmed, dated (their stamp, else the nearest one before them) and step lines
-        parsed. No engine state is touched: this part may run in another process."""
+        """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
+        aside): the lines the matcher names are cleaned, confirmed, dated (their stamp, else the
+        nearest one before them) and step lines parsed. Engines are fed by `_apply`, in order."""
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
