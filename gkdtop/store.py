@@ -12,8 +12,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.engine import Analysis, HistoryRange
 from gkdtop.analysis.matcher import Pattern
+from gkdtop.analysis.phases import PhaseEngine
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -35,8 +36,6 @@ LINES = 5000  # log lines kept for scrollback and re-filtering
 def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
     """Files' content from before they were followed, `(path, size, mtime, finished)` each, into
     `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
-    from gkdtop.analysis.engine import HistoryRange
-
     for path, size, mtime, final in history:
         with contextlib.suppress(OSError):
             analysis.read_history([HistoryRange(path, 0, size, mtime, final)])
@@ -206,7 +205,7 @@ class Store:
         return self.analysis.findings()
 
     @property
-    def phases(self) -> Any:  # the phase engine (timeline, steps): tests and the bundle read it
+    def phases(self) -> PhaseEngine:  # the phase engine (timeline, steps): tests and the bundle read it
         return self.analysis.phases
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:

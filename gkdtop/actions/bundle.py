@@ -180,14 +180,15 @@ class _Bundle:
               "the store as `gkdtop snapshot --json` prints it (docs/snapshot.md)")
 
     def phases(self, w: _Writer) -> None:
+        from gkdtop.replay import timeline_json
+
         status = self.store.phase_status(self.now)
         doc = {
             "current": status.current, "state": status.state, "since": status.since, "expected": status.expected,
             "stalled_for": status.stalled_for, "failure": status.failure, "hint": status.hint,
             "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
-            "timeline": [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration,
-                          "status": s.status} for s in status.timeline],
+            "timeline": timeline_json(status),
         }
         w.add("phases.json", _dumps(self.redactor.obj(json.loads(_dumps(doc)), "phases.json")),
               "the phase timeline and the current verdict")
