@@ -16,7 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gkdtop.analysis.lines import clean_bytes, collapse_lines, decode, last_segment, parse_into, parse_line, strip_ansi
+from gkdtop.analysis.lines import (
+    clean_bytes,
+    clean_line,
+    collapse_lines,
+    decode,
+    parse_into,
+    parse_line,
+    strip_ansi,
+)
 from gkdtop.model import LogFileState, LogLine
 from gkdtop.safeopen import kind_of, open_regular
 
@@ -457,10 +465,7 @@ class _Follower:
 
     def _text_of(self, buf: bytes, dropped: int) -> tuple[str, int]:
         """One line's bytes to (text, bytes cut): the careful path for pending and odd lines."""
-        buf = clean_bytes(buf)
-        if b"\r" in buf:
-            buf = last_segment(buf)
-        text = decode(buf)
+        text = clean_line(buf)
         if len(text) > self.max_line:
             dropped += len(text[self.max_line :].encode("utf-8", "surrogatepass"))
             text = text[: self.max_line]
