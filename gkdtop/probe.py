@@ -25,12 +25,21 @@ recycled PID, is never signalled (SIGUSR1's default action would kill it). The p
 `$GKDTOP_RUN_DIR/probe`, else `$XDG_CACHE_HOME/gkdtop/probe` (`~/.cache/gkdtop/probe`), read from
 the target's own environment by `gkdtop stacks`.
 
-Cost when nobody watches: two short lines per phase, one `faulthandler.register` call; no thread.
+`install()` also starts one thread (`gkdtop-probe-fr`) that sleeps in `open()` on a FIFO,
+`<probe dir>/fr-<pid>.pipe`. A line written to it (`gkdtop stacks` writes the request's token) makes
+the thread dump torch's Flight Recorder (`_dump_fr_trace_json`: the last collectives of every process
+group, gloo included) with this process's rank in each group, and write it to `fr-<pid>.json`
+(atomically). It is a thread and not a signal handler because a rank that hangs has its main thread
+blocked in C: a Python signal handler would never run there, and the GIL is free for this thread.
+
+Cost when nobody watches: two short lines per phase, one `faulthandler.register` call, one thread
+blocked in the kernel.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import signal
 import sys
@@ -41,19 +50,23 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["STACK_SIGNAL", "install", "installed_file", "log", "log_gpu_info", "phase", "probe_dir", "stack_file"]
+__all__ = ["STACK_SIGNAL", "flight_record", "fr_file", "fr_pipe", "install", "installed_file", "log", "log_gpu_info",
+           "phase", "probe_dir", "stack_file"]
 
 ENV_ENABLE = "GKDTOP_PROBE"
 ENV_RUN_DIR = "GKDTOP_RUN_DIR"
 ENV_ROLE = "GKDTOP_ROLE"
 STACK_SIGNAL = signal.SIGUSR1
 HEADER = "# gkdtop.probe faulthandler"
+FR_THREAD = "gkdtop-probe-fr"
+FR_MAX_REQUEST = 256
 TAG = "[gkdtop]"
 
 _lock = threading.Lock()
 _stack_out: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _stack_path: Path | None = None
 _signum: int = STACK_SIGNAL
+_fr_pid: int = 0  # the PID whose request thread runs (a forked child starts its own)
 
 
 # ------------------------------------------------------------------ where the stack file lives
@@ -71,6 +84,16 @@ def probe_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 def stack_file(pid: int, environ: Mapping[str, str] | None = None) -> Path:
     return probe_dir(environ) / f"faulthandler-{pid}.txt"
+
+
+def fr_pipe(pid: int, environ: Mapping[str, str] | None = None) -> Path:
+    """The FIFO on which the probe of process `pid` waits for Flight Recorder dump requests."""
+    return probe_dir(environ) / f"fr-{pid}.pipe"
+
+
+def fr_file(pid: int, environ: Mapping[str, str] | None = None) -> Path:
+    """Where the probe of process `pid` writes its answer (replaced by each dump)."""
+    return probe_dir(environ) / f"fr-{pid}.json"
 
 
 def process_start(pid: int | str = "self") -> str:
@@ -94,6 +117,7 @@ def install(signum: int = STACK_SIGNAL) -> Path | None:
         pid = os.getpid()
         if _stack_out is not None and _stack_path is not None and _stack_path.name == f"faulthandler-{pid}.txt":
             return _stack_path
+        _start_fr_listener(pid)
         current = signal.getsignal(signum)
         if _stack_out is None and current not in (signal.SIG_DFL, None):
             return None  # the job uses this signal itself
@@ -124,6 +148,109 @@ def _after_fork() -> None:
 def installed_file() -> Path | None:
     """This process's stack file, if `install()` ran here."""
     return _stack_path if _stack_path is not None and _stack_path.name == f"faulthandler-{os.getpid()}.txt" else None
+
+
+# ------------------------------------------------------------------ Flight Recorder on request
+
+
+def _start_fr_listener(pid: int) -> None:
+    """Make this PID's request FIFO and the thread that waits on it (threads do not survive a fork)."""
+    global _fr_pid
+    if _fr_pid == pid:
+        return
+    _fr_pid = pid
+    path = fr_pipe(pid)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with suppress(FileNotFoundError):
+            path.unlink()  # an earlier process's FIFO with this PID
+        os.mkfifo(path, 0o600)
+    except OSError:
+        return
+    threading.Thread(target=_fr_loop, args=(path, pid), name=FR_THREAD, daemon=True).start()
+
+
+def _fr_loop(path: Path, pid: int) -> None:
+    while os.getpid() == pid:
+        try:
+            fd = os.open(path, os.O_RDONLY)  # blocks, GIL released, until gkdtop opens it for writing
+        except OSError:
+            return  # the FIFO was removed: nobody can ask any more
+        try:
+            request = os.read(fd, FR_MAX_REQUEST)
+        except OSError:
+            request = b""
+        finally:
+            os.close(fd)
+        token = request.decode(errors="replace").strip()[:64]
+        if token:
+            with suppress(Exception):  # the job must never fail because of its probe
+                _write_atomically(fr_file(pid), json.dumps(flight_record(token)))
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def flight_record(token: str = "") -> dict[str, Any]:
+    """This process's Flight Recorder dump, with who it is and its rank in each process group it holds.
+
+    The dump itself names groups but not this process's rank in them, and a group made outside
+    torch.distributed's registry (a bare ProcessGroupGloo over a TCPStore, as vLLM and verl build
+    their weight-sync groups) is in no registry at all: those are found among the objects Python holds.
+    """
+    out: dict[str, Any] = {"pid": os.getpid(), "start": process_start(), "token": token, "time": time.time(),
+                           "identity": identity(), "groups": [], "trace": None, "error": ""}
+    if "torch.distributed" not in sys.modules:
+        out["error"] = "torch.distributed is not imported in this process"
+        return out
+    torch = sys.modules["torch"]
+    try:
+        raw = torch._C._distributed_c10d._dump_fr_trace_json(True, False)
+        out["trace"] = json.loads(raw)
+    except Exception as exc:
+        out["error"] = f"Flight Recorder dump failed: {type(exc).__name__}: {exc}"[:300]
+        return out
+    if not out["trace"].get("entries") and not (os.environ.get("TORCH_FR_BUFFER_SIZE")
+                                                or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")):
+        out["error"] = "Flight Recorder is off in this process (TORCH_FR_BUFFER_SIZE is not set)"
+    with suppress(Exception):
+        out["groups"] = _process_groups(torch)
+    return out
+
+
+def _process_groups(torch: Any) -> list[dict[str, Any]]:
+    """Every process group this process is in: name, description, its rank, size, and members' ranks."""
+    import gc
+
+    c10d = torch._C._distributed_c10d
+    dist_c10d = sys.modules.get("torch.distributed.distributed_c10d")
+    groups: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    if dist_c10d is not None:
+        world = dist_c10d._world
+        for pg, name in list(world.pg_names.items()):
+            seen.add(id(pg))
+            with suppress(Exception):
+                ranks = sorted(world.pg_group_ranks.get(pg, {}))
+                groups.append({"name": name, "desc": getattr(pg, "group_desc", "") or "", "rank": int(pg.rank()),
+                               "size": int(pg.size()), "ranks": ranks, "registered": True})
+    kinds = (c10d.ProcessGroup, c10d.Backend)
+    for holder in gc.get_objects():  # pybind objects are not tracked themselves; what holds them is
+        if type(holder) is not dict:
+            continue
+        for value in list(holder.values()):
+            if id(value) in seen or not issubclass(type(value), kinds):
+                continue
+            seen.add(id(value))
+            with suppress(Exception):
+                size = int(value.size())
+                groups.append({"name": str(getattr(value, "group_name", "") or ""),
+                               "desc": str(getattr(value, "group_desc", "") or ""), "rank": int(value.rank()),
+                               "size": size, "ranks": list(range(size)), "registered": False})
+    return groups
 
 
 # ------------------------------------------------------------------ identity and lines

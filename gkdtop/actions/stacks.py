@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gkdtop.actions.collectives import CollectiveReport
 from gkdtop.model import ProcInfo
 
 SCHEMA = 1
@@ -45,6 +46,8 @@ PASS_THROUGH_RE = re.compile(
 PLUMBING_PATHS = ("ray/_private/", "ray/util/tracing/", "ray/actor.py", "ray/remote_function.py")
 STDLIB_RE = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
 SUMMARY_DEPTH = 3
+FR_THREAD = "gkdtop-probe-fr"  # gkdtop.probe.FR_THREAD (not imported: the probe module stays standalone)
+PROBE_FILE = "gkdtop/probe.py"
 
 
 @dataclass(slots=True)
@@ -108,6 +111,7 @@ class StackReport:
     py_spy: str = ""
     seconds: float = 0.0
     nccl_traces: list[NcclTrace] = field(default_factory=list)
+    collectives: CollectiveReport | None = None  # Flight Recorder: which rank is in which collective
 
 
 @dataclass(slots=True)
@@ -148,7 +152,8 @@ def dump_stacks(
     """Dump every target in parallel (py-spy pauses each process only for its own dump), then group.
 
     A process py-spy cannot read (py-spy missing, ptrace denied, ...) is dumped by faulthandler when
-    it runs gkdtop.probe; with `nccl_trace`, ranks with a Flight Recorder trigger pipe dump their trace too.
+    it runs gkdtop.probe; with `nccl_trace`, every rank that can (gkdtop.probe's request FIFO, torch's
+    NCCL trigger pipe) dumps its Flight Recorder too, and the dumps are analysed (actions/collectives.py).
     """
     start = time.time()
     exe = py_spy or find_py_spy(search)
@@ -164,9 +169,16 @@ def dump_stacks(
     else:
         dumps = []
     traces = trigger_nccl_traces(procs, wait=min(timeout, 5.0)) if nccl_trace and procs else []
+    colls = None
+    if nccl_trace and procs:
+        from gkdtop.actions import collectives
+
+        colls = collectives.collect(procs, traces, wait=min(timeout, 5.0))
+        colls = colls if colls.dumps else None
     groups = group_stacks(dumps)
     return StackReport(time=start, native=native, dumps=dumps, groups=groups, outliers=outliers(dumps, groups),
-                       py_spy=exe or "", seconds=round(time.time() - start, 3), nccl_traces=traces)
+                       py_spy=exe or "", seconds=round(time.time() - start, 3), nccl_traces=traces,
+                       collectives=colls)
 
 
 def _proc_info(pid: int) -> ProcInfo:
@@ -550,6 +562,8 @@ def is_background(thread: ThreadStack) -> bool:
         return True
     if any(is_collective(f) for f in frames):
         return False
+    if thread.name == FR_THREAD or all(f.path.endswith(PROBE_FILE) for f in frames):
+        return True  # gkdtop.probe's own thread, waiting for a Flight Recorder request
     if frames[0].function.endswith("main_loop") and _library(frames[0]):
         return True  # a Ray worker's main thread between tasks: the work, if any, is on another thread
     return thread.name != "MainThread" and all(_library(f) for f in frames)
@@ -700,7 +714,14 @@ def report_json(report: StackReport) -> dict[str, object]:
              "bytes": t.bytes}
             for t in report.nccl_traces
         ],
+        "collectives": _collectives_json(report.collectives),
     }
+
+
+def _collectives_json(report: CollectiveReport | None) -> dict[str, object] | None:
+    from gkdtop.actions import collectives
+
+    return collectives.report_json(report) if report is not None else None
 
 
 def _plural(n: int) -> str:
@@ -728,6 +749,8 @@ def report_text(report: StackReport) -> str:
            + ("  (native)" if report.native else "")]
     if odd:
         out.append("NOT WHERE THE OTHERS ARE: " + ", ".join(f"{p} ({dumps[p].label})" for p in report.outliers))
+    if report.collectives is not None and report.collectives.sentence:
+        out.append("COLLECTIVES (Flight Recorder): " + report.collectives.sentence)
     for group in report.groups:
         mark = ("  [collective]" if group.collective else "") + ("  <-- OUTLIER" if odd & set(group.pids) else "")
         out += ["", f"== {_plural(len(group.pids))}: {group.summary}{mark}"]
@@ -744,6 +767,10 @@ def report_text(report: StackReport) -> str:
         out += ["", f"== Flight Recorder dumps asked for: {sum(t.ok for t in report.nccl_traces)} written"]
         out += [f"   {t.pid:>7}  rank {t.rank}: " + (f"{t.file} ({t.bytes} bytes)" if t.ok else t.error)
                 for t in report.nccl_traces]
+    if report.collectives is not None:
+        from gkdtop.actions import collectives
+
+        out += ["", *collectives.report_lines(report.collectives)]
     if ok:
         out += ["", "== every process, all threads"]
     for dump in report.dumps:
@@ -768,6 +795,10 @@ def write_report(report: StackReport, directory: Path | str | None = None) -> Pa
     path, n = folder / f"{stem}.json", 1
     while path.exists() or path.with_suffix(".txt").exists():  # two dumps in one second keep both
         path, n = folder / f"{stem}-{n}.json", n + 1
+    if report.collectives is not None:  # the raw dumps first: the JSON names where they went
+        from gkdtop.actions import collectives
+
+        collectives.save_dumps(report.collectives, path.with_name(path.stem + "-fr"))
     path.with_suffix(".txt").write_text(report_text(report), encoding="utf-8")
     path.write_text(json.dumps(report_json(report), indent=1) + "\n", encoding="utf-8")
     return path
