@@ -79,6 +79,23 @@ def _free_run_dir(root: Path, now: float) -> Path:
     raise RuntimeError(f"no free run directory name under {root}")
 
 
+def flight_recorder_env(run_dir: Path) -> dict[str, str]:
+    """PyTorch's Flight Recorder on, its dumps and trigger pipes in the run directory.
+
+    Both names of each setting: torch 2.13 reads TORCH_FR_BUFFER_SIZE for any backend (gloo too), but
+    creates the NCCL trigger pipe only when the old TORCH_NCCL_TRACE_BUFFER_SIZE is set, and releases
+    before 2.5 know only the old names. `doctor` checks these arrived in every Ray worker (FR_ENV_NAMES).
+    """
+    dump = str(run_dir / "nccl_trace_rank_")
+    return {"TORCH_FR_BUFFER_SIZE": str(TRACE_BUFFER_SIZE), "TORCH_NCCL_TRACE_BUFFER_SIZE": str(TRACE_BUFFER_SIZE),
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_DUMP_TEMP_FILE": dump,
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": dump,
+            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": str(run_dir / "nccl_trace_pipe_rank_")}
+
+
+FR_ENV_NAMES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+
+
 def plan_run(opts: RunOptions, environ: Mapping[str, str] | None = None, run_dir: Path | None = None) -> RunPlan:
     """The run directory, the log and the environment for `opts.command`; creates nothing."""
     if not opts.command:
@@ -91,12 +108,7 @@ def plan_run(opts: RunOptions, environ: Mapping[str, str] | None = None, run_dir
     # (name, value, explicit): a default gives way to the user's own value; an explicit option does not.
     wanted: list[tuple[str, str, bool]] = [
         ("NCCL_DEBUG", (opts.nccl_debug or "WARN").upper(), opts.nccl_debug is not None),
-        # Flight Recorder: read by torch (FlightRecorder: TORCH_FR_BUFFER_SIZE or this older name; the
-        # trigger pipe of older releases reads only this one, so it is the name that works everywhere).
-        ("TORCH_NCCL_TRACE_BUFFER_SIZE", str(TRACE_BUFFER_SIZE), False),
-        ("TORCH_NCCL_DUMP_ON_TIMEOUT", "1", False),
-        ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(run_dir / "nccl_trace_rank_"), False),
-        ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", str(run_dir / "nccl_trace_pipe_rank_"), False),
+        *((name, value, False) for name, value in flight_recorder_env(run_dir).items()),
         ("PYTHONFAULTHANDLER", "1", False),
         ("PYTHONUNBUFFERED", "1", False),  # the log is a pipe or a file: without it Python holds lines back
     ]

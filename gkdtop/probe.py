@@ -222,7 +222,11 @@ def flight_record(token: str = "") -> dict[str, Any]:
 
 
 def _process_groups(torch: Any) -> list[dict[str, Any]]:
-    """Every process group this process is in: name, description, its rank, size, and members' ranks."""
+    """The process groups this process is in: name, description, its rank, size, and members' ranks.
+
+    torch.distributed's registry, then the heap: a rank that never ran a collective in a group has no
+    entry naming it, yet it is the member the others wait for.
+    """
     import gc
 
     c10d = torch._C._distributed_c10d
@@ -238,10 +242,10 @@ def _process_groups(torch: Any) -> list[dict[str, Any]]:
                 groups.append({"name": name, "desc": getattr(pg, "group_desc", "") or "", "rank": int(pg.rank()),
                                "size": int(pg.size()), "ranks": ranks, "registered": True})
     kinds = (c10d.ProcessGroup, c10d.Backend)
-    for holder in gc.get_objects():  # pybind objects are not tracked themselves; what holds them is
-        if type(holder) is not dict:
-            continue
-        for value in list(holder.values()):
+    # pybind objects are not tracked by the GC themselves, but what holds them is (an actor's attributes
+    # live inline in the object since Python 3.11, so look at every object's referents, not only dicts).
+    for holder in gc.get_objects():
+        for value in gc.get_referents(holder):
             if id(value) in seen or not issubclass(type(value), kinds):
                 continue
             seen.add(id(value))

@@ -256,7 +256,7 @@ def wait_run_info(cache: Path, timeout: float = 20.0) -> dict:
 
 
 def test_faults_are_the_documented_ones() -> None:
-    assert FAULTS == ("hang-sync", "stall-dataset", "crash-rollout", "infeasible", "leak")
+    assert FAULTS == ("hang-sync", "mismatch-sync", "stall-dataset", "crash-rollout", "infeasible", "leak")
     for fault in FAULTS:
         assert parse_args(["--fault", fault]).fault == fault
 

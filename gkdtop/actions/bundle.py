@@ -37,6 +37,7 @@ TAIL_BYTES = 4 * 1024 * 1024  # read at most this much of a log's end
 FILTERED_LINES = 5000
 SESSION_LOGS = 48  # newest Ray session files taken
 STACK_FILES = 6  # the newest three dumps: each is a .json and a .txt
+STACK_FR_FILES = 64  # Flight Recorder dumps kept per stack dump (one per rank)
 STACK_FILE_MAX = 16 * 1024 * 1024
 TRACE_FILE_MAX = 64 * 1024 * 1024
 TRACE_TOTAL_MAX = 256 * 1024 * 1024
@@ -355,7 +356,7 @@ class _Bundle:
 
     def stacks(self, w: _Writer) -> None:
         try:
-            files = [p for p in self.stacks_dir.rglob("*") if p.is_file()]
+            files = [p for p in self.stacks_dir.rglob("*") if p.is_file() and not p.parent.name.endswith("-fr")]
         except OSError:
             files = []
         if not files:
@@ -379,6 +380,22 @@ class _Bundle:
             name = f"stacks/{_safe(path.name)}"
             w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
                   .encode() + b"\n", "a stack dump (`gkdtop stacks` / the s key: py-spy)", path=str(path))
+            kept = path.with_name(path.stem + "-fr")  # the Flight Recorder dumps that report analysed
+            if path.suffix == ".json" and kept.is_dir():
+                for dump in sorted(kept.iterdir())[:STACK_FR_FILES]:
+                    self.saved_fr_dump(w, dump, f"flight-recorder/{_safe(kept.name)}/{_safe(dump.name)}")
+
+    def saved_fr_dump(self, w: _Writer, path: Path, name: str) -> None:
+        try:
+            if not path.is_file() or path.stat().st_size > TRACE_FILE_MAX:
+                self.notes.append(f"{path}: Flight Recorder dump left out (not a file, or over the limit)")
+                return
+            data = path.read_bytes()
+        except OSError as exc:
+            self.notes.append(f"{path}: not read ({exc.strerror or exc})")
+            return
+        w.add(name, data, "a Flight Recorder dump kept by a stack dump (its analysis is the report's "
+              "`collectives`; JSON from gkdtop.probe, or torch's pickle from the NCCL trigger pipe)", path=str(path))
 
     def trace_prefixes(self) -> list[str]:
         """The dump prefix we were given (or ours, or torch's default), plus each job process's own (`gkdtop run`

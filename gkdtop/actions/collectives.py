@@ -433,10 +433,9 @@ def _ranks_text(ranks: Sequence[int]) -> str:
 
 
 def _group_text(finding: GroupFinding) -> str:
-    if finding.name:
-        return finding.name if not finding.desc or finding.desc in (finding.name, "undefined") \
-            else f"{finding.name} ({finding.desc})"
-    return f"the unnamed {len(finding.ranks)}-rank group"
+    if finding.desc and finding.desc not in (finding.name, "undefined"):
+        return f"{finding.desc} (group {finding.name})" if finding.name else finding.desc
+    return finding.name or f"the unnamed {len(finding.ranks)}-rank group"
 
 
 def _where(states: Sequence[RankState], op: str, seq: int | None) -> str:

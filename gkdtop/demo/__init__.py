@@ -11,6 +11,8 @@ from __future__ import annotations
 FAULT_HELP: dict[str, str] = {
     "hang-sync": "actor rank 1 never joins the initial weight-sync collective; rank 0 and the rollout "
     "block in it (gloo timeout 1 h)",
+    "mismatch-sync": "at the initial weight sync actor rank 1 calls all_reduce where the others broadcast: "
+    "a collective type mismatch, all three block",
     "stall-dataset": "dataset generation blocks on a cache lock that a writer thread never releases",
     "crash-rollout": "the rollout worker dies with SIGSEGV at step 2; the driver gets ActorDiedError",
     "infeasible": "the resource pool asks for GPUs the cluster does not have; placement never happens",

@@ -10,7 +10,7 @@ Run as `python -m gkdtop.demo.job --steps N [--fault F]`. The driver starts a pr
   `RolloutWorker` (samples responses from the student's current weights) and a `TeacherWorker`
   (a fixed, sharper LM that returns its log-probs over the vocabulary),
 - weight sync: actor ranks 0/1 and the rollout form a second gloo group (a stateless
-  ProcessGroupGloo over a TCPStore, as vLLM / verl build theirs); rank 0 broadcasts every tensor,
+  ProcessGroupGloo over a TCPStore, as vLLM / verl build theirs, named `weight_sync`); rank 0 broadcasts every tensor,
   then all members all_reduce a checksum to confirm it,
 - per step: generate -> teacher log-probs -> actor update (reverse KL to the teacher, gradients
   all_reduced) -> weight sync, with one verl-style `step:N - timing_s/... - actor/kl_loss:...` line.
@@ -22,6 +22,9 @@ Faults (`--fault`), each a real failure:
   broadcast (`WeightSyncMember.broadcast_weights`; gloo timeout 1 h), rank 1 sits idle in Ray's
   main loop, the TaskRunner blocks in ray.get. The log stops after `Starting weight
   synchronization...` and rank 0's `[SYNC] Starting weight synchronization`.
+- mismatch-sync: at the initial weight sync, actor rank 1 calls the checksum's all_reduce where
+  the others broadcast the first tensor: different collectives at the same sequence number of the
+  weight-sync group. All three block (gloo timeout 1 h); the Flight Recorder names the type mismatch.
 - stall-dataset: a "shard writer" thread takes the dataset cache lock (flock) and waits on a queue
   that never fills; the TaskRunner's main thread blocks in flock() right after
   `Generating train split: 0 examples`.
@@ -67,6 +70,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from gkdtop import probe  # noqa: F401 - with GKDTOP_PROBE=1 (gkdtop demo, gkdtop run) this installs it
 from gkdtop.demo import FAULT_HELP, FAULTS
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -256,11 +260,17 @@ class WeightSyncMember:
     sync_rank: int = -1
 
     def join_sync_group(self, host: str, port: int, rank: int, size: int) -> int:
-        _quiet_torch()
+        torch = _quiet_torch()
         import torch.distributed as dist
 
         store = dist.TCPStore(host, port, size, is_master=rank == 0, timeout=timedelta(seconds=300))
-        self.sync_pg = dist.ProcessGroupGloo(dist.PrefixStore("weight_sync", store), rank, size, GLOO_TIMEOUT)
+        prefixed = dist.PrefixStore("weight_sync", store)
+        gloo = dist.ProcessGroupGloo(prefixed, rank, size, GLOO_TIMEOUT)
+        # Named, as torch names the groups it makes: the Flight Recorder records each collective's group name.
+        self.sync_pg = dist.ProcessGroup(prefixed, rank, size)
+        self.sync_pg._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, gloo)
+        self.sync_pg._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+        self.sync_pg._set_group_name("weight_sync")
         self.sync_rank = rank
         return os.getpid()
 
@@ -324,6 +334,10 @@ class OnPolicyDistillActor(WeightSyncMember):
         if self.cfg.fault == "hang-sync" and version == 0 and self.rank == 1:
             # The bug under test: this rank takes a code path that never joins the collective.
             return {"rank": self.rank, "skipped": True}
+        if self.cfg.fault == "mismatch-sync" and version == 0 and self.rank == 1:
+            # The bug under test: this rank confirms a checksum before any weights were sent.
+            torch = _quiet_torch()
+            self._allreduce_max(torch.zeros(2, dtype=torch.float64))
         params = [p.data for p in self.model.parameters()]
         nbytes = sum(t.numel() * t.element_size() for t in params)
         t0 = time.monotonic()

@@ -355,6 +355,10 @@ def start_demo(opts: DemoOptions) -> DemoRun:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     if not opts.ray_address:
         env.pop("RAY_ADDRESS", None)
+    # As `gkdtop run` would: the Flight Recorder on, and the probe (which job.py imports) answering for it.
+    from gkdtop.jobrun import flight_recorder_env
+
+    env = {**flight_recorder_env(run_dir), **env, "GKDTOP_PROBE": "1", "GKDTOP_RUN_DIR": str(run_dir)}
     with open(log_path, "ab", buffering=0) as log:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(_job_command(opts, run_dir, ray_temp_dir, ports), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
