@@ -60,6 +60,7 @@ STACK_SIGNAL = signal.SIGUSR1
 HEADER = "# gkdtop.probe faulthandler"
 FR_THREAD = "gkdtop-probe-fr"
 FR_MAX_REQUEST = 256
+NOT_DISTRIBUTED = "torch.distributed is not imported in this process"
 TAG = "[gkdtop]"
 
 _lock = threading.Lock()
@@ -204,7 +205,7 @@ def flight_record(token: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"pid": os.getpid(), "start": process_start(), "token": token, "time": time.time(),
                            "identity": identity(), "groups": [], "trace": None, "error": ""}
     if "torch.distributed" not in sys.modules:
-        out["error"] = "torch.distributed is not imported in this process"
+        out["error"] = NOT_DISTRIBUTED
         return out
     torch = sys.modules["torch"]
     try:

@@ -235,9 +235,18 @@ def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[Fr
     return out
 
 
+def is_rank(dump: FrDump) -> bool:
+    """Is the process a rank of something? (not the driver, not a worker that never made a process group)"""
+    from gkdtop import probe
+
+    if not dump.ok:
+        return dump.error != probe.NOT_DISTRIBUTED
+    return bool(dump.trace.get("entries") or dump.groups)
+
+
 def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: float = 5.0) -> CollectiveReport:
     """Dumps from every rank (probe and trigger pipe), analysed; a process answering both keeps the probe's."""
-    dumps = request_probe_dumps(procs, wait=wait)
+    dumps = [d for d in request_probe_dumps(procs, wait=wait) if is_rank(d)]
     have = {d.pid for d in dumps if d.ok}
     dumps += [d for d in read_pipe_dumps(nccl_traces, procs) if d.pid not in have]
     return analyze(dumps)

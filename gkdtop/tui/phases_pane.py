@@ -169,6 +169,10 @@ def stall_stacks_note(taken: Any) -> Text:
     text.append("stacks taken at the stall", "bold")
     text.append(f" {time.strftime('%H:%M:%S', time.localtime(taken.taken))}: {groups} distinct"
                 + (f", {odd} not where the others are" if odd else "") + " · press s\n")
+    colls = getattr(taken.report, "collectives", None)
+    if colls is not None and colls.sentence:  # Flight Recorder: who is not in which collective
+        text.append("  collectives: ", "bold")
+        text.append(colls.sentence + "\n", "bold red" if any(g.kind for g in colls.groups) else "")
     return text
 
 

@@ -78,9 +78,15 @@ class StacksScreen(ModalScreen[None]):
             status.append(f"\n{when}", "bold")
         if outliers:
             status.append(f"\nnot where the others are: {', '.join(map(str, sorted(outliers)))}", "bold red")
+        colls = getattr(report, "collectives", None)
+        if colls is not None and colls.sentence:
+            status.append("\ncollectives: ", "bold")
+            status.append(colls.sentence, "bold red" if any(g.kind for g in colls.groups) else "")
         self.query_one("#status", Static).update(status)
         tree = self.query_one(Tree)
         tree.clear()
+        if colls is not None:
+            _add_collectives(tree.root, colls)
         for group in report.groups:
             odd = any(pid in outliers for pid in group.pids)
             label = Text(f"{len(group.pids)} process{'es' if len(group.pids) != 1 else ''}", "bold")
@@ -114,3 +120,23 @@ def _add_dump(parent: Any, dump: Any, pid: int, odd: bool) -> None:
                               "dim" if thread.idle else "bold"), expand=not thread.idle and odd)
         for frame in thread.frames:
             tnode.add_leaf(Text(f"{frame.function}  {frame.file}:{frame.line}"))
+
+
+def _add_collectives(parent: Any, report: Any) -> None:
+    """The Flight Recorder's view beside the py-spy groups: per group, where each rank is."""
+    ok = sum(d.ok for d in report.dumps)
+    node = parent.add(Text(f"Flight Recorder: {ok} of {len(report.dumps)} ranks dumped"
+                           + (f" · {report.error}" if report.error else ""), "bold"),
+                      expand=any(g.kind for g in report.groups))
+    for group in report.groups:
+        gnode = node.add(Text(group.sentence, "bold red" if group.kind else ""), expand=bool(group.kind))
+        for s in group.states:
+            where = f"in {s.current} #{s.current_seq}" if s.current else "in no collective"
+            done = "-" if s.last_completed is None else str(s.last_completed)
+            style = "bold red" if s.rank in group.culprits else ""
+            gnode.add_leaf(Text(f"rank {s.rank}  pid {s.pid}  {s.label}: last completed #{done}, {where}", style))
+        if group.detail:
+            gnode.add_leaf(Text(f"torch: {group.detail}", "dim"))
+    for dump in report.dumps:
+        if not dump.ok:
+            node.add_leaf(Text(f"pid {dump.pid} {dump.label}: {dump.error}", "yellow"))
