@@ -360,11 +360,39 @@ def test_hang_sync_deadlocks_in_the_collective_and_stop_cleans_up(demo: Callable
     assert any("broadcast_weights" in f for f in frames[rollout])
     assert not any("broadcast_weights" in f for f in frames[ranks[1]])
     assert report["outliers"] == [ranks[1]], report["outliers"]
+    # The Flight Recorder says it below Python: rank 1 never entered the first broadcast of weight_sync.
+    colls = report["collectives"]
+    sync = next(g for g in colls["groups"] if g["name"] == "weight_sync")
+    assert (sync["kind"], sync["missing"], sync["op"], sync["seq"]) == ("missing ranks", [1], "broadcast", 1), sync
+    assert {s["rank"]: s["pid"] for s in sync["states"]} == {0: ranks[0], 1: ranks[1], 2: rollout}
+    assert colls["sentence"].startswith("rank 1 (OnPolicyDistillActor) never entered broadcast #1 of weight_sync")
 
     sessions = run_sessions(run)
     run.stop()
     assert run.returncode == 128 + signal.SIGTERM  # the driver tore down by itself, no SIGKILL needed
     assert_nothing_left(seen, sessions, str(run.ray_temp_dir), run.started, launcher=psutil.Process())
+
+
+def test_mismatch_sync_is_named_a_type_mismatch_with_its_culprit(demo: Callable[..., DemoRun]) -> None:
+    run = demo(steps=3, fault="mismatch-sync")
+    text = wait_for_log(run.log_path, r"\[SYNC\] Starting weight synchronization", 120, alive=run.running)
+    starts = re.findall(r"\[ACTOR\] init_model START \| pid=(\d+) \| rank=(\d)", text)
+    pids = [pid for pid, _ in starts] + re.findall(r"\[ROLLOUT\] init_model START \| pid=(\d+)", text)
+
+    def named(report: dict) -> bool:
+        sync = next((g for g in report["collectives"]["groups"] if g["name"] == "weight_sync"), {})
+        return sync.get("culprits") == [1]
+
+    deadline = time.monotonic() + 60
+    while not named(report := gkdtop_json("stacks", *pids, timeout=120)) and time.monotonic() < deadline:
+        time.sleep(0.5)  # rank 0 may not have reached the broadcast yet
+    sync = next(g for g in report["collectives"]["groups"] if g["name"] == "weight_sync")
+    assert (sync["kind"], sync["culprits"], sync["op"], sync["seq"]) == ("collective type", [1], "broadcast", 1), sync
+    assert report["collectives"]["sentence"].startswith(
+        "collective type mismatch at collective #1 of weight_sync: rank 1 (OnPolicyDistillActor) called all_reduce "
+        "where ranks 0 and 2 called broadcast"), report["collectives"]["sentence"]
+    assert run.running() and "✓ Weight synchronization completed" not in log_text(run.log_path)
+    run.stop()
 
 
 def test_crash_rollout_fails_with_actor_died(demo: Callable[..., DemoRun]) -> None:
