@@ -162,11 +162,71 @@ def check_env(environ: dict[str, str]) -> list[Check]:
     debug = environ.get("NCCL_DEBUG")
     out.append(Check("env NCCL_DEBUG", "ok", f"NCCL_DEBUG={debug}" if debug else "NCCL_DEBUG unset (quiet)",
                      "" if debug else "NCCL_DEBUG=WARN shows NCCL's own errors; INFO for one run when debugging init"))
-    trace = environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
+    trace = environ.get("TORCH_FR_BUFFER_SIZE") or environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
     out.append(Check("env flight recorder", "ok",
-                     f"TORCH_NCCL_TRACE_BUFFER_SIZE={trace}" if trace else "PyTorch Flight Recorder off",
-                     "" if trace else "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1 record the "
+                     f"Flight Recorder buffer {trace} entries" if trace else "PyTorch Flight Recorder off",
+                     "" if trace else "TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and "
+                                      "TORCH_NCCL_DUMP_ON_TIMEOUT=1 record the "
                                       "last collectives per rank (dumps in /tmp/nccl_trace_rank_*; keep them)"))
+    return out
+
+
+# Processes that run the job's model code: where torch reads the Flight Recorder variables.
+RANK_ROLES = frozenset({"actor", "rollout", "ref", "teacher", "critic", "reward", "ray-worker", "worker", "engine"})
+
+
+def _nccl_loaded(pid: int) -> str:
+    """The NCCL library the process mapped (`libnccl.so.2.21.5`), "" when none or unreadable."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                name = line.rstrip().rsplit("/", 1)[-1]
+                if name.startswith("libnccl.so"):
+                    return name
+    except OSError:
+        pass
+    return ""
+
+
+def check_job_env(processes: list[Any]) -> list[Check]:
+    """Did the Flight Recorder variables reach every worker? verl forwards only a fixed list of variables
+    to its Ray workers, so what `gkdtop run` set in the driver may stop there. And which NCCL each loaded."""
+    from gkdtop.actions.stacks import _environ
+    from gkdtop.jobrun import FR_ENV_NAMES
+
+    workers = [p for p in processes if p.role in RANK_ROLES]
+    if not workers:
+        return [Check("job flight recorder", "ok", "no job worker running: nothing to check")]
+    lacking: list[str] = []
+    unreadable = 0
+    for proc in workers:
+        env = _environ(proc.pid)
+        if not env:
+            unreadable += 1
+            continue
+        missing = [name for name in FR_ENV_NAMES if not env.get(name)]
+        if missing:
+            lacking.append(f"{proc.pid} ({proc.actor or proc.role}) lacks {', '.join(missing)}")
+    read = len(workers) - unreadable
+    out = []
+    if lacking:
+        out.append(Check("job flight recorder", "warn", f"{len(lacking)} of {read} job workers: " + "; ".join(
+            lacking[:4]) + (f"; {len(lacking) - 4} more" if len(lacking) > 4 else ""),
+            "pass them to the workers: ray.init(runtime_env={'env_vars': {...}}) (verl: add them to the "
+            "runtime_env of ray_init); without them `s` cannot say which rank is in which collective"))
+    else:
+        out.append(Check("job flight recorder", "ok" if read else "warn",
+                         f"{', '.join(FR_ENV_NAMES)} set in all {read} job workers" if read else
+                         "no job worker's environment is readable (another user's processes?)"))
+    libs: dict[str, int] = {}
+    for proc in workers:
+        if lib := _nccl_loaded(proc.pid):
+            libs[lib] = libs.get(lib, 0) + 1
+    out.append(Check("job nccl", "warn" if len(libs) > 1 else "ok",
+                     ", ".join(f"{lib} in {n} process(es)" for lib, n in sorted(libs.items())) if libs else
+                     "no job worker has loaded NCCL (CPU/gloo, or no NCCL group yet)",
+                     "different NCCL builds in one job: ranks that load another NCCL may not talk to each other"
+                     if len(libs) > 1 else ""))
     return out
 
 
@@ -193,6 +253,12 @@ def run_checks(address: str | None = None, plan: dict[str, int] | None = None) -
     checks.append(gpu_check)
     ray_check, ray_res = check_ray(address)
     checks += [ray_check, check_engines(), check_py_spy(), check_shm(), *check_env(dict(os.environ))]
+    try:
+        from gkdtop.actions.stacks import job_targets
+
+        checks += check_job_env(job_targets())
+    except Exception as exc:  # a process scan that fails is one line, never the end of doctor
+        checks.append(Check("job flight recorder", "warn", f"could not scan the job's processes: {exc}"[:200]))
     if plan:
         checks.append(check_plan(plan["actor"], plan["rollout"], plan["teacher"], plan["nodes"], nvml_count,
                                  ray_res.get("GPU") if ray_res else None))

@@ -79,3 +79,33 @@ def test_a_gcs_address_finds_its_cluster_outside_the_default_temp_dir(tmp_path: 
     ray = checks(proc)["ray"]
     assert ray["status"] == "ok", ray
     assert ray["detail"].endswith(f"at {ray_cluster.dashboard}")
+
+
+def test_job_workers_without_the_flight_recorder_variables_are_named(tmp_path: Path) -> None:
+    """What verl does to `gkdtop run`'s variables: the driver has them, a Ray worker it started may not."""
+    from dataclasses import replace
+
+    from gkdtop.actions.stacks import _proc_info
+    from gkdtop.doctor import check_job_env
+    from gkdtop.jobrun import flight_recorder_env
+
+    script = "import sys; print('ready', flush=True); sys.stdin.read()"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_")}
+    given = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             env={**base, **flight_recorder_env(tmp_path)})
+    dropped = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               env=base)
+    try:
+        for proc in (given, dropped):
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        workers = [replace(_proc_info(p.pid), role="actor", actor="OnPolicyDistillActor") for p in (given, dropped)]
+        env_check, nccl = check_job_env(workers)
+        assert env_check.status == "warn" and env_check.detail.startswith("1 of 2 job workers:"), env_check
+        assert f"{dropped.pid} (OnPolicyDistillActor) lacks TORCH_FR_BUFFER_SIZE" in env_check.detail
+        assert str(given.pid) not in env_check.detail and "runtime_env" in env_check.fix
+        assert nccl.status == "ok" and "no job worker has loaded NCCL" in nccl.detail
+        assert check_job_env(workers[:1])[0].status == "ok"
+    finally:
+        for proc in (given, dropped):
+            proc.kill()
+            proc.wait(10)

@@ -206,8 +206,9 @@ def test_dry_run_lists_exactly_the_variables_set(job_script: Path, tmp_path: Pat
     changed = {k for k in child if plain.get(k) != child[k]}
     assert changed == listed
     assert "NCCL_TIMEOUT" not in child and child["NCCL_DEBUG"] == "WARN"
-    assert {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-            "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "GKDTOP_PROBE", "GKDTOP_RUN_DIR", "PYTHONPATH"} <= listed
+    assert {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
+            "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
+            "GKDTOP_PROBE", "GKDTOP_RUN_DIR", "PYTHONPATH"} <= listed
     run_dir = Path(child["GKDTOP_RUN_DIR"])
     assert child["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"] == str(run_dir / "nccl_trace_rank_")
     assert (run_dir / "python" / "gkdtop" / "probe.py").is_file()  # the bootstrap dir holds the package
