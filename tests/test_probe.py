@@ -18,7 +18,13 @@ import pytest
 
 from gkdtop import probe
 from gkdtop.actions.bundle import build_bundle
-from gkdtop.actions.stacks import dump_stacks, parse_faulthandler, trigger_nccl_traces
+from gkdtop.actions.stacks import (
+    dump_stacks,
+    is_background,
+    parse_faulthandler,
+    significant_threads,
+    trigger_nccl_traces,
+)
 from gkdtop.cli import main
 from gkdtop.config import Config, builtin_phases
 from gkdtop.model import ProcInfo
@@ -136,11 +142,14 @@ def test_enabled_probe_dumps_all_threads_with_names(procs: list[subprocess.Popen
         dump = dump_stacks([pid], search=[tmp_path / "none"]).dumps[0]
         assert dump.ok and dump.method == "faulthandler", dump.error
         by_name = {t.name: t for t in dump.threads}
-        assert len(dump.threads) == 2 and "MainThread" in by_name
+        assert len(dump.threads) == 3 and "MainThread" in by_name  # the helper, and the probe's own thread
         main_thread = by_name.pop("MainThread")
         assert [f.function for f in main_thread.frames] == ["hang_here", "<module>"]
         assert main_thread.frames[0].file == "<string>" and main_thread.frames[0].line == 7
-        assert next(iter(by_name)).startswith("Thread 0x")
+        assert all(name.startswith("Thread 0x") for name in by_name)
+        ours = [t for t in by_name.values() if any(f.function == "_fr_loop" for f in t.frames)]
+        assert len(ours) == 1 and is_background(ours[0])  # the probe's thread, waiting for a request
+        assert significant_threads(dump) == [main_thread]
     assert procs[0].poll() is None
 
 

@@ -562,7 +562,7 @@ def is_background(thread: ThreadStack) -> bool:
         return True
     if any(is_collective(f) for f in frames):
         return False
-    if thread.name == FR_THREAD or all(f.path.endswith(PROBE_FILE) for f in frames):
+    if thread.name == FR_THREAD or any(f.function == "_fr_loop" and f.path.endswith(PROBE_FILE) for f in frames):
         return True  # gkdtop.probe's own thread, waiting for a Flight Recorder request
     if frames[0].function.endswith("main_loop") and _library(frames[0]):
         return True  # a Ray worker's main thread between tasks: the work, if any, is on another thread
