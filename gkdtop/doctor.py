@@ -175,22 +175,10 @@ def check_env(environ: dict[str, str]) -> list[Check]:
 RANK_ROLES = frozenset({"actor", "rollout", "ref", "teacher", "critic", "reward", "ray-worker", "worker", "engine"})
 
 
-def _nccl_loaded(pid: int) -> str:
-    """The NCCL library the process mapped (`libnccl.so.2.21.5`), "" when none or unreadable."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-            for line in maps:
-                name = line.rstrip().rsplit("/", 1)[-1]
-                if name.startswith("libnccl.so"):
-                    return name
-    except OSError:
-        pass
-    return ""
-
-
 def check_job_env(processes: list[Any]) -> list[Check]:
     """Did the Flight Recorder variables reach every worker? verl forwards only a fixed list of variables
     to its Ray workers, so what `gkdtop run` set in the driver may stop there. And which NCCL each loaded."""
+    from gkdtop.actions.nccl_ras import loaded_nccl
     from gkdtop.actions.stacks import _environ
     from gkdtop.jobrun import FR_ENV_NAMES
 
@@ -220,14 +208,34 @@ def check_job_env(processes: list[Any]) -> list[Check]:
                          "no job worker's environment is readable (another user's processes?)"))
     libs: dict[str, int] = {}
     for proc in workers:
-        if lib := _nccl_loaded(proc.pid):
+        if lib := loaded_nccl(proc.pid):
             libs[lib] = libs.get(lib, 0) + 1
     out.append(Check("job nccl", "warn" if len(libs) > 1 else "ok",
                      ", ".join(f"{lib} in {n} process(es)" for lib, n in sorted(libs.items())) if libs else
                      "no job worker has loaded NCCL (CPU/gloo, or no NCCL group yet)",
                      "different NCCL builds in one job: ranks that load another NCCL may not talk to each other"
                      if len(libs) > 1 else ""))
+    if libs:
+        out.append(check_ras(next(p for p in workers if loaded_nccl(p.pid)).pid))
     return out
+
+
+def check_ras(pid: int) -> Check:
+    """Does NCCL's RAS service answer where this NCCL process's environment says it listens?"""
+    from gkdtop.actions import nccl_ras
+    from gkdtop.actions.stacks import _environ
+
+    address = nccl_ras.address_from_env(_environ(pid))
+    if address is None:
+        return Check("nccl ras", "warn", f"NCCL_RAS_ENABLE=0 in process {pid}",
+                     "leave RAS on (the default): `s` then tells a stuck communicator from a slow one")
+    try:
+        report = nccl_ras.query(address, timeout=5.0)
+    except nccl_ras.RasError as exc:
+        return Check("nccl ras", "warn", str(exc), "NCCL >= 2.24 runs RAS by default; check NCCL_RAS_ADDR")
+    what = f"{len(report.comms)} communicator(s)" if report.format == "json" else "text reports (NCCL < 2.28.7)"
+    return Check("nccl ras", "ok", f"RAS answers at {report.address}: " + (
+        f"NCCL {report.nccl_version}, " if report.nccl_version else "") + what)
 
 
 def check_plan(actor: int, rollout: int, teacher: int, nodes: int, gpus_per_node: int,

@@ -97,6 +97,7 @@ class CollectiveReport:
     analyzer: str = ""  # "torch 2.13.0" or why torch's analyzer was not used
     error: str = ""
     sentence: str = ""  # the headline: the first group with a finding
+    ras: dict[str, Any] | None = None  # NCCL RAS, two polls apart (nccl_ras.poll), when a rank loaded NCCL
 
 
 # ---------------------------------------------------------------- collecting
@@ -244,12 +245,37 @@ def is_rank(dump: FrDump) -> bool:
     return bool(dump.trace.get("entries") or dump.groups)
 
 
-def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: float = 5.0) -> CollectiveReport:
-    """Dumps from every rank (probe and trigger pipe), analysed; a process answering both keeps the probe's."""
-    dumps = [d for d in request_probe_dumps(procs, wait=wait) if is_rank(d)]
-    have = {d.pid for d in dumps if d.ok}
-    dumps += [d for d in read_pipe_dumps(nccl_traces, procs) if d.pid not in have]
-    return analyze(dumps)
+def nccl_processes(procs: Sequence[ProcInfo]) -> list[ProcInfo]:
+    """The processes that mapped an NCCL library: the ones NCCL's RAS knows."""
+    from gkdtop.actions.nccl_ras import loaded_nccl
+
+    return [p for p in procs if loaded_nccl(p.pid)]
+
+
+def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: float = 5.0,
+            ras_interval: float = 2.0) -> CollectiveReport:
+    """Dumps from every rank (probe and trigger pipe), analysed; a process answering both keeps the probe's.
+
+    When a rank loaded NCCL, its RAS service is polled twice meanwhile (in a thread: the polls wait
+    `ras_interval` between them, the dumps need not).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gkdtop.actions import nccl_ras
+
+    nccl = nccl_processes(procs)
+    address = nccl_ras.address_from_env(_environ(nccl[0].pid)) if nccl else None
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ras = pool.submit(nccl_ras.poll, address, ras_interval) if address else None
+        dumps = [d for d in request_probe_dumps(procs, wait=wait) if is_rank(d)]
+        have = {d.pid for d in dumps if d.ok}
+        dumps += [d for d in read_pipe_dumps(nccl_traces, procs) if d.pid not in have]
+        report = analyze(dumps)
+        report.ras = ras.result() if ras is not None else None
+    stuck = [c["sentence"] for c in (report.ras or {}).get("communicators", []) if c["stuck"] or c["missing"]]
+    if stuck and not any(g.kind for g in report.groups):
+        report.sentence = "NCCL RAS: " + stuck[0]
+    return report
 
 
 # ---------------------------------------------------------------- analysing
@@ -510,6 +536,7 @@ def report_json(report: CollectiveReport) -> dict[str, Any]:
                          "current_seq": s.current_seq} for s in g.states]}
             for g in report.groups
         ],
+        "ras": report.ras,
         "dumps": [{"pid": d.pid, "label": d.label, "method": d.method, "ok": d.ok, "error": d.error,
                    "rank": d.rank, "entries": len(d.trace.get("entries") or []), "source": d.source,
                    "file": d.saved} for d in report.dumps],
@@ -530,6 +557,11 @@ def report_lines(report: CollectiveReport) -> list[str]:
         if g.detail:
             out.append(f"     torch: {g.detail}")
     out += [f"   {d.pid:>7}  {d.label}: {d.error}" for d in report.dumps if not d.ok]
+    if report.ras is not None:
+        ras = report.ras
+        out.append(f"== NCCL RAS at {ras['address']}" + (f" (NCCL {ras['nccl_version']})" if ras["nccl_version"]
+                                                         else "") + (f": {ras['error']}" if ras["error"] else ""))
+        out += [f"   {c['sentence']}" for c in ras["communicators"]]
     return out
 
 

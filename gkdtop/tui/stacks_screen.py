@@ -140,3 +140,9 @@ def _add_collectives(parent: Any, report: Any) -> None:
     for dump in report.dumps:
         if not dump.ok:
             node.add_leaf(Text(f"pid {dump.pid} {dump.label}: {dump.error}", "yellow"))
+    if report.ras is not None:
+        ras = report.ras
+        rnode = node.add(Text(f"NCCL RAS at {ras['address']}" + (f": {ras['error']}" if ras["error"] else ""),
+                              "bold"), expand=True)
+        for comm in ras["communicators"]:
+            rnode.add_leaf(Text(comm["sentence"], "bold red" if comm["stuck"] or comm["missing"] else ""))
