@@ -15,6 +15,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from gkdtop.cli import main
 from gkdtop.demo.launcher import free_port
 from gkdtop.tui.phases_pane import PhasesPane
 from gkdtop.tui.stacks_screen import StacksScreen
-from tests.test_actions_tui import stalled_app, tree_text
+from tests.test_actions_tui import _complete, stalled_app, tree_text
 from tests.test_app import pane_text, settle
 
 RANK = textwrap.dedent("""
@@ -201,6 +202,7 @@ def test_a_dump_file_is_read_as_data_never_run() -> None:
 async def test_the_stall_line_and_the_s_screen_name_the_rank_and_the_collective(
         skipped: Ranks, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # where e writes the bundle
     settled(skipped, settled_skip)
     app = stalled_app(tmp_path, skipped.launcher.pid)  # its log went quiet long ago: the stall dump comes at once
     async with app.run_test(size=(180, 50)) as pilot:
@@ -213,3 +215,15 @@ async def test_the_stall_line_and_the_s_screen_name_the_rank_and_the_collective(
         await settle(pilot, lambda: "Flight Recorder: 3 of 3 ranks dumped" in tree_text(screen))
         tree = tree_text(screen)
         assert f"rank 1  pid {skipped.pids[1]}" in tree and "last completed #1, in no collective" in tree
+        await pilot.press("escape")
+        await settle(pilot, lambda: not isinstance(app.screen, StacksScreen))
+
+        await pilot.press("e")  # the bundle keeps the dumps the stall-time report analysed, and the analysis
+        await settle(pilot, lambda: [b for b in tmp_path.glob("gkdtop-bundle-*.tar.gz") if _complete(b)], timeout=90)
+        with tarfile.open(next(tmp_path.glob("gkdtop-bundle-*.tar.gz"))) as tar:
+            names = tar.getnames()
+            kept = [n for n in names if "/flight-recorder/stacks-" in n and n.endswith(".json")]
+            assert {Path(n).name for n in kept} >= {f"fr-{pid}.json" for pid in skipped.pids}, names
+            report = next(n for n in names if Path(n).name == Path(app.store.stall_stacks.path).name)
+            member = tar.extractfile(report)
+            assert member is not None and json.loads(member.read())["collectives"]["groups"][0]["missing"] == [1]
