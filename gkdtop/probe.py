@@ -222,6 +222,16 @@ def flight_record(token: str = "") -> dict[str, Any]:
     return out
 
 
+def _subclasses(cls: type) -> set[type]:
+    found, todo = {cls}, [cls]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.add(sub)
+                todo.append(sub)
+    return found
+
+
 def _process_groups(torch: Any) -> list[dict[str, Any]]:
     """The process groups this process is in: name, description, its rank, size, and members' ranks.
 
@@ -242,13 +252,12 @@ def _process_groups(torch: Any) -> list[dict[str, Any]]:
                 ranks = sorted(world.pg_group_ranks.get(pg, {}))
                 groups.append({"name": name, "desc": getattr(pg, "group_desc", "") or "", "rank": int(pg.rank()),
                                "size": int(pg.size()), "ranks": ranks, "registered": True})
-    kinds = (c10d.ProcessGroup, c10d.Backend)
+    kinds = _subclasses(c10d.ProcessGroup) | _subclasses(c10d.Backend)
     # pybind objects are not tracked by the GC themselves, but what holds them is (an actor's attributes
     # live inline in the object since Python 3.11, so look at every object's referents, not only dicts).
-    for holder in gc.get_objects():
-        for value in gc.get_referents(holder):
-            if id(value) in seen or not issubclass(type(value), kinds):
-                continue
+    # One C call gathers the referents; the Python loop only compares types.
+    for value in gc.get_referents(*gc.get_objects()):
+        if type(value) in kinds and id(value) not in seen:
             seen.add(id(value))
             with suppress(Exception):
                 size = int(value.size())
