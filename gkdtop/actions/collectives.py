@@ -57,6 +57,13 @@ class FrDump:
     source: str = ""  # the file it was read from
     saved: str = ""  # where write_report kept it
 
+    @property
+    def job(self) -> str:
+        """Which run the dump belongs to: the run directory its file is in (two jobs may both have a
+        `weight_sync` group, and their rank 0s are not the same rank)."""
+        folder = Path(self.source).parent
+        return str(folder.parent if folder.name == "probe" else folder) if self.source else ""
+
 
 @dataclass(slots=True)
 class RankState:
@@ -80,6 +87,7 @@ class GroupFinding:
     desc: str
     ranks: list[int]  # the members, as the group numbers them
     states: list[RankState]
+    job: str = ""  # the run directory of its members' dumps
     kind: str = ""  # "" (nothing wrong found), "missing ranks", or a MISMATCH_KINDS value
     seq: int | None = None  # the collective's sequence number in the group
     op: str = ""  # what the ranks that are right called there
@@ -365,8 +373,8 @@ def _torch_analyzer() -> tuple[Any, str]:
 def analyze(dumps: Sequence[FrDump]) -> CollectiveReport:
     """Per process group: the members' states, and torch's analyzer's first finding with its culprit."""
     report = CollectiveReport(dumps=list(dumps), groups=[])
-    members: dict[str, dict[int, tuple[FrDump, list[dict[str, Any]]]]] = {}
-    group_ranks: dict[str, list[int]] = {}
+    members: dict[tuple[str, str], dict[int, tuple[FrDump, list[dict[str, Any]]]]] = {}
+    group_ranks: dict[tuple[str, str], list[int]] = {}
     descs: dict[str, str] = {}
     for dump in dumps:
         if not dump.ok:
@@ -383,18 +391,19 @@ def analyze(dumps: Sequence[FrDump]) -> CollectiveReport:
             if found is None:
                 continue
             rank, ranks = found
-            group_ranks.setdefault(name, ranks)
-            members.setdefault(name, {})[rank] = (dump, by_group.get(name, []))
+            key = (dump.job, name)
+            group_ranks.setdefault(key, ranks)
+            members.setdefault(key, {}).setdefault(rank, (dump, by_group.get(name, [])))
     build_db, report.analyzer = _torch_analyzer()
-    for name in sorted(members, key=lambda n: (n == "", n)):
-        ranks = group_ranks[name]
-        if not any(entries for _, entries in members[name].values()):
+    for key in sorted(members, key=lambda k: (k[1] == "", k[1], k[0])):
+        job, name = key
+        if not any(entries for _, entries in members[key].values()):
             continue  # a group that never ran a collective says nothing
-        finding = GroupFinding(name, descs.get(name, ""), ranks, [
-            _rank_state(rank, dump, entries) for rank, (dump, entries) in sorted(members[name].items())])
+        finding = GroupFinding(name, descs.get(name, ""), group_ranks[key], [
+            _rank_state(rank, dump, entries) for rank, (dump, entries) in sorted(members[key].items())], job=job)
         if build_db is not None:
             try:
-                _torch_finding(build_db, finding, members[name])
+                _torch_finding(build_db, finding, members[key])
             except Exception as exc:  # the analyzer asserts on what it cannot handle
                 finding.detail = f"torch's analyzer failed: {type(exc).__name__}: {exc}"[:300]
         finding.sentence = sentence(finding)
@@ -528,7 +537,7 @@ def report_json(report: CollectiveReport) -> dict[str, Any]:
         "analyzer": report.analyzer,
         "error": report.error,
         "groups": [
-            {"name": g.name, "desc": g.desc, "ranks": g.ranks, "kind": g.kind, "seq": g.seq, "op": g.op,
+            {"name": g.name, "desc": g.desc, "job": g.job, "ranks": g.ranks, "kind": g.kind, "seq": g.seq, "op": g.op,
              "missing": g.missing, "culprits": g.culprits, "called": {str(r): op for r, op in g.called.items()},
              "detail": g.detail, "sentence": g.sentence,
              "states": [{"rank": s.rank, "pid": s.pid, "label": s.label, "last_completed": s.last_completed,
