@@ -236,3 +236,28 @@ async def test_the_stall_line_and_the_s_screen_name_the_rank_and_the_collective(
             assert member is not None
             groups = json.loads(member.read())["collectives"]["groups"]
             assert any(g["missing"] == [1] and g["job"] == str(skipped.run_dir) for g in groups), groups
+
+
+def test_a_file_or_link_in_place_of_the_fifo_is_never_written(tmp_path: Path) -> None:
+    """The FIFO's path comes from the target's environment: whatever lies there that is not its FIFO stays as it is."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.read()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ,
+                                                                                "GKDTOP_RUN_DIR": str(tmp_path)})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        probe_dir = tmp_path / "probe"
+        probe_dir.mkdir()
+        victim = tmp_path / "victim.txt"
+        victim.write_text("precious\n")
+        pipe = probe_dir / f"fr-{proc.pid}.pipe"
+        for planted in ("file", "link"):
+            if planted == "file":
+                pipe.write_text("precious\n")
+            else:
+                pipe.unlink()
+                pipe.symlink_to(victim)
+            assert collectives.request_probe_dumps([_proc_info(proc.pid)], wait=0.2) == []
+            assert victim.read_text() == "precious\n" and pipe.read_text() == "precious\n"
+    finally:
+        proc.kill()
+        proc.wait(10)

@@ -22,6 +22,7 @@ import logging
 import os
 import pickle
 import secrets
+import stat
 import time
 import warnings
 from collections.abc import Sequence
@@ -137,11 +138,14 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
     for proc in procs:
         env = _environ(proc.pid)
         pipe = probe.fr_pipe(proc.pid, env)
-        try:
-            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO: nobody waits on it
+        try:  # ENXIO: nobody waits on it. Never follow a link, never write to anything but the process's FIFO.
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISFIFO(st.st_mode) or st.st_uid != _owner(proc.pid):
+                continue
             os.write(fd, f"{token}\n".encode())
         except OSError:
             continue
@@ -170,10 +174,25 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
     return out
 
 
+def _owner(pid: int) -> int:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return -1
+
+
+def _read_regular(path: str | Path) -> bytes:
+    """A regular file's first MAX_DUMP_BYTES + 1 bytes; a FIFO or device put in its place never blocks the read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return f.read(MAX_DUMP_BYTES + 1)
+
+
 def _read_probe_answer(proc: ProcInfo, path: Path, token: str) -> FrDump | None:
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_DUMP_BYTES + 1)
+        raw = _read_regular(path)
     except OSError:
         return None
     try:
@@ -203,13 +222,6 @@ class _DataOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused {module}.{name}: a Flight Recorder dump holds plain data only")
 
 
-def read_trace_file(path: str | Path) -> dict[str, Any]:
-    """A Flight Recorder dump file (torch writes a pickle, or JSON); raises ValueError with the reason."""
-    with open(path, "rb") as f:
-        raw = f.read(MAX_DUMP_BYTES + 1)
-    return parse_trace(raw)
-
-
 def parse_trace(raw: bytes) -> dict[str, Any]:
     if len(raw) > MAX_DUMP_BYTES:
         raise ValueError(f"larger than {MAX_DUMP_BYTES >> 20} MB")
@@ -232,8 +244,7 @@ def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[Fr
         proc = by_pid.get(trace.pid)
         label = who(proc) if proc else str(trace.pid)
         try:
-            with open(trace.file, "rb") as f:
-                raw = f.read(MAX_DUMP_BYTES + 1)
+            raw = _read_regular(trace.file)
             doc = parse_trace(raw)
         except (OSError, ValueError) as exc:
             out.append(FrDump(trace.pid, label, "nccl-pipe", False, f"{trace.file}: {exc}", rank=trace.rank,
