@@ -60,7 +60,7 @@ STACK_SIGNAL = signal.SIGUSR1
 HEADER = "# gkdtop.probe faulthandler"
 FR_THREAD = "gkdtop-probe-fr"
 FR_MAX_REQUEST = 256
-NOT_DISTRIBUTED = "torch.distributed is not imported in this process"
+NOT_DISTRIBUTED = "no process group in this process"
 TAG = "[gkdtop]"
 
 _lock = threading.Lock()
@@ -204,10 +204,17 @@ def flight_record(token: str = "") -> dict[str, Any]:
     """
     out: dict[str, Any] = {"pid": os.getpid(), "start": process_start(), "token": token, "time": time.time(),
                            "identity": identity(), "groups": [], "trace": None, "error": ""}
-    if "torch.distributed" not in sys.modules:
+    if "torch.distributed" not in sys.modules:  # never imported here: nothing to look at
         out["error"] = NOT_DISTRIBUTED
         return out
     torch = sys.modules["torch"]
+    with suppress(Exception):
+        out["groups"] = _process_groups(torch)
+    if not out["groups"]:
+        # No group, no collective to record; and the first dump in a process creates the recorder, which
+        # may print a warning into the job's log: a line that the phase engine would take for progress.
+        out["error"] = NOT_DISTRIBUTED
+        return out
     try:
         raw = torch._C._distributed_c10d._dump_fr_trace_json(True, False)
         out["trace"] = json.loads(raw)
@@ -217,8 +224,6 @@ def flight_record(token: str = "") -> dict[str, Any]:
     if not out["trace"].get("entries") and not (os.environ.get("TORCH_FR_BUFFER_SIZE")
                                                 or os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE")):
         out["error"] = "Flight Recorder is off in this process (TORCH_FR_BUFFER_SIZE is not set)"
-    with suppress(Exception):
-        out["groups"] = _process_groups(torch)
     return out
 
 
