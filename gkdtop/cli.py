@@ -126,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(demo)
     demo.add_argument("--steps", type=_int_in(1, 1_000_000), default=20)
     demo.add_argument("--log-file", metavar="PATH", help="where the job logs (default: a new run directory)")
-    demo.add_argument("--fault", metavar="NAME", help="hang-sync, stall-dataset, crash-rollout, infeasible, leak")
+    from gkdtop.demo import FAULTS  # names only: importing it imports neither ray nor torch
+
+    demo.add_argument("--fault", metavar="NAME", help=", ".join(FAULTS))
     demo.add_argument("--no-ui", action="store_true", help="run the job alone, without the dashboard")
     run = sub.add_parser("run", help="run a job with a working debug environment, log it and watch it (docs/run.md)",
                          usage="gkdtop run [options] -- CMD [ARG ...]")
