@@ -49,10 +49,15 @@ def decode(data: bytes) -> str:
 
 def last_segment(line: bytes) -> bytes:
     """What a terminal shows for a `\\r`-rewritten (cleaned) line: its last non-blank segment."""
-    for part in reversed(line.split(b"\r")):
+    end = len(line)
+    while True:  # from the end: a bar's last redraw is usually the last segment or the one before
+        cr = line.rfind(b"\r", 0, end)
+        part = line[cr + 1 : end]
         if part.strip():
             return part
-    return b""
+        if cr < 0:
+            return b""
+        end = cr
 
 
 def strip_escapes(data: bytes) -> bytes:
@@ -130,6 +135,25 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
             if hit is not None:
                 return hit, raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
     return None, raw
+
+
+def message_start(raw: bytes) -> int:
+    """split_prefix for a raw ASCII line: the offset its message begins at (0 without a Ray prefix)."""
+    if raw[:1] == b"(":
+        close = raw.find(b")", 1, _PREFIX_MAX)
+        if close > 0:
+            key = raw[: close + 1].decode("ascii")
+            hit = _prefix_cache.get(key, _NO_PREFIX)
+            if hit is _NO_PREFIX:
+                hit = _prefix_of(key)
+            if hit is not None:
+                return close + 2 if raw[close + 1 : close + 2] == b" " else close + 1
+    return 0
+
+
+def plain_ascii(raw: bytes) -> bool:
+    """A raw line that cleaning leaves as it is: ASCII without control characters (tab aside)."""
+    return raw.isascii() and len(raw.translate(None, _C0_BYTES)) == len(raw)
 
 
 def repeat_count(text: str) -> int:
