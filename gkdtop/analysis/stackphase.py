@@ -224,7 +224,9 @@ def consensus(matches: Sequence[tuple[int, StackMatch | None]],
             counts[match.phase] = counts.get(match.phase, 0) + 1
     if not counts:
         return None
-    phase = max(counts, key=lambda p: counts[p])  # a tie: the first seen, and `matches` lists the driver first
+    top = max(counts.values())
+    preferred = [m.phase for pid, m in matches if m is not None and pid in prefer and counts[m.phase] == top]
+    phase = preferred[0] if preferred else next(p for p, n in counts.items() if n == top)  # else the first seen
     chosen = [(pid, m) for pid, m in matches if m is not None and m.phase == phase]
     for pid, match in chosen:
         if pid in prefer:
