@@ -135,14 +135,15 @@ class Monitor:
             await asyncio.sleep(every)
             await self.sample_stack_phase(sampler)
 
-    async def sample_stack_phase(self, sampler: Any) -> None:
-        """One look: clear the stack phase when the log says enough, else read the stacks when due."""
+    async def sample_stack_phase(self, sampler: Any, live: bool = True) -> None:
+        """One look: clear the stack phase when the log says enough, else read the stacks when due.
+        `live`: wait for two log polls first (`snapshot` has one, and its silence is measured already)."""
         import time
 
         from gkdtop.collectors.stackphase import sample_reason
 
-        if self.store.history_pending:
-            return
+        if self.store.history_pending or (live and self.store.log_polls < 2):
+            return  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
         now = time.time()
         reason = sample_reason(self.store.phase_status(now), self.store.analysis.phases.last_activity, now)
         if not reason:
@@ -195,7 +196,7 @@ class Monitor:
         if self.config.stack_phase:  # the log and the processes are in: read the stacks if the log can't say
             from gkdtop.collectors.stackphase import StackPhaseSampler
 
-            await self.sample_stack_phase(StackPhaseSampler())
+            await self.sample_stack_phase(StackPhaseSampler(), live=False)
 
 
 def _settle(future: asyncio.Future[Any], work: Any, *args: Any) -> None:
