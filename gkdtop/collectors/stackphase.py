@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ from gkdtop.model import UNRECOGNISED_SHOWN, PhaseStatus, ProcInfo, StackPhase
 QUIET = 15.0  # seconds of log silence before the stacks are read
 BASE = 10.0  # seconds between two samples while the answer changes
 LONGEST = 120.0  # ... and at most, while it stays the same
+BUDGET = 0.005  # share of a core the samples may take: the next waits at least cost / BUDGET
 MAX_RANKS = 64  # processes read in one sample during a stall
 SOURCE_BYTES = 4 << 20  # a source file larger than this is not read for its lines
 
@@ -105,6 +107,7 @@ class StackPhaseSampler:
     def sample(self, targets: list[ProcInfo], reason: str, now: float | None = None) -> StackPhase:
         """Read the targets' stacks once and judge them; never raises for a process that cannot be read."""
         taken = time.time() if now is None else now
+        began = _cpu()
         exe = self.py_spy or find_py_spy()
         if exe is None:
             result = StackPhase(None, "", "", None, "", taken, reason, processes=len(targets),
@@ -113,7 +116,7 @@ class StackPhaseSampler:
             dump = self.dump or functools.partial(dump_stacks, timeout=5.0, workers=4, py_spy=exe,
                                                   nccl_trace=False, nonblocking=True)
             result = self.judge(dump(targets).dumps, reason, taken)
-        self._schedule(result, taken)
+        self._schedule(result, taken, _cpu() - began)
         return result
 
     def judge(self, dumps: Sequence[StackDump], reason: str, taken: float) -> StackPhase:
@@ -140,12 +143,19 @@ class StackPhaseSampler:
         return StackPhase(match.phase, match.where, match.frame, pid, labels.get(pid, ""), taken, reason,
                           waiting=match.waiting, processes=len(dumps), agree=agree, note=note)
 
-    def _schedule(self, result: StackPhase, now: float) -> None:
-        """Back off while the answer stays the same; come back soon after it changed."""
+    def _schedule(self, result: StackPhase, now: float, cost: float = 0.0) -> None:
+        """Back off while the answer stays the same; come back soon after it changed, but never so
+        soon that the samples take more than BUDGET of a core (every rank of a big job costs more)."""
         key = (result.phase, result.where, result.note)
         self.interval = min(self.longest, self.interval * 2) if key == self.last_key else self.base
         self.last_key = key
-        self.next_at = now + self.interval
+        self.next_at = now + max(self.interval, cost / BUDGET)
+
+
+def _cpu() -> float:
+    """CPU seconds of the py-spy runs reaped so far plus this thread's own (the rules, the source lines)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime + time.thread_time()
 
 
 def _frame_line(sources: SourceLines, pid: int, frame: Any) -> str:
