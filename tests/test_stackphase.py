@@ -23,6 +23,7 @@ from gkdtop.analysis.stackphase import (
 from gkdtop.collectors.stackphase import BASE, StackPhaseSampler, sample_reason
 from gkdtop.config import Config, load_config
 from gkdtop.model import PhaseStatus, ProcInfo
+from gkdtop.snapshot import text_summary
 from tests import stackjob
 
 SITE = "/usr/lib/python3.11/site-packages/"
@@ -311,10 +312,12 @@ def test_snapshot_json_has_the_stack_phase(tmp_path: Path, procs: list) -> None:
                            str(config), "--ray-address", "http://127.0.0.1:9"], capture_output=True, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr.decode()
-    found = json.loads(done.stdout)["phases"]["stack_phase"]
+    doc = json.loads(done.stdout)
+    found = doc["phases"]["stack_phase"]
     assert found["phase"] == "generation" and found["source"] == "stacks"
     assert found["pid"] == procs[0].pid and found["frame"] == GEN_FRAME
     assert found["reason"] == "30 lines no rule knows" and 0 <= found["age"] < 60
+    assert "stacks: generation (from stacks: verl … fit → generate_sequences)" in text_summary(doc)
 
 
 async def test_the_phases_pane_shows_the_phase_from_the_stacks(tmp_path: Path, procs: list) -> None:
@@ -338,3 +341,15 @@ async def test_the_phases_pane_shows_the_phase_from_the_stacks(tmp_path: Path, p
 
 def test_it_is_on_by_default() -> None:
     assert Config().stack_phase is True
+
+
+def test_whose_stacks_are_read() -> None:
+    def row(pid: int, role: str) -> ProcInfo:
+        return ProcInfo(pid, 1, f"p{pid}", f"p{pid}", role, "me", "sleeping", 0.0, 0, 0.0)
+
+    job = [row(1, "actor"), row(2, "driver"), row(3, "ray-worker"), row(4, "ray-daemon"), row(5, "engine")]
+    sampler = StackPhaseSampler()
+    assert [p.pid for p in sampler.due("log silent for 40s", job, 0.0)] == [2]
+    assert [p.pid for p in sampler.due("stalled", job, 0.0)] == [2, 1, 3, 5]  # every Python process, driver first
+    no_driver = [p for p in job if p.role != "driver"]
+    assert [p.pid for p in sampler.due("no phase line yet", no_driver, 0.0)] == [1, 5]  # not Ray's idle pool

@@ -102,7 +102,8 @@ class StackPhaseSampler:
         drivers = [p for p in python if p.role == "driver"]
         if reason == "stalled":  # every rank, the drivers first (they win a tie)
             return (drivers + [p for p in python if p.role != "driver"])[:MAX_RANKS]
-        return drivers or python[:8]  # no driver (a torchrun job): its Python processes
+        # No driver (a torchrun job): its Python processes, not Ray's idle pool workers (they say nothing).
+        return drivers or [p for p in python if p.role != "ray-worker"][:8]
 
     def sample(self, targets: list[ProcInfo], reason: str, now: float | None = None) -> StackPhase:
         """Read the targets' stacks once and judge them; never raises for a process that cannot be read."""
