@@ -152,6 +152,35 @@ def test_openrlhf_broadcast_to_vllm_and_an_idle_ray_worker() -> None:
     assert judge(idle) is None  # a worker between calls says nothing about the phase
 
 
+@pytest.mark.parametrize(("frames", "phase", "waits"), [
+    ([("CudaGraphRunner.capture_one_batch_size", "sglang/srt/model_executor/cuda_graph_runner.py", 560),
+      ("CudaGraphRunner.capture", "sglang/srt/model_executor/cuda_graph_runner.py", 470),
+      ("ModelRunner.init_cuda_graphs", "sglang/srt/model_executor/model_runner.py", 1690),
+      ("ModelRunner.__init__", "sglang/srt/model_executor/model_runner.py", 260)], "rollout init", ""),
+    ([("broadcast", "torch/distributed/distributed_c10d.py", 2421),
+      ("ModelRunner.update_weights_from_distributed", "sglang/srt/model_executor/model_runner.py", 890)],
+     "weight sync", "broadcast"),
+    ([("get", "ray/_private/worker.py", 2771),
+      ("SamplesGenerator.generate_samples", "openrlhf/trainer/ppo_utils/samples_generator.py", 95),
+      ("PPOTrainer.fit", "openrlhf/trainer/ppo_trainer.py", 230)], "generation", "ray.get"),
+    ([("RemoteExperienceMaker.make_experience", "openrlhf/trainer/ppo_utils/experience_maker.py", 140),
+      ("PPOTrainer.fit", "openrlhf/trainer/ppo_trainer.py", 240)], "experience making", ""),
+    ([("all_gather", "torch/distributed/distributed_c10d.py", 3000),
+      ("FSDPCheckpointManager.save_checkpoint", "verl/utils/checkpoint/fsdp_checkpoint_manager.py", 230),
+      ("RayPPOTrainer._save_checkpoint", "verl/trainer/ppo/ray_trainer.py", 958),
+      ("RayPPOTrainer.fit", "verl/trainer/ppo/ray_trainer.py", 1653)], "checkpoint save", "all_gather"),
+    ([("load", "torch/distributed/checkpoint/state_dict_loader.py", 150),
+      ("Trainer._load_from_checkpoint", "transformers/trainer.py", 2900),
+      ("Trainer.train", "transformers/trainer.py", 2100)], "checkpoint load", ""),
+    ([("Trainer.training_step", "transformers/trainer.py", 3700),
+      ("Trainer._inner_training_loop", "transformers/trainer.py", 2500),
+      ("Trainer.train", "transformers/trainer.py", 2100)], "training loop", ""),
+])
+def test_more_frameworks(frames: list[tuple[str, str, int]], phase: str, waits: str) -> None:
+    found = judge(pyspy_dump(("MainThread", frames)))
+    assert found is not None and (found.phase, found.waiting) == (phase, waits)
+
+
 def test_the_phase_most_ranks_are_in_wins_and_the_driver_breaks_a_tie() -> None:
     def m(phase: str) -> StackMatch:
         return StackMatch(phase, "f", "verl/x.py", 1, "verl")
