@@ -160,7 +160,7 @@ class Monitor:
                          daemon=True).start()
         try:
             result = await done
-        except Exception as exc:  # the dashboard goes on; the pane says why there is no stack phase
+        except Exception as exc:  # sample() answers its own failures with a note; this is the last guard
             self.store.fail("stack_phase", one_line(exc), 0)
         else:
             self.store.put("stack_phase", result)

@@ -382,3 +382,16 @@ def test_whose_stacks_are_read() -> None:
     assert [p.pid for p in sampler.due("stalled", job, 0.0)] == [2, 1, 3, 5]  # every Python process, driver first
     no_driver = [p for p in job if p.role != "driver"]
     assert [p.pid for p in sampler.due("no phase line yet", no_driver, 0.0)] == [1, 5]  # not Ray's idle pool
+
+
+def test_a_sample_that_fails_is_a_note_and_waits_its_turn(tmp_path: Path, procs: list) -> None:
+    procs.append(stackjob.start(tmp_path, "driver"))
+    target = driver_info(procs[0])
+
+    def broken(targets: list[ProcInfo]) -> object:
+        raise OSError(24, "Too many open files")
+
+    sampler = StackPhaseSampler(dump=broken)  # type: ignore[arg-type]
+    found = sampler.sample([target], "stalled", now=50.0)
+    assert found.phase is None and found.note == "reading the stacks failed: OSError: [Errno 24] Too many open files"
+    assert sampler.due("stalled", [target], 51.0) == []  # not again every second

@@ -20,6 +20,7 @@ from typing import Any
 
 from gkdtop.actions.stacks import StackDump, StackReport, dump_stacks, find_py_spy, stack_targets
 from gkdtop.analysis.stackphase import StackRules, builtin_stack_rules, consensus, match_process
+from gkdtop.collectors.base import one_line
 from gkdtop.model import UNRECOGNISED_SHOWN, PhaseStatus, ProcInfo, StackPhase
 
 QUIET = 15.0  # seconds of log silence before the stacks are read
@@ -116,7 +117,11 @@ class StackPhaseSampler:
         else:
             dump = self.dump or functools.partial(dump_stacks, timeout=5.0, workers=4, py_spy=exe,
                                                   nccl_trace=False, nonblocking=True)
-            result = self.judge(dump(targets).dumps, reason, taken)
+            try:
+                result = self.judge(dump(targets).dumps, reason, taken)
+            except Exception as exc:  # scheduled like any answer: a failure must not be retried every second
+                result = StackPhase(None, "", "", None, "", taken, reason, processes=len(targets),
+                                    note=f"reading the stacks failed: {one_line(exc)}")
         self._schedule(result, taken, _cpu() - began)
         return result
 
