@@ -75,6 +75,7 @@ DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.
 class Config:
     stall_after: float = 120.0
     stall_stacks: bool = True  # dump the job's stacks once when a stall is declared
+    stack_phase: bool = True  # read the driver's stack for the phase while the log cannot say (docs/stack-phases.md)
     phases: list[PhaseRule] = field(default_factory=list)
     filters: dict[str, str] = field(default_factory=lambda: {"default": DEFAULT_FILTER})
     fail_pattern: str = FAIL_PATTERN
@@ -144,7 +145,7 @@ def _read(path: Path) -> str:
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
-    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "stack_phase",
 }
 
 
@@ -168,6 +169,8 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         cfg.stall_after = number(n, where, "stall_after")
     if (n := get(doc, "stall_stacks")) is not None:
         cfg.stall_stacks = boolean(n, where, "stall_stacks")
+    if (n := get(doc, "stack_phase")) is not None:
+        cfg.stack_phase = boolean(n, where, "stack_phase")
     mode = "extend"
     if (n := get(doc, "phases_mode")) is not None:
         mode = scalar(n, where, "phases_mode")

@@ -27,6 +27,7 @@ from gkdtop.model import (
     RayLogsState,
     RayState,
     SourceHealth,
+    StackPhase,
 )
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
@@ -64,6 +65,7 @@ class Store:
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
         self.started = time.time()
         self.stall_stacks: Any = None  # actions.stall_stacks.StallStacks: the dump taken when a stall began
+        self.stack_phase: StackPhase | None = None  # the phase read from the stacks while the log cannot say
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
@@ -94,6 +96,9 @@ class Store:
                 self._bump("logs")
         elif source == "stall_stacks":
             self.stall_stacks = result
+        elif source == "stack_phase":  # None: the log says enough again
+            changed = result != self.stack_phase
+            self.stack_phase = result
         if changed or recovered:
             self._bump(source)
 
