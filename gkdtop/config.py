@@ -88,6 +88,7 @@ class Config:
     )
     findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
+    framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
 
     @property
     def default_filter(self) -> str:
@@ -144,7 +145,7 @@ def _read(path: Path) -> str:
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
-    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "framework",
 }
 
 
@@ -206,6 +207,15 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         user = parse_findings(n, where)
         names = {sig.name for sig in user}
         cfg.findings = user + [sig for sig in cfg.findings if sig.name not in names]
+    if (n := get(doc, "framework")) is not None:
+        from gkdtop.analysis.profiles import builtin_profiles
+
+        name = scalar(n, where, "framework").strip()
+        names = builtin_profiles().names
+        if name not in ("auto", *names):
+            raise node_error(where, n, "framework",
+                             f"unknown framework {name!r} (expected auto or one of: {', '.join(names)})")
+        cfg.framework = "" if name == "auto" else name
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

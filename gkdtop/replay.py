@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
+from gkdtop.analysis.profiles import Framework
 from gkdtop.config import Config
 from gkdtop.model import Finding, PhaseStatus
 
@@ -73,6 +74,7 @@ class ReplayReport:
     findings: list[Finding] = field(default_factory=list)
     lines_read: int = 0
     method: str = "hyperscan"
+    framework: Framework = field(default_factory=Framework)
 
 
 def replay(paths: list[str], config: Config) -> ReplayReport:
@@ -82,7 +84,8 @@ def replay(paths: list[str], config: Config) -> ReplayReport:
     status = analysis.status(at)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
-                        lines_read=analysis.lines_read, method=analysis.matcher.engine)
+                        lines_read=analysis.lines_read, method=analysis.matcher.engine,
+                        framework=analysis.profiles.result(pinned=config.framework))
 
 
 def timeline_json(status: PhaseStatus) -> list[dict[str, Any]]:
@@ -95,6 +98,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "files": report.files,
+        "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
         "state": st.state,
@@ -120,7 +124,10 @@ def report_text(report: ReplayReport) -> str:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
     else:
         span = "no timestamps: duration unknown"
-    out = [f"{', '.join(report.files)}: {span}", "", "timeline:"]
+    out = [f"{', '.join(report.files)}: {span}"]
+    if report.framework.label:
+        out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
+    out += ["", "timeline:"]
     for s in st.timeline:
         dur = human_duration(s.duration) if s.duration is not None else "(unfinished)"
         out.append(f"  {clock(s.start)}  {s.name:<20} {dur:>12}  {s.status}")

@@ -26,6 +26,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         "gkdtop": __version__,
         "host": socket.gethostname(),
         "time": now,
+        "framework": store.framework().as_json(),
         "gpus": {
             "status": store.gpus.status,
             "reason": store.gpus.reason,
@@ -112,6 +113,8 @@ def text_summary(doc: dict[str, Any]) -> str:
 
     ph = doc["phases"]
     lines = [f"phase: {ph['current'] or '-'}  state: {ph['state']}"]
+    if doc["framework"]["label"]:
+        lines.insert(0, f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:

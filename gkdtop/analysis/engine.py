@@ -19,6 +19,7 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import clean_line, collapse_lines, parse_line, split_prefix, strip_escapes
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import PhaseEngine
+from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import ClockSkew, parse_timestamp
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
@@ -57,6 +58,7 @@ class Analysis:
         self._ids: dict[str, int] = {}
         self.phases = PhaseEngine(config, self.register)
         self.findings_engine = FindingsEngine(config.findings, self.register)
+        self.profiles = ProfileDetector(self.register)  # which framework: evidence from matched lines
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
         self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
@@ -154,6 +156,7 @@ class Analysis:
             self.ended = t if self.ended is None else max(self.ended, t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
+        self.profiles.feed(line, ids)
         if not ids:
             return
         source = line.source
