@@ -80,7 +80,9 @@ class ReplayReport:
 def replay(paths: list[str], config: Config) -> ReplayReport:
     analysis = Analysis(config)
     analysis.read_history(file_range(path) for path in paths)
-    at = analysis.ended or analysis.phases.last_activity or 0.0
+    # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
+    # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
+    at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     status = analysis.status(at)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
@@ -104,6 +106,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "state": st.state,
         "stopped_in": st.current,
         "expected": st.expected,
+        "stalled_for": st.stalled_for,
+        "stall_after": st.stall_after,
         "failure": st.failure,
         "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
         "hint": asdict(st.hint) if st.hint else None,
@@ -138,6 +142,9 @@ def report_text(report: ReplayReport) -> str:
         prefix = {"failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
         verdict = f"{prefix} {st.current or '-'}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
+    if st.state == "stalled" and st.stalled_for is not None:
+        out.append(f"  no progress for {human_duration(st.stalled_for)} before the log ended"
+                   f" (stalled after {human_duration(st.stall_after)})")
     if st.failure:
         out.append(f"  {st.failure}")
     if st.unsure:

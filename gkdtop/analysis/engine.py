@@ -199,21 +199,22 @@ class Analysis:
         step_id, traceback_id = self.phases.step_id, self.traceback_id
         counted = at = 0
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
+        plain_last = None  # the last stamp known there (not the chunk's last: idle lines after it have stamps too)
         previous = -1
         recognised, last_known = self.recognised_ids, None
         for start, end, ids in self.matcher.scan(data):
             if start > previous + 1:
-                plain_end = start - 1
+                plain_end, plain_last = start - 1, state.last
             previous = end
             if ids == bar_only:
-                plain_end = end
+                plain_end, plain_last = end, state.last
                 continue
             raw = data[start:end]
             line = parse_line(clean_line(raw), path, state.mtime)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
             ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
             if not ids:
-                plain_end = end
+                plain_end, plain_last = end, state.last
                 continue
             number = None
             if traceback_id in ids:  # line numbers only where an error group will name one
@@ -231,10 +232,10 @@ class Analysis:
             if not recognised.isdisjoint(ids):
                 last_known = (start, line.text)
         if previous < len(data) - 1:
-            plain_end = len(data)
+            plain_end, plain_last = len(data), state.last
         out.newest = state.before(data, len(data) + 1)  # when the run was last heard of
         if plain_end >= 0:
-            out.progress = state.before(data, plain_end + 1)
+            out.progress = state.before(data, plain_end + 1, (plain_last,))
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         if last_known is not None:
             out.recognised = (data.count(b"\n", 0, last_known[0]) + 1, last_known[1])
@@ -341,9 +342,9 @@ class _HistoryClock:
         self.last = ts
         self.newest = ts if self.newest is None else max(self.newest, ts)
 
-    def before(self, chunk: bytes, start: int) -> float | None:
+    def before(self, chunk: bytes, start: int, fallback: tuple[float | None] | None = None) -> float | None:
         """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
-        else the last one seen."""
+        else `fallback` when given, else the last one seen."""
         end = start - 1
         for _ in range(LOOK_AROUND):
             if end <= 0:
@@ -357,7 +358,7 @@ class _HistoryClock:
                     self.saw(ts)
                     return ts
             end = begin - 1
-        return self.last
+        return self.last if fallback is None else fallback[0]
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:
