@@ -102,7 +102,8 @@ def collapse_lines(data: bytes) -> bytes:
 _RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
 # Ray's own daemons, re-printed by the log monitor the same way: `(raylet) `, `(raylet, ip=10.0.0.2) `,
 # `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started). No pid: 0.
-_RAY_DAEMON_RE = re.compile(r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
+_RAY_DAEMON_RE = re.compile(
+    r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
 # Bounded digits: int() refuses more than 4,300, and no real count has ten.
 _REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
 _PREFIX_MAX = 256  # a Ray prefix closes within this many characters
