@@ -113,8 +113,6 @@ def text_summary(doc: dict[str, Any]) -> str:
 
     ph = doc["phases"]
     lines = [f"phase: {ph['current'] or '-'}  state: {ph['state']}"]
-    if doc["framework"]["label"]:
-        lines.insert(0, f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:
@@ -134,6 +132,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
         lines.append(line)
+    if doc["framework"]["label"]:
+        lines.append(f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     gpus = doc["gpus"]
     lines.append(f"gpus: {gpus['status']} {gpus['reason']}".rstrip() + f" ({len(gpus['devices'])} devices)")
     lines.append(f"processes: {len(doc['processes'])}")
