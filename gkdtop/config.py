@@ -48,12 +48,13 @@ DEFAULT_FILTER = (
     r"|Checkpoint tracker|Load from checkpoint|Resuming from|local_global_step_folder|Saving"
     r"|validation metrics|Global step \d+|Training completed|train_runtime|Total time for train steps"
     r"|Could not override|HYDRA_FULL_ERROR|Job '[^']*' failed|marked dead"
+    # (the pane matches the whole line, Ray prefix included: no `^` for a worker's message)
     # where the job is: Ray up, the TaskRunner's start, its plan, the engines starting, validation,
     # the steps of verl's GKD recipe and EasyR1, the weight sync (the GKD/EasyR1/OpenRLHF forms too)
     r"|Started a local Ray instance|Connected to Ray cluster|TaskRunner hostname:|resource_pool_spec:"
     r"|Total training steps:|vLLMHttpServer, replica_rank|creating LLM with bundle_indices|DeepSpeed info: version"
     r"|test_gen_batch meta info|validation generation end|Start validation\.\.\.|Finish validation\."
-    r"|^INFO: (?:generate text|update actor) done\.|^Step \d+$|update_weights done|Server is up!"
+    r"|INFO: (?:generate text|update actor) done\.|(?:^|\) )Step \d+$|update_weights done|Server is up!"
 )
 FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"

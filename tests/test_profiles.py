@@ -80,3 +80,24 @@ async def test_top_bar_shows_the_framework(tmp_path: Path) -> None:
     ])
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, lambda: "verl · FSDP" in str(app.query_one(TopBar).render()))
+
+
+def test_default_logs_filter_shows_where_a_real_verl_job_is(tmp_path: Path) -> None:
+    """The Logs pane's default filter on a real-format verl PPO log (through `snapshot`, which shows the
+    lines that filter keeps): the landmarks and every step, not the config dump or the memory lines."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("backlog: 5000\n")
+    log = CORPUS / "verl_ppo_checkpoint_save_hang.log"
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--config", str(cfg),
+                           "--log", str(log), "--lines", "5000", "--ray-address", "127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    shown = [line["text"] for line in json.loads(proc.stdout)["logs"]["lines"]]
+    total = sum(1 for raw in log.read_bytes().splitlines() if raw.strip())
+    assert 40 <= len(shown) <= total // 3, (len(shown), total)
+    for landmark in ("Started a local Ray instance", "TaskRunner hostname:", "[validate_config]", "dataset len:",
+                     "Total training steps:", "colocated worker base class", "contains 7.62B parameters",
+                     "vLLMHttpServer, replica_rank", "test_gen_batch meta info", "local_global_step_folder:"):
+        assert any(landmark in text for text in shown), landmark
+    steps = sum(1 for raw in log.read_text().splitlines() if " step:" in raw or raw.startswith("step:"))
+    assert sum(1 for text in shown if text.startswith("step:")) == steps
+    assert not any("'ppo_epochs'" in text or text.startswith("After resume") for text in shown)
