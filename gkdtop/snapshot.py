@@ -26,6 +26,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         "gkdtop": __version__,
         "host": socket.gethostname(),
         "time": now,
+        "framework": store.framework().as_json(),
         "gpus": {
             "status": store.gpus.status,
             "reason": store.gpus.reason,
@@ -149,6 +150,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
         lines.append(line)
+    if doc["framework"]["label"]:
+        lines.append(f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     gpus = doc["gpus"]
     lines.append(f"gpus: {gpus['status']} {gpus['reason']}".rstrip() + f" ({len(gpus['devices'])} devices)")
     lines.append(f"processes: {len(doc['processes'])}")

@@ -15,6 +15,7 @@ from typing import Any
 from gkdtop.analysis.engine import Analysis, HistoryRange
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.phases import PhaseEngine
+from gkdtop.analysis.profiles import Framework
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -199,6 +200,10 @@ class Store:
         """What a pane says while its collector fails (the last good data stays below it); "" when fine."""
         health = self.health.get(source)
         return f"collector error: {health.error} (retrying)" if health is not None and not health.ok else ""
+
+    def framework(self) -> Framework:
+        """Which framework the job runs: the log's evidence and the processes' command lines (or the config's pin)."""
+        return self.analysis.profiles.result([p.cmdline for p in self.processes], self.config.framework)
 
     def gpu_pids(self) -> set[int]:
         return {p.pid for dev in self.gpus.devices for p in dev.processes}

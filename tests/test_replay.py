@@ -273,3 +273,35 @@ def test_fast_history_path_equals_the_careful_one(tmp_path: Path, chunk: int, mo
         monkeypatch.setattr(engine, "FAST_HISTORY", True)
         assert fast == careful, log.name
         assert fast["steps"]["count"] >= 300
+
+
+def test_a_log_that_only_waits_for_resources_is_stalled_by_its_own_end(tmp_path: Path) -> None:
+    """Replay has no clock: Ray's autoscaler warnings, dated by their `+XmYs` offsets, and raylet's
+    stamped lines carry the log on past its last progress, so it ends stalled, not running."""
+    demand = "{'CPU': 1.0, 'GPU': 8.0}"
+    lines = ["2025-06-12 10:31:02,123\tINFO worker.py:1852 -- Started a local Ray instance.",
+             ray("TaskRunner", 7, "TaskRunner hostname: gpu-node-7, PID: 7"),
+             ray("TaskRunner", 7, "dataset len: 7473")]
+    lines += [f"(autoscaler +{m}m5s) Error: No available node types can fulfill resource request "
+              f"defaultdict(<class 'float'>, {demand}). Add suitable node types to this cluster to resolve this issue."
+              for m in range(1, 12)]
+    log = tmp_path / "pending.log"
+    log.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    doc = json.loads(proc.stdout)
+    assert (doc["state"], doc["stopped_in"]) == ("stalled", "resource pool"), doc
+    assert 590 <= doc["stalled_for"] <= 610, doc["stalled_for"]  # +1m5s .. +11m5s after the last progress
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(log)], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert "no progress for 10m" in text and "before the log ended" in text, text
+
+    raylet = log.with_name("raylet.log")
+    raylet.write_text("\n".join(lines[:3] + [
+        f"(raylet) [2025-06-12 10:{40 + m}:02,000 E 1877 1877] (raylet) worker_pool.cc:588: Some workers of the "
+        f"worker process({4000 + m}) have not registered within the timeout. The process is still alive."
+        for m in range(8)]) + "\n")
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(raylet)],
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert (doc["state"], doc["stopped_in"]) == ("stalled", "worker-group creation"), doc
+    assert doc["ended"] - doc["started"] == pytest.approx(16 * 60, abs=1)  # raylet's stamps date its lines

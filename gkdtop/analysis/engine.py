@@ -30,6 +30,7 @@ from gkdtop.analysis.lines import (
 )
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
+from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import TS_FIRST, ClockSkew, parse_timestamp
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
@@ -71,6 +72,7 @@ class Analysis:
         self._ids: dict[str, int] = {}
         self.phases = PhaseEngine(config, self.register)
         self.findings_engine = FindingsEngine(config.findings, self.register)
+        self.profiles = ProfileDetector(self.register)  # which framework: evidence from matched lines
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
         self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
@@ -171,6 +173,7 @@ class Analysis:
             self.ended = t if self.ended is None else max(self.ended, t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
+        self.profiles.feed(line, ids)
         if not ids:
             return
         source = line.source
@@ -228,8 +231,8 @@ class Analysis:
                 plain_end = end
                 continue
             raw = data[start:end]
-            if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw))
-                    and raw[(msg := message_start(raw)) : msg + 1] not in _STAMPED):
+            if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
+                    and raw[(msg := message_start(raw)) : msg + 1] not in _STAMPED):  # (its time is its +XmYs)
                 # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
                 # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
                 # where the time is used (see _fast_run).
@@ -567,6 +570,7 @@ class _HistoryClock:
             found = bisect_left(self._marks, start)
             return self._marked[found - 1] if found else self._before_chunk
         return self.last
+
 
 def file_range(path: str, final: bool = True) -> HistoryRange:
     """All of a file, as history (replay)."""

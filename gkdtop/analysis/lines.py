@@ -105,6 +105,10 @@ def collapse_lines(data: bytes) -> bytes:
 # `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
 # distinct prefix, then found in _prefix_cache.
 _RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
+# Ray's own daemons, re-printed by the log monitor the same way: `(raylet) `, `(raylet, ip=10.0.0.2) `,
+# `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started). No pid: 0.
+_RAY_DAEMON_RE = re.compile(
+    r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
 # Bounded digits: int() refuses more than 4,300, and no real count has ten.
 _REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
 _PREFIX_MAX = 256  # a Ray prefix closes within this many characters
@@ -117,6 +121,8 @@ def _prefix_of(key: str) -> tuple[str, int, str] | None:
     """(worker, pid, ip) of a Ray prefix `(...)`, None if `key` is not one; cached."""
     m = _RAY_RE.fullmatch(key)
     found = (m.group(1) or "", int(m.group(2)), m.group(3) or "") if m is not None else None
+    if found is None and (d := _RAY_DAEMON_RE.fullmatch(key)) is not None:
+        found = (d.group(1), 0, d.group(2) or "")
     if len(_prefix_cache) > 4096:
         _prefix_cache.clear()
     _prefix_cache[key] = found

@@ -39,6 +39,8 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
+# `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
+AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
 
 
@@ -98,12 +100,15 @@ class PhaseEngine:
         self._last_step_text = ""
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
+        self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
 
     # --- input ----------------------------------------------------------------------------------
 
     def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
         """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
+        if line.worker == "autoscaler":
+            t = self._autoscaler_time(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
@@ -155,6 +160,19 @@ class PhaseEngine:
     def bar_moved(self, line: LogLine) -> bool:
         """A bar line's redraw changed something other than its clock (see _is_progress)."""
         return self._is_progress(line, (self.bar_id,))
+
+    def _autoscaler_time(self, line: LogLine, t: float) -> float:
+        """When an autoscaler line was printed: its `+19m35s` counted from the first one seen (dated by
+        the stamped lines around it). After the fact its warnings, every 30 s while a job waits for
+        resources, are all that tells how long the log went on without progress."""
+        m = AUTOSCALER_RE.match(line.raw)
+        if m is None or line.ts is not None:
+            return t
+        offset = int(m.group(1) or 0) * 3600 + int(m.group(2) or 0) * 60 + int(m.group(3) or 0)
+        anchor = self._autoscaler_anchor
+        if anchor is None or offset < anchor[0]:  # the first line, or a restarted autoscaler
+            self._autoscaler_anchor = anchor = (offset, t)
+        return max(t, anchor[1] + offset - anchor[0])
 
     def _rules_of(self, ids: Collection[int]) -> list[PhaseRule]:
         """The rules a line's ids start or finish, in the rules' order (the first one wins)."""
