@@ -30,6 +30,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("bench_logs.py", ["--mb", "200"], ["--mb", "20", "--runs", "1"]),
     ("rss.py", [], ["--lines", "1000000", "--chunk", "250000"]),
     ("bench_stacks.py", [], ["--rounds", "1"]),
+    ("bench_stack_phase.py", [], ["--seconds", "20", "--samples", "5"]),
     ("bench_ray_pane.py", [], ["--runs", "3"]),
     ("snapshot_latency.py", [], ["--runs", "3"]),
     ("redaction.py", [], ["--per-syntax", "3"]),

@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo.add_argument("--fault", metavar="NAME", help=", ".join(FAULTS))
     demo.add_argument("--no-ui", action="store_true", help="run the job alone, without the dashboard")
+    demo.add_argument("--markers", choices=("verl", "playbook"), default="verl",
+                      help="what the job prints: verl's real lines (default) or the old playbook's markers")
     run = sub.add_parser("run", help="run a job with a working debug environment, log it and watch it (docs/run.md)",
                          usage="gkdtop run [options] -- CMD [ARG ...]")
     _common(run)
@@ -289,7 +291,8 @@ def replay(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-
 def demo(args: argparse.Namespace, config) -> int:  # type: ignore[no-untyped-def]
     from gkdtop.demo.launcher import DemoOptions, main_no_ui, start_demo
 
-    opts = DemoOptions(steps=args.steps, log_file=args.log_file, fault=args.fault, ray_address=args.ray_address)
+    opts = DemoOptions(steps=args.steps, log_file=args.log_file, fault=args.fault, ray_address=args.ray_address,
+                       markers=args.markers)
     if args.no_ui:
         return main_no_ui(opts)
     run = start_demo(opts)

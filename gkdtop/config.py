@@ -48,6 +48,13 @@ DEFAULT_FILTER = (
     r"|Checkpoint tracker|Load from checkpoint|Resuming from|local_global_step_folder|Saving"
     r"|validation metrics|Global step \d+|Training completed|train_runtime|Total time for train steps"
     r"|Could not override|HYDRA_FULL_ERROR|Job '[^']*' failed|marked dead"
+    # (the pane matches the whole line, Ray prefix included: no `^` for a worker's message)
+    # where the job is: Ray up, the TaskRunner's start, its plan, the engines starting, validation,
+    # the steps of verl's GKD recipe and EasyR1, the weight sync (the GKD/EasyR1/OpenRLHF forms too)
+    r"|Started a local Ray instance|Connected to Ray cluster|TaskRunner hostname:|resource_pool_spec:"
+    r"|Total training steps:|vLLMHttpServer, replica_rank|creating LLM with bundle_indices|DeepSpeed info: version"
+    r"|test_gen_batch meta info|validation generation end|Start validation\.\.\.|Finish validation\."
+    r"|INFO: (?:generate text|update actor) done\.|(?:^|\) )Step \d+$|update_weights done|Server is up!"
 )
 FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
@@ -75,6 +82,7 @@ DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.
 class Config:
     stall_after: float = 120.0
     stall_stacks: bool = True  # dump the job's stacks once when a stall is declared
+    stack_phase: bool = True  # read the driver's stack for the phase while the log cannot say (docs/stack-phases.md)
     phases: list[PhaseRule] = field(default_factory=list)
     filters: dict[str, str] = field(default_factory=lambda: {"default": DEFAULT_FILTER})
     fail_pattern: str = FAIL_PATTERN
@@ -88,6 +96,7 @@ class Config:
     )
     findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
+    framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
 
     @property
     def default_filter(self) -> str:
@@ -144,7 +153,8 @@ def _read(path: Path) -> str:
 
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
-    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks",
+    "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "stack_phase",
+    "framework",
 }
 
 
@@ -168,6 +178,8 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         cfg.stall_after = number(n, where, "stall_after")
     if (n := get(doc, "stall_stacks")) is not None:
         cfg.stall_stacks = boolean(n, where, "stall_stacks")
+    if (n := get(doc, "stack_phase")) is not None:
+        cfg.stack_phase = boolean(n, where, "stack_phase")
     mode = "extend"
     if (n := get(doc, "phases_mode")) is not None:
         mode = scalar(n, where, "phases_mode")
@@ -206,6 +218,15 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         user = parse_findings(n, where)
         names = {sig.name for sig in user}
         cfg.findings = user + [sig for sig in cfg.findings if sig.name not in names]
+    if (n := get(doc, "framework")) is not None:
+        from gkdtop.analysis.profiles import builtin_profiles
+
+        name = scalar(n, where, "framework").strip()
+        names = builtin_profiles().names
+        if name not in ("auto", *names):
+            raise node_error(where, n, "framework",
+                             f"unknown framework {name!r} (expected auto or one of: {', '.join(names)})")
+        cfg.framework = "" if name == "auto" else name
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

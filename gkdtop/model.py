@@ -234,6 +234,31 @@ class PhaseStatus:
 
 
 @dataclass(slots=True)
+class StackPhase:
+    """The phase read from the job's Python stacks (collectors/stackphase.py) while the log is silent
+    or says nothing a rule knows: shown with its source, never merged into the log's timeline."""
+
+    phase: str | None  # None: the stacks were read but no rule (data/stack_phases.yaml) knew them
+    where: str  # whose code and which function: `vllm … capture_model`, `verl … fit → generate_sequences`
+    frame: str  # the frame that says so: `capture_model (vllm/worker/model_runner.py:1234)`
+    pid: int | None  # the process it was read from
+    label: str  # what a person calls that process: `driver TaskRunner`
+    taken: float  # epoch seconds of the sample
+    reason: str  # why the stacks were read: `log silent for 40s`, `stalled`, ...
+    waiting: str = ""  # what its innermost frames wait on: `ray.get`, `broadcast`
+    processes: int = 0  # processes read
+    agree: int = 0  # of those, how many are in `phase`
+    note: str = ""  # one line: a process that could not be read, and why
+
+    @property
+    def text(self) -> str:
+        """`generation (from stacks: vllm … capture_model)`."""
+        if self.phase is None:
+            return f"no rule knows the stack (from stacks: {self.where})" if self.where else "stacks unreadable"
+        return f"{self.phase} (from stacks: {self.where})"
+
+
+@dataclass(slots=True)
 class SourceHealth:
     """How one collector is doing: the pane shows `error` while it retries."""
 

@@ -79,6 +79,8 @@ class Monitor:
             )
         if self.config.stall_stacks:
             self._tasks.append(asyncio.create_task(self._stall_stacks(), name="stall-stacks"))
+        if self.config.stack_phase:
+            self._tasks.append(asyncio.create_task(self._stack_phase(), name="stack-phase"))
 
     async def _put_logs(self, batch: Any) -> None:
         """A flood's batch in slices, yielding between them: a key press waits for one slice, not 100k lines.
@@ -124,6 +126,45 @@ class Monitor:
             else:
                 self.store.put("stall_stacks", taken)
 
+    async def _stack_phase(self, every: float = 1.0) -> None:
+        """While the log cannot say where the job is, its stacks (collectors/stackphase.py), backing off."""
+        from gkdtop.collectors.stackphase import StackPhaseSampler
+
+        sampler = StackPhaseSampler()
+        while True:
+            await asyncio.sleep(every)
+            await self.sample_stack_phase(sampler)
+
+    async def sample_stack_phase(self, sampler: Any, live: bool = True) -> None:
+        """One look: clear the stack phase when the log says enough, else read the stacks when due.
+        `live`: wait for two log polls first (`snapshot` has one, and its silence is measured already)."""
+        import time
+
+        from gkdtop.collectors.stackphase import sample_reason
+
+        if self.store.history_pending or (live and self.store.log_polls < 2):
+            return  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
+        now = time.time()
+        reason = sample_reason(self.store.phase_status(now), self.store.analysis.phases.last_activity, now)
+        if not reason:
+            sampler.reset()
+            if self.store.stack_phase is not None:
+                self.store.put("stack_phase", None)
+            return
+        targets = sampler.due(reason, self.store.processes, now)
+        if not targets:
+            return
+        # A daemon thread, not the loop's executor: quitting must not wait for py-spy to finish.
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        threading.Thread(target=_settle, args=(done, sampler.sample, targets, reason), name="stack-phase",
+                         daemon=True).start()
+        try:
+            result = await done
+        except Exception as exc:  # sample() answers its own failures with a note; this is the last guard
+            self.store.fail("stack_phase", one_line(exc), 0)
+        else:
+            self.store.put("stack_phase", result)
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -152,6 +193,10 @@ class Monitor:
         first = [c for c in self.collectors if c.name != "procs"]
         await asyncio.gather(*(one(c) for c in first))
         await asyncio.gather(*(one(c) for c in self.collectors if c.name == "procs"))
+        if self.config.stack_phase:  # the log and the processes are in: read the stacks if the log can't say
+            from gkdtop.collectors.stackphase import StackPhaseSampler
+
+            await self.sample_stack_phase(StackPhaseSampler(), live=False)
 
 
 def _settle(future: asyncio.Future[Any], work: Any, *args: Any) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
+from gkdtop.analysis.profiles import Framework
 from gkdtop.config import Config
 from gkdtop.model import Finding, PhaseStatus
 
@@ -73,16 +74,20 @@ class ReplayReport:
     findings: list[Finding] = field(default_factory=list)
     lines_read: int = 0
     method: str = "hyperscan"
+    framework: Framework = field(default_factory=Framework)
 
 
 def replay(paths: list[str], config: Config) -> ReplayReport:
     analysis = Analysis(config)
     analysis.read_history(file_range(path) for path in paths)
-    at = analysis.ended or analysis.phases.last_activity or 0.0
+    # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
+    # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
+    at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     status = analysis.status(at)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
-                        lines_read=analysis.lines_read, method=analysis.matcher.engine)
+                        lines_read=analysis.lines_read, method=analysis.matcher.engine,
+                        framework=analysis.profiles.result(pinned=config.framework))
 
 
 def timeline_json(status: PhaseStatus) -> list[dict[str, Any]]:
@@ -95,11 +100,14 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "files": report.files,
+        "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
         "state": st.state,
         "stopped_in": st.current,
         "expected": st.expected,
+        "stalled_for": st.stalled_for,
+        "stall_after": st.stall_after,
         "failure": st.failure,
         "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
         "hint": asdict(st.hint) if st.hint else None,
@@ -120,7 +128,10 @@ def report_text(report: ReplayReport) -> str:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
     else:
         span = "no timestamps: duration unknown"
-    out = [f"{', '.join(report.files)}: {span}", "", "timeline:"]
+    out = [f"{', '.join(report.files)}: {span}"]
+    if report.framework.label:
+        out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
+    out += ["", "timeline:"]
     for s in st.timeline:
         dur = human_duration(s.duration) if s.duration is not None else "(unfinished)"
         out.append(f"  {clock(s.start)}  {s.name:<20} {dur:>12}  {s.status}")
@@ -131,6 +142,9 @@ def report_text(report: ReplayReport) -> str:
         prefix = {"failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
         verdict = f"{prefix} {st.current or '-'}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
+    if st.state == "stalled" and st.stalled_for is not None:
+        out.append(f"  no progress for {human_duration(st.stalled_for)} before the log ended"
+                   f" (stalled after {human_duration(st.stall_after)})")
     if st.failure:
         out.append(f"  {st.failure}")
     if st.unsure:

@@ -9,7 +9,7 @@ from typing import Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
-from gkdtop.model import UNRECOGNISED_SHOWN
+from gkdtop.model import UNRECOGNISED_SHOWN, StackPhase
 from gkdtop.replay import timeline_json
 from gkdtop.store import Store
 
@@ -26,6 +26,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         "gkdtop": __version__,
         "host": socket.gethostname(),
         "time": now,
+        "framework": store.framework().as_json(),
         "gpus": {
             "status": store.gpus.status,
             "reason": store.gpus.reason,
@@ -57,6 +58,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
                 "run": status.steps,  # the whole run: count, p50/p95/max, slowest, trend, per timing key
             },
             "timeline": timeline_json(status),
+            "stack_phase": stack_phase_json(store.stack_phase, now),
         },
         "findings": [asdict(f) for f in store.findings()],
         "errors_seen": [asdict(g) for g in store.analysis.error_groups()],
@@ -73,6 +75,19 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             for h in store.health.values()
             if not h.ok
         ],
+    }
+
+
+def stack_phase_json(found: StackPhase | None, now: float) -> dict[str, Any] | None:
+    """The phase read from the stacks (collectors/stackphase.py), with its age; null when the log says enough."""
+    if found is None:
+        return None
+    return {
+        "phase": found.phase, "source": "stacks", "text": found.text, "where": found.where, "frame": found.frame,
+        "pid": found.pid, "process": found.label, "waiting": found.waiting,
+        "age": round(max(0.0, now - found.taken), 1), "taken": found.taken, "reason": found.reason,
+        "processes": found.processes, "agree": found.agree,
+        "note": found.note,
     }
 
 
@@ -120,6 +135,10 @@ def text_summary(doc: dict[str, Any]) -> str:
         after = ph["unrecognised"]["after"].strip()[:100]
         lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
                      f"{ph['unrecognised']['lines']} lines no rule knows")
+    if ph.get("stack_phase"):
+        sp = ph["stack_phase"]
+        lines.append(f"stacks: {sp['text']}  pid {sp['pid']}, {sp['age']:.0f}s ago ({sp['reason']})"
+                     + (f"  note: {sp['note']}" if sp["note"] else ""))
     if ph["hint"]:
         lines += [f"  cause: {c}" for c in ph["hint"]["causes"]] + [f"  try: {a}" for a in ph["hint"]["actions"]]
     if ph["clock_offset"] is not None:
@@ -131,6 +150,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
         lines.append(line)
+    if doc["framework"]["label"]:
+        lines.append(f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     gpus = doc["gpus"]
     lines.append(f"gpus: {gpus['status']} {gpus['reason']}".rstrip() + f" ({len(gpus['devices'])} devices)")
     lines.append(f"processes: {len(doc['processes'])}")

@@ -15,6 +15,7 @@ from typing import Any
 from gkdtop.analysis.engine import Analysis, HistoryRange
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.phases import PhaseEngine
+from gkdtop.analysis.profiles import Framework
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -27,6 +28,7 @@ from gkdtop.model import (
     RayLogsState,
     RayState,
     SourceHealth,
+    StackPhase,
 )
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
@@ -64,6 +66,7 @@ class Store:
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
         self.started = time.time()
         self.stall_stacks: Any = None  # actions.stall_stacks.StallStacks: the dump taken when a stall began
+        self.stack_phase: StackPhase | None = None  # the phase read from the stacks while the log cannot say
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
@@ -94,6 +97,9 @@ class Store:
                 self._bump("logs")
         elif source == "stall_stacks":
             self.stall_stacks = result
+        elif source == "stack_phase":  # None: the log says enough again
+            changed = result != self.stack_phase
+            self.stack_phase = result
         if changed or recovered:
             self._bump(source)
 
@@ -194,6 +200,10 @@ class Store:
         """What a pane says while its collector fails (the last good data stays below it); "" when fine."""
         health = self.health.get(source)
         return f"collector error: {health.error} (retrying)" if health is not None and not health.ok else ""
+
+    def framework(self) -> Framework:
+        """Which framework the job runs: the log's evidence and the processes' command lines (or the config's pin)."""
+        return self.analysis.profiles.result([p.cmdline for p in self.processes], self.config.framework)
 
     def gpu_pids(self) -> set[int]:
         return {p.pid for dev in self.gpus.devices for p in dev.processes}

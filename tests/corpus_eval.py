@@ -58,7 +58,7 @@ STEP_PHASES = {
     "training loop",
 }
 
-CHECKS = ("state", "phase", "culprit", "fix", "claims")
+CHECKS = ("state", "phase", "culprit", "fix", "claims", "framework")
 
 
 @dataclass
@@ -78,6 +78,7 @@ class Verdict:
     advice_text: str = ""  # findings' cause/fix and the hint: where a fix is proposed
     claims_text: str = ""  # everything gkdtop asserts: phase, failure, hint, findings
     error_findings: int = 0
+    framework: str = ""  # the detected profile's name (gkdtop/data/frameworks.yaml)
     error: str = ""
 
 
@@ -89,6 +90,7 @@ class Score:
     got_phase: str
     ok: dict[str, bool | None] = field(default_factory=dict)  # None: not applicable
     phase_lenient: bool = False
+    got_framework: str = ""
     error: str = ""
 
     @property
@@ -162,6 +164,7 @@ def replay_verdict(case: Case, home: Path) -> Verdict:
         advice_text="\n".join([advice, hint]),
         claims_text="\n".join([phase, failure, hint, claims]),
         error_findings=n_err + len(doc.get("errors", [])),
+        framework=(doc.get("framework") or {}).get("name") or "",
     )
 
 
@@ -228,6 +231,7 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
         advice_text="\n".join([advice, hint]),
         claims_text="\n".join([phase, failure, hint, claims]),
         error_findings=n_err,
+        framework=(doc.get("framework") or {}).get("name") or "",
     )
 
 
@@ -250,6 +254,8 @@ def score(case: Case, mode: str, v: Verdict) -> Score:
     s.ok["fix"] = any(f.lower() in v.advice_text.lower() for f in fixes) if fixes else None
     wrong = exp.get("wrong_claims") or []
     s.ok["claims"] = not any(w.lower() in v.claims_text.lower() for w in wrong) if wrong else None
+    s.ok["framework"] = v.framework == exp["framework"]
+    s.got_framework = v.framework
     return s
 
 
@@ -290,14 +296,15 @@ def _mark(v: bool | None) -> str:
 def print_table(scores: list[Score], cases: list[Case], per_log: bool = True) -> None:
     exp = {c.name: c.expect for c in cases}
     if per_log:
-        print(f"{'log':40} {'mode':8} {'state (want/got)':26} {'phase (want/got)':46} cul fix clm")
+        print(f"{'log':40} {'mode':8} {'state (want/got)':26} {'phase (want/got)':46} cul fix clm fw")
         for s in scores:
             e = exp[s.case]
             st = f"{e['state']}/{s.got_state or '?'}"
             ph = f"{e['phase']}/{s.got_phase or '?'}"
             print(
                 f"{s.case:40} {s.mode:8} {_mark(s.ok['state']):2} {st:23} {_mark(s.ok['phase']):2} {ph:43} "
-                f"{_mark(s.ok['culprit']):3} {_mark(s.ok['fix']):3} {_mark(s.ok['claims']):3}"
+                f"{_mark(s.ok['culprit']):3} {_mark(s.ok['fix']):3} {_mark(s.ok['claims']):3} "
+                f"{_mark(s.ok['framework']):2}{'' if s.ok['framework'] else ' (' + (s.got_framework or '?') + ')'}"
                 + (f"  [{s.error}]" if s.error else "")
             )
         print()

@@ -80,6 +80,7 @@ def stalled_scene(directory: Path, minutes_silent: float = 14) -> tuple[GkdtopAp
     config = Config(phases=builtin_phases())
     # One GPU sample, one process table, one Ray answer: the picture must not depend on timing.
     config.refresh.update({"gpus": 600.0, "ray": 600.0})
+    config.stack_phase = False  # py-spy has nothing to read in the fixed table's made-up PIDs
     monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9",
                       gpu_backend=RecordedBackend(str(gpus)))
     monitor.collectors = [c if c.name != "procs" else FixedProcs(now) for c in monitor.collectors]

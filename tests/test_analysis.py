@@ -358,6 +358,11 @@ def test_every_builtin_pattern_compiles_in_every_engine() -> None:
     texts = [DEFAULT_FILTER, FAIL_PATTERN, *IDLE_PATTERNS, *DRIVER_PATTERNS]
     texts += [p.text for rule in builtin_phases() for p in (rule.start, rule.done, rule.fail) if p is not None]
     texts += [p.text for sig in builtin_signatures() for p in (sig.match, *sig.extra)]
+    from gkdtop.analysis.profiles import builtin_profiles
+
+    profiles = builtin_profiles()
+    texts += [p.text for prof in profiles.profiles for p in (*prof.evidence, *prof.commands)]
+    texts += [value.match.text for values in profiles.traits.values() for value in values]
     for text in texts:
         compile_pattern(text)  # RE2 and, where installed, Hyperscan
     assert len(Matcher([compile_pattern(t) for t in texts]).patterns) == len(texts)

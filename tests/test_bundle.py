@@ -166,6 +166,10 @@ def test_bundle_has_the_job_and_no_secret(job: Job) -> None:
     assert b"[ACTOR] init model" in members["logs/filtered.log"]
     assert members["flight-recorder/nccl_trace_rank_0"] == b"\x80\x04dump of rank 0"
     assert json.loads(members["snapshot.json"])["schema"] == 1
+    # The framework, told from the job's command line too; that evidence is redacted like the rest.
+    framework = json.loads(members["phases.json"])["framework"]
+    assert framework["name"] == "verl" and "processes" in framework["source"], framework
+    assert json.loads(members["snapshot.json"])["framework"]["name"] == "verl"
     assert json.loads(members["config.json"])["stall_after"] == 60
     assert json.loads(members["packages.json"])["packages"]["psutil"]
 

@@ -56,6 +56,8 @@ def test_user_phase_with_builtin_name_replaces_it_in_place(tmp_path: Path) -> No
         ("filters:\n  errors: '[bad'\n", ":2: filters.errors: invalid regular expression"),
         ("refresh:\n  gpus: -1\n", ":2: refresh.gpus: must be positive"),
         ("- just\n- a list\n", ":1: the config must be a mapping"),
+        ("stall_after: 60\nframework: verll\n",
+         ":2: framework: unknown framework 'verll' (expected auto or one of: verl,"),
     ],
 )
 def test_malformed_config_is_one_line_naming_file_line_key(tmp_path: Path, text: str, expected: str) -> None:

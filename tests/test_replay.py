@@ -217,3 +217,91 @@ def test_a_step_is_placed_in_its_part(tmp_path: Path) -> None:
     st = report.status
     assert (st.current, st.within, st.state) == ("generation", "training loop", "stalled"), (st.current, st.state)
     assert [s.name for s in st.timeline].count("training loop") == 1
+
+
+NOISY = Path(__file__).resolve().parents[2] / "shared" / "bench" / "noisy_log.py"
+
+
+def _verl_run(path: Path) -> None:
+    """A dense verl-shaped run with what the fast path must get right: bars that start a sub-phase,
+    a step line per step, steps without `timing_s/step` (spaced by time), a step two ranks print,
+    a key set that changes, a phase change mid-run, a finding whose window spans step lines,
+    untimed lines before any stamp, a line with a control byte, non-ASCII metrics."""
+    w = "(WorkerDict pid=7790, ip=10.1.1.5) "
+    r = "(TaskRunner pid=7781) "
+    out = [f"{r}step:0 - timing_s/step:1.0 - note:before any stamp",
+           f"{w}Processed prompts: 100%|##| 8/8 [00:01, 8.0it/s]"]
+    t = time.time() - 7200
+    for step in range(1, 400):
+        t += 9
+        out.append(f"{w}Processed prompts:  50%|#   | 4/8 [00:01<00:01, 4.0it/s]\r{w}Processed prompts: 100%|##| 8/8 "
+                   "[00:02<00:00, 4.0it/s]\r")
+        out.append(f"{w}INFO {time.strftime('%m-%d %H:%M:%S', time.localtime(t))} [metrics.py:455] Avg prompt "
+                   "throughput: 1.0 tokens/s, Running: 1 reqs")
+        timing = "" if step % 37 == 0 else f"timing_s/gen:{step % 5 + 1}.5 - timing_s/step:{step % 7 + 3}.25 - "
+        extra = " - timing_s/testing:2.0" if 150 <= step < 160 else ""
+        out.append(f"{r}step:{step} - actor/loss:{1 / step:.4f} - {timing}perf/mfu:0.4{extra}")
+        if step == 200:
+            out.append(f"{r}step:{step} - actor/loss:{1 / step:.4f} - {timing}perf/mfu:0.4")  # a second rank
+        if step == 250:
+            out.append(f"{asctime(t)} ray.exceptions.RayTaskError: ray::WorkerDict.actor_update_actor() "
+                       "(pid=7790, ip=10.1.1.5)")
+        if step == 300:
+            out.append(f"{r}step:{step} - \x07bell - timing_s/step:3.5")
+            out.append(f"{r}step:{step + 1000} - loss:\u00e9 - timing_s/step:3.5")
+    path.write_text("\n".join(out) + "\n")
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 22])
+def test_fast_history_path_equals_the_careful_one(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path (step and bar lines read from bytes, steps added in bulk) states exactly what
+    feeding every line through the engines states, on verl-shaped runs and on the bench's log."""
+    import gkdtop.analysis.engine as engine
+    from gkdtop.replay import report_json
+
+    logs = [tmp_path / "verl.log"]
+    _verl_run(logs[0])
+    if NOISY.exists():
+        logs.append(tmp_path / "noisy.log")
+        subprocess.run([sys.executable, str(NOISY), str(logs[1]), "300"], check=True)
+    config = load_config(None)
+    monkeypatch.setattr(engine, "CHUNK", chunk)
+    for log in logs:
+        fast = report_json(replay([str(log)], config))
+        monkeypatch.setattr(engine, "FAST_HISTORY", False)
+        careful = report_json(replay([str(log)], config))
+        monkeypatch.setattr(engine, "FAST_HISTORY", True)
+        assert fast == careful, log.name
+        assert fast["steps"]["count"] >= 300
+
+
+def test_a_log_that_only_waits_for_resources_is_stalled_by_its_own_end(tmp_path: Path) -> None:
+    """Replay has no clock: Ray's autoscaler warnings, dated by their `+XmYs` offsets, and raylet's
+    stamped lines carry the log on past its last progress, so it ends stalled, not running."""
+    demand = "{'CPU': 1.0, 'GPU': 8.0}"
+    lines = ["2025-06-12 10:31:02,123\tINFO worker.py:1852 -- Started a local Ray instance.",
+             ray("TaskRunner", 7, "TaskRunner hostname: gpu-node-7, PID: 7"),
+             ray("TaskRunner", 7, "dataset len: 7473")]
+    lines += [f"(autoscaler +{m}m5s) Error: No available node types can fulfill resource request "
+              f"defaultdict(<class 'float'>, {demand}). Add suitable node types to this cluster to resolve this issue."
+              for m in range(1, 12)]
+    log = tmp_path / "pending.log"
+    log.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    doc = json.loads(proc.stdout)
+    assert (doc["state"], doc["stopped_in"]) == ("stalled", "resource pool"), doc
+    assert 590 <= doc["stalled_for"] <= 610, doc["stalled_for"]  # +1m5s .. +11m5s after the last progress
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(log)], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert "no progress for 10m" in text and "before the log ended" in text, text
+
+    raylet = log.with_name("raylet.log")
+    raylet.write_text("\n".join(lines[:3] + [
+        f"(raylet) [2025-06-12 10:{40 + m}:02,000 E 1877 1877] (raylet) worker_pool.cc:588: Some workers of the "
+        f"worker process({4000 + m}) have not registered within the timeout. The process is still alive."
+        for m in range(8)]) + "\n")
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(raylet)],
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert (doc["state"], doc["stopped_in"]) == ("stalled", "worker-group creation"), doc
+    assert doc["ended"] - doc["started"] == pytest.approx(16 * 60, abs=1)  # raylet's stamps date its lines

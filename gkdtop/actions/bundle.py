@@ -190,6 +190,7 @@ class _Bundle:
             "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
             "timeline": timeline_json(status),
+            "framework": self.store.framework().as_json(),  # its evidence may quote a command line: redacted below
         }
         w.add("phases.json", _dumps(self.redactor.obj(json.loads(_dumps(doc)), "phases.json")),
               "the phase timeline and the current verdict")

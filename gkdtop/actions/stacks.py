@@ -148,12 +148,15 @@ def dump_stacks(
     py_spy: str | None = None,
     search: Iterable[str | Path] | None = None,
     nccl_trace: bool = True,
+    nonblocking: bool = False,
 ) -> StackReport:
     """Dump every target in parallel (py-spy pauses each process only for its own dump), then group.
 
     A process py-spy cannot read (py-spy missing, ptrace denied, ...) is dumped by faulthandler when
     it runs gkdtop.probe; with `nccl_trace`, every rank that can (gkdtop.probe's request FIFO, torch's
     NCCL trigger pipe) dumps its Flight Recorder too, and the dumps are analysed (actions/collectives.py).
+    `nonblocking` (the periodic sampler, collectors/stackphase.py): py-spy reads without pausing the
+    target, and a failure is only reported (no faulthandler signal every few seconds).
     """
     start = time.time()
     exe = py_spy or find_py_spy(search)
@@ -165,7 +168,7 @@ def dump_stacks(
             dumps = list(pool.map(lambda p: _fallback(_failed(p, missing), p, timeout), procs))
     elif procs:
         with ThreadPoolExecutor(max_workers=pool_size) as pool:
-            dumps = list(pool.map(lambda p: _dump_guarded(exe, p, native, timeout), procs))
+            dumps = list(pool.map(lambda p: _dump_guarded(exe, p, native, timeout, nonblocking), procs))
     else:
         dumps = []
     traces = trigger_nccl_traces(procs, wait=min(timeout, 5.0)) if nccl_trace and procs else []
@@ -249,16 +252,16 @@ def _alive(proc: ProcInfo) -> bool:
     return True
 
 
-def _dump_guarded(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDump:
+def _dump_guarded(exe: str, proc: ProcInfo, native: bool, timeout: float, nonblocking: bool = False) -> StackDump:
     """One process's failure, whatever it is, stays in that process's row."""
     try:
-        dump = _dump_one(exe, proc, native, timeout)
+        dump = _dump_one(exe, proc, native, timeout, nonblocking)
     except Exception as exc:
         dump = _failed(proc, f"dump failed: {type(exc).__name__}: {exc}"[:200])
-    return dump if dump.ok else _fallback(dump, proc, timeout)
+    return dump if dump.ok or nonblocking else _fallback(dump, proc, timeout)
 
 
-def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDump:
+def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float, nonblocking: bool = False) -> StackDump:
     if not _alive(proc):
         return _failed(proc, "process vanished (exited before the dump)")
     rank, world = _rank(proc.pid)
@@ -267,6 +270,8 @@ def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float) -> StackDu
     # --nonblocking would pause the target less but cannot be combined with --native; a consistent
     # snapshot matters more for a hang than a few milliseconds of pause.
     argv = [exe, "dump", "--pid", str(proc.pid), "--json"] + (["--native"] if native else [])
+    if nonblocking and not native:
+        argv.append("--nonblocking")
     env = {**os.environ, "RUST_BACKTRACE": "0"}  # else py-spy's errors come with a Rust backtrace
     began = time.monotonic()
     try:

@@ -11,15 +11,27 @@ only the lines it names are parsed. Both paths meet the same patterns with the s
 from __future__ import annotations
 
 import os
+from array import array
+from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.findings import FindingsEngine
-from gkdtop.analysis.lines import clean_line, collapse_lines, parse_line, split_prefix, strip_escapes
+from gkdtop.analysis.lines import (
+    clean_line,
+    collapse_lines,
+    message_start,
+    parse_line,
+    plain_ascii,
+    split_prefix,
+    strip_escapes,
+)
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
-from gkdtop.analysis.phases import PhaseEngine
-from gkdtop.analysis.time import ClockSkew, parse_timestamp
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
+from gkdtop.analysis.profiles import ProfileDetector
+from gkdtop.analysis.time import TS_FIRST, ClockSkew, parse_timestamp
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
@@ -29,6 +41,9 @@ if TYPE_CHECKING:
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
+RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
+_STAMPED = frozenset(c.encode() for c in TS_FIRST)  # first bytes a timestamped message can have
 
 
 @dataclass
@@ -57,6 +72,7 @@ class Analysis:
         self._ids: dict[str, int] = {}
         self.phases = PhaseEngine(config, self.register)
         self.findings_engine = FindingsEngine(config.findings, self.register)
+        self.profiles = ProfileDetector(self.register)  # which framework: evidence from matched lines
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
         self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
@@ -65,11 +81,14 @@ class Analysis:
         # ("after `Building rollout for sglang`: 37 lines no rule knows"), not charged to a phase.
         self.recognised_ids = self.phases.rule_ids | self.findings_engine.match_ids
         self.recognised_at = 0  # its position, counted in lines_read
+        # Lines with only these ids (and no stamp, no control bytes) are history's fast path (_fast_run).
+        self.quick_ids = self.phases.quick_ids - self.findings_engine.match_ids - {self.traceback_id}
         self.recognised_text = ""
         self.skew = ClockSkew()
         self.errors: dict[str, ErrorGroup] = {}
         self._open_traceback: dict[str, int | None] = {}
         self.lines_read = 0  # lines that went through the matcher
+        self._timing_names: dict[bytes, str] = {}  # timing_s/* keys as read from bytes, decoded once
         self.started: float | None = None  # the earliest and latest timestamps seen
         self.ended: float | None = None
 
@@ -154,6 +173,7 @@ class Analysis:
             self.ended = t if self.ended is None else max(self.ended, t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
+        self.profiles.feed(line, ids)
         if not ids:
             return
         source = line.source
@@ -187,12 +207,17 @@ class Analysis:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
         aside): the lines the matcher names are cleaned, confirmed, dated (their stamp, else the
         nearest one before them) and step lines parsed. Engines are fed by `_apply`, in order."""
+        state.new_chunk()
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
-        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1))
+        newlines = data.count(b"\n")
+        out = _Extract(newlines + (0 if data.endswith(b"\n") else 1), path)
         confirm = self.matcher.confirm
         bar_only = [self.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
+        step_only = [self.phases.step_id]
+        quick = self.quick_ids if FAST_HISTORY else frozenset()
+        chunk_plain = plain_ascii(data)  # usually: then so is every line of it
         step_id, traceback_id = self.phases.step_id, self.traceback_id
         counted = at = 0
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
@@ -206,6 +231,28 @@ class Analysis:
                 plain_end = end
                 continue
             raw = data[start:end]
+            if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
+                    and raw[(msg := message_start(raw)) : msg + 1] not in _STAMPED):  # (its time is its +XmYs)
+                # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
+                # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
+                # where the time is used (see _fast_run).
+                if ids != step_only:
+                    ids = confirm(raw[msg:].decode("ascii"), ids, raw[:msg].decode("ascii"))
+                step = metrics_at = None
+                if step_id in ids:
+                    m = STEP_BYTES_RE.search(raw, msg)
+                    if m is None:  # the pattern matched only inside the Ray prefix
+                        ids = [i for i in ids if i != step_id]
+                    else:
+                        step, metrics_at = int(m.group(1)), start + m.end()
+                        out.fast_steps += 1
+                if not ids or ids == bar_only:
+                    plain_end = end
+                    continue
+                out.records.append((None, ids, start, end, metrics_at, step))
+                if not recognised.isdisjoint(ids):
+                    last_known = (start, None)
+                continue
             line = parse_line(clean_line(raw), path, state.mtime)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
             ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
@@ -223,7 +270,7 @@ class Analysis:
                 line.seen = ts if ts is not None else -1.0  # -1: no stamp yet (the first one after it, then)
             else:
                 line.seen = line.ts
-                state.saw(line.ts)
+                state.saw(line.ts, start)
             out.records.append((line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None))
             if not recognised.isdisjoint(ids):
                 last_known = (start, line.text)
@@ -234,12 +281,34 @@ class Analysis:
             out.progress = state.before(data, plain_end + 1)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         if last_known is not None:
-            out.recognised = (data.count(b"\n", 0, last_known[0]) + 1, last_known[1])
+            text = last_known[1]
+            if text is None:  # a fast step line: its message
+                end = data.find(b"\n", last_known[0])
+                text = split_prefix(clean_line(data[last_known[0] : end if end >= 0 else len(data)]))[1]
+            out.recognised = (newlines - data.count(b"\n", last_known[0]) + 1, text)  # its line number
+        out.data = data
         return out
 
     def _apply(self, extract: _Extract, state: _HistoryClock, base: int) -> None:
         """An extract's lines into the engines, in file order; `base`: lines before its part."""
-        for line, ids, number, step in extract.records:
+        records = extract.records
+        fast_seen = i = 0
+        while i < len(records):
+            record = records[i]
+            i += 1
+            line, ids, number, step = record[:4]
+            if line is None:
+                run = i
+                while run < len(records) and records[run][0] is None:
+                    run += 1
+                done, steps = self._fast_run(records[i - 1 : run], fast_seen, extract, state)
+                fast_seen += steps
+                if done:
+                    i += done - 1
+                    continue
+                if record[5] is not None:
+                    fast_seen += 1  # this one the careful way
+                line, ids, number, step = self._parse_record(record, extract, state)
             if number is not None:
                 number += base
             if line.seen < 0:  # no stamp before it: it waits for the first one after it
@@ -260,6 +329,130 @@ class Analysis:
             self.recognised_at, self.recognised_text = self.lines_read + extract.recognised[0], extract.recognised[1]
         self.lines_read += extract.lines
         state.tail = extract.tail
+        extract.data = b""
+
+    def _fast_run(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: _HistoryClock
+                  ) -> tuple[int, int]:
+        """Consecutive fast records (`seen`: the chunk's step records before them): how many were
+        taken, from the first, and how many of those were step lines. Each one's effect on the phases
+        is that of feed() (PhaseEngine.quick_start) up to the first that would change the phase; steps
+        go in bulk; the time is read only for what keeps it: the sub-phase's start, the run's last
+        line (activity, progress) and the steps that need one (_bulk_steps)."""
+        if self.findings_engine.open.get(extract.path):
+            return 0, 0  # a finding reads the lines after one that matched: one at a time, the careful way
+        data = extract.data
+        if state.before(data, run[0][2]) is None:
+            return 0, 0  # no stamp yet: these wait for the first one after them, the careful way
+        phases = self.phases
+        quick_start = phases.quick_start
+        bar_id = self.bar_id
+        taken = 0
+        inner_from = last_bar = last_other = None
+        steps: list[tuple[Any, ...]] = []
+        for record in run:
+            moved = quick_start(record[1])
+            if moved is None:
+                break  # a real change of phase: the careful path
+            if moved:
+                inner_from = record
+            if record[5] is not None:
+                steps.append(record)
+            if bar_id in record[1]:
+                last_bar = record
+            else:
+                last_other = record
+            taken += 1
+        if not taken:
+            return 0, 0
+        if inner_from is not None:
+            phases.inner_since = state.before(data, inner_from[2])
+        if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
+            for index, record in enumerate(steps, seen + 1):
+                self._fast_step(record, extract, state, index)
+        if last_other is not None:
+            phases.note_skipped(state.before(data, last_other[2]))  # type: ignore[arg-type]
+        if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
+            line = self._parse_record(last_bar, extract, state)[0]
+            t = line.seen
+            phases.last_activity = t if phases.last_activity is None else max(phases.last_activity, t)
+            if phases.bar_moved(line):
+                phases.note_skipped(t)
+        return taken, len(steps)
+
+    def _bulk_steps(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: _HistoryClock) -> bool:
+        """A run of step lines that each print the same `timing_s/*` keys (`step` among them), no step
+        twice: parsed in one regex pass over their timing parts and added in C-level extends. False
+        (nothing done) when the run is not like that."""
+        data = extract.data
+        find, rfind = data.find, data.rfind
+        parts = []
+        for _, _ids, _start, end, metrics_at, _step in run:
+            at = find(b"timing_s/", metrics_at, end)
+            if at < 0:
+                return False
+            parts.append(data[at : min(end, rfind(b"timing_s/", at, end) + 200)])
+        keys = [key for key, _ in TIMING_BYTES_RE.findall(parts[0])]
+        pairs = TIMING_BYTES_RE.findall(b"\n".join(parts))
+        stats = self.phases.stats
+        steps = [record[5] for record in run]
+        if (b"step" not in keys or len(set(keys)) != len(keys) or len(pairs) != len(keys) * len(run)
+                or list(map(itemgetter(0), pairs)) != keys * len(run)
+                or steps[0] == stats.last or any(map(eq, steps, steps[1:]))):
+            return False
+        total = extract.fast_steps
+        # Dated: the chunk's last steps (the recent ones shown), the run's last (a step after it without
+        # `timing_s/step` is spaced from it) and the run's first when it is the first of all.
+        dated = list(range(max(0, min(total - RECENT_STEPS - seen, len(run) - 1)), len(run)))
+        if stats.first is None and dated[0]:
+            dated.insert(0, 0)
+        times: dict[int, float] = {}
+        for k in dated:
+            t = state.before(data, run[k][2])
+            if t is None:
+                return False  # no stamp yet: these wait for the first one after them
+            times[k] = t
+        names = tuple(key.decode() for key in keys)
+        last = len(run) - 1
+        stats.add_run(steps, times.get(0), times.get(last), names, array("d", map(float, map(itemgetter(1), pairs))))
+        phases = self.phases
+        for k in dated:
+            phases.note_skipped(times[k])  # activity and progress, as feed() counts a step line
+            shown = seen + k + 1 == total
+            phases.note_step(steps[k], times[k], data[run[k][4] : run[k][3]].decode() if shown else None)
+        return True
+
+    def _fast_step(self, record: tuple[Any, ...], extract: _Extract, state: _HistoryClock, index: int) -> None:
+        """One step line of a fast run (`index`: its place among the chunk's), when the run is not one
+        _bulk_steps takes (keys that change, a step printed twice): dated, as feed() would."""
+        _, _ids, start, end, metrics_at, step = record
+        data = extract.data
+        timings: dict[str, float] = {}
+        at = data.find(b"timing_s/", metrics_at, end)
+        if at >= 0:  # verl prints the timing keys together: read from the first to the last
+            names = self._timing_names
+            for key, value in TIMING_BYTES_RE.findall(data, at, min(end, data.rfind(b"timing_s/", at, end) + 200)):
+                name = names.get(key)
+                if name is None:
+                    name = names[key] = key.decode()
+                    if len(names) > 1000:
+                        names.clear()
+                timings[name] = float(value)
+        phases = self.phases
+        t = state.before(data, start)  # never None here: _fast_run saw a stamp before the run
+        if t is not None:
+            phases.note_skipped(t)  # activity and progress, as feed() counts a step line
+        phases.add_step(step, t, timings, data[metrics_at:end].decode() if index == extract.fast_steps else None)
+
+    def _parse_record(self, record: tuple[Any, ...], extract: _Extract, state: _HistoryClock
+                      ) -> tuple[LogLine, list[int], int | None, Any]:
+        """A fast step record the careful way (what _extract does for every other named line)."""
+        _, ids, start, end, _metrics_at, _step = record
+        data = extract.data
+        line = parse_line(clean_line(data[start:end]), extract.path, state.mtime)
+        line.backlog = True
+        ts = state.before(data, start)
+        line.seen = ts if ts is not None else -1.0
+        return line, ids, None, self.phases.parse_step(line.text)
 
     def _finish(self, part: HistoryRange, state: _HistoryClock) -> None:
         if state.newest is not None:
@@ -296,7 +489,10 @@ class _Extract:
     """What `_extract` found in one chunk: the lines to feed, and the chunk's times."""
 
     lines: int  # lines in the chunk
-    records: list[tuple[LogLine, list[int], int | None, Any]] = field(default_factory=list)
+    path: str = ""
+    data: bytes = b""  # the chunk as scanned, while its records are applied
+    fast_steps: int = 0  # step lines recorded as (None, ids, start, end, metrics_at, step)
+    records: list[tuple[Any, ...]] = field(default_factory=list)
     newest: float | None = None  # the newest stamp near its end
     progress: float | None = None  # the time of its last line no rule names
     tail: bytes = b""  # its last line
@@ -325,7 +521,11 @@ def _extract_range(analysis: Analysis, part: HistoryRange, state: _HistoryClock)
 
 
 class _HistoryClock:
-    """Times for untimed lines of a file read in chunks: the nearest stamped line before them."""
+    """Times for untimed lines of a file read in chunks: the nearest stamped line before them.
+
+    _extract reads stamps in file order and marks where it found them; _apply dates a fast line
+    later, after the whole chunk was read, so where no stamp is near it the fallback is the last
+    one marked before its offset, not the chunk's last one."""
 
     def __init__(self, mtime: float) -> None:
         self.mtime = mtime
@@ -333,14 +533,26 @@ class _HistoryClock:
         self.newest: float | None = None
         self.waiting: list[tuple[LogLine, Any, int | None, Any]] = []  # untimed lines before the first stamp
         self.tail = b""  # the last line read
+        self._before_chunk: float | None = None  # `last` when the current chunk began
+        self._marks: list[int] = []  # offsets in the current chunk where a stamp was found, ascending
+        self._marked: list[float] = []  # ... and those stamps
 
-    def saw(self, ts: float) -> None:
-        self.last = ts
+    def new_chunk(self) -> None:
+        self._before_chunk = self.last
+        self._marks.clear()
+        self._marked.clear()
+
+    def saw(self, ts: float, at: int | None = None) -> None:
         self.newest = ts if self.newest is None else max(self.newest, ts)
+        if at is None or not self._marks or at > self._marks[-1]:
+            self.last = ts
+            if at is not None:
+                self._marks.append(at)
+                self._marked.append(ts)
 
     def before(self, chunk: bytes, start: int) -> float | None:
         """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
-        else the last one seen."""
+        else the last one seen before it."""
         end = start - 1
         for _ in range(LOOK_AROUND):
             if end <= 0:
@@ -351,9 +563,12 @@ class _HistoryClock:
                 text = split_prefix(head.decode("utf-8", "replace"))[1]
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
-                    self.saw(ts)
+                    self.saw(ts, begin)
                     return ts
             end = begin - 1
+        if self._marks and start <= self._marks[-1]:  # dated after the chunk was read: the mark before it
+            found = bisect_left(self._marks, start)
+            return self._marked[found - 1] if found else self._before_chunk
         return self.last
 
 

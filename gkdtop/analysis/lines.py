@@ -49,10 +49,15 @@ def decode(data: bytes) -> str:
 
 def last_segment(line: bytes) -> bytes:
     """What a terminal shows for a `\\r`-rewritten (cleaned) line: its last non-blank segment."""
-    for part in reversed(line.split(b"\r")):
+    end = len(line)
+    while True:  # from the end: a bar's last redraw is usually the last segment or the one before
+        cr = line.rfind(b"\r", 0, end)
+        part = line[cr + 1 : end]
         if part.strip():
             return part
-    return b""
+        if cr < 0:
+            return b""
+        end = cr
 
 
 def strip_escapes(data: bytes) -> bytes:
@@ -100,6 +105,10 @@ def collapse_lines(data: bytes) -> bytes:
 # `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
 # distinct prefix, then found in _prefix_cache.
 _RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
+# Ray's own daemons, re-printed by the log monitor the same way: `(raylet) `, `(raylet, ip=10.0.0.2) `,
+# `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started). No pid: 0.
+_RAY_DAEMON_RE = re.compile(
+    r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
 # Bounded digits: int() refuses more than 4,300, and no real count has ten.
 _REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
 _PREFIX_MAX = 256  # a Ray prefix closes within this many characters
@@ -112,6 +121,8 @@ def _prefix_of(key: str) -> tuple[str, int, str] | None:
     """(worker, pid, ip) of a Ray prefix `(...)`, None if `key` is not one; cached."""
     m = _RAY_RE.fullmatch(key)
     found = (m.group(1) or "", int(m.group(2)), m.group(3) or "") if m is not None else None
+    if found is None and (d := _RAY_DAEMON_RE.fullmatch(key)) is not None:
+        found = (d.group(1), 0, d.group(2) or "")
     if len(_prefix_cache) > 4096:
         _prefix_cache.clear()
     _prefix_cache[key] = found
@@ -130,6 +141,25 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
             if hit is not None:
                 return hit, raw[close + 2 :] if raw[close + 1 : close + 2] == " " else raw[close + 1 :]
     return None, raw
+
+
+def message_start(raw: bytes) -> int:
+    """split_prefix for a raw ASCII line: the offset its message begins at (0 without a Ray prefix)."""
+    if raw[:1] == b"(":
+        close = raw.find(b")", 1, _PREFIX_MAX)
+        if close > 0:
+            key = raw[: close + 1].decode("ascii")
+            hit = _prefix_cache.get(key, _NO_PREFIX)
+            if hit is _NO_PREFIX:
+                hit = _prefix_of(key)
+            if hit is not None:
+                return close + 2 if raw[close + 1 : close + 2] == b" " else close + 1
+    return 0
+
+
+def plain_ascii(raw: bytes) -> bool:
+    """A raw line that cleaning leaves as it is: ASCII without control characters (tab aside)."""
+    return raw.isascii() and len(raw.translate(None, _C0_BYTES)) == len(raw)
 
 
 def repeat_count(text: str) -> int:

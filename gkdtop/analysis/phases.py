@@ -27,6 +27,10 @@ STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
+# The same two on the bytes of a plain ASCII line (history's step lines, read without decoding them);
+# RE2's `\s` is [\t\n\f\r ] and such a line holds no control but tab, so the answers are the same.
+STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
+TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
 EXCEPTION_PATTERN = r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
@@ -35,6 +39,8 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
+# `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
+AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
 
 
@@ -72,6 +78,10 @@ class PhaseEngine:
                 self.fail_of[rule.name] = register(rule.fail)
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
                                    self.probe_id, self.step_id])
+        # History's fast lines (engine._fast_run): ids whose only effect is a step, a bar or a start.
+        self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
+            [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids])
+        self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None
@@ -90,12 +100,15 @@ class PhaseEngine:
         self._last_step_text = ""
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
+        self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
 
     # --- input ----------------------------------------------------------------------------------
 
     def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
         """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
+        if line.worker == "autoscaler":
+            t = self._autoscaler_time(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
@@ -123,6 +136,43 @@ class PhaseEngine:
             return
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
+
+    def quick_start(self, ids: list[int]) -> bool | None:
+        """What feed() does to the phases with a line whose ids are all in `quick_ids` and that has no
+        stamp of its own: None if it would change the phase (feed it), True if it made a sub-phase
+        current (the caller sets `inner_since`), False if nothing changed but a sub-phase ending."""
+        rules = self._quick_rules.get(tuple(ids))
+        if rules is None:
+            rules = self._quick_rules[tuple(ids)] = [r for r in self._rules_of(ids) if self.start_of[r.name] in ids]
+        if not rules:
+            return False
+        rule = rules[0]  # feed() acts on the first rule only
+        if self._is_inner(rule):
+            if self._behind(rule) or self.inner is rule:
+                return False
+            self.inner = rule
+            return True
+        if rule is self.current and self.timeline and self.timeline[-1].end is None:
+            self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
+            return False
+        return None
+
+    def bar_moved(self, line: LogLine) -> bool:
+        """A bar line's redraw changed something other than its clock (see _is_progress)."""
+        return self._is_progress(line, (self.bar_id,))
+
+    def _autoscaler_time(self, line: LogLine, t: float) -> float:
+        """When an autoscaler line was printed: its `+19m35s` counted from the first one seen (dated by
+        the stamped lines around it). After the fact its warnings, every 30 s while a job waits for
+        resources, are all that tells how long the log went on without progress."""
+        m = AUTOSCALER_RE.match(line.raw)
+        if m is None or line.ts is not None:
+            return t
+        offset = int(m.group(1) or 0) * 3600 + int(m.group(2) or 0) * 60 + int(m.group(3) or 0)
+        anchor = self._autoscaler_anchor
+        if anchor is None or offset < anchor[0]:  # the first line, or a restarted autoscaler
+            self._autoscaler_anchor = anchor = (offset, t)
+        return max(t, anchor[1] + offset - anchor[0])
 
     def _rules_of(self, ids: Collection[int]) -> list[PhaseRule]:
         """The rules a line's ids start or finish, in the rules' order (the first one wins)."""
@@ -294,12 +344,24 @@ class PhaseEngine:
 
     def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str) -> None:
         step, metrics_at, timings = parsed
+        self.add_step(step, t, timings, text[metrics_at:])
+
+    def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None) -> None:
+        """A step line the history reader parsed itself. `t` may be None where nothing needs it (a
+        step with its own `timing_s/step`, not among the last ones); `metrics`: its text after `step:N -`,
+        given for the last step line of a chunk (the one shown)."""
         self.stats.add(step, t, timings)
-        if self.recent_steps and self.recent_steps[-1][0] == step:
-            self.recent_steps[-1] = (step, t)
-        else:
-            self.recent_steps.append((step, t))
-        self._last_step_text, self._last_step = text[metrics_at:], None  # its metrics are read when asked for
+        self.note_step(step, t, metrics)
+
+    def note_step(self, step: int, t: float | None, metrics: str | None) -> None:
+        """A step among the recent ones (with its time) and, given its metrics text, the one shown."""
+        if t is not None:
+            if self.recent_steps and self.recent_steps[-1][0] == step:
+                self.recent_steps[-1] = (step, t)
+            else:
+                self.recent_steps.append((step, t))
+        if metrics is not None:
+            self._last_step_text, self._last_step = metrics, None  # its metrics are read when asked for
 
     # --- output ---------------------------------------------------------------------------------
 

@@ -83,7 +83,8 @@ class StepStats:
         self.stride = 1  # each kept step stands for this many (1 until MAX_VALUES was reached)
         self._summary: tuple[int, dict[str, Any]] | None = None
 
-    def add(self, step: int, t: float, timings: dict[str, float]) -> None:
+    def add(self, step: int, t: float | None, timings: dict[str, float]) -> None:
+        """`t`: None where the reader did not need it (a step that carries its own `timing_s/step`)."""
         if self.last == step:
             return  # the same step printed again (another rank, a re-print)
         seconds = timings.get("step")
@@ -96,26 +97,56 @@ class StepStats:
         if seconds is not None:
             self.seconds.append(seconds)
             self.seconds_steps.append(step)
-        if timings:
-            keys = tuple(timings)
-            rows = self.rows[-1] if self.rows else None
-            if rows is None or rows.keys != keys:
-                rows = next((r for r in self.rows if r.keys == keys), None)
-                if rows is None:
-                    if len(self.rows) >= 64:  # a bound: a run prints a few key sets, not thousands
-                        return
-                    rows = _Rows(keys)
-                    self.rows.append(rows)
-                else:  # back to an earlier key set: keep the latest one last
-                    self.rows.remove(rows)
-                    self.rows.append(rows)
+        if timings and (rows := self._rows_for(tuple(timings))) is not None:
             rows.flat.extend(timings.values())
             rows.steps.append(step)
         if len(self.seconds) >= MAX_VALUES:
-            self.seconds, self.seconds_steps = self.seconds[::2], self.seconds_steps[::2]
-            for rows in self.rows:
-                rows.thin()
-            self.stride *= 2
+            self._thin()
+
+    def add_run(self, steps: list[int], first_time: float | None, last_time: float | None,
+                keys: tuple[str, ...], flat: array) -> None:
+        """What `add` does for each of `steps`, in C-level extends: steps that each printed the same
+        timing keys `keys` (`step` among them), no step twice in a row nor equal to the last one;
+        `flat`: their values, row after row. Times are the first's and the last's."""
+        width, column, n = len(keys), keys.index("step"), len(steps)
+        self.count += n
+        if self.first is None:
+            self.first, self.first_time = steps[0], first_time
+        self.last, self.last_time = steps[-1], last_time
+        rows = self._rows_for(keys)
+        done = 0
+        while done < n:  # up to where `add` would thin, then on
+            take = min(n - done, MAX_VALUES - len(self.seconds))
+            part, at = flat[done * width : (done + take) * width], steps[done : done + take]
+            self.seconds.extend(part[column::width])
+            self.seconds_steps.extend(at)
+            if rows is not None:
+                rows.flat.extend(part)
+                rows.steps.extend(at)
+            done += take
+            if len(self.seconds) >= MAX_VALUES:
+                self._thin()
+
+    def _rows_for(self, keys: tuple[str, ...]) -> _Rows | None:
+        """The rows of a key set, made the latest; None past the bound (a run prints a few, not thousands)."""
+        rows = self.rows[-1] if self.rows else None
+        if rows is None or rows.keys != keys:
+            rows = next((r for r in self.rows if r.keys == keys), None)
+            if rows is None:
+                if len(self.rows) >= 64:
+                    return None
+                rows = _Rows(keys)
+                self.rows.append(rows)
+            else:  # back to an earlier key set: keep the latest one last
+                self.rows.remove(rows)
+                self.rows.append(rows)
+        return rows
+
+    def _thin(self) -> None:
+        self.seconds, self.seconds_steps = self.seconds[::2], self.seconds_steps[::2]
+        for rows in self.rows:
+            rows.thin()
+        self.stride *= 2
 
     def summary(self) -> dict[str, Any]:
         """Computed when asked for, then kept until the next step: a view asks every second."""

@@ -15,6 +15,13 @@ Run as `python -m gkdtop.demo.job --steps N [--fault F]`. The driver starts a pr
 - per step: generate -> teacher log-probs -> actor update (reverse KL to the teacher, gradients
   all_reduced) -> weight sync, with one verl-style `step:N - timing_s/... - actor/kl_loss:...` line.
 
+What it prints (`--markers`): by default the lines verl's GKD recipe and the engines around it
+print (docs/real-logs.md): `ray init kwargs:`, `TaskRunner hostname:`, the config, `resource_pool_spec:`,
+`dataset len:`, `Total training steps:`, `… contains N parameters`, the rollout's start-up and
+sleep/wake lines in vLLM's format (it stands in for vLLM), the teacher server's `Reading configs
+from`, `INFO: generate text done.` / `INFO: update actor done.` and the step line. `--markers
+playbook` prints the old playbook's markers instead (`[ACTOR] init_model START`, `[SYNC] …`).
+
 Faults (`--fault`), each a real failure:
 
 - hang-sync: at the INITIAL weight sync (version 0, before step 1), actor rank 1 returns without
@@ -102,6 +109,7 @@ class DemoConfig:
     mini_batches: int = 2
     world_size: int = 2
     crash_step: int = 2
+    markers: str = "verl"  # verl: the lines real verl jobs print; playbook: the old playbook's markers
     # Emulated accelerator time (sleeps) per decoded token / teacher batch / actor mini-batch, times
     # `pace`: the real work takes milliseconds here, and a dashboard needs steps it can watch.
     pace: float = 1.0
@@ -152,6 +160,22 @@ def _quiet_torch() -> Any:
         import torch
     torch.set_num_threads(1)
     return torch
+
+
+def _vllm(where: str, message: str) -> None:
+    """A line in vLLM's own format (`INFO 06-12 10:35:01 [file.py:N] message`): the rollout stands in for it."""
+    print(f"INFO {time.strftime('%m-%d %H:%M:%S')} [{where}] {message}", flush=True)
+
+
+def _model_size(name: str, model: Any) -> str:
+    """verl's print_model_size line: `Qwen2ForCausalLM contains 7.62B parameters`."""
+    n = float(sum(p.numel() for p in model.parameters()))
+    scale = ""
+    for unit in ("K", "M", "B", "T"):
+        if n < 1000:
+            break
+        n, scale = n / 1000, unit
+    return f"{name} contains {n:.2f}{scale} parameters"
 
 
 def _clock(seconds: float) -> str:
@@ -312,7 +336,9 @@ class OnPolicyDistillActor(WeightSyncMember):
 
     def init_model(self, master: tuple[str, int]) -> dict[str, Any]:
         t0 = time.monotonic()
-        self.log.info("[ACTOR] init_model START | pid=%d | rank=%d", os.getpid(), self.rank)
+        playbook = self.cfg.markers == "playbook"
+        if playbook:
+            self.log.info("[ACTOR] init_model START | pid=%d | rank=%d", os.getpid(), self.rank)
         torch = _quiet_torch()
         import torch.distributed as dist
 
@@ -325,9 +351,12 @@ class OnPolicyDistillActor(WeightSyncMember):
                 dist.broadcast(p.data, src=0)
         self.optim = torch.optim.Adam(self.model.parameters(), lr=c.lr)
         n_params = sum(p.numel() for p in self.model.parameters())
-        self.log.info("[ACTOR] ✓ Model built in %.1fs | rank=%d | params=%d | dp_world=%d",
-                      time.monotonic() - t0, self.rank, n_params, self.world_size)
-        self.log.info("[ACTOR] init_model DONE | rank=%d", self.rank)
+        if playbook:
+            self.log.info("[ACTOR] ✓ Model built in %.1fs | rank=%d | params=%d | dp_world=%d",
+                          time.monotonic() - t0, self.rank, n_params, self.world_size)
+            self.log.info("[ACTOR] init_model DONE | rank=%d", self.rank)
+        elif self.rank == 0:
+            print(_model_size("TinyBigramForCausalLM", self.model), flush=True)
         return {"pid": os.getpid(), "rank": self.rank, "params": n_params}
 
     def sync_weights(self, version: int) -> dict[str, Any]:
@@ -341,13 +370,13 @@ class OnPolicyDistillActor(WeightSyncMember):
         params = [p.data for p in self.model.parameters()]
         nbytes = sum(t.numel() * t.element_size() for t in params)
         t0 = time.monotonic()
-        if self.rank == 0:
+        if self.rank == 0 and self.cfg.markers == "playbook":
             self.log.info("[SYNC] Starting weight synchronization | version=%d | tensors=%d | %.1f KB | "
                           "group=weight_sync(world=%d)", version, len(params), nbytes / 1024,
                           self.world_size + 1)
         tensors = params if self.rank == 0 else [t.clone() for t in params]
         checksum = self.broadcast_weights(tensors)
-        if self.rank == 0:
+        if self.rank == 0 and self.cfg.markers == "playbook":
             self.log.info("[SYNC] ✓ Broadcast %d tensors to the rollout in %.3fs | version=%d",
                           len(params), time.monotonic() - t0, version)
         return {"rank": self.rank, "checksum": checksum}
@@ -397,16 +426,26 @@ class RolloutWorker(WeightSyncMember):
 
     def init_model(self) -> dict[str, Any]:
         t0 = time.monotonic()
-        self.log.info("[ROLLOUT] init_model START | pid=%d", os.getpid())
         c = self.cfg
+        if c.markers == "playbook":
+            self.log.info("[ROLLOUT] init_model START | pid=%d", os.getpid())
+        else:
+            _vllm("core.py:74", "Initializing a V1 LLM engine (v0.0.0+gkdtop.demo) with config: "
+                  f"model='gkdtop/tiny-bigram-mlp', dtype=torch.float32, max_seq_len={c.prompt_len + c.response_len}, "
+                  "enforce_eager=True, device_config=cpu, seed=0, enable_prefix_caching=False")
         self.model = build_lm(c.vocab, c.student_dim, c.student_hidden, seed=c.seed * 1000 + 99)
         self.model.requires_grad_(False)
         info: dict[str, Any] = {"pid": os.getpid()}
         if c.fault == "leak":
             info["engine_core_pid"] = self._spawn_engine_core()
-        self.log.info("[ROLLOUT] ✓ Engine ready in %.1fs | sampler=torch | max_response_length=%d",
-                      time.monotonic() - t0, c.response_len)
-        self.log.info("[ROLLOUT] init_model DONE")
+        if c.markers == "playbook":
+            self.log.info("[ROLLOUT] ✓ Engine ready in %.1fs | sampler=torch | max_response_length=%d",
+                          time.monotonic() - t0, c.response_len)
+            self.log.info("[ROLLOUT] init_model DONE")
+        else:
+            took = time.monotonic() - t0
+            _vllm("core.py:171", f"init engine (profile, create kv cache, warmup model) took {took:.2f} seconds")
+            _vllm("gpu_worker.py:81", "Sleep mode freed 0.00 GiB memory, 0.00 GiB memory is still in use.")
         return info
 
     def _spawn_engine_core(self) -> int:
@@ -459,13 +498,16 @@ class RolloutWorker(WeightSyncMember):
 
     def receive_weights(self, version: int) -> dict[str, Any]:
         t0 = time.monotonic()
+        if self.cfg.markers == "verl":  # verl wakes the engine's weights, then pushes the new ones in
+            _vllm("executor_base.py:226", "It took 0.000100 seconds to wake up tags ['weights'].")
         if self.cfg.fault == "leak" and self._shm is None:
             self._open_shm_segment()
         params = [p.data for p in self.model.parameters()]
         checksum = self.broadcast_weights(params)
         self.version = version
-        self.log.info("[SYNC] ✓ Rollout weights updated to version %d in %.3fs | checksum=%.6f",
-                      version, time.monotonic() - t0, checksum)
+        if self.cfg.markers == "playbook":
+            self.log.info("[SYNC] ✓ Rollout weights updated to version %d in %.3fs | checksum=%.6f",
+                          version, time.monotonic() - t0, checksum)
         return {"version": version, "checksum": checksum}
 
     def generate(self, prompts: Any, step: int) -> Any:
@@ -478,6 +520,9 @@ class RolloutWorker(WeightSyncMember):
         if step == c.crash_step and c.fault == "leak":
             os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would: no cleanup runs
         torch = _quiet_torch()
+        t0 = time.monotonic()
+        if c.markers == "verl":
+            _vllm("executor_base.py:226", "It took 0.000100 seconds to wake up tags ['kv_cache'].")
         gen = torch.Generator().manual_seed(c.seed * 7919 + step)
         seqs = prompts.clone()
         with torch.no_grad():
@@ -486,6 +531,12 @@ class RolloutWorker(WeightSyncMember):
                 nxt = torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=gen)
                 seqs = torch.cat([seqs, nxt], dim=1)
                 time.sleep(c.decode_token_s * c.pace)
+        if c.markers == "verl":
+            tokens = seqs.shape[0] * c.response_len
+            _vllm("loggers.py:118", f"Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+                  f"{tokens / max(time.monotonic() - t0, 1e-6):.1f} tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
+                  "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%")
+            _vllm("executor_base.py:210", "It took 0.000100 seconds to fall asleep.")
         return seqs
 
 
@@ -499,15 +550,19 @@ class TeacherWorker:
 
     def init_model(self) -> dict[str, Any]:
         t0 = time.monotonic()
-        self.log.info("[TEACHER] init_model START | pid=%d", os.getpid())
         c = self.cfg
+        if c.markers == "playbook":
+            self.log.info("[TEACHER] init_model START | pid=%d", os.getpid())
+        else:  # what the GKD recipe's teacher server prints as it reads its model (teacher/vllm_engine.py)
+            print(f"Reading configs from gkdtop/tiny-teacher: config.vocab_size={c.vocab}", flush=True)
         self.model = build_lm(c.vocab, c.teacher_dim, c.teacher_hidden, seed=c.seed * 1000 + 7,
                               sharpness=c.teacher_sharpness)
         self.model.requires_grad_(False)
         n_params = sum(p.numel() for p in self.model.parameters())
-        self.log.info("[TEACHER] ✓ Teacher model loaded in %.1fs | params=%d", time.monotonic() - t0,
-                      n_params)
-        self.log.info("[TEACHER] init_model DONE")
+        if c.markers == "playbook":
+            self.log.info("[TEACHER] ✓ Teacher model loaded in %.1fs | params=%d", time.monotonic() - t0,
+                          n_params)
+            self.log.info("[TEACHER] init_model DONE")
         return {"pid": os.getpid(), "params": n_params}
 
     def get_knowledge(self, seqs: Any) -> Any:
@@ -531,22 +586,33 @@ class TaskRunner:
 
         cfg = DemoConfig(**cfg_dict)
         log = self.log
+        playbook = cfg.markers == "playbook"  # else print what verl's GKD recipe prints (main_gkd.py, ray_trainer.py)
         total_gpus = int(ray.cluster_resources().get("GPU", 0))
         n_gpus = max(8, total_gpus + 1) if cfg.fault == "infeasible" else 0
         print(f"TaskRunner hostname: {socket.gethostname()}, PID: {os.getpid()}", flush=True)
         pprint.pprint(cfg.as_verl(n_gpus), width=110, sort_dicts=False)
         sys.stdout.flush()
-        log.info("✓ Configuration loaded")
+        if playbook:
+            log.info("✓ Configuration loaded")
+        else:
+            print(f"resource_pool_spec: {{'rollout_pool': [1], 'actor_pool': [{cfg.world_size}]}}", flush=True)
         if cfg.fault:
             log.warning("fault injection armed: %s: %s", cfg.fault, FAULT_HELP[cfg.fault])
 
         t0 = time.monotonic()
-        log.info("Starting dataset generation...")
+        if playbook:
+            log.info("Starting dataset generation...")
         prompts = self._generate_dataset(cfg)
-        log.info("✓ Dataset generation completed in %.1fs | %d examples", time.monotonic() - t0, len(prompts))
+        if playbook:
+            log.info("✓ Dataset generation completed in %.1fs | %d examples", time.monotonic() - t0, len(prompts))
+        else:
+            print(f"dataset len: {len(prompts)}", flush=True)
+            print(f"Size of train dataloader: {len(prompts) // cfg.batch_size}", flush=True)
+            print(f"Total training steps: {cfg.steps}", flush=True)
 
         t0 = time.monotonic()
-        log.info("Creating ResourcePool...")
+        if playbook:
+            log.info("Creating ResourcePool...")
         n_bundles = cfg.world_size + 1  # actor ranks + rollout
         if n_gpus:
             bundles = [{"CPU": 0.25, "GPU": 1.0} for _ in range(n_gpus)]
@@ -554,42 +620,51 @@ class TaskRunner:
             bundles = [{"CPU": 0.25} for _ in range(n_bundles)]
         pg = placement_group(bundles, strategy="STRICT_PACK" if n_gpus else "PACK", name="gkd_global_pool")
         ray.get(pg.ready())
-        log.info("✓ ResourcePool created in %.1fs | bundles=%d", time.monotonic() - t0, len(bundles))
+        if playbook:
+            log.info("✓ ResourcePool created in %.1fs | bundles=%d", time.monotonic() - t0, len(bundles))
 
         def in_pool(index: int) -> PlacementGroupSchedulingStrategy:
             return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index)
 
         t0 = time.monotonic()
-        log.info("Initializing Actor Worker...")
+        if playbook:
+            log.info("Initializing Actor Worker...")
         actor_cls = _remote("OnPolicyDistillActor")
         actors = [actor_cls.options(num_cpus=0.25, scheduling_strategy=in_pool(rank))
                   .remote(rank, cfg.world_size, cfg_dict) for rank in range(cfg.world_size)]
         master = ray.get(actors[0].master_address.remote())
         ray.get([a.init_model.remote(master) for a in actors])
-        log.info("✓ Actor Worker initialized in %.1fs | world_size=%d", time.monotonic() - t0, cfg.world_size)
+        if playbook:
+            log.info("✓ Actor Worker initialized in %.1fs | world_size=%d", time.monotonic() - t0, cfg.world_size)
 
         t0 = time.monotonic()
-        log.info("Initializing Rollout Worker...")
+        if playbook:
+            log.info("Initializing Rollout Worker...")
         rollout_cls = _remote("RolloutWorker")
         rollout = rollout_cls.options(num_cpus=0.25, scheduling_strategy=in_pool(cfg.world_size)) \
             .remote(cfg_dict)
         ray.get(rollout.init_model.remote())
-        log.info("✓ Rollout Worker initialized in %.1fs", time.monotonic() - t0)
+        if playbook:
+            log.info("✓ Rollout Worker initialized in %.1fs", time.monotonic() - t0)
 
         t0 = time.monotonic()
-        log.info("Initializing Teacher...")
+        if playbook:
+            log.info("Initializing Teacher...")
         teacher = _remote("TeacherWorker").options(num_cpus=0.25).remote(cfg_dict)
         ray.get(teacher.init_model.remote())
-        log.info("✓ Teacher initialized in %.1fs", time.monotonic() - t0)
+        if playbook:
+            log.info("✓ Teacher initialized in %.1fs", time.monotonic() - t0)
 
         t0 = time.monotonic()
-        log.info("Starting weight synchronization...")
+        if playbook:
+            log.info("Starting weight synchronization...")
         host, port = ray.get(actors[0].master_address.remote())
         size = cfg.world_size + 1
         ray.get([a.join_sync_group.remote(host, port, r, size) for r, a in enumerate(actors)]
                 + [rollout.join_sync_group.remote(host, port, cfg.world_size, size)])
         self._sync(actors, rollout, version=0)
-        log.info("✓ Weight synchronization completed in %.1fs", time.monotonic() - t0)
+        if playbook:
+            log.info("✓ Weight synchronization completed in %.1fs", time.monotonic() - t0)
 
         losses = self._train(cfg, prompts, actors, rollout, teacher)
         return {"steps": len(losses), "first_kl_loss": losses[0], "last_kl_loss": losses[-1]}
@@ -654,10 +729,16 @@ class TaskRunner:
             t = time.monotonic()
             teacher_logp = ray.get(teacher.get_knowledge.remote(seqs))
             timing["get_teacher_knowledge"] = time.monotonic() - t
+            if cfg.markers == "verl":  # the GKD recipe's ray_trainer.py, once generation and teacher are in
+                bar.end_line()
+                print("INFO: generate text done.", flush=True)
+                print("DEBUG:", " ".join(f"t{int(x)}" for x in seqs[0].tolist()), flush=True)
             t = time.monotonic()
             seqs_ref, teacher_ref = ray.put(seqs), ray.put(teacher_logp)
             metrics = ray.get([a.update.remote(seqs_ref, teacher_ref) for a in actors])[0]
             timing["update_actor"] = time.monotonic() - t
+            if cfg.markers == "verl":
+                print("INFO: update actor done.", flush=True)
             t = time.monotonic()
             self._sync(actors, rollout, version=step)
             timing["sync_rollout_weights"] = time.monotonic() - t
@@ -831,6 +912,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m gkdtop.demo.job", description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--fault", choices=FAULTS)
+    ap.add_argument("--markers", choices=("verl", "playbook"), default="verl",
+                    help="verl: print what verl jobs print (default); playbook: the old playbook's phase markers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pace", type=float, default=1.0, help="scale of the emulated accelerator time; 0: none")
     ap.add_argument("--run-dir", help="for cluster.json, debris.json, the dataset cache (default: cwd)")
@@ -858,7 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     log = _logger("driver")
     run_dir = Path(args.run_dir).resolve() if args.run_dir else Path.cwd()
-    cfg = DemoConfig(steps=args.steps, fault=args.fault, seed=args.seed, run_dir=str(run_dir), pace=args.pace)
+    cfg = DemoConfig(steps=args.steps, fault=args.fault, seed=args.seed, run_dir=str(run_dir), pace=args.pace,
+                     markers=args.markers)
     cluster: LocalRayCluster | None = None
     code = 1
     try:
@@ -878,6 +962,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             address = cluster.address
         import ray
 
+        if cfg.markers == "verl":  # verl's main_ppo/main_gkd print it before ray.init (VLLM_LOGGING_LEVEL exported)
+            print("ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'TOKENIZERS_PARALLELISM': 'true', "
+                  "'NCCL_DEBUG': 'WARN', 'CUDA_DEVICE_MAX_CONNECTIONS': '1'}}}", flush=True)
         ray.init(address=address, logging_level=logging.INFO, log_to_driver=True)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # ray.init made SIGTERM a bare sys.exit
             signal.signal(sig, _on_signal)

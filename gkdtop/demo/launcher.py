@@ -56,6 +56,7 @@ class DemoOptions:
     ray_address: str | None = None
     seed: int = 0
     pace: float = 1.0  # scale of the job's emulated accelerator time; 0 runs flat out
+    markers: str = "verl"  # what the job prints: verl's real lines, or the old playbook's markers
 
 
 # --------------------------------------------------------------------------- processes of a run
@@ -321,7 +322,8 @@ class DemoRun:
 def _job_command(opts: DemoOptions, run_dir: Path, ray_temp_dir: Path | None,
                  ports: dict[str, int]) -> list[str]:
     cmd = [sys.executable, "-m", "gkdtop.demo.job", "--steps", str(opts.steps), "--seed", str(opts.seed),
-           "--pace", str(opts.pace), "--run-dir", str(run_dir), "--parent-pid", str(os.getpid())]
+           "--pace", str(opts.pace), "--run-dir", str(run_dir), "--parent-pid", str(os.getpid()),
+           "--markers", opts.markers]
     if opts.fault:
         cmd += ["--fault", opts.fault]
     if opts.ray_address:

@@ -147,6 +147,9 @@ class GkdtopApp(App[str | None]):
         store = self.store
         status = store.phase_status()
         top = headline(status, time.time())
+        framework = store.framework()
+        if framework.label:
+            top.append(f"   {framework.label}", "cyan")
         top.append(f"   {clock(time.time())}", "dim")
         self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:

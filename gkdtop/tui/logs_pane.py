@@ -26,7 +26,7 @@ def render_line(line: LogLine, pattern: re.Pattern[str] | None) -> Text:
     text = Text(no_wrap=False)
     text.append(clock(line.time) + " ", "dim")
     if line.worker or line.pid:
-        text.append(f"({line.worker or 'pid'} {line.pid or ''}) ", "cyan")
+        text.append(f"({line.worker or 'pid'}{f' {line.pid}' if line.pid else ''}) ", "cyan")  # (raylet): no pid
     style = ""
     for regex, candidate in LEVEL_STYLES:
         if regex.search(line.text):

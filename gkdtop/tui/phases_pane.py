@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.format import clock, human_duration
-from gkdtop.model import Finding, PhaseStatus
+from gkdtop.model import Finding, PhaseStatus, StackPhase
 from gkdtop.store import Store
 from gkdtop.tui.repaint import reshaped
 
@@ -38,7 +38,10 @@ class PhasesPane(Static):
         self.set_class(status.state == "stalled", "-stalled")
         self.set_class(status.state == "failed", "-failed")
         note = stall_stacks_note(store.stall_stacks) if status.state == "stalled" and store.stall_stacks else None
-        text = render_phases(status, time.time(), table=self.has_class("-maximized"), note=note)
+        now = time.time()
+        if store.stack_phase is not None:
+            note = stack_phase_note(store.stack_phase, now) + (note or Text())
+        text = render_phases(status, now, table=self.has_class("-maximized"), note=note)
         if store.history_pending:
             text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
@@ -173,6 +176,27 @@ def stall_stacks_note(taken: Any) -> Text:
     if colls is not None and colls.sentence:  # Flight Recorder: who is not in which collective
         text.append("  collectives: ", "bold")
         text.append(colls.sentence + "\n", "bold red" if any(g.kind for g in colls.groups) else "")
+    return text
+
+
+def stack_phase_note(found: StackPhase, now: float) -> Text:
+    """Under the headline: the phase read from the stacks, with its source and age, when the log can't say."""
+    text = Text("  ")
+    if found.phase is not None:
+        text.append(found.phase, "bold magenta")
+        text.append(f" (from stacks: {found.where})", "magenta")
+        if found.waiting:
+            text.append(f" · waiting in {found.waiting}", "dim")
+    else:
+        text.append(found.text, "dim")
+    who = f"pid {found.pid}" + (f" {found.label}" if found.label else "") if found.pid else ""
+    if found.processes > 1 and found.phase is not None:
+        who += f", {found.agree}/{found.processes} processes"
+    # Seconds resolution would repaint the pane every second; the sample is minutes old at most.
+    age = f"{human_duration((now - found.taken) // 10 * 10)} ago" if now - found.taken >= 10 else "just now"
+    text.append(f" · {who} · {age} · {found.reason}\n" if who else f" · {age} · {found.reason}\n", "dim")
+    if found.note:
+        text.append(f"  stacks: {found.note[:200]}\n", "yellow")
     return text
 
 

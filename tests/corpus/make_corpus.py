@@ -741,7 +741,7 @@ def _(log: Log) -> None:
 
 
 # ============================================================================================= Ray
-@scenario("ray_worker_register_timeout", framework="ray", state="stalled", phase="worker-group creation",
+@scenario("ray_worker_register_timeout", framework="verl", state="stalled", phase="worker-group creation",
           culprit="raylet: workers of the worker process have not registered within the timeout (runtime_env pip install per worker)",
           culprit_any=["ray-worker-register-slow", "have not registered within the timeout"], fix=["runtime_env", "RAY_worker_register_timeout_seconds"],
           quiet_for=120, wrong_claims=["dataset", "NCCL"])
@@ -756,7 +756,7 @@ def _(log: Log) -> None:
         log.adv(60, 62)
 
 
-@scenario("ray_job_failed_node_died", framework="ray", state="failed", phase="training loop",
+@scenario("ray_job_failed_node_died", framework="verl", state="failed", phase="training loop",
           culprit="worker node 10.x died (ActorDiedError: node ... was terminated); Ray Job 'raysubmit_...' failed",
           culprit_any=["ray-actor-died", "ActorDiedError", "failed with"], fix=["node", "dmesg", "raylet"], quiet_for=20,
           wrong_claims=["dataset", "CUDA out of memory"])

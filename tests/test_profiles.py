@@ -1,0 +1,103 @@
+"""Framework profiles (gkdtop/data/frameworks.yaml, analysis/profiles.py): told from real-format log
+lines, from a real process's command line, pinned by the config; shown in replay, snapshot and the
+top bar. The corpus (tests/test_corpus.py) checks the detected name on every training log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gkdtop.analysis.engine import Analysis
+from gkdtop.config import Config
+from gkdtop.tui.app import TopBar
+from tests.test_app import make_app, settle
+
+CORPUS = Path(__file__).parent / "corpus"
+
+
+def replay_json(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", *args],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_replay_names_framework_and_how_it_runs() -> None:
+    doc = replay_json(str(CORPUS / "verl_grpo_megatron_old_logprob_hang.log"))
+    fw = doc["framework"]
+    assert fw["name"] == "verl" and fw["source"] == "log"
+    assert fw["label"] == "verl · GRPO · Megatron · vLLM rollout · colocated"
+    assert fw["evidence"] and any("TaskRunner" in e for e in fw["evidence"])
+
+
+def test_a_plain_ray_job_is_ray_and_an_unknown_log_is_nothing(tmp_path: Path) -> None:
+    ray_log = tmp_path / "ray.log"
+    ray_log.write_text(
+        "2025-06-12 10:31:02,123\tINFO worker.py:1852 -- Started a local Ray instance.\n"
+        "(my_task pid=4411) computing shard 3\n"
+        "(autoscaler +2m5s) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0}.\n")
+    assert replay_json(str(ray_log))["framework"]["label"] == "Ray"
+    other = tmp_path / "other.log"
+    other.write_text("hello\nworld\n")
+    assert replay_json(str(other))["framework"] == {"name": None, "label": "", "traits": {}, "source": "none",
+                                                    "evidence": []}
+
+
+def test_config_pins_the_framework(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("framework: openrlhf\n")
+    fw = replay_json("--config", str(cfg), str(CORPUS / "verl_grpo_nan_loss.log"))["framework"]
+    assert fw["name"] == "openrlhf" and fw["source"] == "config"
+
+
+def test_a_process_command_line_tells_framework_and_traits() -> None:
+    """A real process whose argv is a verl launch (Hydra overrides), read back through psutil."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "-m", "verl.trainer.main_ppo",
+                             "actor_rollout_ref.actor.strategy=megatron", "actor_rollout_ref.rollout.name=sglang",
+                             "algorithm.adv_estimator=grpo"], stdin=subprocess.PIPE)
+    try:
+        cmdline = " ".join(psutil.Process(proc.pid).cmdline())
+    finally:
+        proc.communicate(b"")
+    analysis = Analysis(Config())
+    fw = analysis.profiles.result([cmdline, "/usr/bin/python3 -m some.other.tool"])
+    assert (fw.name, fw.source) == ("verl", "processes")
+    assert fw.label == "verl · GRPO · Megatron · SGLang rollout"
+    assert fw.evidence == [cmdline[:160]]
+
+
+@pytest.mark.asyncio
+async def test_top_bar_shows_the_framework(tmp_path: Path) -> None:
+    app, _ = make_app(tmp_path, [
+        "ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {'NCCL_DEBUG': 'WARN'}}}",
+        "(TaskRunner pid=2301) TaskRunner hostname: gpu-node-7, PID: 2301",
+        "(TaskRunner pid=2301)                                  'strategy': 'fsdp',",
+        "(TaskRunner pid=2301) [validate_config] All configuration checks passed successfully!",
+    ])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "verl · FSDP" in str(app.query_one(TopBar).render()))
+
+
+def test_default_logs_filter_shows_where_a_real_verl_job_is(tmp_path: Path) -> None:
+    """The Logs pane's default filter on a real-format verl PPO log (through `snapshot`, which shows the
+    lines that filter keeps): the landmarks and every step, not the config dump or the memory lines."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("backlog: 5000\n")
+    log = CORPUS / "verl_ppo_checkpoint_save_hang.log"
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--config", str(cfg),
+                           "--log", str(log), "--lines", "5000", "--ray-address", "127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    shown = [line["text"] for line in json.loads(proc.stdout)["logs"]["lines"]]
+    total = sum(1 for raw in log.read_bytes().splitlines() if raw.strip())
+    assert 40 <= len(shown) <= total // 3, (len(shown), total)
+    for landmark in ("Started a local Ray instance", "TaskRunner hostname:", "[validate_config]", "dataset len:",
+                     "Total training steps:", "colocated worker base class", "contains 7.62B parameters",
+                     "vLLMHttpServer, replica_rank", "test_gen_batch meta info", "local_global_step_folder:"):
+        assert any(landmark in text for text in shown), landmark
+    steps = sum(1 for raw in log.read_text().splitlines() if " step:" in raw or raw.startswith("step:"))
+    assert sum(1 for text in shown if text.startswith("step:")) == steps
+    assert not any("'ppo_epochs'" in text or text.startswith("After resume") for text in shown)
