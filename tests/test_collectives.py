@@ -261,3 +261,11 @@ def test_a_file_or_link_in_place_of_the_fifo_is_never_written(tmp_path: Path) ->
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_nothing_to_analyse_imports_no_torch(tmp_path: Path) -> None:
+    """`s` on a job without ranks must not pay for importing torch (seconds, hundreds of MB)."""
+    code = ("import sys; from gkdtop.actions import collectives; r = collectives.analyze([]); "
+            "print('torch' in sys.modules, r.analyzer == '', r.groups == [])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", "True", "True"], out

@@ -405,7 +405,9 @@ def analyze(dumps: Sequence[FrDump]) -> CollectiveReport:
             key = (dump.job, name)
             group_ranks.setdefault(key, ranks)
             members.setdefault(key, {}).setdefault(rank, (dump, by_group.get(name, [])))
-    build_db, report.analyzer = _torch_analyzer()
+    build_db = None
+    if any(entries for group in members.values() for _, entries in group.values()):  # torch only for a reason
+        build_db, report.analyzer = _torch_analyzer()
     for key in sorted(members, key=lambda k: (k[1] == "", k[1], k[0])):
         job, name = key
         if not any(entries for _, entries in members[key].values()):
