@@ -47,6 +47,7 @@ class Rank:
     all_reduce: int = 0
     missing: bool = False
     dead: bool = False
+    async_error: int = 0
 
 
 @dataclass
@@ -71,7 +72,7 @@ class Job:
                 "hash": "0xae94423cfbb2ef4a", "secondary_hash": "0x1:0x2", "size": len(self.ranks),
                 "ranks_count": len(present), "missing_ranks_count": len(absent),
                 "ranks": [{"rank": r.rank, "host": "127.0.0.1", "pid": r.pid, "cuda_dev": r.rank, "nvml_dev": r.rank,
-                           "status": {"init_state": 0, "async_error": 0, "finalize_called": False,
+                           "status": {"init_state": 0, "async_error": r.async_error, "finalize_called": False,
                                       "destroy_flag": False, "abort_flag": False},
                            "collective_counts": {f: (r.all_reduce if f == "AllReduce" else 3) for f in FUNCS}}
                           for r in present],
@@ -143,13 +144,16 @@ def test_a_communicator_whose_counts_move_is_not_stuck(serve) -> None:  # type: 
 
 
 def test_no_progress_between_polls_is_stuck_and_a_dead_rank_is_named(serve) -> None:  # type: ignore[no-untyped-def]
-    job = Job([Rank(0, 101, all_reduce=6650), Rank(1, 102, missing=True, dead=True), Rank(2, 103, all_reduce=6650)])
+    job = Job([Rank(0, 101, all_reduce=6650), Rank(1, 102, missing=True, dead=True),
+               Rank(2, 103, all_reduce=6650, async_error=6)])
     out = nccl_ras.poll(serve(job), interval=0.01)
     [comm] = out["communicators"]
     assert comm["stuck"] and comm["advanced"] == [] and comm["still"] == [0, 2]
     assert comm["missing"] == [{"rank": 1, "pid": 102, "dead": True}]
     assert comm["sentence"] == ("communicator 0xae94423cfbb2ef4a (3 ranks): no rank launched a collective between "
-                                "the two polls (at operation 6662): stuck; rank 1 (pid 102) is dead")
+                                "the two polls (at operation 6662): stuck; rank 1 (pid 102) is dead; "
+                                "rank 2: async error (ncclResult 6)")
+    assert comm["errors"] == {"2": "async error (ncclResult 6)"}
 
 
 def test_one_rank_behind_while_the_others_move(serve) -> None:  # type: ignore[no-untyped-def]

@@ -291,6 +291,9 @@ def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: fl
         dumps += [d for d in read_pipe_dumps(nccl_traces, procs) if d.pid not in have]
         report = analyze(dumps)
         report.ras = ras.result() if ras is not None else None
+    labels = {p.pid: who(p) for p in procs}
+    for comm in (report.ras or {}).get("communicators", []):  # RAS knows PIDs; the Processes pane, who they are
+        comm["labels"] = {rank: labels[pid] for rank, pid in comm["pids"].items() if pid in labels}
     stuck = [c["sentence"] for c in (report.ras or {}).get("communicators", []) if c["stuck"] or c["missing"]]
     if stuck and not any(g.kind for g in report.groups):
         report.sentence = "NCCL RAS: " + stuck[0]

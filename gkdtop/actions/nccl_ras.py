@@ -73,6 +73,7 @@ class CommProgress:
     still: list[int]  # ranks whose counts did not move
     missing: list[tuple[int, int, bool]]  # (rank, pid, dead) absent from the later report
     counts: dict[int, tuple[int, int]]  # rank -> (before, after) total operations
+    errors: dict[int, str] = field(default_factory=dict)  # rank -> what its status says is wrong
 
     @property
     def stuck(self) -> bool:
@@ -93,6 +94,7 @@ class CommProgress:
             parts.append(f"communicator {self.hash}: every rank moved")
         for rank, pid, dead in self.missing:
             parts.append(f"rank {rank} (pid {pid}) {'is dead' if dead else 'does not answer'}")
+        parts += [f"rank {rank}: {what}" for rank, what in sorted(self.errors.items())]
         return "; ".join(parts)
 
 
@@ -213,8 +215,26 @@ def progress(before: RasReport, after: RasReport) -> list[CommProgress]:
             counts[rank.rank] = (old[rank.rank].total, rank.total)
             (advanced if rank.total > old[rank.rank].total else still).append(rank.rank)
         missing = [(r.rank, r.pid, r.dead) for r in comm.ranks if r.missing]
-        out.append(CommProgress(comm.hash, comm.size, sorted(advanced), sorted(still), missing, counts))
+        errors = {r.rank: why for r in comm.ranks if not r.missing and (why := _status_error(r.status))}
+        out.append(CommProgress(comm.hash, comm.size, sorted(advanced), sorted(still), missing, counts, errors))
     return out
+
+
+def _status_error(status: dict[str, Any]) -> str:
+    """A rank's RAS status in words when something is wrong (init_state 7 is "still initialising")."""
+    parts = []
+    init = status.get("init_state", 0)
+    if init == 7:
+        parts.append("still initialising")
+    elif init:
+        parts.append(f"init failed (ncclResult {init})")
+    if status.get("async_error"):
+        parts.append(f"async error (ncclResult {status['async_error']})")
+    if status.get("abort_flag"):
+        parts.append("aborted")
+    if status.get("finalize_called") or status.get("destroy_flag"):
+        parts.append("being torn down")
+    return ", ".join(parts)
 
 
 def poll(address: tuple[str, int] = DEFAULT_ADDR, interval: float = 2.0, timeout: float = 10.0) -> dict[str, Any]:
@@ -238,7 +258,8 @@ def poll(address: tuple[str, int] = DEFAULT_ADDR, interval: float = 2.0, timeout
         {"hash": p.hash, "size": p.size, "stuck": p.stuck, "advanced": p.advanced, "still": p.still,
          "missing": [{"rank": r, "pid": pid, "dead": dead} for r, pid, dead in p.missing],
          "pids": {str(r): pid for r, pid in pids.get(p.hash, {}).items()},
-         "counts": {str(r): list(c) for r, c in p.counts.items()}, "sentence": p.sentence()}
+         "counts": {str(r): list(c) for r, c in p.counts.items()},
+         "errors": {str(r): why for r, why in p.errors.items()}, "sentence": p.sentence()}
         for p in progress(first, second)
     ]
     return out
