@@ -67,6 +67,7 @@ class Server:
         self.page = string.Template((HERE / "page.html").read_text())
         self.sessions: set[Session] = set()
         self.sockets: set[web.WebSocketResponse] = set()
+        self.handlers: set[asyncio.Task[Any]] = set()  # the WebSocket handlers still running
         self.runner: web.AppRunner | None = None
         self.port = options.port
         self.stopping = False
@@ -105,6 +106,10 @@ class Server:
             session.link.write(_notice("gkdtop serve stopped."))
             session.stop()
         await asyncio.gather(*(s.wait(STOP_GRACE) for s in list(self.sessions)))
+        # Each handler sends what its tab has left and closes its socket; one that can't in time is closed here.
+        # (Left running, aiohttp's cleanup would wait its own shutdown timeout for each.)
+        if self.handlers:
+            await asyncio.wait(set(self.handlers), timeout=STOP_GRACE)
         for ws in list(self.sockets):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(code=1001, message=b"server stopped"), STOP_GRACE)
@@ -157,6 +162,9 @@ class Server:
         ws = web.WebSocketResponse(heartbeat=20, max_msg_size=1 << 20, timeout=SEND_TIMEOUT)
         await ws.prepare(request)
         self.sockets.add(ws)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self.handlers.add(handler)
         try:
             if self.stopping:
                 await ws.send_bytes(_notice("gkdtop serve is stopping."))
@@ -168,7 +176,8 @@ class Server:
         finally:
             self.sockets.discard(ws)
             with contextlib.suppress(Exception):
-                await ws.close()
+                await asyncio.wait_for(ws.close(code=1001 if self.stopping else 1000), STOP_GRACE)
+            self.handlers.discard(handler)  # type: ignore[arg-type]
         return ws
 
     async def _run_session(self, request: web.Request, ws: web.WebSocketResponse) -> None:
