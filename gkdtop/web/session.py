@@ -17,14 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from textual import events, messages
+from textual import constants, events, messages
 from textual._xterm_parser import XTermParser
 from textual.app import App
 from textual.driver import Driver
 from textual.geometry import Size
 
 MAX_PENDING = 8 << 20  # bytes drawn but not yet taken by the tab: past this the tab is too slow and is closed
-ESC_TIMEOUT = 0.15  # a lone ESC is the Escape key once this long has passed without more bytes
+ESC_TIMEOUT = constants.ESCAPE_DELAY + 0.05  # a lone ESC is the Escape key once no more bytes came for this long
 
 
 class Link:
@@ -133,8 +133,12 @@ class SessionDriver(Driver):
             return
         for event in self._parser.feed(text):
             self.process_message(event)
-        if self._tick is None:  # a lone ESC waits for the parser's timeout; nothing else would wake it
-            self._tick = self._loop.call_later(ESC_TIMEOUT, self._on_tick)
+        # A lone ESC waits for the parser's timeout, and nothing else would wake it: look again once that
+        # has passed since the last bytes (a tick timed from earlier bytes could come too soon and leave the
+        # ESC to prefix the next key).
+        if self._tick is not None:
+            self._tick.cancel()
+        self._tick = self._loop.call_later(ESC_TIMEOUT, self._on_tick)
 
     def _on_tick(self) -> None:
         self._tick = None
