@@ -1,10 +1,10 @@
 """`gkdtop serve` vs textual-serve running `gkdtop` (a process per tab), in the same headless Chromium.
 
-Usage: .venv/bin/python bench/serve.py [--seconds S]
+Usage: .venv/bin/python bench/serve.py [--seconds S] [--tabs N] [--presses K]
 Needs Playwright and a system Chromium (apt-get install -y chromium). For each server: first frame
 (page opened -> the app's text drawn), `?` answered (key pressed -> the help's text drawn),
-processes and RSS of the server's process tree with 1 and with 3 tabs open, CPU of that tree over
-S idle seconds with 3 tabs, and the stop (SIGINT -> process gone) with 3 tabs open. Requests that
+processes and RSS of the server's process tree with 1 and with N tabs open (--tabs, 3), CPU of that
+tree over S idle seconds with N tabs, and the stop (SIGINT -> process gone) with N tabs open. Requests that
 would leave the machine are refused at once for both (a firewall that refuses, not one that drops).
 """
 
@@ -40,7 +40,8 @@ def free_port() -> int:
 
 def start_ours(log: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen([sys.executable, "-m", "gkdtop", "serve", "--port", "0", "--log", str(log),
-                             "--ray-address", "http://127.0.0.1:9"], stdout=subprocess.PIPE, text=True, env=env)
+                             "--ray-address", "http://127.0.0.1:9", "--max-viewers", "100"],
+                            stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     match = re.search(r"(http://\S+/)", proc.stdout.readline())
     assert match
@@ -77,7 +78,7 @@ def cpu(proc: subprocess.Popen[str], tab: Tab, seconds: float) -> float:
 
 
 def measure(name: str, start: Any, browser: Any, log: Path, env: dict[str, str], seconds: float,
-            presses: int) -> dict[str, Any]:
+            presses: int, count: int) -> dict[str, Any]:
     proc, url = start(log, env)
     try:
         opened = time.perf_counter()
@@ -96,11 +97,11 @@ def measure(name: str, start: Any, browser: Any, log: Path, env: dict[str, str],
             first.page.wait_for_timeout(700)
         key = statistics.median(keys)
         one = footprint(proc)
-        tabs = [first, *(Tab(browser, url, block_foreign=True) for _ in range(2))]
+        tabs = [first, *(Tab(browser, url, block_foreign=True) for _ in range(count - 1))]
         for tab in tabs[1:]:
             tab.wait_text("Phases", timeout=60)
         first.page.wait_for_timeout(1000)
-        three = footprint(proc)
+        many = footprint(proc)
         idle = cpu(proc, first, seconds)
         stopping = time.perf_counter()
         proc.send_signal(signal.SIGINT)
@@ -114,16 +115,17 @@ def measure(name: str, start: Any, browser: Any, log: Path, env: dict[str, str],
             for p in reversed(tree(psutil.Process(proc.pid))):
                 p.kill()
             proc.wait()
-    result = {"first": first_frame, "key": key, "one": one, "three": three, "cpu": idle, "stop": stop}
+    result = {"first": first_frame, "key": key, "one": one, "many": many, "cpu": idle, "stop": stop}
     print(f"{name}: first frame {first_frame:.2f} s, '?' {key * 1000:.0f} ms (median of {presses}), "
-          f"1 tab {one[0]} processes {one[1]:.0f} MiB, 3 tabs {three[0]} processes {three[1]:.0f} MiB, "
-          f"idle CPU with 3 tabs {idle:.1f}%, stop with 3 tabs {stop:.2f} s", flush=True)
+          f"1 tab {one[0]} processes {one[1]:.0f} MiB, {count} tabs {many[0]} processes {many[1]:.0f} MiB, "
+          f"idle CPU with {count} tabs {idle:.1f}%, stop with {count} tabs {stop:.2f} s", flush=True)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=10.0, help="idle CPU window with 3 tabs open")
+    parser.add_argument("--seconds", type=float, default=10.0, help="idle CPU window with the tabs open")
+    parser.add_argument("--tabs", type=int, default=3, help="tabs open for the footprint, CPU and stop")
     parser.add_argument("--presses", type=int, default=5, help="'?' presses timed (the median is reported)")
     args = parser.parse_args()
     if CHROMIUM is None:
@@ -138,21 +140,21 @@ def main() -> None:
         env = {**os.environ, "XDG_CONFIG_HOME": tmp, "XDG_CACHE_HOME": tmp}
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         base = measure("textual-serve + gkdtop", start_textual_serve, browser, log, env, args.seconds,
-                       args.presses)
-        ours = measure("gkdtop serve", start_ours, browser, log, env, args.seconds, args.presses)
+                       args.presses, args.tabs)
+        ours = measure("gkdtop serve", start_ours, browser, log, env, args.seconds, args.presses, args.tabs)
         browser.close()
     cmd = "bench/serve.py"
     report("serve: first frame in headless Chromium", f"{ours['first']:.2f} s",
            f"textual-serve: {base['first']:.2f} s", ours["first"] / base["first"], cmd)
     report(f"serve: `?` answered, median of {args.presses}", f"{ours['key'] * 1000:.0f} ms",
            f"textual-serve: {base['key'] * 1000:.0f} ms", ours["key"] / base["key"], cmd)
-    report("serve: 3 tabs, processes / RSS", f"{ours['three'][0]} / {ours['three'][1]:.0f} MiB "
+    report(f"serve: {args.tabs} tabs, processes / RSS", f"{ours['many'][0]} / {ours['many'][1]:.0f} MiB "
            f"(1 tab: {ours['one'][0]} / {ours['one'][1]:.0f} MiB)",
-           f"textual-serve: {base['three'][0]} / {base['three'][1]:.0f} MiB "
-           f"(1 tab: {base['one'][0]} / {base['one'][1]:.0f} MiB)", ours["three"][1] / base["three"][1], cmd)
-    report(f"serve: CPU, 3 tabs, {args.seconds:g} s idle", f"{ours['cpu']:.1f}%", f"textual-serve: {base['cpu']:.1f}%",
-           ours["cpu"] / base["cpu"] if base["cpu"] else None, cmd)
-    report("serve: stop with 3 tabs open", f"{ours['stop']:.2f} s", f"textual-serve: {base['stop']:.2f} s",
+           f"textual-serve: {base['many'][0]} / {base['many'][1]:.0f} MiB "
+           f"(1 tab: {base['one'][0]} / {base['one'][1]:.0f} MiB)", ours["many"][1] / base["many"][1], cmd)
+    report(f"serve: CPU, {args.tabs} tabs, {args.seconds:g} s idle", f"{ours['cpu']:.1f}%",
+           f"textual-serve: {base['cpu']:.1f}%", ours["cpu"] / base["cpu"] if base["cpu"] else None, cmd)
+    report(f"serve: stop with {args.tabs} tabs open", f"{ours['stop']:.2f} s", f"textual-serve: {base['stop']:.2f} s",
            ours["stop"] / base["stop"], cmd)
 
 

@@ -32,8 +32,8 @@ def add_parser(sub: Any, common: Any, int_in: Any, refresh: Any) -> argparse.Arg
     parser.add_argument("--allow-actions", action="store_true",
                         help="let browser views take stacks, clean up, export bundles and pick log sources "
                         "(default: read-only)")
-    parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=8,
-                        help="most browser tabs served at once (default 8); each is a view, not a monitor")
+    parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16,
+                        help="most browser tabs served at once (default 16); each is a view, not a monitor")
     return parser
 
 

@@ -49,7 +49,7 @@ class ServeOptions:
     port: int = 8765
     public_url: str | None = None  # the URL browsers use, when a proxy or tunnel stands in between
     allow_actions: bool = False
-    max_viewers: int = 8
+    max_viewers: int = 16
     title: str = "gkdtop"
 
 
