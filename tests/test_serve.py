@@ -478,3 +478,20 @@ def test_a_dashboard_that_fails_to_start_says_why_on_the_page(browser: Any) -> N
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
+
+
+def test_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, says in ((["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: address already in use"),
+                           (["--public-url", "ftp://proxy.example/"], "--public-url: expected http(s)://")):
+            run = subprocess.run([sys.executable, "-m", "gkdtop", "serve", "--log", str(tmp_path / "x.log"), *args],
+                                 capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                 env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+            assert run.returncode == 2
+            assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+            assert run.stdout == ""

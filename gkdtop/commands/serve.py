@@ -32,7 +32,7 @@ def add_parser(sub: Any, common: Any, int_in: Any, refresh: Any) -> argparse.Arg
     parser.add_argument("--allow-actions", action="store_true",
                         help="let browser views take stacks, clean up, export bundles and pick log sources "
                         "(default: read-only)")
-    parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16,
+    parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16, metavar="N",
                         help="most browser tabs served at once (default 16); each is a view, not a monitor")
     return parser
 
@@ -86,7 +86,8 @@ async def _serve(args: argparse.Namespace, config: Any, options: Any, guard: Any
         server = Server(view, options, guard)
         await server.start()
     except OSError as exc:
-        print(f"gkdtop serve: cannot listen on {options.host}:{options.port}: {exc.strerror or exc}", file=sys.stderr)
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)  # aiohttp's text repeats the address
+        print(f"gkdtop serve: cannot listen on {options.host}:{options.port}: {reason}", file=sys.stderr)
         return 2
     monitor.start()
     stop = asyncio.Event()

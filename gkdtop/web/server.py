@@ -94,7 +94,7 @@ class Server:
         if host in ("0.0.0.0", "::", ""):
             import socket
 
-            host = socket.getfqdn()
+            host = socket.gethostname()  # getfqdn() says "localhost" on many a container
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}/{self.guard.token}/"
