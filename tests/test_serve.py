@@ -39,6 +39,8 @@ def _no_browser() -> str | None:
         return "playwright is not installed (it is in the test extra: pip install -e '.[test]')"
     if CHROMIUM is None:
         return "no system Chromium (apt-get install -y chromium), or set GKDTOP_CHROMIUM to a Chromium binary"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"GKDTOP_CHROMIUM={CHROMIUM} is not an executable file"
     return None
 
 
@@ -74,6 +76,7 @@ class Served:
              "--ray-address", "http://127.0.0.1:9", "--refresh", "0.25", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
         assert self.proc.stdout is not None
+        self._stderr: str | None = None
         deadline = time.monotonic() + 60
         line = ""
         while not line:
@@ -90,10 +93,15 @@ class Served:
         self.token = parts.path.strip("/")
 
     def stderr(self) -> str:
+        """What the server said on stderr, once it has exited (then its pipes are closed)."""
         if self.proc.poll() is None:
             return ""
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-2000:]
+        if self._stderr is None:
+            assert self.proc.stdout is not None and self.proc.stderr is not None
+            self._stderr = self.proc.stderr.read()[-2000:]
+            self.proc.stderr.close()
+            self.proc.stdout.close()
+        return self._stderr
 
     def processes(self) -> list[psutil.Process]:
         """The server and everything it started."""
@@ -108,6 +116,7 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.stderr()
 
 
 @pytest.fixture
