@@ -136,15 +136,20 @@ def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
 # --- the browser -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def playwright() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Any) -> Iterator[Any]:
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    try:
+        yield chromium
+    finally:
+        chromium.close()
 
 
 class Tab:
@@ -439,6 +444,28 @@ def test_no_request_leaves_the_machine(served: Callable[..., Served], browser: A
     assert tab.sockets and all(url.startswith(ws_origin + "/") for url in tab.sockets), tab.sockets
     assert any(url.endswith(".ttf") for url in tab.requests)  # the font came from the package
     tab.page.close()
+
+
+@needs_browser
+def test_behind_a_public_url(served: Callable[..., Served], playwright: Any) -> None:
+    """A name only the browser knows (a proxy's), mapped to loopback: the page, its absolute WebSocket URL,
+    Host and Origin all carry it, and only --public-url makes the server accept them."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    public = f"http://proxy.example:{port}/"
+    server = served("--port", str(port), "--public-url", public)
+    assert server.url.startswith(public)
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM,
+                                          args=["--no-sandbox", "--host-resolver-rules=MAP proxy.example 127.0.0.1"])
+    try:
+        tab = Tab(chromium, server.url)
+        tab.first_frame()
+        assert tab.sockets == [f"ws://proxy.example:{port}/{server.token}/ws?" + tab.sockets[0].split("?", 1)[1]]
+    finally:
+        chromium.close()
 
 
 @needs_browser
