@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-ui", action="store_true", help="just run and log (for sbatch scripts)")
     run.add_argument("--dry-run", action="store_true", help="print the environment it would set, start nothing")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the job's command line")
+    from gkdtop.commands import serve
+
+    serve.add_parser(sub, _common, _int_in, REFRESH)
     return parser
 
 
@@ -207,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         return demo(args, config)
     if args.command == "run":
         return run_job(args, config)
+    if args.command == "serve":
+        from gkdtop.commands import serve
+
+        return serve.run(args, config)
     return dashboard(args, config)
 
 

@@ -115,6 +115,34 @@ async def shoot_demo(out_dir: Path) -> None:
         remove_debris(debris)
 
 
+def shoot_browser(out_dir: Path) -> None:
+    """`serve-browser.png`: `gkdtop serve` on a GKD start-up log, as headless Chromium shows it."""
+    import os
+
+    from tests.test_serve import CHROMIUM, Served, Tab, _no_browser
+
+    if (missing := _no_browser()) is not None:
+        print(f"serve-browser.png skipped: {missing}")
+        return
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Served(Path(tmp))
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+                tab = Tab(browser, server.url)
+                tab.first_frame()
+                tab.wait_text("steps 3")
+                tab.page.wait_for_timeout(1500)  # the log's lines and the fonts settle
+                tab.page.screenshot(path=str(out_dir / "serve-browser.png"))
+                browser.close()
+        finally:
+            server.stop()
+    os.chmod(out_dir / "serve-browser.png", 0o644)
+    print(out_dir / "serve-browser.png")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default="screenshots")
@@ -124,6 +152,7 @@ def main() -> int:
     target.mkdir(parents=True, exist_ok=True)
     if not args.scenes_only:
         asyncio.run(shoot_demo(target))
+    shoot_browser(target)
     asyncio.run(shoot_scenes(target))  # last: a scene freezes the wall clock for good
     return 0
 

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from gkdtop.jobrun import JobRun
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
+# What a read-only view (`gkdtop serve` without --allow-actions) refuses, action -> what to call it: each acts
+# on the machine (ptrace, kill, files) or on what the shared monitor follows, not just on this view.
+ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pick_sources": "picking log sources",
+               "job_control": "job control"}
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
 
 
@@ -85,9 +89,11 @@ class GkdtopApp(App[str | None]):
     ]
 
     def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None,
-                 job: JobRun | None = None) -> None:
+                 job: JobRun | None = None, read_only: bool = False, owns_monitor: bool = True) -> None:
         super().__init__()
         self.job = job  # `gkdtop run`: the job this dashboard started
+        self.read_only = read_only  # a viewer, not an operator: ACTIONS_OFF say so instead of acting
+        self.owns_monitor = owns_monitor  # False when several views share one running monitor (gkdtop serve)
         self.config = config
         self.monitor = monitor
         self.store = monitor.store
@@ -123,7 +129,8 @@ class GkdtopApp(App[str | None]):
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
-        self.monitor.start()
+        if self.owns_monitor:
+            self.monitor.start()
         self.set_interval(self.ui_interval, self.refresh_panes)
         self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
         self.refresh_panes(force=True)
@@ -133,7 +140,8 @@ class GkdtopApp(App[str | None]):
         self.first_frame_at = time.monotonic()
 
     async def on_unmount(self) -> None:
-        await self.monitor.stop()
+        if self.owns_monitor:
+            await self.monitor.stop()
 
     def on_resize(self, event: Any) -> None:
         self._apply_size(event.size.width, event.size.height)
@@ -151,6 +159,8 @@ class GkdtopApp(App[str | None]):
         if framework.label:
             top.append(f"   {framework.label}", "cyan")
         top.append(f"   {clock(time.time())}", "dim")
+        if self.read_only:
+            top.append("   read-only", "dim")
         self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:
             self.query_one(JobBar).refresh_from(self.job)
@@ -178,10 +188,20 @@ class GkdtopApp(App[str | None]):
 
     # --- actions -------------------------------------------------------------------------------
 
+    def refused(self, action: str) -> bool:
+        """In a read-only view, say that `action` is off and how to turn it on; True when refused."""
+        if not self.read_only:
+            return False
+        self.notify(f"Read-only view: {ACTIONS_OFF[action]} is off (start gkdtop serve with --allow-actions).",
+                    severity="warning", timeout=5)
+        return True
+
     async def action_quit(self) -> None:
-        """Quit; with a job of `gkdtop run` still running, ask first: stop it or leave it (the result says)."""
+        """Quit; with a job of `gkdtop run` still running, ask first: stop it or leave it (the result says).
+
+        A read-only view just closes: the job is not its to stop."""
         job = self.job
-        if job is None or not job.running():
+        if job is None or not job.running() or self.read_only:
             self.exit()
             return
         from gkdtop.tui.quit_screen import QuitScreen
@@ -195,6 +215,8 @@ class GkdtopApp(App[str | None]):
 
     def action_help_quit(self) -> None:
         """ctrl+c: in `gkdtop run`, SIGINT to the job's process group, as a shell would; else Textual's hint."""
+        if self.job is not None and self.job.running() and self.refused("job_control"):
+            return
         if self.job is not None and self.job.interrupt():
             self.notify(f"SIGINT sent to job {self.job.pid}", timeout=3)
             return
@@ -213,6 +235,8 @@ class GkdtopApp(App[str | None]):
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
 
     def action_stacks(self) -> None:
+        if self.refused("stacks"):
+            return
         from gkdtop.actions.stacks import stack_targets
         from gkdtop.tui.stacks_screen import StacksScreen
 
@@ -227,12 +251,16 @@ class GkdtopApp(App[str | None]):
         self.push_screen(StacksScreen(procs))
 
     def action_cleanup(self) -> None:
+        if self.refused("cleanup"):
+            return
         from gkdtop.tui.cleanup_screen import CleanupScreen
 
         self.push_screen(CleanupScreen(self.store.gpu_pids()))
 
     def action_pick_sources(self) -> None:
         """The Logs pane's remote sources: which Ray nodes' files to follow (tui/source_screen.py)."""
+        if self.refused("pick_sources"):
+            return
         from gkdtop.tui.source_screen import SourceScreen
 
         collector = next((c for c in self.monitor.collectors if c.name == "ray_logs"), None)
@@ -244,6 +272,8 @@ class GkdtopApp(App[str | None]):
         self.push_screen(SourceScreen(self.store, getattr(collector, "request_catalog", None)), apply)
 
     def action_bundle(self) -> None:
+        if self.refused("bundle"):
+            return
         self.notify("Building the diagnostic bundle…")
         self.run_worker(self._bundle, thread=True, exclusive=True, group="bundle")
 

@@ -1,0 +1,1 @@
+"""One module per subcommand: its argparse parser (`add_parser`) and its entry point (`run`)."""

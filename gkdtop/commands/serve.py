@@ -1,0 +1,110 @@
+"""`gkdtop serve`: the dashboard in a browser, for the team that has no ssh session (docs/serve.md).
+
+One monitor for the server; each browser tab is a view of it (gkdtop/web/). Safe by default:
+loopback only, a per-run token in the one URL printed, Host and Origin checked, read-only views.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+DEFAULT_PORT = 8765
+
+
+def add_parser(sub: Any, common: Any, int_in: Any, refresh: Any) -> argparse.ArgumentParser:
+    """The `serve` subparser; `common` adds the dashboard's options (--log, --config, ...)."""
+    parser = sub.add_parser("serve", help="serve the dashboard to browsers (read-only; docs/serve.md)")
+    common(parser)
+    parser.add_argument("--refresh", type=refresh, metavar="SECONDS", help="UI refresh interval (default 1)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only; reach it through an ssh "
+                        "tunnel)")
+    parser.add_argument("--port", type=int_in(0, 65535, "a port"), default=DEFAULT_PORT,
+                        help=f"port to listen on (default {DEFAULT_PORT}; 0: any free port)")
+    parser.add_argument("--public-url", metavar="URL",
+                        help="the address browsers use when a reverse proxy stands in between, e.g. "
+                        "https://proxy.example/gkdtop/ (its host and origin are then accepted)")
+    parser.add_argument("--allow-actions", action="store_true",
+                        help="let browser views take stacks, clean up, export bundles and pick log sources "
+                        "(default: read-only)")
+    parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16, metavar="N",
+                        help="most browser tabs served at once (default 16); each is a view, not a monitor")
+    return parser
+
+
+def run(args: argparse.Namespace, config: Any) -> int:
+    """Serve until SIGINT or SIGTERM; 2 with a one-line error when it cannot start."""
+    try:
+        import aiohttp  # noqa: F401
+        import textual_serve  # noqa: F401
+    except ImportError as exc:
+        print(f"gkdtop serve: needs the 'serve' extra ({exc.name} is missing): pip install 'gkdtop[serve]'",
+              file=sys.stderr)
+        return 2
+    from gkdtop.web.guard import Guard, check_public_url
+
+    public_url = None
+    if args.public_url:
+        try:
+            public_url = check_public_url(args.public_url)
+        except ValueError as exc:
+            print(f"gkdtop serve: --public-url: {exc}", file=sys.stderr)
+            return 2
+    guard = Guard.for_server(args.host, public_url)
+    # The views draw for xterm.js, which shows 24-bit colour whatever this process's terminal is.
+    os.environ.setdefault("COLORTERM", "truecolor")
+    from gkdtop.web.server import ServeOptions
+
+    options = ServeOptions(host=args.host, port=args.port, public_url=public_url, allow_actions=args.allow_actions,
+                           max_viewers=args.max_viewers)
+    try:
+        return asyncio.run(_serve(args, config, options, guard))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _serve(args: argparse.Namespace, config: Any, options: Any, guard: Any) -> int:
+    from gkdtop.cli import steady_heap
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+    from gkdtop.web.guard import is_loopback
+    from gkdtop.web.server import Server
+
+    steady_heap()
+    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, ray_logs=args.ray_logs)
+
+    def view() -> GkdtopApp:
+        return GkdtopApp(config, monitor, refresh=args.refresh, read_only=not options.allow_actions,
+                         owns_monitor=False)
+
+    try:
+        server = Server(view, options, guard)
+        await server.start()
+    except OSError as exc:
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)  # aiohttp's text repeats the address
+        print(f"gkdtop serve: cannot listen on {options.host}:{options.port}: {reason}", file=sys.stderr)
+        return 2
+    monitor.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    mode = "actions allowed" if options.allow_actions else "read-only"
+    if not is_loopback(options.host):
+        print(f"gkdtop serve: listening on {options.host}: anyone who can reach port {server.port} and has the URL "
+              "can view", file=sys.stderr)
+    print(f"gkdtop serve: {server.url()}  ({mode}; Ctrl+C stops)", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+        await monitor.stop()
+        # The views redirect sys.stdout while they run; what prints after us must reach the terminal.
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    print("gkdtop serve: stopped", file=sys.stderr)
+    return 0

@@ -1,0 +1,253 @@
+"""The HTTP side of `gkdtop serve`: one page, its bundled assets and the WebSocket, all behind the token.
+
+Every path starts with `/<token>/`; anything else is a bare 404. Files are served from a fixed
+list (no directory listings, no path from the request reaches the file system). The page loads
+nothing from elsewhere (textual-serve's client script and fonts come from the installed package)
+and its Content-Security-Policy forbids it to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import string
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from gkdtop.web.guard import Guard
+from gkdtop.web.session import Link, Session
+
+STOP_GRACE = 1.0  # seconds each tab's app gets to end when the server stops, then it is cancelled
+SEND_TIMEOUT = 5.0  # a tab that takes no bytes for this long is gone
+
+HERE = Path(__file__).parent / "static"
+
+
+def _client_files() -> dict[str, tuple[Path, str]]:
+    """The page's assets: ours, and textual-serve's browser client (xterm.js + textual.js) and fonts."""
+    client = Path(str(resources.files("textual_serve"))) / "static"
+    return {
+        "gkdtop.css": (HERE / "gkdtop.css", "text/css"),
+        "gkdtop.js": (HERE / "gkdtop.js", "text/javascript"),
+        "textual.js": (client / "js" / "textual.js", "text/javascript"),
+        "xterm.css": (client / "css" / "xterm.css", "text/css"),
+        "RobotoMono.ttf": (client / "fonts" / "RobotoMono-VariableFont_wght.ttf", "font/ttf"),
+        "RobotoMono-Italic.ttf": (client / "fonts" / "RobotoMono-Italic-VariableFont_wght.ttf", "font/ttf"),
+    }
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    public_url: str | None = None  # the URL browsers use, when a proxy or tunnel stands in between
+    allow_actions: bool = False
+    max_viewers: int = 16
+    title: str = "gkdtop"
+
+
+class Server:
+    """One aiohttp site; each tab's WebSocket runs a view from `app_factory` over the shared monitor."""
+
+    def __init__(self, app_factory: Callable[[], Any], options: ServeOptions, guard: Guard) -> None:
+        self.app_factory = app_factory
+        self.options = options
+        self.guard = guard
+        self.files = _client_files()
+        for name, (path, _) in self.files.items():
+            if not path.is_file():
+                raise FileNotFoundError(f"{name}: {path} is missing (reinstall textual-serve)")
+        self.page = string.Template((HERE / "page.html").read_text())
+        self.sessions: set[Session] = set()
+        self.sockets: set[web.WebSocketResponse] = set()
+        self.handlers: set[asyncio.Task[Any]] = set()  # the WebSocket handlers still running
+        self.runner: web.AppRunner | None = None
+        self.port = options.port
+        self.stopping = False
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 << 10)
+        app.router.add_route("GET", "/{path:.*}", self.handle)
+        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=STOP_GRACE)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, self.options.host, self.options.port, reuse_address=True)
+        await site.start()
+        server = site._server  # the port the kernel chose for --port 0
+        sockets = getattr(server, "sockets", None) or []
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+
+    def url(self) -> str:
+        """The one URL to open: the public one when given, else this machine's."""
+        if self.options.public_url:
+            return f"{self.options.public_url}{self.guard.token}/"
+        host = self.options.host
+        if host in ("0.0.0.0", "::", ""):
+            import socket
+
+            host = socket.gethostname()  # getfqdn() says "localhost" on many a container
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/{self.guard.token}/"
+
+    async def stop(self) -> None:
+        """Close every tab (each is told why), end their apps, then the site: bounded, tabs open or not."""
+        self.stopping = True
+        for session in list(self.sessions):
+            session.link.write(_notice("gkdtop serve stopped."))
+            session.stop()
+        await asyncio.gather(*(s.wait(STOP_GRACE) for s in list(self.sessions)))
+        # Each handler sends what its tab has left and closes its socket; one that can't in time is closed here.
+        # (Left running, aiohttp's cleanup would wait its own shutdown timeout for each.)
+        if self.handlers:
+            await asyncio.wait(set(self.handlers), timeout=STOP_GRACE)
+        for ws in list(self.sockets):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(code=1001, message=b"server stopped"), STOP_GRACE)
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if (problem := self.guard.host_problem(request.headers.get("Host"))) is not None:
+            return _refuse(421, problem)
+        token, _, rest = request.match_info["path"].partition("/")
+        if not self.guard.token_ok(token):
+            return _refuse(404, "not found (open the URL gkdtop serve printed: it holds the token)")
+        if rest == "":
+            if not request.path.endswith("/"):  # relative URLs in the page need the trailing slash
+                raise web.HTTPFound(f"{request.path}/")
+            return self.index()
+        if rest == "ws":
+            return await self.websocket(request)
+        folder, _, name = rest.partition("/")
+        if folder == "static" and name in self.files:
+            path, mime = self.files[name]
+            return web.FileResponse(path, headers={**_HEADERS, "Content-Type": mime,
+                                                   "Cache-Control": "private, max-age=3600"})
+        return _refuse(404, "not found")
+
+    def index(self) -> web.Response:
+        ws_url = f"{self.options.public_url}{self.guard.token}/ws" if self.options.public_url else "ws"
+        body = self.page.substitute(
+            title=_html(self.options.title), ws_url=_html(ws_url),
+            mode="actions allowed" if self.options.allow_actions else "read-only")
+        return web.Response(text=body, content_type="text/html",
+                            headers={**_HEADERS, "Content-Security-Policy": self._csp(), "Cache-Control": "no-store"})
+
+    def _csp(self) -> str:
+        connect = "'self'"
+        if self.options.public_url:
+            from gkdtop.web.guard import origin_of
+
+            origin = origin_of(self.options.public_url)
+            connect += f" {origin.replace('http', 'ws', 1)}"
+        return (f"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; font-src 'self'; "
+                f"img-src 'self' data:; connect-src {connect}; frame-ancestors 'none'; base-uri 'none'; "
+                "form-action 'none'")
+
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        if (problem := self.guard.origin_problem(request.headers.get("Origin"), request.headers.get("Host"))):
+            return _refuse(403, problem)
+        ws = web.WebSocketResponse(heartbeat=20, max_msg_size=1 << 20, timeout=SEND_TIMEOUT)
+        await ws.prepare(request)
+        self.sockets.add(ws)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self.handlers.add(handler)
+        try:
+            if self.stopping:
+                await ws.send_bytes(_notice("gkdtop serve is stopping."))
+            elif len(self.sessions) >= self.options.max_viewers:
+                await ws.send_bytes(_notice(f"gkdtop serve: {len(self.sessions)} tabs are open, the most it "
+                                            "serves (--max-viewers): close one and reload."))
+            else:
+                await self._run_session(request, ws)
+        finally:
+            self.sockets.discard(ws)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(code=1001 if self.stopping else 1000), STOP_GRACE)
+            self.handlers.discard(handler)  # type: ignore[arg-type]
+        return ws
+
+    async def _run_session(self, request: web.Request, ws: web.WebSocketResponse) -> None:
+        width, height = _size(request.query.get("width"), 80), _size(request.query.get("height"), 24)
+
+        async def send(data: bytes) -> None:
+            await asyncio.wait_for(ws.send_bytes(data), SEND_TIMEOUT)
+
+        link = Link(send)
+        try:
+            app = self.app_factory()
+        except Exception as exc:  # shown in the tab, not a splash screen forever
+            await ws.send_bytes(_notice(f"gkdtop serve: the dashboard could not start: {exc}"))
+            return
+        session = Session(app, link)
+        self.sessions.add(session)
+        try:
+            session.start(width, height)
+            assert session.task is not None
+            reader = asyncio.create_task(self._read(ws, link))
+            closed = asyncio.create_task(link.closed.wait())
+            await asyncio.wait({session.task, reader, closed}, return_when=asyncio.FIRST_COMPLETED)
+            if not session.task.done():  # the tab went away or fell behind: end its app
+                session.stop()
+                await session.wait(STOP_GRACE)
+            reader.cancel()
+            closed.cancel()
+            if (failure := session.failure()) is not None:
+                print(f"gkdtop serve: a tab's dashboard failed: {failure}\n{session.errors.getvalue()}",
+                      file=sys.__stderr__)
+                link.write(_notice(f"gkdtop serve: the dashboard stopped: {failure}"))
+            await link.drain()
+        finally:
+            self.sessions.discard(session)
+
+    async def _read(self, ws: web.WebSocketResponse, link: Link) -> None:
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                data = message.data
+                with contextlib.suppress(ValueError):
+                    envelope = json.loads(data)
+                    if isinstance(envelope, list) and envelope[:1] == ["ping"] and len(envelope) > 1:
+                        await ws.send_str(json.dumps(["pong", str(envelope[1])[:32]]))
+                        continue
+                link.on_message(data)
+            elif message.type in (WSMsgType.ERROR, WSMsgType.CLOSE):
+                break
+
+
+_HEADERS = {"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
+
+
+def _refuse(status: int, reason: str) -> web.Response:
+    return web.Response(status=status, text=f"gkdtop serve: {reason}\n", headers=_HEADERS)
+
+
+def _notice(text: str) -> bytes:
+    """A message drawn in the tab's terminal: at the bottom, reverse video, after whatever was shown."""
+    return f"\x1b[?1049l\x1b[2J\x1b[H\x1b[?25l\x1b[1;7m {text} \x1b[0m\r\n".encode()
+
+
+def _size(text: str | None, default: int) -> int:
+    try:
+        value = int(text or default)
+    except ValueError:
+        return default
+    return value if 0 < value <= 1000 else default
+
+
+def _html(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)

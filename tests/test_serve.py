@@ -1,0 +1,533 @@
+"""`gkdtop serve`: the real server process, driven by a real headless Chromium (Playwright) and raw clients.
+
+Browser tests need Playwright's Python package (the test extra) and a system Chromium
+(`apt-get install -y chromium`; Playwright's own browser download is not used). Without either they
+are skipped, saying which is missing. The refusals (token, Origin, Host) use a raw WebSocket client:
+a browser would not let a test forge those headers, an attacker's script need not be a browser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+
+from gkdtop.web.guard import Guard, check_public_url, split_host
+from tests.gkdlog import startup
+
+CHROMIUM = os.environ.get("GKDTOP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _no_browser() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (it is in the test extra: pip install -e '.[test]')"
+    if CHROMIUM is None:
+        return "no system Chromium (apt-get install -y chromium), or set GKDTOP_CHROMIUM to a Chromium binary"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"GKDTOP_CHROMIUM={CHROMIUM} is not an executable file"
+    return None
+
+
+needs_browser = pytest.mark.skipif(_no_browser() is not None, reason=_no_browser() or "")
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
+    """Poll until `predicate()` is truthy; its value. The deadline is generous: a busy 2-core machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# --- the server, a real process ----------------------------------------------------------------
+
+class Served:
+    """`gkdtop serve --port 0` on a real log; the URL it printed."""
+
+    def __init__(self, tmp_path: Path, *extra: str) -> None:
+        self.log = tmp_path / "train.log"
+        if not self.log.exists():
+            lines, last = startup(time.time() - 200, steps=3, step_s=30)
+            self.log.write_text("".join(line + "\n" for line in lines))
+            os.utime(self.log, (last, last))
+        env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gkdtop", "serve", "--port", "0", "--log", str(self.log),
+             "--ray-address", "http://127.0.0.1:9", "--refresh", "0.25", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        assert self.proc.stdout is not None
+        self._stderr: str | None = None
+        deadline = time.monotonic() + 60
+        line = ""
+        while not line:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise AssertionError(f"gkdtop serve printed no URL; stderr: {self.stderr()}")
+            if select.select([self.proc.stdout], [], [], 0.1)[0]:
+                line = self.proc.stdout.readline()
+        match = re.search(r"(http://\S+/)", line)
+        assert match, line
+        self.url = match.group(1)
+        parts = urlsplit(self.url)
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.token = parts.path.strip("/")
+
+    def stderr(self) -> str:
+        """What the server said on stderr, once it has exited (then its pipes are closed)."""
+        if self.proc.poll() is None:
+            return ""
+        if self._stderr is None:
+            assert self.proc.stdout is not None and self.proc.stderr is not None
+            self._stderr = self.proc.stderr.read()[-2000:]
+            self.proc.stderr.close()
+            self.proc.stdout.close()
+        return self._stderr
+
+    def processes(self) -> list[psutil.Process]:
+        """The server and everything it started."""
+        me = psutil.Process(self.proc.pid)
+        return [me, *me.children(recursive=True)]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Callable[..., Served]]:
+    started: list[Served] = []
+
+    def start(*extra: str) -> Served:
+        server = Served(tmp_path, *extra)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+# --- the browser -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Any) -> Iterator[Any]:
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+
+
+class Tab:
+    """One page on the server, with what it requested and every frame its WebSocket received."""
+
+    def __init__(self, browser: Any, url: str, block_foreign: bool = False) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900})
+        self.requests: list[str] = []
+        self.sockets: list[str] = []
+        self.frames: list[str] = []
+        self.blocked: list[str] = []
+        origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("websocket", self._on_socket)
+        if block_foreign:  # a cluster's firewall: whatever is not this server is dropped
+            def route(route: Any) -> None:
+                if route.request.url.startswith(origin + "/"):
+                    route.continue_()
+                else:
+                    self.blocked.append(route.request.url)
+                    route.abort()
+
+            self.page.route("**/*", route)
+        self.page.goto(url)
+
+    def _on_socket(self, socket: Any) -> None:
+        self.sockets.append(socket.url)
+        socket.on("framereceived", lambda payload: self.frames.append(
+            payload if isinstance(payload, str) else payload.decode("utf-8", "replace")))
+
+    def text(self, since: int = 0) -> str:
+        return "".join(self.frames[since:])
+
+    def wait_text(self, needle: str | re.Pattern[str], since: int = 0, timeout: float = 30.0) -> None:
+        """Wait until the frames since `since` hold `needle` (Playwright's wait, so frames keep arriving)."""
+        deadline = time.monotonic() + timeout
+        found = needle.search if isinstance(needle, re.Pattern) else lambda text: needle in text
+        while not found(self.text(since)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} never reached the tab; it got: {self.text(since)[-600:]!r}")
+            self.page.wait_for_timeout(50)
+
+    def first_frame(self) -> None:
+        self.page.wait_for_selector("body.-first-byte", timeout=30_000)
+        self.wait_text("Phases")
+
+    def press(self, key: str) -> int:
+        """Press `key` in the terminal; the frame count before it, to read what came back after."""
+        self.page.focus(".xterm-helper-textarea")  # keys reach the app only once xterm's textarea has focus
+        since = len(self.frames)
+        self.page.keyboard.press(key)
+        return since
+
+
+def in_thread(coro: Any) -> Any:
+    """asyncio.run in a thread of its own: Playwright's sync API may hold this thread's event loop."""
+    result: list[Any] = []
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(coro))
+        except BaseException as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(120)
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+# --- the rules, as functions -------------------------------------------------------------------
+
+def test_guard_rules() -> None:
+    guard = Guard.for_server("127.0.0.1", None, token="t0k")
+    assert guard.token_ok("t0k") and not guard.token_ok("t0K") and not guard.token_ok("")
+    for host in ("127.0.0.1:8765", "localhost:9000", "[::1]:1", "LOCALHOST"):
+        assert guard.host_problem(host) is None, host
+    for host in ("evil.example:8765", "127.0.0.1.evil.example", "", "a b", "127.0.0.1:99999"):
+        assert guard.host_problem(host) is not None, host
+    assert guard.origin_problem("http://localhost:9000", "localhost:9000") is None  # an ssh tunnel's port
+    assert guard.origin_problem("http://evil.example", "127.0.0.1:8765") is not None
+    assert guard.origin_problem("http://127.0.0.1:1", "127.0.0.1:8765") is not None  # another local server's page
+    assert guard.origin_problem(None, "127.0.0.1:8765") is not None
+    assert guard.origin_problem("null", "127.0.0.1:8765") is not None
+    proxied = Guard.for_server("127.0.0.1", check_public_url("https://Proxy.example/gkdtop"), token="t")
+    assert proxied.host_problem("proxy.example") is None
+    assert proxied.origin_problem("https://proxy.example", "127.0.0.1:8765") is None
+    assert split_host("[::1]:80") == ("::1", 80)
+    for bad in ("ftp://x/", "https://", "http://x/?a=1", "http://u:p@x/"):
+        with pytest.raises(ValueError):
+            check_public_url(bad)
+
+
+async def test_read_only_view_refuses_actions_and_says_so(tmp_path: Path) -> None:
+    """The app's flag on its own (no browser): c, s, e, n say they are off; nothing opens."""
+    from tests.test_app import make_app
+
+    app, _ = make_app(tmp_path, ["hello"])
+    app.read_only = True
+    async with app.run_test(size=(140, 40)) as pilot:
+        for key, what in (("c", "cleanup is off"), ("s", "stacks is off"), ("e", "export is off"),
+                          ("n", "picking log sources is off")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert len(app.screen_stack) == 1, f"{key} opened {app.screen}"
+            assert any(what in str(n.message) for n in app._notifications), key
+        assert not app.workers._workers  # no bundle being built
+
+
+async def test_a_lone_escape_is_the_escape_key(tmp_path: Path) -> None:
+    """ESC 0.1 s after another key: it must act by itself, not wait for more bytes (and make them alt+KEY).
+
+    The view's driver on its own, no browser: the gap is the input's timing (what a person does), and
+    the test waits on the event (the help closed), not on a sleep."""
+    from gkdtop.web.session import Link, Session
+    from tests.test_app import make_app
+
+    drawn: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        drawn.append(data)
+
+    app, _ = make_app(tmp_path, ["hello"])
+    link = Link(send)
+    session = Session(app, link)
+    session.start(120, 40)
+
+    async def until(predicate: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not predicate():
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.02)
+
+    await until(lambda: link.driver is not None and app.is_running and app.screen_stack)
+    link.on_message('["stdin", "1"]')  # maximize Phases: escape restores it
+    await until(lambda: app.screen.maximized is not None)
+    await asyncio.sleep(0.3)  # a pause, then two keys 0.1 s apart
+    link.on_message('["stdin", "f"]')
+    await asyncio.sleep(0.1)
+    link.on_message('["stdin", "\\u001b"]')
+    await until(lambda: app.screen.maximized is None)
+    session.stop()
+    await session.wait(10)
+    assert session.failure() is None and drawn
+
+
+# --- the server, from outside ------------------------------------------------------------------
+
+async def _ws(served: Served, token: str | None = None, origin: str | None = "same",
+              host: str | None = None) -> tuple[int, str]:
+    """Open the server's WebSocket as a raw client: (HTTP status, text of what it drew within a second)."""
+    import aiohttp
+
+    headers = {}
+    if origin is not None:
+        headers["Origin"] = served.origin if origin == "same" else origin
+    if host is not None:
+        headers["Host"] = host
+    url = f"{served.origin.replace('http', 'ws', 1)}/{token or served.token}/ws?width=100&height=30"
+    async with aiohttp.ClientSession() as session:
+        try:
+            ws = await session.ws_connect(url, headers=headers, autoping=True)
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status, ""
+        drawn = ""
+        deadline = time.monotonic() + 30
+        while "Phases" not in drawn and "gkdtop serve:" not in drawn and time.monotonic() < deadline:
+            try:
+                message = await ws.receive(timeout=1)
+            except asyncio.TimeoutError:
+                continue
+            if message.type == aiohttp.WSMsgType.BINARY:
+                drawn += message.data.decode("utf-8", "replace")
+            elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                break
+        await ws.close()
+        return 101, drawn
+
+
+def test_refuses_wrong_token_foreign_origin_and_host(served: Callable[..., Served]) -> None:
+    import urllib.error
+    import urllib.request
+
+    server = served()
+    status, drawn = in_thread(_ws(server))
+    assert status == 101 and "Phases" in drawn  # the control: the right token, Origin and Host are served
+    assert in_thread(_ws(server, token="x" + server.token[1:]))[0] == 404
+    assert in_thread(_ws(server, origin="http://evil.example"))[0] == 403
+    assert in_thread(_ws(server, origin=None))[0] == 403
+    port = urlsplit(server.url).port
+    assert in_thread(_ws(server, host=f"evil.example:{port}", origin=f"http://evil.example:{port}"))[0] == 421
+
+    def get(path: str, **headers: str) -> int:
+        request = urllib.request.Request(server.origin + path, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert get(f"/{server.token}/") == 200
+    assert get("/") == 404
+    assert get(f"/{server.token}x/") == 404
+    assert get(f"/{server.token}/static/") == 404  # no directory listing
+    assert get(f"/{server.token}/static/../../../etc/passwd") == 404
+    assert get(f"/{server.token}/static/textual.js") == 200
+    assert get(f"/{server.token}/", Host=f"evil.example:{port}") == 421
+
+
+def test_viewers_are_capped(served: Callable[..., Served]) -> None:
+    server = served("--max-viewers", "1")
+
+    async def second_while_first_is_open() -> str:
+        import aiohttp
+
+        url = f"{server.origin.replace('http', 'ws', 1)}/{server.token}/ws"
+        async with aiohttp.ClientSession() as session, \
+                session.ws_connect(url, headers={"Origin": server.origin}) as first:
+            message = await first.receive(timeout=30)  # the first tab is drawn: it holds the one place
+            assert message.type == aiohttp.WSMsgType.BINARY
+            return (await _ws(server))[1]
+
+    drawn = in_thread(second_while_first_is_open())
+    assert "--max-viewers" in drawn and "Phases" not in drawn
+
+
+# --- the server, in a real browser -------------------------------------------------------------
+
+@needs_browser
+def test_first_frame_and_a_key_round_trip(served: Callable[..., Served], browser: Any) -> None:
+    server = served()
+    tab = Tab(browser, server.url)
+    tab.first_frame()
+    since = tab.press("?")
+    tab.wait_text("this help", since)  # the help screen, drawn by the app in response to the key
+    tab.page.close()
+
+
+@needs_browser
+def test_actions_refused_without_allow_actions(served: Callable[..., Served], browser: Any) -> None:
+    read_only = served()
+    tab = Tab(browser, read_only.url)
+    tab.first_frame()
+    for key, what in (("c", "cleanup is off"), ("s", "stacks is off"), ("e", "export is off")):
+        since = tab.press(key)
+        tab.wait_text(f"Read-only view: {what}", since)
+    assert not list((Path(read_only.log).parent / "cache").rglob("*.tar.gz"))  # no bundle was written
+    tab.page.close()
+    operator = served("--allow-actions")
+    tab = Tab(browser, operator.url)
+    tab.first_frame()
+    since = tab.press("c")
+    # The action ran: its preview (nothing runs until confirmed).
+    tab.wait_text(re.compile(r"cleanup plan|Nothing to clean up|item\(s\)"), since)
+    assert "Read-only" not in tab.text(since)
+    tab.press("Escape")
+    tab.page.close()
+
+
+@needs_browser
+def test_three_tabs_cost_one_monitor(served: Callable[..., Served], browser: Any) -> None:
+    server = served()
+    alone = len(server.processes())
+
+    def followers() -> int:  # descriptors on the followed log: one per monitor
+        return sum(1 for f in psutil.Process(server.proc.pid).open_files() if f.path == str(server.log))
+
+    wait_for(followers, what="the monitor to open the log")
+    tabs = [Tab(browser, server.url) for _ in range(3)]
+    for tab in tabs:
+        tab.first_frame()
+    assert len(server.processes()) == alone == 1
+    assert followers() == 1
+    since = tabs[1].press("?")  # each tab is its own view: help in one tab only
+    tabs[1].wait_text("this help", since)
+    for tab in tabs:
+        tab.page.close()
+
+
+@needs_browser
+def test_no_request_leaves_the_machine(served: Callable[..., Served], browser: Any) -> None:
+    server = served()
+    tab = Tab(browser, server.url, block_foreign=True)
+    tab.first_frame()
+    since = tab.press("?")
+    tab.wait_text("this help", since)
+    assert tab.blocked == []
+    assert tab.requests and all(url.startswith(server.origin + "/") for url in tab.requests), tab.requests
+    ws_origin = server.origin.replace("http", "ws", 1)
+    assert tab.sockets and all(url.startswith(ws_origin + "/") for url in tab.sockets), tab.sockets
+    assert any(url.endswith(".ttf") for url in tab.requests)  # the font came from the package
+    tab.page.close()
+
+
+@needs_browser
+def test_behind_a_public_url(served: Callable[..., Served], playwright: Any) -> None:
+    """A name only the browser knows (a proxy's), mapped to loopback: the page, its absolute WebSocket URL,
+    Host and Origin all carry it, and only --public-url makes the server accept them."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    public = f"http://proxy.example:{port}/"
+    server = served("--port", str(port), "--public-url", public)
+    assert server.url.startswith(public)
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM,
+                                          args=["--no-sandbox", "--host-resolver-rules=MAP proxy.example 127.0.0.1"])
+    try:
+        tab = Tab(chromium, server.url)
+        tab.first_frame()
+        assert tab.sockets == [f"ws://proxy.example:{port}/{server.token}/ws?" + tab.sockets[0].split("?", 1)[1]]
+    finally:
+        chromium.close()
+
+
+@needs_browser
+def test_stop_with_tabs_open(served: Callable[..., Served], browser: Any) -> None:
+    server = served()
+    tabs = [Tab(browser, server.url) for _ in range(2)]
+    for tab in tabs:
+        tab.first_frame()
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)
+    wait_for(lambda: server.proc.poll() is not None, timeout=60, what="gkdtop serve to exit")
+    took = time.monotonic() - started  # speed is bench/serve.py's; here, that it ends at all and says so
+    assert server.proc.returncode == 0, server.stderr()
+    assert "stopped" in server.stderr()
+    for tab in tabs:
+        tab.wait_text("gkdtop serve stopped")
+        tab.page.wait_for_selector("body.-closed", timeout=30_000)
+        tab.page.close()
+    print(f"stopped with 2 tabs open in {took:.2f} s")
+
+
+@needs_browser
+def test_a_dashboard_that_fails_to_start_says_why_on_the_page(browser: Any) -> None:
+    """The app breaks in compose: the tab shows the error in one line, not a splash screen forever."""
+    from textual.app import App
+
+    from gkdtop.web.server import ServeOptions, Server
+
+    class Broken(App[None]):
+        def compose(self) -> Any:
+            raise RuntimeError("compose failed: no such pane")
+
+    server = Server(Broken, ServeOptions(port=0), Guard.for_server("127.0.0.1", None))
+    loop = asyncio.new_event_loop()  # in a thread of its own: Playwright's sync API holds this thread's loop
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(30)
+    try:
+        tab = Tab(browser, server.url())
+        tab.page.wait_for_selector("body.-first-byte", timeout=30_000)
+        tab.wait_text("compose failed: no such pane")
+        tab.page.wait_for_selector("body.-closed", timeout=30_000)
+        tab.page.close()
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()
+
+
+def test_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, says in ((["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: address already in use"),
+                           (["--public-url", "ftp://proxy.example/"], "--public-url: expected http(s)://")):
+            run = subprocess.run([sys.executable, "-m", "gkdtop", "serve", "--log", str(tmp_path / "x.log"), *args],
+                                 capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                 env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+            assert run.returncode == 2
+            assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+            assert run.stdout == ""
