@@ -261,6 +261,33 @@ async def test_read_only_view_refuses_actions_and_says_so(tmp_path: Path) -> Non
         assert not app.workers._workers  # no bundle being built
 
 
+async def test_read_only_view_leaves_gkdtop_runs_job_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gkdtop run`'s job-control keys in a read-only view: ctrl+c sends no SIGINT, q closes the view only."""
+    from gkdtop.tui.app import JobBar
+    from tests.test_jobrun import JOB, run_mode_app
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    app, job = run_mode_app(tmp_path, script, "sleep")
+    app.read_only = True
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            deadline = time.monotonic() + 60
+            while "running for" not in str(app.query_one(JobBar).render()):
+                assert time.monotonic() < deadline, "the job never showed as running"
+                await pilot.pause(0.05)
+            await pilot.press("ctrl+c")
+            await pilot.pause()
+            assert any("job control is off" in str(n.message) for n in app._notifications)
+            await pilot.press("q")  # no "stop the job or leave it" question: the view just closes
+            await pilot.pause(0.2)
+        assert app.return_value is None
+        assert job.running()  # neither SIGINT nor the stop reached it
+    finally:
+        job.stop(grace=2)
+
+
 async def test_a_lone_escape_is_the_escape_key(tmp_path: Path) -> None:
     """ESC 0.1 s after another key: it must act by itself, not wait for more bytes (and make them alt+KEY).
 

@@ -235,7 +235,7 @@ def _refuse(status: int, reason: str) -> web.Response:
 
 
 def _notice(text: str) -> bytes:
-    """A message drawn in the tab's terminal: at the bottom, reverse video, after whatever was shown."""
+    """A message drawn in the tab's terminal: the screen cleared, the text at the top in reverse video."""
     return f"\x1b[?1049l\x1b[2J\x1b[H\x1b[?25l\x1b[1;7m {text} \x1b[0m\r\n".encode()
 
 
