@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -56,13 +57,17 @@ def test_config_pins_the_framework(tmp_path: Path) -> None:
 
 def test_a_process_command_line_tells_framework_and_traits() -> None:
     """A real process whose argv is a verl launch (Hydra overrides), read back through psutil."""
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "-m", "verl.trainer.main_ppo",
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "-m", "verl.trainer.main_ppo",
                              "actor_rollout_ref.actor.strategy=megatron", "actor_rollout_ref.rollout.name=sglang",
-                             "algorithm.adv_estimator=grpo"], stdin=subprocess.PIPE)
+                             "algorithm.adv_estimator=grpo"], stdin=subprocess.DEVNULL)
     try:
-        cmdline = " ".join(psutil.Process(proc.pid).cmdline())
+        deadline = time.monotonic() + 30
+        while "verl.trainer.main_ppo" not in (cmdline := " ".join(psutil.Process(proc.pid).cmdline())):
+            assert time.monotonic() < deadline and proc.poll() is None, cmdline  # empty while it execs
+            time.sleep(0.01)
     finally:
-        proc.communicate(b"")
+        proc.kill()
+        proc.wait()
     analysis = Analysis(Config())
     fw = analysis.profiles.result([cmdline, "/usr/bin/python3 -m some.other.tool"])
     assert (fw.name, fw.source) == ("verl", "processes")
