@@ -179,7 +179,7 @@ def check_job_env(processes: list[Any]) -> list[Check]:
     """Did the Flight Recorder variables reach every worker? verl forwards only a fixed list of variables
     to its Ray workers, so what `gkdtop run` set in the driver may stop there. And which NCCL each loaded."""
     from gkdtop.actions.nccl_ras import loaded_nccl
-    from gkdtop.actions.stacks import _environ
+    from gkdtop.collectors.procs import process_environ
     from gkdtop.jobrun import FR_ENV_NAMES
 
     workers = [p for p in processes if p.role in RANK_ROLES]
@@ -188,7 +188,7 @@ def check_job_env(processes: list[Any]) -> list[Check]:
     lacking: list[str] = []
     unreadable = 0
     for proc in workers:
-        env = _environ(proc.pid)
+        env = process_environ(proc.pid)
         if not env:
             unreadable += 1
             continue
@@ -223,9 +223,9 @@ def check_job_env(processes: list[Any]) -> list[Check]:
 def check_ras(pid: int) -> Check:
     """Does NCCL's RAS service answer where this NCCL process's environment says it listens?"""
     from gkdtop.actions import nccl_ras
-    from gkdtop.actions.stacks import _environ
+    from gkdtop.collectors.procs import process_environ
 
-    address = nccl_ras.address_from_env(_environ(pid))
+    address = nccl_ras.address_from_env(process_environ(pid))
     if address is None:
         return Check("nccl ras", "warn", f"NCCL_RAS_ENABLE=0 in process {pid}",
                      "leave RAS on (the default): `s` then tells a stuck communicator from a slow one")

@@ -401,11 +401,12 @@ class _Bundle:
     def trace_prefixes(self) -> list[str]:
         """The dump prefix we were given (or ours, or torch's default), plus each job process's own (`gkdtop run`
         puts it in the run directory, set only in the job's environment)."""
-        from gkdtop.actions.stacks import TRACE_FILE_ENVS, _environ
+        from gkdtop.actions.stacks import TRACE_FILE_ENVS
+        from gkdtop.collectors.procs import process_environ
 
         prefixes = [self.trace_prefix]
         for p in self.store.processes:
-            env = _environ(p.pid)
+            env = process_environ(p.pid)
             prefixes += [env[k] for k in TRACE_FILE_ENVS if env.get(k)]
         return list(dict.fromkeys(prefixes))
 

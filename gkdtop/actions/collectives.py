@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gkdtop.collectors.procs import process_environ
 from gkdtop.model import ProcInfo
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump
@@ -112,15 +113,6 @@ class CollectiveReport:
 # ---------------------------------------------------------------- collecting
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-
-
 def who(proc: ProcInfo) -> str:
     return proc.actor or proc.role or proc.name
 
@@ -136,7 +128,7 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
     token = secrets.token_hex(8)
     asked: list[tuple[ProcInfo, Path]] = []
     for proc in procs:
-        env = _environ(proc.pid)
+        env = process_environ(proc.pid)
         pipe = probe.fr_pipe(proc.pid, env)
         try:  # ENXIO: nobody waits on it. Never follow a link, never write to anything but the process's FIFO.
             fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -283,7 +275,7 @@ def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: fl
     from gkdtop.actions import nccl_ras
 
     nccl = nccl_processes(procs)
-    address = nccl_ras.address_from_env(_environ(nccl[0].pid)) if nccl else None
+    address = nccl_ras.address_from_env(process_environ(nccl[0].pid)) if nccl else None
     with ThreadPoolExecutor(max_workers=1) as pool:
         ras = pool.submit(nccl_ras.poll, address, ras_interval) if address else None
         dumps = [d for d in request_probe_dumps(procs, wait=wait) if is_rank(d)]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gkdtop.actions.collectives import CollectiveReport
+from gkdtop.collectors.procs import process_environ
 from gkdtop.model import ProcInfo
 
 SCHEMA = 1
@@ -360,16 +361,6 @@ FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 FH_HEADER_RE = re.compile(r"pid=(\d+) start=(\d*) signal=(\d+) main=(0x[0-9a-fA-F]+)")
 
 
-def _environ(pid: int) -> dict[str, str]:
-    """A process's initial environment (empty when /proc does not let us read it)."""
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-
-
 def short_path(path: str) -> str:
     """py-spy-like short file name: below site-packages, or the stdlib directory, else the base name."""
     for marker in ("/site-packages/", "/dist-packages/"):
@@ -406,7 +397,7 @@ def faulthandler_dump(pid: int, timeout: float = 5.0) -> tuple[list[ThreadStack]
     """
     from gkdtop import probe
 
-    path = probe.stack_file(pid, _environ(pid))
+    path = probe.stack_file(pid, process_environ(pid))
     try:
         with open(path, "rb") as f:
             header = f.readline().decode(errors="replace")
@@ -493,7 +484,7 @@ def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Nc
     asked: list[tuple[NcclTrace, int]] = []  # (trace, the dump's mtime before; -1: nothing asked)
     seen: set[str] = set()
     for proc in procs:
-        env = _environ(proc.pid)
+        env = process_environ(proc.pid)
         prefix = next((env[k] for k in TRACE_PIPE_ENVS if env.get(k)), "")
         if not prefix:
             continue

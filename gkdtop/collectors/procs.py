@@ -307,3 +307,15 @@ class ProcCollector:
 
     def close(self) -> None:
         self._known.clear()
+
+
+def process_environ(pid: int) -> dict[str, str]:
+    """A process's initial environment (empty when /proc does not let us read it): what the job set
+    for its ranks (RANK, the Flight Recorder's and the probe's variables), read without ptrace."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
