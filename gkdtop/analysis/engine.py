@@ -445,14 +445,15 @@ class Analysis:
 
     def _parse_record(self, record: tuple[Any, ...], extract: _Extract, state: _HistoryClock
                       ) -> tuple[LogLine, list[int], int | None, Any]:
-        """A fast step record the careful way (what _extract does for every other named line)."""
+        """A fast record (a step, bar or repeated-start line) the careful way, as _extract reads every
+        other named line (a fast line has no stamp of its own: it is dated by the one before it)."""
         _, ids, start, end, _metrics_at, _step = record
         data = extract.data
         line = parse_line(clean_line(data[start:end]), extract.path, state.mtime)
         line.backlog = True
         ts = state.before(data, start)
         line.seen = ts if ts is not None else -1.0
-        return line, ids, None, self.phases.parse_step(line.text)
+        return line, ids, None, self.phases.parse_step(line.text) if self.phases.step_id in ids else None
 
     def _finish(self, part: HistoryRange, state: _HistoryClock) -> None:
         if state.newest is not None:
@@ -491,7 +492,7 @@ class _Extract:
     lines: int  # lines in the chunk
     path: str = ""
     data: bytes = b""  # the chunk as scanned, while its records are applied
-    fast_steps: int = 0  # step lines recorded as (None, ids, start, end, metrics_at, step)
+    fast_steps: int = 0  # how many fast records, (None, ids, start, end, metrics_at, step), are step lines
     records: list[tuple[Any, ...]] = field(default_factory=list)
     newest: float | None = None  # the newest stamp near its end
     progress: float | None = None  # the time of its last line no rule names
