@@ -77,9 +77,11 @@ class ReplayReport:
     framework: Framework = field(default_factory=Framework)
 
 
-def replay(paths: list[str], config: Config) -> ReplayReport:
+def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport:
+    """`ahead`: large files are scanned by a forked reader while this process applies (replay runs no
+    other thread, so it may fork)."""
     analysis = Analysis(config)
-    analysis.read_history(file_range(path) for path in paths)
+    analysis.read_history((file_range(path) for path in paths), ahead=ahead)
     # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)

@@ -386,3 +386,17 @@ def test_a_stretch_no_rule_knows_is_said_not_charged_to_a_phase(tmp_path: Path) 
     status = analysis.status(t + 10_000)
     assert status.state == "stalled"
     assert status.unsure == "after `Initializing Rollout Worker...`: 25 lines no rule knows"
+
+
+@pytest.mark.parametrize("chunk", [b"plain ascii\tline\r\nstep:1 - x\n", b"a bell \x07 in it\nstep:1 - x\n",
+                                   b"\x7f\nstep:1 - x\n", "caf\u00e9 step:1 - x\n".encode(), b"", b"\x1b[0m\n"])
+def test_the_scan_says_whether_a_chunk_is_plain_as_plain_ascii_does(engine: str, chunk: bytes) -> None:
+    """History's fast path reads plain chunks from their bytes; the scan finds out in the same pass."""
+    from gkdtop.analysis.lines import plain_ascii
+
+    m = Matcher([compile_pattern(p) for p in PATTERNS], message=message_of)
+    hits, plain = m.scan_plain(chunk)
+    assert plain == plain_ascii(chunk)
+    assert hits == m.scan(chunk)
+    assert all(ids for _start, _end, ids in hits)
+    assert all(i < len(PATTERNS) for _start, _end, ids in hits for i in ids)  # the check's own ids never leak

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -267,11 +269,13 @@ def test_fast_history_path_equals_the_careful_one(tmp_path: Path, chunk: int, mo
     config = load_config(None)
     monkeypatch.setattr(engine, "CHUNK", chunk)
     for log in logs:
-        fast = report_json(replay([str(log)], config))
+        fast = report_json(replay([str(log)], config, ahead=False))
+        ahead = report_json(replay([str(log)], config, ahead=True))  # (chunks scanned by a forked reader)
         monkeypatch.setattr(engine, "FAST_HISTORY", False)
-        careful = report_json(replay([str(log)], config))
+        careful = report_json(replay([str(log)], config, ahead=False))
         monkeypatch.setattr(engine, "FAST_HISTORY", True)
         assert fast == careful, log.name
+        assert ahead == careful, log.name
         assert fast["steps"]["count"] >= 300
 
 
@@ -305,3 +309,35 @@ def test_a_log_that_only_waits_for_resources_is_stalled_by_its_own_end(tmp_path:
                                     capture_output=True, text=True, timeout=120, check=True).stdout)
     assert (doc["state"], doc["stopped_in"]) == ("stalled", "worker-group creation"), doc
     assert doc["ended"] - doc["started"] == pytest.approx(16 * 60, abs=1)  # raylet's stamps date its lines
+
+
+class _Scanned:
+    """What a scan hands over: its chunk's bytes (through the ring) and what it found (pickled)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+
+def test_a_forked_reader_hands_over_chunks_in_order_and_its_errors_and_stops_with_us() -> None:
+    """replay's two-core history (analysis/ahead.py): results in order, through the shared ring or
+    pickled when too large for a slot; an error in the reader is raised in the consumer; a consumer
+    that stops early leaves no reader behind."""
+    import multiprocessing
+
+    from gkdtop.analysis import ahead
+
+    def chunks(fail_after: int | None = None) -> Iterator[bytes]:
+        for i in range(12):
+            if fail_after is not None and i == fail_after:
+                raise OSError(2, "No such file or directory", "/gone/train.log")
+            yield (b"%d\n" % i) * (1 + i) if i != 5 else b"x" * (ahead.SLOT + 1)  # one too large for a slot
+
+    got = [(item.data, item.size) for item in ahead.scan_ahead(chunks(), _Scanned)]
+    assert got == [(c, len(c)) for c in chunks()]
+    with pytest.raises(OSError, match=re.escape("No such file or directory: '/gone/train.log'")):
+        for _ in ahead.scan_ahead(chunks(fail_after=7), _Scanned):
+            pass
+    reader = ahead.scan_ahead(chunks(), _Scanned)
+    assert next(reader).data == b"0\n"
+    reader.close()  # a consumer that stops: its reader goes too
+    assert multiprocessing.active_children() == []

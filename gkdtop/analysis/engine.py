@@ -15,9 +15,11 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.ahead import scan_ahead, usable_cores
 from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import (
     clean_line,
@@ -191,39 +193,54 @@ class Analysis:
 
     # --- history --------------------------------------------------------------------------------
 
-    def read_history(self, ranges: Iterable[HistoryRange]) -> None:
+    def read_history(self, ranges: Iterable[HistoryRange], ahead: bool = False) -> None:
         """What files held before they were followed (or all of them, for replay), in chunks: each
-        chunk scanned once and only the lines the matcher names parsed (`_extract`), then fed in file
-        order (`_apply`)."""
+        chunk scanned once and only the lines the matcher names parsed (`_scan_chunk`, then
+        `_date_chunk`), then fed in file order (`_apply`). `ahead`: a large file's chunks are scanned
+        by a forked process while this one applies the chunk before (analysis/ahead.py; only where
+        forking is safe, i.e. no other threads: `gkdtop replay`)."""
         for part in ranges:
             state = _HistoryClock(part.mtime)
             base = 0
-            for extract in _extract_range(self, part, state):
+            if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
+                scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
+            else:
+                scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part))
+            for extract in scanned:
+                self._sort_hits(extract)
+                self._date_chunk(extract, state)
                 self._apply(extract, state, base)
                 base += extract.lines
             self._finish(part, state)
 
-    def _extract(self, path: str, data: bytes, state: _HistoryClock) -> _Extract:
+    def _scan_chunk(self, path: str, data: bytes) -> _Extract:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
-        aside): the lines the matcher names are cleaned, confirmed, dated (their stamp, else the
-        nearest one before them) and step lines parsed. Engines are fed by `_apply`, in order."""
-        state.new_chunk()
+        aside): which lines the matcher names. Bytes only, no state: it may run in another process
+        (`ahead`)."""
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
-        newlines = data.count(b"\n")
-        out = _Extract(newlines + (0 if data.endswith(b"\n") else 1), path)
+        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1), path)
+        out.hits, out.plain = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
+        out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
+        out.data = data
+        return out
+
+    def _sort_hits(self, extract: _Extract) -> None:
+        """The run's bulk (step, bar and repeated-start lines) becomes fast records, read from the
+        bytes; every other named line is left for `_date_chunk` to parse and date."""
+        data = extract.data
+        records, careful = extract.records, extract.careful
         confirm = self.matcher.confirm
         bar_only = [self.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
         step_only = [self.phases.step_id]
         quick = self.quick_ids if FAST_HISTORY else frozenset()
-        chunk_plain = plain_ascii(data)  # usually: then so is every line of it
-        step_id, traceback_id = self.phases.step_id, self.traceback_id
-        counted = at = 0
+        chunk_plain = extract.plain
+        step_id = self.phases.step_id
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
         previous = -1
-        recognised, last_known = self.recognised_ids, None
-        for start, end, ids in self.matcher.scan(data):
+        recognised = self.recognised_ids
+        for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
             previous = end
@@ -245,19 +262,40 @@ class Analysis:
                         ids = [i for i in ids if i != step_id]
                     else:
                         step, metrics_at = int(m.group(1)), start + m.end()
-                        out.fast_steps += 1
+                        extract.fast_steps += 1
                 if not ids or ids == bar_only:
                     plain_end = end
                     continue
-                out.records.append((None, ids, start, end, metrics_at, step))
+                records.append((None, ids, start, end, metrics_at, step))
                 if not recognised.isdisjoint(ids):
-                    last_known = (start, None)
+                    extract.last_fast = start
                 continue
+            careful.append(len(records))
+            records.append((start, end, ids))  # _date_chunk makes it (line, ids, number, step)
+        if previous < len(data) - 1:
+            plain_end = len(data)
+        extract.plain_end = plain_end
+        extract.hits = []
+
+    def _date_chunk(self, extract: _Extract, state: _HistoryClock) -> None:
+        """The named lines `_scan_chunk` left, in file order: cleaned, confirmed, dated (their stamp,
+        else the nearest one before them) and step lines parsed; and the chunk's times."""
+        state.new_chunk()
+        data, records = extract.data, extract.records
+        path, confirm = extract.path, self.matcher.confirm
+        step_id, traceback_id, recognised = self.phases.step_id, self.traceback_id, self.recognised_ids
+        counted = at = 0
+        plain_end = extract.plain_end
+        last_known = (extract.last_fast, None) if extract.last_fast >= 0 else None
+        for k in extract.careful:
+            start, end, ids = records[k]
+            raw = data[start:end]
             line = parse_line(clean_line(raw), path, state.mtime)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
             ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
             if not ids:
-                plain_end = end
+                plain_end = max(plain_end, end)
+                records[k] = None
                 continue
             number = None
             if traceback_id in ids:  # line numbers only where an error group will name one
@@ -271,23 +309,21 @@ class Analysis:
             else:
                 line.seen = line.ts
                 state.saw(line.ts, start)
-            out.records.append((line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None))
-            if not recognised.isdisjoint(ids):
+            records[k] = (line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None)
+            if not recognised.isdisjoint(ids) and (last_known is None or start > last_known[0]):
                 last_known = (start, line.text)
-        if previous < len(data) - 1:
-            plain_end = len(data)
-        out.newest = state.before(data, len(data) + 1)  # when the run was last heard of
+        if len(extract.careful) and None in records:
+            extract.records = [record for record in records if record is not None]
+        extract.newest = state.before(data, len(data) + 1)  # when the run was last heard of
         if plain_end >= 0:
-            out.progress = state.before(data, plain_end + 1)
-        out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
+            extract.progress = state.before(data, plain_end + 1)
         if last_known is not None:
             text = last_known[1]
             if text is None:  # a fast step line: its message
                 end = data.find(b"\n", last_known[0])
                 text = split_prefix(clean_line(data[last_known[0] : end if end >= 0 else len(data)]))[1]
-            out.recognised = (newlines - data.count(b"\n", last_known[0]) + 1, text)  # its line number
-        out.data = data
-        return out
+            newlines = extract.lines - (0 if data.endswith(b"\n") else 1)
+            extract.recognised = (newlines - data.count(b"\n", last_known[0]) + 1, text)  # its line number
 
     def _apply(self, extract: _Extract, state: _HistoryClock, base: int) -> None:
         """An extract's lines into the engines, in file order; `base`: lines before its part."""
@@ -445,7 +481,7 @@ class Analysis:
 
     def _parse_record(self, record: tuple[Any, ...], extract: _Extract, state: _HistoryClock
                       ) -> tuple[LogLine, list[int], int | None, Any]:
-        """A fast record (a step, bar or repeated-start line) the careful way, as _extract reads every
+        """A fast record (a step, bar or repeated-start line) the careful way, as _date_chunk reads every
         other named line (a fast line has no stamp of its own: it is dated by the one before it)."""
         _, ids, start, end, _metrics_at, _step = record
         data = extract.data
@@ -487,21 +523,27 @@ class Analysis:
 
 @dataclass(slots=True)
 class _Extract:
-    """What `_extract` found in one chunk: the lines to feed, and the chunk's times."""
+    """What `_scan_chunk` and `_date_chunk` found in one chunk: the lines to feed, and the chunk's times."""
 
     lines: int  # lines in the chunk
     path: str = ""
     data: bytes = b""  # the chunk as scanned, while its records are applied
     fast_steps: int = 0  # how many fast records, (None, ids, start, end, metrics_at, step), are step lines
-    records: list[tuple[Any, ...]] = field(default_factory=list)
+    hits: list[tuple[int, int, list[int]]] = field(default_factory=list)  # the matcher's scan
+    plain: bool = True  # ASCII without control bytes: every line as cleaning leaves it
+    records: list[Any] = field(default_factory=list)
+    careful: list[int] = field(default_factory=list)  # where in `records` the lines _date_chunk parses are
+    plain_end: int = -1  # the end of its last line no rule names (-1: none)
+    last_fast: int = -1  # the start of its last fast record some rule knows (-1: none)
     newest: float | None = None  # the newest stamp near its end
     progress: float | None = None  # the time of its last line no rule names
     tail: bytes = b""  # its last line
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 
 
-def _extract_range(analysis: Analysis, part: HistoryRange, state: _HistoryClock) -> Iterator[_Extract]:
-    """The chunks of bytes [start, end) of a file, extracted one after another."""
+def _read_chunks(part: HistoryRange) -> Iterator[bytes]:
+    """The bytes [start, end) of a file in chunks of whole lines (the last one unterminated only where
+    the file is `final`)."""
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fh.seek(part.start)
         pos = part.start
@@ -518,13 +560,13 @@ def _extract_range(analysis: Analysis, part: HistoryRange, state: _HistoryClock)
             else:
                 carry = b""
             if data:
-                yield analysis._extract(part.path, data, state)
+                yield data
 
 
 class _HistoryClock:
     """Times for untimed lines of a file read in chunks: the nearest stamped line before them.
 
-    _extract reads stamps in file order and marks where it found them; _apply dates a fast line
+    _date_chunk reads stamps in file order and marks where it found them; _apply dates a fast line
     later, after the whole chunk was read, so where no stamp is near it the fallback is the last
     one marked before its offset, not the chunk's last one."""
 

@@ -30,6 +30,8 @@ except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
 
 import re2
 
+from gkdtop.analysis.lines import plain_ascii
+
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
 
@@ -171,12 +173,20 @@ def for_chunks(text: str) -> tuple[bytes, str]:
     return chunked.encode(), "always" if always else "^" if "^" in text else ""
 
 
-def _hyperscan_db(expressions: list[bytes]) -> Any:
+# Not rules: whether a chunk holds bytes that cleaning changes (controls) or non-ASCII text, found in
+# the same pass, once per chunk (SINGLEMATCH), so a plain chunk costs no pass of its own.
+_NOT_PLAIN = [rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", rb"[\x80-\xff]"]
+
+
+def _hyperscan_db(expressions: list[bytes], plain_check: bool = False) -> Any:
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    flags = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+    flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY] * len(expressions)
+    if plain_check:
+        expressions = expressions + _NOT_PLAIN
+        flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(_NOT_PLAIN)
     try:
         db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
-                   flags=[flags] * len(expressions))
+                   flags=flags)
     except hyperscan.error as exc:
         raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
     return db
@@ -185,12 +195,12 @@ def _hyperscan_db(expressions: list[bytes]) -> Any:
 def _cached_db(expressions: list[bytes]) -> Any:
     """The database for these expressions, from the cache when it was compiled before: compiling
     takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature)."""
-    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), *expressions]))
+    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", *expressions]))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "gkdtop", "hyperscan", key.hexdigest()[:32] + ".db")
     with contextlib.suppress(OSError, hyperscan.error), open(path, "rb") as fh:
         return hyperscan.loadb(fh.read(), hyperscan.HS_MODE_BLOCK)
-    db = _hyperscan_db(expressions)
+    db = _hyperscan_db(expressions, plain_check=True)
     with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -264,13 +274,23 @@ class Matcher:
         """Candidates: (line start, line end, ids) for each line of `chunk` some pattern may match, in
         order. Offsets are byte offsets into `chunk`; `end` is the line's `\\n` (or the chunk's end).
         The rules read messages: `confirm` then gives the ids that really match a line's message."""
+        return self.scan_plain(chunk)[0]
+
+    def scan_plain(self, chunk: bytes) -> tuple[list[tuple[int, int, list[int]]], bool]:
+        """`scan`, and whether the chunk is plain: ASCII with no control bytes but tab, `\\n`, `\\r`
+        (then each line is as cleaning leaves it: lines.plain_ascii)."""
         if not self.patterns or not chunk:
-            return []
+            return [], plain_ascii(chunk)
         if self._db is None:
-            return self._scan_set(chunk)
+            return self._scan_set(chunk), plain_ascii(chunk)
         ends: dict[int, list[int]] = {}
+        rules = len(self.patterns)
+        plain = [True]
 
         def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
+            if pattern_id >= rules:
+                plain[0] = False
+                return
             found = ends.get(end)
             if found is None:
                 ends[end] = [pattern_id]
@@ -290,7 +310,7 @@ class Matcher:
                 lines[end] = ids
             else:
                 known.extend(i for i in ids if i not in set(known))
-        return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()]
+        return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0]
 
     def confirm(self, message: str, ids: list[int], prefix: str = "", everything: bool = False) -> list[int]:
         """The ids of a candidate line that match its message (the line without its Ray `prefix`).
