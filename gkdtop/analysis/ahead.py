@@ -3,13 +3,14 @@ the chunk before, so a replay costs about the larger of the two halves rather th
 
 The scan is bytes only (`Analysis._scan_chunk`: no state), so it runs the same in either process and
 the verdicts are the same. A chunk's bytes come back through a small shared ring (a pipe would copy
-each byte twice more); what the scan found comes back pickled. Fork only where no other thread runs
-(`gkdtop replay`): a fork copies locks held by other threads, never their owners.
+each byte twice more), what the scan found pickled through a one-way pipe, and a semaphore counts
+the free slots: this process never writes to the reader, so a reader that died cannot take it down
+with SIGPIPE. Fork only where no other thread runs (`gkdtop replay`): a fork copies locks held by
+other threads, never their owners.
 """
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import multiprocessing
 import os
@@ -37,14 +38,16 @@ def usable_cores() -> int:
 
 def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[S]:
     """`scan(chunk)` for each of `chunks`, in order, computed by a forked process up to SLOTS chunks
-    ahead. Both iterables are consumed in the child; an exception there (an unreadable file) is
-    raised here. Stopping early (an exception in the consumer) stops the child."""
+    ahead. Both are consumed in the child; an exception there (an unreadable file) is raised here.
+    Stopping early (an exception in the consumer) stops the child."""
     context = multiprocessing.get_context("fork")
     ring = mmap.mmap(-1, SLOTS * SLOT)  # anonymous and shared with the child
-    ours, theirs = context.Pipe()
-    reader = context.Process(target=_read_ahead, args=(chunks, scan, theirs, ours, ring), daemon=True)
+    free = context.Semaphore(SLOTS)
+    ours, theirs = context.Pipe(duplex=False)
+    reader = context.Process(target=_read_ahead, args=(chunks, scan, theirs, ours, free, ring), daemon=True)
     reader.start()
     theirs.close()
+    slot = 0
     try:
         while True:
             try:
@@ -56,13 +59,14 @@ def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[
                 return
             if isinstance(message, BaseException):
                 raise message
-            slot, size, item = message
-            if slot is not None:
+            in_ring, size, item = message
+            if in_ring:
                 item.data = ring[slot * SLOT : slot * SLOT + size]
-                ours.send(slot)  # free again (the reader waits for our close before it exits)
+                slot = (slot + 1) % SLOTS
+                free.release()
             yield item
     finally:
-        ours.close()  # the reader's cue to exit (a write to a closed socket would be SIGPIPE here)
+        ours.close()  # a reader still writing gets EPIPE and ends
         reader.join(5)
         if reader.is_alive():
             reader.kill()
@@ -71,27 +75,30 @@ def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[
 
 
 def _read_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], Any], conn: Any, consumer: Any,
-                ring: mmap.mmap) -> None:
-    consumer.close()  # the consumer's end, inherited: held here, our reads would never see it close
-    free = list(range(SLOTS))
+                free: Any, ring: mmap.mmap) -> None:
+    consumer.close()  # the consumer's end, inherited
+    parent = os.getppid()
+    slot = 0
     try:
         for chunk in chunks:
             item = scan(chunk)
             size = len(item.data)
-            slot = None
-            if size <= SLOT:
-                if not free:
-                    free.append(conn.recv())
-                slot = free.pop()
+            in_ring = size <= SLOT
+            if in_ring:
+                while not free.acquire(timeout=1.0):
+                    if os.getppid() != parent:  # the consumer is gone without closing (SIGKILL)
+                        return
                 ring[slot * SLOT : slot * SLOT + size] = item.data
+                slot = (slot + 1) % SLOTS
                 item.data = b""
-            conn.send((slot, size, item))
+            conn.send((in_ring, size, item))
         conn.send(None)
-        with contextlib.suppress(EOFError, OSError):
-            while True:  # freed slots, until the consumer closes its end
-                conn.recv()
+    except BrokenPipeError:  # the consumer stopped reading
+        return
     except Exception as exc:  # an unreadable or vanished file: the consumer raises it, as reading in-process would
         try:
             conn.send(exc)
+        except BrokenPipeError:
+            return
         except Exception:  # not picklable: its words
             conn.send(OSError(f"{type(exc).__name__}: {exc}"))
