@@ -257,7 +257,9 @@ def snapshot(args: argparse.Namespace, config) -> int:  # type: ignore[no-untype
 
     async def collect() -> None:
         if args.duration > 0:
-            monitor.start()
+            from gkdtop.actions.stall_stacks import StallStacker
+
+            monitor.start(stall_dump=StallStacker)
             await asyncio.sleep(args.duration)
             await monitor.stop()
         else:

@@ -30,6 +30,7 @@ from gkdtop.analysis.rules import (
     scalar,
     strings,
 )
+from gkdtop.collectors.registry import default_refresh
 
 __all__ = ["Config", "ConfigError", "PhaseRule", "Signature", "load_config"]
 
@@ -91,9 +92,7 @@ class Config:
     logs: list[str] = field(default_factory=list)
     backlog: int = 200
     max_line: int = 16384
-    refresh: dict[str, float] = field(
-        default_factory=lambda: {"gpus": 1.0, "procs": 2.0, "logs": 0.25, "ray": 5.0, "ui": 1.0}
-    )
+    refresh: dict[str, float] = field(default_factory=default_refresh)  # one key per source, and "ui"
     findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect

@@ -9,13 +9,18 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gkdtop.collectors.base import Collector, one_line, run_forever
 from gkdtop.collectors.ray import ray_temp_dir
+from gkdtop.collectors.registry import Wiring, polled
 from gkdtop.config import Config
 from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.collectors.gpu import GpuBackend
+    from gkdtop.model import ProcInfo
 
 LOG_SLICE = 2000  # lines stored per turn of the event loop (~20 ms of phase and finding checks)
 
@@ -31,6 +36,17 @@ def default_log_sources() -> list[str]:
     return sources
 
 
+class StallDump(Protocol):
+    """The stall-time stack dump (actions/stall_stacks.StallStacker): handed in by the dashboard, so the
+    monitor, which only runs collectors, imports no action."""
+
+    def due(self) -> list[ProcInfo]:
+        """The processes to dump if a new stall was declared since the last look, else []."""
+
+    def take(self, targets: list[ProcInfo]) -> object:
+        """Blocking: the dump, as the `stall_stacks` source's result."""
+
+
 class Monitor:
     def __init__(
         self,
@@ -38,33 +54,23 @@ class Monitor:
         logs: Iterable[str] | None = None,
         ray_address: str | None = None,
         root_pids: Iterable[int] = (),
-        gpu_backend: Any = None,
+        gpu_backend: GpuBackend | None = None,
         ray_logs: Iterable[str] = (),
     ) -> None:
-        from gkdtop.collectors.gpu import GpuCollector
-        from gkdtop.collectors.logs import LogCollector
-        from gkdtop.collectors.procs import ProcCollector
-        from gkdtop.collectors.ray import RayCollector
-        from gkdtop.collectors.ray_logs import RayLogCollector
-
         self.config = config
         self.store = Store(config)
         self.log_sources = list(logs) if logs else (config.logs or default_log_sources())
-        refresh = config.refresh
+        wiring = Wiring(config, self.store, self.log_sources, ray_address, tuple(root_pids), gpu_backend,
+                        list(ray_logs))
+        # Every polled source of the registry (collectors/registry.py), at its configured interval.
         self.collectors: list[Collector] = [
-            GpuCollector(backend=gpu_backend, interval=refresh["gpus"]),
-            LogCollector(self.log_sources, backlog=config.backlog, max_line=config.max_line,
-                         interval=refresh["logs"], sieve=self.store.flood_sieve()),
-            RayCollector(ray_address, interval=refresh["ray"]),
-            # Remote nodes' log files: idle (no requests) until --ray-logs or the Logs pane's picker asks.
-            RayLogCollector(list(ray_logs), ray_address, backlog=config.backlog, max_line=config.max_line,
-                            interval=refresh.get("ray_logs", 0.5)),
-            ProcCollector(config.driver_patterns, root_pids, self.store.gpu_pids, interval=refresh["procs"]),
+            source.collector(wiring, config.refresh.get(source.name, source.interval)) for source in polled()
         ]
         self._tasks: list[asyncio.Task[None]] = []
 
-    def start(self) -> None:
-        """Start every collector's loop in the running event loop."""
+    def start(self, stall_dump: Callable[[Store], StallDump] | None = None) -> None:
+        """Start every collector's loop in the running event loop; with `stall_dump` (and config
+        `stall_stacks`), also the watcher that takes one stack dump when a stall is declared."""
         for collector in self.collectors:
             self._tasks.append(
                 asyncio.create_task(
@@ -77,8 +83,8 @@ class Monitor:
                     name=f"collector-{collector.name}",
                 )
             )
-        if self.config.stall_stacks:
-            self._tasks.append(asyncio.create_task(self._stall_stacks(), name="stall-stacks"))
+        if self.config.stall_stacks and stall_dump is not None:
+            self._tasks.append(asyncio.create_task(self._stall_stacks(stall_dump), name="stall-stacks"))
         if self.config.stack_phase:
             self._tasks.append(asyncio.create_task(self._stack_phase(), name="stack-phase"))
 
@@ -105,11 +111,10 @@ class Monitor:
             self.store.put("logs", part)
             await asyncio.sleep(0)
 
-    async def _stall_stacks(self, every: float = 1.0) -> None:
+    async def _stall_stacks(self, make: Callable[[Store], StallDump]) -> None:
         """Take one stack dump when a stall is declared (config `stall_stacks`); never twice per stall."""
-        from gkdtop.actions.stall_stacks import StallStacker
-
-        stacker = StallStacker(self.store)
+        stacker = make(self.store)  # here, not in start(): its imports (py-spy's helpers) wait for the first frame
+        every = self.config.refresh.get("stall_stacks", 1.0)
         while True:
             await asyncio.sleep(every)
             targets = stacker.due()
@@ -126,11 +131,12 @@ class Monitor:
             else:
                 self.store.put("stall_stacks", taken)
 
-    async def _stack_phase(self, every: float = 1.0) -> None:
+    async def _stack_phase(self) -> None:
         """While the log cannot say where the job is, its stacks (collectors/stackphase.py), backing off."""
         from gkdtop.collectors.stackphase import StackPhaseSampler
 
         sampler = StackPhaseSampler()
+        every = self.config.refresh.get("stack_phase", 1.0)
         while True:
             await asyncio.sleep(every)
             await self.sample_stack_phase(sampler)
@@ -190,9 +196,10 @@ class Monitor:
                 else:
                     self.store.put(collector.name, result)
 
-        first = [c for c in self.collectors if c.name != "procs"]
-        await asyncio.gather(*(one(c) for c in first))
-        await asyncio.gather(*(one(c) for c in self.collectors if c.name == "procs"))
+        # Those that read another's result (the registry's `after`) go in a second round.
+        later = {source.name for source in polled() if source.spec().after}
+        await asyncio.gather(*(one(c) for c in self.collectors if c.name not in later))
+        await asyncio.gather(*(one(c) for c in self.collectors if c.name in later))
         if self.config.stack_phase:  # the log and the processes are in: read the stacks if the log can't say
             from gkdtop.collectors.stackphase import StackPhaseSampler
 

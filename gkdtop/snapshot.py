@@ -27,13 +27,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         "host": socket.gethostname(),
         "time": now,
         "framework": store.framework().as_json(),
-        "gpus": {
-            "status": store.gpus.status,
-            "reason": store.gpus.reason,
-            "driver": store.gpus.driver,
-            "devices": [asdict(d) for d in store.gpus.devices],
-        },
-        "processes": [asdict(p) for p in store.processes],
+        **source_sections(store),
         "ray": ray_section(store),
         "phases": {
             "current": status.current,
@@ -76,6 +70,18 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             if not h.ok
         ],
     }
+
+
+def source_sections(store: Store) -> dict[str, Any]:
+    """The sections the collectors declare (collectors/registry.py: a spec's `snapshot`), in registry order."""
+    from gkdtop.collectors.registry import SOURCES
+
+    sections = {}
+    for source in SOURCES:
+        if (part := source.spec().snapshot) is not None:
+            key, section = part
+            sections[key] = section(store)
+    return sections
 
 
 def stack_phase_json(found: StackPhase | None, now: float) -> dict[str, Any] | None:

@@ -10,12 +10,13 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis, HistoryRange
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.phases import PhaseEngine
 from gkdtop.analysis.profiles import Framework
+from gkdtop.collectors.registry import CollectorSpec, find
 from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
@@ -31,6 +32,11 @@ from gkdtop.model import (
     StackPhase,
 )
 
+if TYPE_CHECKING:
+    from gkdtop.actions.stall_stacks import StallStacks
+    from gkdtop.collectors.logs import LogBatch
+    from gkdtop.collectors.ray_logs import RayLogBatch
+
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
 
@@ -42,6 +48,10 @@ def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]
         with contextlib.suppress(OSError):
             analysis.read_history([HistoryRange(path, 0, size, mtime, final)])
     return analysis
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
 
 
 class Store:
@@ -65,43 +75,57 @@ class Store:
         self.version = 0  # bumped on every change so views can skip redraws
         self.versions: dict[str, int] = {}  # per source, so a pane redraws only when its data moved
         self.started = time.time()
-        self.stall_stacks: Any = None  # actions.stall_stacks.StallStacks: the dump taken when a stall began
+        self.stall_stacks: StallStacks | None = None  # the dump taken when a stall began (handed in: monitor.py)
         self.stack_phase: StackPhase | None = None  # the phase read from the stacks while the log cannot say
+        self._specs: dict[str, CollectorSpec[Any]] = {}  # per source, from the registry on its first result
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
-    def put(self, source: str, result: Any) -> None:
+    def put(self, source: str, result: object) -> None:
+        """A collector's result, folded in by the writer its registry line declares (collectors/registry.py)."""
+        spec = self._specs.get(source)
+        if spec is None:
+            spec = self._specs[source] = find(source).spec()
+        if not isinstance(result, spec.result):
+            raise TypeError(f"{source} returned {type(result).__name__}, not {_type_names(spec.result)}")
         health = self.health.setdefault(source, SourceHealth(source))
         recovered = not health.ok or source not in self.versions
         health.ok, health.error, health.failures = True, "", 0
         health.last_ok, health.next_try = time.time(), None
-        changed = True
-        if source == "gpus":
-            self._put_gpus(result)
-        elif source == "procs":
-            self.processes = result
-            self._join_gpu_memory()
-            self._join_actors()
-        elif source == "ray":
-            changed = result != self.ray
-            self.ray = result
-            if changed:
-                self._join_actors()
-                self._bump("procs")
-        elif source == "logs":
-            changed = self._put_logs(result)
-        elif source == "ray_logs":  # remote lines join the local ones: same phases, findings, Logs pane
-            changed = self._put_logs(result, local=False) or result.state != self.ray_logs
-            self.ray_logs = result.state
-            if changed:
-                self._bump("logs")
-        elif source == "stall_stacks":
-            self.stall_stacks = result
-        elif source == "stack_phase":  # None: the log says enough again
-            changed = result != self.stack_phase
-            self.stack_phase = result
-        if changed or recovered:
+        if spec.write(self, result) or recovered:
             self._bump(source)
+
+    def write_procs(self, processes: list[ProcInfo]) -> bool:
+        self.processes = processes
+        self._join_gpu_memory()
+        self._join_actors()
+        return True
+
+    def write_ray(self, state: RayState) -> bool:
+        changed = state != self.ray
+        self.ray = state
+        if changed:
+            self._join_actors()
+            self._bump("procs")
+        return changed
+
+    def write_ray_logs(self, batch: RayLogBatch) -> bool:
+        """Remote lines join the local ones: same phases, findings, Logs pane."""
+        changed = self.write_logs(batch, local=False) or batch.state != self.ray_logs
+        self.ray_logs = batch.state
+        if changed:
+            self._bump("logs")
+        return changed
+
+    def write_stall_stacks(self, taken: StallStacks) -> bool:
+        self.stall_stacks = taken
+        return True
+
+    def write_stack_phase(self, found: StackPhase | None) -> bool:
+        """None: the log says enough again."""
+        changed = found != self.stack_phase
+        self.stack_phase = found
+        return changed
 
     def fail(self, source: str, error: str, retry_in: float) -> None:
         health = self.health.setdefault(source, SourceHealth(source))
@@ -116,7 +140,7 @@ class Store:
         self.version += 1
         self.versions[source] = self.version
 
-    def _put_gpus(self, state: GpuState) -> None:
+    def write_gpus(self, state: GpuState) -> bool:
         self.gpus = state
         for dev in state.devices:
             if dev.error:
@@ -127,6 +151,7 @@ class Store:
                 mem = self.gpu_mem.setdefault(dev.index, deque(maxlen=HISTORY))
                 mem.append(100.0 * (dev.memory_used or 0) / dev.memory_total)
         self._join_gpu_memory()
+        return True
 
     def _join_gpu_memory(self) -> None:
         used: dict[int, int] = {}
@@ -153,7 +178,7 @@ class Store:
             if row.role in ("ray-worker", "worker"):
                 row.role = role_of(actor.class_name, default=row.role)
 
-    def _put_logs(self, batch: Any, local: bool = True) -> bool:
+    def write_logs(self, batch: LogBatch, local: bool = True) -> bool:
         """Feed new lines to the analysis; False when nothing at all changed (the usual idle poll)."""
         if local:
             self.log_polls += 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkdtop.actions.stacks import StackReport, dump_stacks, stack_targets, write_report
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo
 from gkdtop.store import Store
 
@@ -61,3 +62,10 @@ class StallStacker:
             error = f"could not save the stall-time dump: {exc}"
         return StallStacks(phase=status.current or "?", stalled_since=status.last_progress or 0.0,
                            taken=time.time(), path=path, report=report, error=error)
+
+
+# Taken by a StallStacker the dashboard hands the monitor (Monitor.start), never polled.
+SPEC: CollectorSpec[StallStacks] = CollectorSpec(
+    result=StallStacks,
+    write=lambda store, taken: store.write_stall_stacks(taken),
+)

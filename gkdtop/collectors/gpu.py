@@ -15,10 +15,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import GpuProcess, GpuSample, GpuState
+
+if TYPE_CHECKING:
+    from gkdtop.store import Store
 
 RETRY_UNAVAILABLE = 30.0  # seconds between two attempts to start NVML when it was not there
 REPLAY_ENV = "GKDTOP_GPU_REPLAY"
@@ -378,3 +382,17 @@ class GpuCollector:
         if self._started:
             self._started = False
             self.backend.shutdown()
+
+
+def _gpu_json(store: Store) -> dict[str, Any]:
+    gpus = store.gpus
+    return {"status": gpus.status, "reason": gpus.reason, "driver": gpus.driver,
+            "devices": [asdict(d) for d in gpus.devices]}
+
+
+SPEC: CollectorSpec[GpuState] = CollectorSpec(
+    result=GpuState,
+    write=lambda store, state: store.write_gpus(state),
+    build=lambda wiring, interval: GpuCollector(backend=wiring.gpu_backend, interval=interval),
+    snapshot=("gpus", _gpu_json),
+)

@@ -25,6 +25,7 @@ from gkdtop.analysis.lines import (
     parse_line,
     strip_ansi,
 )
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import LogFileState, LogLine
 from gkdtop.safeopen import kind_of, open_regular
 
@@ -641,3 +642,12 @@ class LogCollector:
     def close(self) -> None:
         for follower in self._files.values():
             follower.close()
+
+
+SPEC: CollectorSpec[LogBatch] = CollectorSpec(
+    result=LogBatch,
+    write=lambda store, batch: store.write_logs(batch),
+    build=lambda wiring, interval: LogCollector(
+        wiring.log_sources, backlog=wiring.config.backlog, max_line=wiring.config.max_line, interval=interval,
+        sieve=wiring.store.flood_sieve()),
+)

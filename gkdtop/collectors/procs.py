@@ -12,12 +12,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
 
 from gkdtop.collectors.rayproc import ray_program
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo
 
 ENGINE_RE = re.compile(r"VLLM::|sglang::|vllm\.entrypoints|sglang\.launch_server|EngineCore")
@@ -319,3 +320,13 @@ def process_environ(pid: int) -> dict[str, str]:
         return {}
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+SPEC: CollectorSpec[list[ProcInfo]] = CollectorSpec(
+    result=list,
+    write=lambda store, processes: store.write_procs(processes),
+    build=lambda wiring, interval: ProcCollector(
+        wiring.config.driver_patterns, wiring.root_pids, wiring.store.gpu_pids, interval=interval),
+    snapshot=("processes", lambda store: [asdict(p) for p in store.processes]),
+    after=("gpus",),  # GPU holders join the process list
+)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gkdtop.collectors.rayproc import ray_program
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import GpuProcess, GpuSample, RayActor, RayNode, RayState
 
 DASHBOARD_LINE_RE = re.compile(rb"Dashboard head http address: (\S+)")
@@ -544,3 +545,10 @@ def ray_line(state: RayState) -> str:
         demands = ", ".join(str({k: v for k, v in d.items()}) for d in state.pending[:2])
         parts.append(f"PENDING {len(state.pending)}: {demands} cannot be scheduled yet")
     return " | ".join(parts)
+
+
+SPEC: CollectorSpec[RayState] = CollectorSpec(
+    result=RayState,
+    write=lambda store, state: store.write_ray(state),
+    build=lambda wiring, interval: RayCollector(wiring.ray_address, interval=interval),
+)

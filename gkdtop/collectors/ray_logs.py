@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from gkdtop.collectors.logs import LogBatch, _Follower
 from gkdtop.collectors.ray import DashboardFinder
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource
 
 STREAM_INTERVAL = 0.5  # seconds: how often the node's agent looks for new bytes in a streamed file
@@ -487,3 +488,12 @@ class RayLogCollector:
     def close(self) -> None:
         for rf in self._files.values():
             rf.close()
+
+
+SPEC: CollectorSpec[RayLogBatch] = CollectorSpec(
+    result=RayLogBatch,
+    write=lambda store, batch: store.write_ray_logs(batch),
+    build=lambda wiring, interval: RayLogCollector(
+        list(wiring.ray_logs), wiring.ray_address, backlog=wiring.config.backlog, max_line=wiring.config.max_line,
+        interval=interval),
+)

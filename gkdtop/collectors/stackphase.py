@@ -21,6 +21,7 @@ from typing import Any
 from gkdtop.actions.stacks import StackDump, StackReport, dump_stacks, find_py_spy, stack_targets
 from gkdtop.analysis.stackphase import StackRules, builtin_stack_rules, consensus, match_process
 from gkdtop.collectors.base import one_line
+from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import UNRECOGNISED_SHOWN, PhaseStatus, ProcInfo, StackPhase
 
 QUIET = 15.0  # seconds of log silence before the stacks are read
@@ -176,3 +177,10 @@ def _innermost(dump: StackDump) -> str:
             if not frame.native:
                 return f"{frame.function.rsplit('.', 1)[-1]} ({frame.file}:{frame.line})"
     return ""
+
+
+# No collector to poll: the monitor's own watcher samples when the log cannot say (Monitor.sample_stack_phase).
+SPEC: CollectorSpec[StackPhase | None] = CollectorSpec(
+    result=(StackPhase, type(None)),
+    write=lambda store, found: store.write_stack_phase(found),
+)

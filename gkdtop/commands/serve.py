@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, config: Any) -> int:
 async def _serve(args: argparse.Namespace, config: Any, options: Any, guard: Any) -> int:
     from gkdtop.cli import steady_heap
     from gkdtop.monitor import Monitor
-    from gkdtop.tui.app import GkdtopApp
+    from gkdtop.tui.app import GkdtopApp, stall_stacker
     from gkdtop.web.guard import is_loopback
     from gkdtop.web.server import Server
 
@@ -89,7 +89,7 @@ async def _serve(args: argparse.Namespace, config: Any, options: Any, guard: Any
         reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)  # aiohttp's text repeats the address
         print(f"gkdtop serve: cannot listen on {options.host}:{options.port}: {reason}", file=sys.stderr)
         return 2
-    monitor.start()
+    monitor.start(stall_dump=stall_stacker)  # the views share it: they do not start it
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -26,6 +26,8 @@ from gkdtop.tui.ray_pane import RayPane
 
 if TYPE_CHECKING:
     from gkdtop.jobrun import JobRun
+    from gkdtop.monitor import StallDump
+    from gkdtop.store import Store
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
 # What a read-only view (`gkdtop serve` without --allow-actions) refuses, action -> what to call it: each acts
@@ -33,6 +35,23 @@ COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
 ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pick_sources": "picking log sources",
                "job_control": "job control"}
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
+
+
+class SourcePane(Protocol):
+    """A pane as the app routes redraws to it: the store sources it draws (class attributes: SOURCES,
+    and optionally TICKS, redrawn every tick, and QUICK, on the quick timer) and how it draws them."""
+
+    SOURCES: ClassVar[tuple[str, ...]]
+
+    def refresh_from(self, store: Store) -> None: ...
+
+
+def stall_stacker(store: Store) -> StallDump:
+    """The stall-time dump this dashboard hands its monitor, imported when the monitor first needs it
+    (after the first frame): the monitor imports no action."""
+    from gkdtop.actions.stall_stacks import StallStacker
+
+    return StallStacker(store)
 
 
 class TopBar(Static):
@@ -98,7 +117,7 @@ class GkdtopApp(App[str | None]):
         self.monitor = monitor
         self.store = monitor.store
         self.ui_interval = refresh or config.refresh.get("ui", 1.0)
-        self._drawn: dict[str, int] = {}  # per source: the store version each pane last drew
+        self._drawn: dict[SourcePane, tuple[int, ...]] = {}  # per pane: its sources' store versions when it last drew
         self.first_frame_at: float | None = None
 
     def compose(self) -> ComposeResult:
@@ -125,12 +144,16 @@ class GkdtopApp(App[str | None]):
         self.logs = self.query_one(LogsPane)
         self.ray = self.query_one(RayPane)
         self.panes: dict[str, Widget] = {key: self.query_one(pane_type) for key, pane_type in PANES.items()}
+        # Redraws are routed by what each pane declares it draws (its SOURCES), in compose order.
+        drawing: list[Any] = [w for w in self.query("*") if isinstance(getattr(w, "SOURCES", None), tuple)]
+        self._quick: list[SourcePane] = [p for p in drawing if getattr(p, "QUICK", False)]
+        self._ticked: list[SourcePane] = [p for p in drawing if not getattr(p, "QUICK", False)]
         for pane in self.panes.values():
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
         if self.owns_monitor:
-            self.monitor.start()
+            self.monitor.start(stall_dump=stall_stacker)
         self.set_interval(self.ui_interval, self.refresh_panes)
         self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
         self.refresh_panes(force=True)
@@ -164,27 +187,26 @@ class GkdtopApp(App[str | None]):
         self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:
             self.query_one(JobBar).refresh_from(self.job)
-        # Phases age by the clock even when nothing arrives, so they always redraw; the other
-        # panes only when their source reported something new.
-        self.phases.refresh_from(store)
-        for source, panes in (("gpus", (self.gpus,)), ("procs", (self.procs, self.gpus)), ("ray", (self.ray,))):
-            version = store.versions.get(source, 0)
-            if force or self._drawn.get(source) != version:
-                self._drawn[source] = version
-                for pane in panes:
-                    pane.refresh_from(store)
+        self._redraw(self._ticked, force)
         if self.has_class("-compact"):
             self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}", layout=False)
         self.refresh_logs(force)
 
     def refresh_logs(self, force: bool = False) -> None:
-        version = self.store.versions.get("logs", 0)
-        if force or self._drawn.get("logs") != version:
-            self._drawn["logs"] = version
-            try:
-                self.logs.refresh_from(self.store)
-            except NoMatches:  # a timer that fired while the app quits: the pane's widgets are gone
-                return
+        """The panes that declare QUICK (the Logs pane), on the quick timer."""
+        try:
+            self._redraw(self._quick, force)
+        except NoMatches:  # a timer that fired while the app quits: the pane's widgets are gone
+            return
+
+    def _redraw(self, panes: list[SourcePane], force: bool) -> None:
+        """Each pane whose declared SOURCES moved since it last drew (a TICKS pane: every time)."""
+        versions = self.store.versions
+        for pane in panes:
+            drawn = tuple(versions.get(source, 0) for source in pane.SOURCES)
+            if force or getattr(pane, "TICKS", False) or self._drawn.get(pane) != drawn:
+                self._drawn[pane] = drawn
+                pane.refresh_from(self.store)
 
     # --- actions -------------------------------------------------------------------------------
 

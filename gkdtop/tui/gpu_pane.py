@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.widgets import Static
 
@@ -12,6 +14,7 @@ from gkdtop.tui.repaint import reshaped
 
 
 class GpuPane(Static):
+    SOURCES: ClassVar[tuple[str, ...]] = ("gpus", "procs")  # each GPU's processes, named from the process list
     DEFAULT_CSS = """
     GpuPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
     """

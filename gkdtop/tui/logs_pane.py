@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -47,6 +48,8 @@ def _joined(texts: list[Text]) -> Text:
 
 
 class LogsPane(Vertical):
+    SOURCES: ClassVar[tuple[str, ...]] = ("logs",)  # remote lines too: the store bumps logs for them
+    QUICK: ClassVar[bool] = True  # drawn on the quick timer: a followed log keeps up
     DEFAULT_CSS = """
     LogsPane { border: round $primary; height: 2fr; }
     LogsPane RichLog { height: 1fr; scrollbar-size-vertical: 1; }

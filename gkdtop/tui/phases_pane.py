@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.widgets import Static
@@ -25,6 +25,9 @@ TIMING_ORDER = ("gen", "sync_rollout_weights", "wait_prev_gen", "get_teacher_kno
 
 
 class PhasesPane(Static):
+    # Its verdict ages with the clock ("no progress for 35s"): redrawn every tick, whatever moved.
+    SOURCES: ClassVar[tuple[str, ...]] = ("logs", "ray_logs", "stack_phase", "stall_stacks", "ray", "procs")
+    TICKS: ClassVar[bool] = True
     DEFAULT_CSS = """
     PhasesPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
     PhasesPane.-stalled { border: heavy $error; }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
@@ -57,6 +58,7 @@ def summary(store: Store) -> str:
 
 
 class ProcsPane(DataTable[str]):
+    SOURCES: ClassVar[tuple[str, ...]] = ("procs",)  # Ray's actors label its rows: the store bumps procs then
     DEFAULT_CSS = """
     ProcsPane { border: round $primary; height: 1fr; }
     """

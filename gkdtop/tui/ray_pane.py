@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
 from rich.text import Text
 from textual.widgets import Static
@@ -19,6 +20,7 @@ MAX_GROUPS = 60
 
 
 class RayPane(Static):
+    SOURCES: ClassVar[tuple[str, ...]] = ("ray",)
     DEFAULT_CSS = """
     RayPane { height: 1; padding: 0 1; background: $boost; }
     RayPane.-maximized { height: 1fr; border: round $primary; overflow-y: auto; }
