@@ -250,7 +250,9 @@ class Matcher:
         chunked = [for_chunks(p.text) for p in patterns]
         self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when == "always")
         self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if when == "^"}
-        self._in_prefix: dict[tuple[str, int], bool] = {}  # (Ray prefix, id): the pattern matches inside it
+        # (Ray prefix, message begins with "(", *ids) -> the ids to check on the message: those that
+        # match inside the prefix itself, and those for_chunks says need it
+        self._in_prefix: dict[tuple[Any, ...], list[int]] = {}
         self._local = threading.local()  # Hyperscan scratch space is per thread
         self._db: Any = None
         self._set: Any = None
@@ -319,18 +321,16 @@ class Matcher:
         `everything` when the scanned bytes were not the message's (controls, `\\r` rewrites, UTF-8)."""
         if everything:  # the message is not what was scanned: scan the message itself (one call, all ids)
             return self.scan_texts([message]).get(0, [])
-        confirm = self._confirm_paren if message[:1] == "(" else self._confirm
-        if prefix:
-            in_prefix = self._in_prefix
-            if len(in_prefix) > 10_000:
-                in_prefix.clear()
-            check = []
-            for i in ids:
-                inside = in_prefix.get((prefix, i))
-                if inside is None:
-                    inside = in_prefix[(prefix, i)] = self.patterns[i].search(prefix) is not None
-                if inside or i in confirm:
-                    check.append(i)
+        paren = message[:1] == "("
+        confirm = self._confirm_paren if paren else self._confirm
+        if prefix:  # which ids to check depends on the prefix and the ids alone: known once per such line
+            key = (prefix, paren, *ids)
+            check = self._in_prefix.get(key)
+            if check is None:
+                if len(self._in_prefix) > 10_000:
+                    self._in_prefix.clear()
+                check = self._in_prefix[key] = [i for i in ids if i in confirm
+                                                or self.patterns[i].search(prefix) is not None]
         elif confirm.isdisjoint(ids):
             return ids
         else:
