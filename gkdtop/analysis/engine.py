@@ -31,7 +31,7 @@ from gkdtop.analysis.lines import (
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
-from gkdtop.analysis.time import TS_FIRST, ClockSkew, parse_timestamp
+from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
@@ -196,7 +196,7 @@ class Analysis:
         chunk scanned once and only the lines the matcher names parsed (`_extract`), then fed in file
         order (`_apply`)."""
         for part in ranges:
-            state = _HistoryClock(part.mtime)
+            state = _HistoryClock(_year_reference(part))
             base = 0
             for extract in _extract_range(self, part, state):
                 self._apply(extract, state, base)
@@ -571,6 +571,18 @@ class _HistoryClock:
             found = bisect_left(self._marks, start)
             return self._marked[found - 1] if found else self._before_chunk
         return self.last
+
+
+def _year_reference(part: HistoryRange) -> float:
+    """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
+    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES)."""
+    try:
+        with open_regular(part.path) as fh:
+            fh.seek(max(part.start, part.end - TAIL_BYTES))
+            tail = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+    except OSError:
+        return part.mtime  # reading the range itself will say why
+    return yearless_reference(tail, part.mtime)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:
