@@ -156,6 +156,19 @@ def test_done_when_training_finishes(tmp_path: Path) -> None:
     assert status.current == "finished"
 
 
+def test_verl_progress_bar_at_100_percent_finishes_though_it_also_names_the_training_loop(tmp_path: Path) -> None:
+    """`Training Progress: 100%|` matches the training loop's start as well as `finished`: the terminal
+    rule wins, so a verl run whose log ends on its full bar is done, not a stalled training loop."""
+    lines, _ = startup(time.time() - 500, steps=2)
+    lines.append(ray("TaskRunner", 133947, "Training Progress: 100%|██████████| 2/2 [00:40<00:00, 20.00s/it]"))
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status(now=time.time() + 10_000)
+    assert (status.state, status.current) == ("done", "finished")
+
+
 def test_user_phase_extends_builtins_with_its_own_stall_after(tmp_path: Path) -> None:
     cfg_file = tmp_path / "config.yaml"
     cfg_file.write_text(

@@ -175,13 +175,15 @@ class PhaseEngine:
         return max(t, anchor[1] + offset - anchor[0])
 
     def _rules_of(self, ids: Collection[int]) -> list[PhaseRule]:
-        """The rules a line's ids start or finish, in the rules' order (the first one wins)."""
+        """The rules a line's ids start or finish, in the rules' order (the first one wins), a terminal
+        rule first: verl's `Training Progress: 100%|` bar starts the training loop's pattern too."""
         found: list[PhaseRule] = []
         for i in ids:
             found += self.start_ids.get(i, ())
             found += self.done_ids.get(i, ())
         if len(found) > 1:
-            found = sorted({id(r): r for r in found}.values(), key=lambda r: self.order.get(r.name, 0))
+            found = sorted({id(r): r for r in found}.values(),
+                           key=lambda r: (not r.terminal, self.order.get(r.name, 0)))
         return found
 
     def _probe(self, text: str, t: float) -> bool:
