@@ -144,6 +144,36 @@ def test_traceback_fails_the_phase_with_the_exception_line(tmp_path: Path) -> No
     assert status.timeline[-1].status == "failed"
 
 
+def test_an_exception_that_names_a_later_phase_fails_that_phase_and_stays_the_root_cause(tmp_path: Path) -> None:
+    """verl runs SGLang at log_level='error': its scheduler's traceback is the first thing it prints,
+    after the reference model loaded. The exception line says where it failed (rollout init: the
+    KV pool), the reference init its first line came in stays done, and the WorkerDict's death
+    that follows is its consequence, not the root cause."""
+    lines, _last = startup(time.time() - 100, upto="actor-done")
+    w = 20210
+    lines += [
+        ray("WorkerDict", w, "reference model: /mnt/models/Qwen2.5-7B-Instruct"),
+        ray("WorkerDict", w, "[2025-06-17 13:21:41 TP0] Scheduler hit an exception: "
+            "Traceback (most recent call last):"),
+        ray("WorkerDict", w, '  File "sglang/srt/model_executor/model_runner.py", line 1268, in init_memory_pool'),
+        ray("WorkerDict", w, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
+        ray("WorkerDict", w, "[2025-06-17 13:21:43] Received sigquit from a child process. "
+            "It usually means the child failed."),
+        ray("TaskRunner", 133947, "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+            "ray::WorkerDict.actor_rollout_init_model() (pid=20210, ip=10.0.0.1)"),
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status()
+    assert (status.state, status.current) == ("failed", "rollout init")
+    assert status.failure == "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    spans = {s.name: s.status for s in status.timeline}
+    assert spans["reference init"] == "done" and spans["rollout init"] == "failed"
+
+
 def test_done_when_training_finishes(tmp_path: Path) -> None:
     lines, last = startup(time.time() - 500, steps=2)
     lines.append(ray("TaskRunner", 133947, f"{asctime(last + 1)} root INFO ✓ Training finished: 2 steps"))
