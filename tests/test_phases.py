@@ -30,6 +30,15 @@ def read_into(store: Store, path: Path, backlog: int = 1000) -> None:
         collector.close()
 
 
+def status_after(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    """The phase verdict on a file of `lines` read through the real follower, now."""
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    return store.phase_status()
+
+
 def config(**overrides: object) -> Config:
     cfg = Config(phases=builtin_phases())
     for key, value in overrides.items():
@@ -163,15 +172,27 @@ def test_an_exception_that_names_a_later_phase_fails_that_phase_and_stays_the_ro
             "ray::WorkerDict.actor_rollout_init_model() (pid=20210, ip=10.0.0.1)"),
         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
     ]
-    log = tmp_path / "train.log"
-    write(log, lines)
-    store = Store(config())
-    read_into(store, log)
-    status = store.phase_status()
+    status = status_after(tmp_path, lines)
     assert (status.state, status.current) == ("failed", "rollout init")
     assert status.failure == "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
     spans = {s.name: s.status for s in status.timeline}
     assert spans["reference init"] == "done" and spans["rollout init"] == "failed"
+
+
+def test_a_ranks_prefixed_exception_is_the_failure_not_its_traceback_header(tmp_path: Path) -> None:
+    """torch's elastic launcher (torchrun, accelerate launch) prefixes each child line with `[rank3]: `:
+    the exception behind it is the root cause, not the header, nor the launcher's ChildFailedError."""
+    lines, _last = startup(time.time() - 100)
+    lines += [
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "transformers/trainer.py", line 3792, in training_step',
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.",
+        "Traceback (most recent call last):",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current) == ("failed", "actor update")
+    assert status.failure == "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB."
 
 
 def test_done_when_training_finishes(tmp_path: Path) -> None:

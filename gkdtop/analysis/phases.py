@@ -33,8 +33,10 @@ STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
 TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
-EXCEPTION_PATTERN = r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line.
+EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
+RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
@@ -51,6 +53,7 @@ def _root_cause(text: str, failure: str = "") -> bool:
     named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict)."""
     if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
         return False
+    text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from .frameworks import PY, Verl, ray_connect, ray_pending, verl_startup, verl_traceback_ray
-from .logkit import Log, fatal_signal, tqdm_bar, traceback, watchdog_timeout
+from .logkit import Log, fatal_signal, frame_lines, tqdm_bar, traceback, watchdog_timeout
 from .others import (
     OpenRLHF,
     easyr1,
@@ -268,16 +268,14 @@ def _(log: Log) -> None:
     pre = v.wpre(0, 0)
     for tp in range(2):
         log.raw(f"{pre}[{log.pylog_ts(True)[:19]} TP{tp}] Scheduler hit an exception: Traceback (most recent call last):")
-        for path, line, fn, src in [
+        frame_lines(log, pre, [
             (f"{PY}/sglang/srt/managers/scheduler.py", 2361, "run_scheduler_process", "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
             (f"{PY}/sglang/srt/managers/scheduler.py", 268, "__init__", "self.tp_worker = TpWorkerClass("),
             (f"{PY}/sglang/srt/managers/tp_worker.py", 84, "__init__", "self.model_runner = ModelRunner("),
             (f"{PY}/sglang/srt/model_executor/model_runner.py", 235, "__init__", "self.initialize(min_per_gpu_memory)"),
             (f"{PY}/sglang/srt/model_executor/model_runner.py", 313, "initialize", "self.init_memory_pool("),
             (f"{PY}/sglang/srt/model_executor/model_runner.py", 1268, "init_memory_pool", "raise RuntimeError("),
-        ]:
-            log.raw(f'{pre}  File "{path}", line {line}, in {fn}')
-            log.raw(f"{pre}    {src}")
+        ])
         log.raw(f"{pre}RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
         log.raw(pre)
     log.adv(1, 2)
@@ -735,6 +733,14 @@ def _(log: Log) -> None:
           wrong_claims=["dataset", "CUDA out of memory"])
 def _(log: Log) -> None:
     trl_grpo(log, server_up=False)
+
+
+@scenario("trl_grpo_loss_oom", framework="trl", state="failed", phase="actor update",
+          culprit="torch.OutOfMemoryError on rank 3 in GRPO's loss (log_softmax over the vocabulary) at step 14; accelerate's ChildFailedError",
+          culprit_any=["cuda-oom", "CUDA out of memory"], fix=["gradient checkpointing", "expandable_segments", "micro batch"],
+          quiet_for=20, wrong_claims=["KV cache", "NCCL_SOCKET_IFNAME", "dataset", "wake_up"])
+def _(log: Log) -> None:
+    trl_grpo(log, steps=60, oom_at=14)
 
 
 # =================================================================================== HF / DeepSpeed
