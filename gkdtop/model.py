@@ -232,6 +232,15 @@ class PhaseStatus:
         after = f"after `{self.recognised_last.strip()[:100]}`" if self.recognised_last else "from the start"
         return f"{after}: {self.unrecognised} lines no rule knows"
 
+    @property
+    def last_known(self) -> str:
+        """For a job that stopped moving with (almost) nothing after the last line a rule knew: that
+        line, where it stopped in its own words (`Capturing CUDA graph shapes: 46%|…| 31/67`,
+        `local_global_step_folder: …/global_step_10`); else "" (`unsure` speaks for a longer tail)."""
+        if self.state != "stalled" or not self.recognised_last.strip() or self.unrecognised >= UNRECOGNISED_SHOWN:
+            return ""
+        return self.recognised_last.strip()[:200]
+
 
 @dataclass(slots=True)
 class StackPhase:

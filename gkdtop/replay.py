@@ -15,7 +15,7 @@ from typing import Any
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
 from gkdtop.analysis.profiles import Framework
 from gkdtop.config import Config
-from gkdtop.model import Finding, PhaseStatus
+from gkdtop.model import Finding, Hint, PhaseStatus
 
 SCHEMA = 2
 
@@ -75,6 +75,34 @@ class ReplayReport:
     lines_read: int = 0
     method: str = "hyperscan"
     framework: Framework = field(default_factory=Framework)
+    open_end: OpenEnd | None = None  # the log ends mid-phase (state running): said, with what to check
+
+
+@dataclass
+class OpenEnd:
+    """A log that just stops mid-phase. After the fact a hang there and a copy taken mid-run read the
+    same (replay has no clock), so replay says where it ended and what to check if the job stopped."""
+
+    phase: str
+    after: str  # the last line a rule knew
+    hint: Hint | None
+
+    NOTE = ("replay cannot tell a hang there from a log copied mid-run"
+            " (`gkdtop snapshot --log FILE` judges a live file's silence)")
+
+    @property
+    def text(self) -> str:
+        return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + f": {self.NOTE}"
+
+
+def open_end(status: PhaseStatus, config: Config) -> OpenEnd | None:
+    """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's."""
+    if status.state not in ("running", "waiting"):
+        return None
+    name = status.expected or status.current
+    rule = next((r for r in config.phases if r.name == name), None)
+    hint = rule.hint if rule is not None and (rule.hint.causes or rule.hint.actions) else None
+    return OpenEnd(phase=status.current or "no known phase", after=status.recognised_last.strip()[:200], hint=hint)
 
 
 def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport:
@@ -89,7 +117,7 @@ def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine,
-                        framework=analysis.profiles.result(pinned=config.framework))
+                        framework=analysis.profiles.result(pinned=config.framework), open_end=open_end(status, config))
 
 
 def timeline_json(status: PhaseStatus) -> list[dict[str, Any]]:
@@ -112,6 +140,10 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "stall_after": st.stall_after,
         "failure": st.failure,
         "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
+        "last_known": st.last_known,
+        "open_end": ({"text": report.open_end.text, "after": report.open_end.after,
+                      "hint": asdict(report.open_end.hint) if report.open_end.hint else None}
+                     if report.open_end else None),
         "hint": asdict(st.hint) if st.hint else None,
         "timeline": timeline_json(st),
         "steps": report.steps,
@@ -151,8 +183,16 @@ def report_text(report: ReplayReport) -> str:
         out.append(f"  {st.failure}")
     if st.unsure:
         out.append(f"  {st.unsure}")
+    if st.last_known:
+        out.append(f"  last known line: `{st.last_known}`")
     if st.hint and st.state in ("failed", "stalled"):
         out += [f"  cause: {c}" for c in st.hint.causes] + [f"  try: {a}" for a in st.hint.actions]
+    if report.open_end is not None:
+        end = report.open_end
+        out.append(f"  {'after `' + end.after + '`: ' if end.after else ''}{end.NOTE}")
+        if end.hint is not None:
+            out.append("  if it stopped there:")
+            out += [f"    cause: {c}" for c in end.hint.causes] + [f"    try: {a}" for a in end.hint.actions]
     if report.errors:
         out += ["", "errors:"]
         out += [f"  x{g.count}  {g.exception}  (first at {Path(g.source).name}:{g.first_line or '?'})"

@@ -41,6 +41,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             "failure": status.failure,
             "hint": asdict(status.hint) if status.hint else None,
             "unrecognised": {"lines": status.unrecognised, "after": status.recognised_last},
+            "last_known": status.last_known,
             "clock_offset": status.clock_offset,
             "clock_source": status.clock_source,
             "history_pending": store.history_pending,
@@ -141,6 +142,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         after = ph["unrecognised"]["after"].strip()[:100]
         lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
                      f"{ph['unrecognised']['lines']} lines no rule knows")
+    if ph["last_known"]:
+        lines.append(f"last known line: `{ph['last_known']}`")
     if ph.get("stack_phase"):
         sp = ph["stack_phase"]
         lines.append(f"stacks: {sp['text']}  pid {sp['pid']}, {sp['age']:.0f}s ago ({sp['reason']})"

@@ -157,12 +157,16 @@ def replay_verdict(case: Case, home: Path) -> Verdict:
     hint = _hint_text(doc.get("hint"))
     failure = doc.get("failure", "") or ""
     phase = doc.get("stopped_in", "") or ""
+    # A log that ends mid-phase: where it ended and what to check if the job stopped there.
+    end = doc.get("open_end") or {}
+    stopped = "\n".join([doc.get("last_known") or "", end.get("text", "")])
+    end_hint = _hint_text(end.get("hint"))
     return Verdict(
         state=doc.get("state", ""),
         phase=phase,
-        culprit_text="\n".join([named, errors, failure]),
-        advice_text="\n".join([advice, hint]),
-        claims_text="\n".join([phase, failure, hint, claims]),
+        culprit_text="\n".join([named, errors, failure, stopped]),
+        advice_text="\n".join([advice, hint, end_hint]),
+        claims_text="\n".join([phase, failure, hint, claims, stopped, end_hint]),
         error_findings=n_err + len(doc.get("errors", [])),
         framework=(doc.get("framework") or {}).get("name") or "",
     )
@@ -224,12 +228,13 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
     hint = _hint_text(ph.get("hint"))
     failure = ph.get("failure", "") or ""
     phase = ph.get("current", "") or ""
+    stopped = ph.get("last_known") or ""  # a stalled job: the last line a rule knew
     return Verdict(
         state=ph.get("state", ""),
         phase=phase,
-        culprit_text="\n".join([named, failure]),
+        culprit_text="\n".join([named, failure, stopped]),
         advice_text="\n".join([advice, hint]),
-        claims_text="\n".join([phase, failure, hint, claims]),
+        claims_text="\n".join([phase, failure, hint, claims, stopped]),
         error_findings=n_err,
         framework=(doc.get("framework") or {}).get("name") or "",
     )

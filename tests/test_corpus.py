@@ -12,11 +12,11 @@ import pytest
 
 from tests import corpus_eval
 
-# Pass counts out of 29 training logs, per mode and column (`python -m tests.corpus_eval`);
+# Pass counts out of 31 training logs, per mode and column (`python -m tests.corpus_eval`);
 # fix and claims count only the logs that name a fix / wrong claims.
 FLOORS = {
-    "replay": {"state": 25, "phase": 27, "culprit": 26, "fix": 21, "claims": 21, "framework": 29, "all": 24},
-    "snapshot": {"state": 29, "phase": 27, "culprit": 26, "fix": 23, "claims": 21, "framework": 29, "all": 25},
+    "replay": {"state": 27, "phase": 31, "culprit": 31, "fix": 26, "claims": 24, "framework": 31, "all": 27},
+    "snapshot": {"state": 31, "phase": 31, "culprit": 31, "fix": 26, "claims": 24, "framework": 31, "all": 31},
 }
 
 # Replay has no clock: it judges a log at its last line, so a job that went silent in a hang reads
@@ -28,7 +28,7 @@ REPLAY_CANNOT_SEE_SILENCE = ("running", "stalled")
 @pytest.fixture(scope="module")
 def scores() -> list[corpus_eval.Score]:
     cases = corpus_eval.load_cases(heldout=False)
-    assert len(cases) == 29 and not {c.name for c in cases} & set(corpus_eval._names(corpus_eval.CORPUS / "HELDOUT"))
+    assert len(cases) == 31 and not {c.name for c in cases} & set(corpus_eval._names(corpus_eval.CORPUS / "HELDOUT"))
     return corpus_eval.evaluate(cases, jobs=4)
 
 

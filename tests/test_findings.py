@@ -67,6 +67,12 @@ CASES = [
      [ray("WorkerDict", 2003, "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens "
       "that can be stored in KV cache (20128). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`")],
      {"kv_tokens": "20128"}),
+    ("sglang-kv-pool-too-small",  # SGLang's scheduler (newer versions add the fraction it ran with)
+     [ray("WorkerDict", 2003, "[2025-06-17 13:21:41 TP0] Scheduler hit an exception: "
+          "Traceback (most recent call last):"),
+      ray("WorkerDict", 2003, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+          "Current value: mem_fraction_static=0.2")],
+     {"mem_fraction_static": "0.2"}),
     ("vllm-wake-up-oom",
      [ray("WorkerDict", 2003, "Traceback (most recent call last):"),
       ray("WorkerDict", 2003, '  File "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", line 301, in wake_up'),

@@ -30,6 +30,15 @@ def read_into(store: Store, path: Path, backlog: int = 1000) -> None:
         collector.close()
 
 
+def status_after(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    """The phase verdict on a file of `lines` read through the real follower, now."""
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    return store.phase_status()
+
+
 def config(**overrides: object) -> Config:
     cfg = Config(phases=builtin_phases())
     for key, value in overrides.items():
@@ -144,6 +153,48 @@ def test_traceback_fails_the_phase_with_the_exception_line(tmp_path: Path) -> No
     assert status.timeline[-1].status == "failed"
 
 
+def test_an_exception_that_names_a_later_phase_fails_that_phase_and_stays_the_root_cause(tmp_path: Path) -> None:
+    """verl runs SGLang at log_level='error': its scheduler's traceback is the first thing it prints,
+    after the reference model loaded. The exception line says where it failed (rollout init: the
+    KV pool), the reference init its first line came in stays done, and the WorkerDict's death
+    that follows is its consequence, not the root cause."""
+    lines, _last = startup(time.time() - 100, upto="actor-done")
+    w = 20210
+    lines += [
+        ray("WorkerDict", w, "reference model: /mnt/models/Qwen2.5-7B-Instruct"),
+        ray("WorkerDict", w, "[2025-06-17 13:21:41 TP0] Scheduler hit an exception: "
+            "Traceback (most recent call last):"),
+        ray("WorkerDict", w, '  File "sglang/srt/model_executor/model_runner.py", line 1268, in init_memory_pool'),
+        ray("WorkerDict", w, "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
+        ray("WorkerDict", w, "[2025-06-17 13:21:43] Received sigquit from a child process. "
+            "It usually means the child failed."),
+        ray("TaskRunner", 133947, "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+            "ray::WorkerDict.actor_rollout_init_model() (pid=20210, ip=10.0.0.1)"),
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current) == ("failed", "rollout init")
+    assert status.failure == "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+    spans = {s.name: s.status for s in status.timeline}
+    assert spans["reference init"] == "done" and spans["rollout init"] == "failed"
+
+
+def test_a_ranks_prefixed_exception_is_the_failure_not_its_traceback_header(tmp_path: Path) -> None:
+    """torch's elastic launcher (torchrun, accelerate launch) prefixes each child line with `[rank3]: `:
+    the exception behind it is the root cause, not the header, nor the launcher's ChildFailedError."""
+    lines, _last = startup(time.time() - 100)
+    lines += [
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "transformers/trainer.py", line 3792, in training_step',
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB.",
+        "Traceback (most recent call last):",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current) == ("failed", "actor update")
+    assert status.failure == "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB."
+
+
 def test_done_when_training_finishes(tmp_path: Path) -> None:
     lines, last = startup(time.time() - 500, steps=2)
     lines.append(ray("TaskRunner", 133947, f"{asctime(last + 1)} root INFO ✓ Training finished: 2 steps"))
@@ -154,6 +205,19 @@ def test_done_when_training_finishes(tmp_path: Path) -> None:
     status = store.phase_status(now=time.time() + 10_000)  # long after: still done, never stalled
     assert status.state == "done"
     assert status.current == "finished"
+
+
+def test_verl_progress_bar_at_100_percent_finishes_though_it_also_names_the_training_loop(tmp_path: Path) -> None:
+    """`Training Progress: 100%|` matches the training loop's start as well as `finished`: the terminal
+    rule wins, so a verl run whose log ends on its full bar is done, not a stalled training loop."""
+    lines, _ = startup(time.time() - 500, steps=2)
+    lines.append(ray("TaskRunner", 133947, "Training Progress: 100%|██████████| 2/2 [00:40<00:00, 20.00s/it]"))
+    log = tmp_path / "train.log"
+    write(log, lines)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status(now=time.time() + 10_000)
+    assert (status.state, status.current) == ("done", "finished")
 
 
 def test_user_phase_extends_builtins_with_its_own_stall_after(tmp_path: Path) -> None:

@@ -135,6 +135,49 @@ def test_yearless_stamps_take_the_year_of_the_files_mtime(tmp_path: Path) -> Non
     assert datetime.datetime.fromtimestamp(replay([str(log)], load_config(None)).started).year == 2025
 
 
+def test_a_log_copied_long_after_its_run_keeps_its_year_less_stamps_in_the_runs_year(tmp_path: Path) -> None:
+    """A verl log downloaded a year and a half later: the driver's dated lines say 2025, so vLLM's
+    `INFO 06-07 …` lines are from June 2025 too, not from the June before the download (a phase of
+    365 days between them otherwise)."""
+    import datetime
+    import os
+
+    log = tmp_path / "copied.log"
+    log.write_text("2025-06-07 18:18:06,047\tINFO worker.py:1852 -- Started a local Ray instance.\n"
+                   "(TaskRunner pid=7) TaskRunner hostname: gpu-node-1, PID: 7\n"
+                   "(vLLMHttpServer pid=9) INFO 06-07 18:19:59 [core.py:74] Initializing a V1 LLM engine\n"
+                   "(vLLMHttpServer pid=9) INFO 06-07 18:20:55 [gpu_worker.py:232] Available KV cache memory: 3 GiB\n")
+    copied = datetime.datetime(2026, 11, 24, 10, 0).timestamp()
+    os.utime(log, (copied, copied))
+    report = replay([str(log)], load_config(None))
+    assert datetime.datetime.fromtimestamp(report.ended).year == 2025
+    assert report.ended - report.started == pytest.approx(169, abs=1)
+    assert [s.name for s in report.status.timeline] == ["config", "rollout init"]
+    assert report.status.timeline[0].duration == pytest.approx(113, abs=1)
+
+
+def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path) -> None:
+    """Replay has no clock: a log that ends in a CUDA-graph capture bar is `running`, but not with
+    nothing said. It names the line it ended on and the phase's hint, as what to check if it hung."""
+    from gkdtop.replay import report_json, report_text
+
+    lines = ["(TaskRunner pid=7) TaskRunner hostname: gpu-node-1, PID: 7",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:19:59 [core.py:74] Initializing a V1 LLM engine",
+             "(vLLMHttpServer pid=9) Capturing CUDA graph shapes:  13%|█  | 9/67 [00:03<00:24, 2.37it/s]",
+             "(vLLMHttpServer pid=9) Capturing CUDA graph shapes:  46%|████  | 31/67 [00:13<00:15, 2.38it/s]"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    doc = report_json(report)
+    assert (doc["state"], doc["stopped_in"], doc["hint"]) == ("running", "rollout init", None)
+    assert doc["open_end"]["after"].startswith("Capturing CUDA graph shapes:  46%")
+    assert "31/67" in doc["open_end"]["text"] and "cannot tell a hang" in doc["open_end"]["text"]
+    assert any("enforce_eager" in a for a in doc["open_end"]["hint"]["actions"])
+    text = report_text(report)
+    assert "if it stopped there:" in text and "31/67" in text
+    lines.append("(vLLMHttpServer pid=9) Capturing CUDA graph shapes: 100%|██████| 67/67 [00:28<00:00, 2.38it/s]")
+    lines.append("(TaskRunner pid=7) Training Progress: 100%|██████| 15/15 [53:00<00:00, 212.00s/it]")
+    assert report_json(replay([write(tmp_path, lines)], load_config(None)))["open_end"] is None  # done: nothing open
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))

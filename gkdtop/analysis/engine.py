@@ -35,7 +35,7 @@ from gkdtop.analysis.lines import (
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
-from gkdtop.analysis.time import TS_FIRST, ClockSkew, parse_timestamp
+from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
@@ -204,7 +204,7 @@ class Analysis:
         by a forked process while this one applies the chunk before (analysis/ahead.py; only where
         forking is safe, i.e. no other threads: `gkdtop replay`)."""
         for part in ranges:
-            state = _HistoryClock(part.mtime)
+            state = _HistoryClock(_year_reference(part))
             base = 0
             if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
                 scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
@@ -649,6 +649,18 @@ class _HistoryClock:
             found = bisect_left(self._marks, start)
             return self._marked[found - 1] if found else self._before_chunk
         return self.last
+
+
+def _year_reference(part: HistoryRange) -> float:
+    """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
+    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES)."""
+    try:
+        with open_regular(part.path) as fh:
+            fh.seek(max(part.start, part.end - TAIL_BYTES))
+            tail = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+    except OSError:
+        return part.mtime  # reading the range itself will say why
+    return yearless_reference(tail, part.mtime)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -33,7 +33,10 @@ STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
 TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
-EXCEPTION_PATTERN = r"^[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line.
+EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
+RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
@@ -44,9 +47,13 @@ AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d
 MAX_RECENT_STEPS = 64
 
 
-def _root_cause(text: str) -> bool:
+def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
-    NCCL's result-code name) nor Hydra's banner."""
+    NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
+    named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict)."""
+    if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
+        return False
+    text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)
 
@@ -111,10 +118,13 @@ class PhaseEngine:
             t = self._autoscaler_time(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         text = line.text
+        header_only = self.failure.startswith("Traceback")  # a failure no exception line has named yet
+        raised = False  # this line is the exception a traceback ends in
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
-                _root_cause(text) or self.failure.startswith("Traceback")):
+                _root_cause(text, self.failure) or self.failure.startswith("Traceback")):
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._want_exception_line = False
+            raised = True
         if self._is_progress(line, ids):
             self._progress(t)
         if not ids or self.rule_ids.isdisjoint(ids):
@@ -127,9 +137,16 @@ class PhaseEngine:
                     self._done(rule, t)
                 return
             if self.start_of[rule.name] in ids:
+                before = self.timeline[-1] if self.timeline else None
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
-                if self.fail_id in ids:  # e.g. a RayTaskError naming the worker method that failed
+                # A RayTaskError naming the worker method that failed, or an exception that names
+                # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
+                # not in the phase its traceback's first line happened to come in.
+                if self.fail_id in ids or raised:
+                    if before is not None and before is not self.timeline[-1] and before.status == "failed" and (
+                            raised or header_only):
+                        before.status = "done"
                     self._fail(text, t)
                 return
         if self.probe_id in ids and self._probe(text, t):
@@ -175,13 +192,15 @@ class PhaseEngine:
         return max(t, anchor[1] + offset - anchor[0])
 
     def _rules_of(self, ids: Collection[int]) -> list[PhaseRule]:
-        """The rules a line's ids start or finish, in the rules' order (the first one wins)."""
+        """The rules a line's ids start or finish, in the rules' order (the first one wins), a terminal
+        rule first: verl's `Training Progress: 100%|` bar starts the training loop's pattern too."""
         found: list[PhaseRule] = []
         for i in ids:
             found += self.start_ids.get(i, ())
             found += self.done_ids.get(i, ())
         if len(found) > 1:
-            found = sorted({id(r): r for r in found}.values(), key=lambda r: self.order.get(r.name, 0))
+            found = sorted({id(r): r for r in found}.values(),
+                           key=lambda r: (not r.terminal, self.order.get(r.name, 0)))
         return found
 
     def _probe(self, text: str, t: float) -> bool:

@@ -8,7 +8,10 @@ fraction and `Z` / `+08:00` / `-0130`; Python logging's `2026-01-11 10:00:05,123
 glog and vLLM print no year. A stamp is placed in the latest year that does not put it after the
 line's reference time (the file's mtime for what was already written, the arrival for live lines):
 no line was written after its file was last modified, so a log from March read in November is
-from this March, and one from December read in January is from last year.
+from this March, and one from December read in January is from last year. A file whose own dated
+stamps are older than its mtime by most of a year (a log copied or downloaded long after the run)
+lends them its year instead (`yearless_reference`): its vLLM lines are from the run, not from the
+year it was copied in.
 """
 
 from __future__ import annotations
@@ -111,6 +114,24 @@ def parse_timestamp(text: str, ref: float | None = None) -> float | None:
         return None
     check_zone()
     return stamp_of(m.groups(), time.time() if ref is None else ref)
+
+
+# How far past a file's newest dated stamp its year-less stamps may lie (a run, or a rollover).
+YEARLESS_REACH = 300 * 86400.0
+TAIL_BYTES = 64 * 1024  # how much of a file's end is read for its newest dated stamp
+_DATED_RE = re.compile(rb"(?<!\d)(\d{4})[-/](\d\d)[-/](\d\d)[T ](\d\d):(\d\d):(\d\d)(?!\d)")
+
+
+def yearless_reference(tail: bytes, mtime: float) -> float:
+    """What places a file's year-less stamps (vLLM's `INFO 06-07 …`, glog): its mtime, unless the
+    newest full date in its `tail` is more than YEARLESS_REACH older, then that date plus the reach.
+    A log copied months after its run keeps its lines in the run's year (a 365-day phase otherwise)."""
+    newest = None
+    for m in _DATED_RE.finditer(tail):
+        t = _minute_epoch(*(int(g) for g in m.groups()[:5]), "")
+        if t is not None and t <= mtime + SLACK and (newest is None or t > newest):
+            newest = t
+    return mtime if newest is None else min(mtime, newest + YEARLESS_REACH)
 
 
 SKEW_MIN = 60.0  # below this, arrival minus stamp is write/flush/transport delay, not a clock offset

@@ -50,8 +50,9 @@ class Verl:
                  ips: list[str] | None = None, hostnames: list[str] | None = None, critic: bool = False,
                  reward_model: bool = False, entry: str = "verl.trainer.main_ppo", ref: bool = True,
                  nccl_debug: bool = False, ifname: str = "eth0", verbose: bool = False, vllm_info: bool = False,
-                 sglang_info: bool = False) -> None:
+                 sglang_info: bool = False, gpu_memory_utilization: float = 0.6) -> None:
         self.log = log
+        self.gpu_memory_utilization = gpu_memory_utilization  # verl passes it to SGLang as mem_fraction_static
         self.algo, self.engine, self.strategy = algo, engine, strategy
         self.nodes, self.gpus, self.model, self.steps = nodes, gpus, model, steps
         self.ips = ips or [f"10.{log.rng.randint(0, 200)}.{log.rng.randint(0, 250)}.{11 + i}" for i in range(nodes)]
@@ -126,7 +127,7 @@ class Verl:
             "                       'rollout': {'dtype': 'bfloat16',",
             "                                   'enforce_eager': False,",
             "                                   'free_cache_engine': True,",
-            "                                   'gpu_memory_utilization': 0.6,",
+            f"                                   'gpu_memory_utilization': {self.gpu_memory_utilization},",
             "                                   'load_format': 'dummy',",
             "                                   'max_model_len': None,",
             "                                   'max_num_batched_tokens': 8192,",
@@ -314,7 +315,7 @@ class Verl:
 
     def _sglang_lines(self, stop: str | None, pre: str, ts) -> None:
         log = self.log
-        log.raw(f"{pre}[{ts()[:19]}] server_args=ServerArgs(model_path='/mnt/models/{self.model}', tokenizer_path='/mnt/models/{self.model}', tokenizer_mode='auto', load_format='dummy', trust_remote_code=False, dtype='bfloat16', kv_cache_dtype='auto', mem_fraction_static=0.6, max_running_requests=None, chunked_prefill_size=8192, tp_size=2, stream_interval=1, random_seed=0, log_level='info', enable_memory_saver=True, disable_cuda_graph=False, cuda_graph_max_bs=160, triton_attention_reduce_in_fp32=False)")
+        log.raw(f"{pre}[{ts()[:19]}] server_args=ServerArgs(model_path='/mnt/models/{self.model}', tokenizer_path='/mnt/models/{self.model}', tokenizer_mode='auto', load_format='dummy', trust_remote_code=False, dtype='bfloat16', kv_cache_dtype='auto', mem_fraction_static={self.gpu_memory_utilization}, max_running_requests=None, chunked_prefill_size=8192, tp_size=2, stream_interval=1, random_seed=0, log_level='info', enable_memory_saver=True, disable_cuda_graph=False, cuda_graph_max_bs=160, triton_attention_reduce_in_fp32=False)")
         for tp in range(2):
             log.raw(f"{pre}[{ts()[:19]} TP{tp}] Attention backend not explicitly specified. Use flashinfer backend by default.")
             log.raw(f"{pre}[{ts()[:19]} TP{tp}] Init torch distributed begin.")

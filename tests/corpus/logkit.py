@@ -213,12 +213,17 @@ def fatal_signal(log: Log, pre: str, sig: str, pid: int, stack: list[tuple[str, 
     log.raw(f"{pre}Extension modules: numpy.core._multiarray_umath, numpy.core._multiarray_tests, numpy.linalg._umath_linalg, torch._C, torch._C._fft, torch._C._linalg, torch._C._nn, torch._C._sparse, torch._C._special, psutil._psutil_linux, psutil._psutil_posix, zmq.backend.cython._zmq, uvloop.loop, msgspec._core, yaml._yaml, sentencepiece._sentencepiece (total: 58)")
 
 
-def traceback(log: Log, pre: str, frames: list[tuple[str, int, str, str]], final: str, chained: str | None = None) -> None:
-    log.raw(f"{pre}Traceback (most recent call last):")
+def frame_lines(log: Log, pre: str, frames: list[tuple[str, int, str, str]]) -> None:
+    """A Python traceback's frames: `  File "PATH", line N, in FN` and its source line (if any)."""
     for path, line, fn, src in frames:
         log.raw(f"{pre}  File \"{path}\", line {line}, in {fn}")
         if src:
             log.raw(f"{pre}    {src}")
+
+
+def traceback(log: Log, pre: str, frames: list[tuple[str, int, str, str]], final: str, chained: str | None = None) -> None:
+    log.raw(f"{pre}Traceback (most recent call last):")
+    frame_lines(log, pre, frames)
     for ln in final.split("\n"):
         log.raw(f"{pre}{ln}")
     if chained:

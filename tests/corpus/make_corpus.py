@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from .frameworks import PY, Verl, ray_connect, ray_pending, verl_startup, verl_traceback_ray
-from .logkit import Log, fatal_signal, tqdm_bar, traceback, watchdog_timeout
+from .logkit import Log, fatal_signal, frame_lines, tqdm_bar, traceback, watchdog_timeout
 from .others import (
     OpenRLHF,
     easyr1,
@@ -46,6 +46,23 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {t}. GPU {
        "Process {p} has {h} memory in use. Of the allocated memory {a} is allocated by PyTorch, and {r} is reserved by PyTorch but unallocated. "
        "If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
        "See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+
+
+def sglang_parent_quits(v: Verl) -> None:
+    """SGLang's engine after its scheduler child failed: the SIGQUIT the child sends it
+    (`Received sigquit from a child process`), it kills its own process tree, and Ray reports the
+    WorkerDict that hosted it as dead to the TaskRunner that waited on its init_model()."""
+    log = v.log
+    log.raw(f"{v.wpre(0, 0)}[{log.pylog_ts(True)[:19]}] Received sigquit from a child process. It usually means the child failed.")
+    log.raw(f"{log.prefix('TaskRunner', pid=v.runner)}Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_init_model() (pid={v.worker_pids[0][1]}, ip={v.ips[0]}, actor_id=2b3c4d5e6f708192a3b4c5d601000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f2a1b0c9d80>)")
+    log.raw("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
+    log.raw("\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict")
+    log.raw("\tactor_id: 2b3c4d5e6f708192a3b4c5d601000000")
+    log.raw(f"\tpid: {v.worker_pids[0][1]}")
+    log.raw(f"\tname: {v.hosts[0][-3:]}WorkerDict_0:1")
+    log.raw("\tnamespace: 0c1d2e3f-4a5b-6c7d-8e9f-a0b1c2d3e4f5")
+    log.raw(f"\tip: {v.ips[0]}")
+    log.raw("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.")
 
 
 # ============================================================================================ done
@@ -229,16 +246,40 @@ def _(log: Log) -> None:
         ("/workspace/verl/verl/workers/rollout/sglang_rollout/sglang_rollout.py", 418, "_init_inference_engine"),
     ])
     log.adv(2, 4)
-    log.raw(f"{v.wpre(0, 0)}[{log.pylog_ts(True)[:19]}] Received sigquit from a child process. It usually means the child failed.")
-    log.raw(f"{log.prefix('TaskRunner', pid=v.runner)}Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::WorkerDict.actor_rollout_init_model() (pid={v.worker_pids[0][1]}, ip={v.ips[0]}, actor_id=2b3c4d5e6f708192a3b4c5d601000000, repr=<verl.single_controller.ray.base.WorkerDict object at 0x7f2a1b0c9d80>)")
-    log.raw("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
-    log.raw("\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict")
-    log.raw("\tactor_id: 2b3c4d5e6f708192a3b4c5d601000000")
-    log.raw(f"\tpid: {v.worker_pids[0][1]}")
-    log.raw(f"\tname: {v.hosts[0][-3:]}WorkerDict_0:1")
-    log.raw("\tnamespace: 0c1d2e3f-4a5b-6c7d-8e9f-a0b1c2d3e4f5")
-    log.raw(f"\tip: {v.ips[0]}")
-    log.raw("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or other unexpected errors.")
+    sglang_parent_quits(v)
+
+
+# SGLang's memory pool is the static fraction minus the weights: too small a fraction leaves no
+# KV cache, and the fix is the opposite of vLLM's OOM (raise it). verl runs SGLang at
+# log_level='error', so its scheduler's exception is the first line SGLang prints.
+@scenario("verl_grpo_sglang_mem_fraction", framework="verl", state="failed", phase="rollout init",
+          culprit="SGLang: Not enough memory for the KV cache pool (gpu_memory_utilization=0.2, SGLang's mem_fraction_static, barely holds the 7B weights)",
+          culprit_any=["sglang-kv-pool-too-small", "mem-fraction-static"], fix=["raise actor_rollout_ref.rollout.gpu_memory_utilization"],
+          quiet_for=45, wrong_claims=["dataset", "NCCL_SOCKET_IFNAME", "CUDA out of memory"])
+def _(log: Log) -> None:
+    v = Verl(log, engine="sglang", steps=100, gpu_memory_utilization=0.2)
+    v.config()
+    v.dataset()
+    v.worker_group()
+    v.model_load()
+    v.ref_init()
+    v.rollout_init(stop="weights")
+    log.adv(20, 40)
+    pre = v.wpre(0, 0)
+    for tp in range(2):
+        log.raw(f"{pre}[{log.pylog_ts(True)[:19]} TP{tp}] Scheduler hit an exception: Traceback (most recent call last):")
+        frame_lines(log, pre, [
+            (f"{PY}/sglang/srt/managers/scheduler.py", 2361, "run_scheduler_process", "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+            (f"{PY}/sglang/srt/managers/scheduler.py", 268, "__init__", "self.tp_worker = TpWorkerClass("),
+            (f"{PY}/sglang/srt/managers/tp_worker.py", 84, "__init__", "self.model_runner = ModelRunner("),
+            (f"{PY}/sglang/srt/model_executor/model_runner.py", 235, "__init__", "self.initialize(min_per_gpu_memory)"),
+            (f"{PY}/sglang/srt/model_executor/model_runner.py", 313, "initialize", "self.init_memory_pool("),
+            (f"{PY}/sglang/srt/model_executor/model_runner.py", 1268, "init_memory_pool", "raise RuntimeError("),
+        ])
+        log.raw(f"{pre}RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+        log.raw(pre)
+    log.adv(1, 2)
+    sglang_parent_quits(v)
 
 
 @scenario("verl_ppo_vllm_kv_cache_small", framework="verl", state="failed", phase="rollout init",
@@ -593,9 +634,13 @@ def _(log: Log) -> None:
         v.train_step(nan=True)
 
 
-@scenario("verl_grpo_megatron_old_logprob_hang", framework="verl", state="stalled", phase="old log-prob",
-          culprit="all ranks silent after generation finished; compute_log_prob (pipeline-parallel) never returned",
-          culprit_any=["compute_log_prob", "old log-prob", "log_prob"], fix=["stacks", "py-spy"], quiet_for=2700)
+# The job hung in compute_log_prob, but a default verl run prints nothing inside a step (no vLLM
+# stats, no memory lines here): the log shows only that step 9 never ended. What it supports is
+# the training loop after step 8, and that only the stacks can say which part; the expectation
+# asks for that, not for a sub-phase no line names ("Honest when unsure", issue 15).
+@scenario("verl_grpo_megatron_old_logprob_hang", framework="verl", state="stalled", phase="training loop",
+          culprit="all ranks silent after step 8 (`Training Progress 8/100`); which part of step 9 (it was compute_log_prob) only the stacks can say",
+          culprit_any=["8/100", "step:8"], fix=["stacks", "py-spy"], quiet_for=2700, wrong_claims=["dataset", "NCCL_SOCKET_IFNAME"])
 def _(log: Log) -> None:
     v = Verl(log, strategy="megatron", steps=100)
     verl_startup(v)
@@ -634,7 +679,10 @@ def _(log: Log) -> None:
     o.episode(hang_at=6)
 
 
-@scenario("openrlhf_ppo_rollouts_zero", framework="openrlhf", state="failed", phase="config",
+# The batch sizes are a config mistake, but the assertion fires in PolicyModelActor.fit(), after
+# every model and engine loaded (minutes into the run): issue 15 places a failure where it happened,
+# so the phase is the training loop (before its first step) and the config is the culprit and fix.
+@scenario("openrlhf_ppo_rollouts_zero", framework="openrlhf", state="failed", phase="training loop",
           culprit="AssertionError: num_rollouts_per_episodes should be > 0 (rollout batch smaller than train batch)",
           culprit_any=["rollouts-per-episode-zero", "num_rollouts_per_episodes"], fix=["train_batch_size", "rollout_batch_size"], quiet_for=10,
           wrong_claims=["NCCL", "CUDA out of memory"])
@@ -685,6 +733,14 @@ def _(log: Log) -> None:
           wrong_claims=["dataset", "CUDA out of memory"])
 def _(log: Log) -> None:
     trl_grpo(log, server_up=False)
+
+
+@scenario("trl_grpo_loss_oom", framework="trl", state="failed", phase="actor update",
+          culprit="torch.OutOfMemoryError on rank 3 in GRPO's loss (log_softmax over the vocabulary) at step 14; accelerate's ChildFailedError",
+          culprit_any=["cuda-oom", "CUDA out of memory"], fix=["gradient checkpointing", "expandable_segments", "micro batch"],
+          quiet_for=20, wrong_claims=["KV cache", "NCCL_SOCKET_IFNAME", "dataset", "wake_up"])
+def _(log: Log) -> None:
+    trl_grpo(log, steps=60, oom_at=14)
 
 
 # =================================================================================== HF / DeepSpeed

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .logkit import Log, tqdm_bar
+from .logkit import Log, frame_lines, tqdm_bar
 
 PY = "/usr/local/lib/python3.10/dist-packages"
 
@@ -20,7 +20,9 @@ def torchrun_banner(log: Log, nproc: int) -> None:
 
 
 def torchrun_child_failed(log: Log, script: str, rank: int, local_rank: int, host: str, exitcode: int,
-                          signal_name: str | None = None, nproc: int = 8) -> None:
+                          signal_name: str | None = None, nproc: int = 8, launcher: str = "torchrun") -> None:
+    """torch elastic's summary of a failed child; `launcher`: torchrun, or `accelerate launch`
+    (whose multi-GPU launcher calls torch.distributed.run in-process: its frames, then the same)."""
     pid = log.pid("torchrun")
     child = log.pid(f"child{rank}")
     ts = f"{log.t:%m%d %H:%M:%S}.{log.t.microsecond:06d}"
@@ -33,12 +35,21 @@ def torchrun_child_failed(log: Log, script: str, rank: int, local_rank: int, hos
                 log.raw(f"W{ts} {pid} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {child + lr + 1} closing signal SIGTERM")
         log.raw(f"E{ts} {pid} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: {exitcode}) local_rank: {local_rank} (pid: {child}) of binary: /usr/bin/python3")
     log.raw("Traceback (most recent call last):")
-    log.raw("  File \"/usr/local/bin/torchrun\", line 8, in <module>")
+    log.raw(f"  File \"/usr/local/bin/{launcher}\", line 8, in <module>")
     log.raw("    sys.exit(main())")
-    log.raw(f"  File \"{PY}/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 355, in wrapper")
-    log.raw("    return f(*args, **kwargs)")
-    log.raw(f"  File \"{PY}/torch/distributed/run.py\", line 918, in main")
-    log.raw("    run(args)")
+    if launcher == "accelerate":
+        frame_lines(log, "", [
+            (f"{PY}/accelerate/commands/accelerate_cli.py", 50, "main", "args.func(args)"),
+            (f"{PY}/accelerate/commands/launch.py", 1182, "launch_command", "multi_gpu_launcher(args)"),
+            (f"{PY}/accelerate/commands/launch.py", 809, "multi_gpu_launcher", "distrib_run.run(args)"),
+            (f"{PY}/torch/distributed/run.py", 909, "run", "elastic_launch("),
+            (f"{PY}/torch/distributed/launcher/api.py", 138, "__call__", "return launch_agent(self._config, self._entrypoint, list(args))"),
+        ])
+    else:
+        log.raw(f"  File \"{PY}/torch/distributed/elastic/multiprocessing/errors/__init__.py\", line 355, in wrapper")
+        log.raw("    return f(*args, **kwargs)")
+        log.raw(f"  File \"{PY}/torch/distributed/run.py\", line 918, in main")
+        log.raw("    run(args)")
     log.raw(f"  File \"{PY}/torch/distributed/launcher/api.py\", line 265, in launch_agent")
     log.raw("    raise ChildFailedError(")
     log.raw("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ")
@@ -324,7 +335,9 @@ def _easyr1_ref_oom(log: Log, runner: str, wk: str) -> None:
 # TRL GRPO with `trl vllm-serve` (trl/generation/vllm_client.py); accelerate launch; HF Trainer logs
 # ---------------------------------------------------------------------------------------------
 def trl_grpo(log: Log, *, steps: int = 60, server_up: bool = True, host: str = "10.0.4.9", server_log: bool = False,
-             n_params: int = 0) -> None:
+             n_params: int = 0, oom_at: int | None = None) -> None:
+    """A GRPOTrainer run under `accelerate launch` (7 training GPUs, the 8th serves vLLM); `oom_at`:
+    the step in whose loss rank 3 runs out of memory (GRPO's log-softmax over the whole vocabulary)."""
     log.raw("The following values were not passed to `accelerate launch` and had defaults used instead:")
     log.raw("\t`--num_processes` was set to a value of `7`")
     log.raw("\t\tMore than one GPU was found, enabling multi-GPU training.")
@@ -372,6 +385,10 @@ def trl_grpo(log: Log, *, steps: int = 60, server_up: bool = True, host: str = "
             for _ in range(n_params):
                 log.raw(f"INFO:     {host}:{port} - \"POST /update_named_param/ HTTP/1.1\" 200 OK")
             log.raw(f"INFO:     {host}:{port} - \"POST /reset_prefix_cache/ HTTP/1.1\" 200 OK")
+        if step == oom_at:
+            log.raw(buf)
+            _trl_loss_oom(log, host)
+            return
         buf += "\r" + tqdm_bar("", step, steps, el)[2:]
         if step % 5 == 0:
             log.raw(buf)
@@ -380,6 +397,25 @@ def trl_grpo(log: Log, *, steps: int = 60, server_up: bool = True, host: str = "
     log.raw(buf)
     log.raw(str({"train_runtime": round(el, 4), "train_samples_per_second": 7.21, "train_steps_per_second": 0.03, "train_loss": 0.0123, "epoch": 1.0}))
     log.raw("\r" + tqdm_bar("", steps, steps, el)[2:])
+
+
+def _trl_loss_oom(log: Log, host: str) -> None:
+    pre = "[rank3]: "
+    log.raw(f"{pre}Traceback (most recent call last):")
+    frame_lines(log, pre, [
+        ("/workspace/grpo.py", 97, "<module>", "trainer.train()"),
+        (f"{PY}/transformers/trainer.py", 2237, "train", "return inner_training_loop("),
+        (f"{PY}/transformers/trainer.py", 2578, "_inner_training_loop", "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+        (f"{PY}/transformers/trainer.py", 3792, "training_step", "loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)"),
+        (f"{PY}/trl/trainer/grpo_trainer.py", 1596, "compute_loss", "return self._compute_loss(model, inputs)"),
+        (f"{PY}/trl/trainer/grpo_trainer.py", 1612, "_compute_loss", "per_token_logps, entropies = self._get_per_token_logps_and_entropies("),
+        (f"{PY}/trl/trainer/grpo_trainer.py", 873, "_get_per_token_logps_and_entropies", "logps = selective_log_softmax(logits, completion_ids)  # compute logprobs"),
+        (f"{PY}/trl/trainer/utils.py", 1658, "selective_log_softmax", "row_logps = F.log_softmax(row_logits, dim=-1)"),
+        (f"{PY}/torch/nn/functional.py", 2250, "log_softmax", "ret = input.log_softmax(dim)"),
+    ])
+    log.raw(f"{pre}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 3 has a total capacity of 79.15 GiB of which 1.07 GiB is free. Including non-PyTorch memory, this process has 78.07 GiB memory in use. Of the allocated memory 73.61 GiB is allocated by PyTorch, and 3.29 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
+    log.adv(3, 6)
+    torchrun_child_failed(log, "/workspace/grpo.py", 3, 3, "gpu-h100-04", 1, nproc=7, launcher="accelerate")
 
 
 def trl_vllm_server(log: Log, *, steps: int = 60) -> None:
