@@ -121,7 +121,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
 
 
 def report_text(report: ReplayReport) -> str:
-    from gkdtop.format import clock, human_duration
+    from gkdtop.format import clock, hint_text, human_duration
 
     st = report.status
     if report.started is not None and report.ended is not None:
@@ -150,7 +150,7 @@ def report_text(report: ReplayReport) -> str:
     if st.unsure:
         out.append(f"  {st.unsure}")
     if st.hint and st.state in ("failed", "stalled"):
-        out += [f"  cause: {c}" for c in st.hint.causes] + [f"  try: {a}" for a in st.hint.actions]
+        out += hint_text(st.hint.causes, st.hint.actions)
     if report.errors:
         out += ["", "errors:"]
         out += [f"  x{g.count}  {g.exception}  (first at {Path(g.source).name}:{g.first_line or '?'})"
