@@ -4,7 +4,7 @@ Python stacks show the odd rank out when it is elsewhere in Python; below Python
 in NCCL or gloo looks alike. torch's Flight Recorder keeps, per process, the last collectives of every
 process group with their sequence numbers and states. This module asks each rank for a dump while the
 job runs (through gkdtop.probe's request FIFO, any backend; and through torch's own trigger pipe for
-NCCL groups, which `actions/stacks.py` writes), keeps each dump as it lands (the next overwrites the
+NCCL groups, which `actions/stacks/traces.py` asks for), keeps each dump as it lands (the next overwrites the
 file), and analyses them with torch's own analyzer (`torch.distributed.flight_recorder`), as a library:
 missing ranks, collective type / size / dtype / state mismatches. Own code does what the analyzer has
 no answer for: which group a rank of a group made outside torch's registry is, each rank's last
