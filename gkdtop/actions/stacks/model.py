@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gkdtop.actions.collectives import CollectiveReport
+from gkdtop.actions.collectives.model import CollectiveReport
 
 SCHEMA = 1
 

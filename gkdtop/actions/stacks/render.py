@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from gkdtop.actions.collectives import CollectiveReport
+from gkdtop.actions.collectives.model import CollectiveReport
 from gkdtop.actions.stacks.model import SCHEMA, StackFrame, StackReport, ThreadStack
 
 
