@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import report
 
-from gkdtop.actions.stacks import _proc_info, find_py_spy
+from gkdtop.actions.stacks import find_py_spy, proc_info
 from gkdtop.collectors.stackphase import BASE, BUDGET, LONGEST, StackPhaseSampler
 from tests import stackjob
 
@@ -79,9 +79,9 @@ def main() -> int:
             procs.append(stackjob.start(Path(tmp) / "driver", "driver"))
             for i in range(args.ranks):
                 procs.append(stackjob.start(Path(tmp) / f"rank{i}", "driver", "--update"))
-            driver = _proc_info(procs[0].pid)
+            driver = proc_info(procs[0].pid)
             driver.role = "driver"
-            ranks = [_proc_info(p.pid) for p in procs[1:]]
+            ranks = [proc_info(p.pid) for p in procs[1:]]
             for rank in ranks:
                 rank.role = "actor"
             env = {**os.environ, "RUST_BACKTRACE": "0"}

@@ -186,18 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "replay":
         return replay(args, config)
     if args.command == "stacks":
-        from gkdtop.actions.stacks import stacks_command
+        from gkdtop.actions.stacks import cli as stacks_cli
 
         if args.ray:
-            from gkdtop.actions.remote_stacks import ray_stacks_command
-
-            return ray_stacks_command(args.ray_address, args.native, args.json, args.timeout, args.out_dir,
-                                      agent=args.ray_agent, classes=args.actor)
-        return stacks_command(args.pids, args.native, args.json, args.timeout, args.out_dir, config.driver_patterns)
+            return stacks_cli.run_ray(args.ray_address, args.native, args.json, args.timeout, args.out_dir,
+                                  agent=args.ray_agent, classes=args.actor)
+        return stacks_cli.run(args.pids, args.native, args.json, args.timeout, args.out_dir, config.driver_patterns)
     if args.command == "cleanup":
-        from gkdtop.actions.cleanup import cleanup_command
+        from gkdtop.actions.cleanup import cli as cleanup_cli
 
-        return cleanup_command(args.dry_run, args.yes, args.json, args.grace)
+        return cleanup_cli.run(args.dry_run, args.yes, args.json, args.grace)
     if args.command == "bundle":
         from gkdtop.actions.bundle import bundle_command
 

@@ -52,3 +52,17 @@ def sparkline(values: Iterable[float], width: int, top: float = 100.0) -> str:
         return " " * width
     chars = [SPARK[min(7, max(0, int(v / top * 7.999)))] for v in data]
     return "".join(chars).rjust(width)
+
+
+def hint_lines(causes: Iterable[str], actions: Iterable[str]) -> list[tuple[str, str]]:
+    """A stall or failure hint as (label, text) rows, causes first, then what to try.
+
+    The one place the hint's words are laid out: snapshot and replay print hint_text, the Phases
+    pane styles these rows, so the three never drift apart.
+    """
+    return [("cause", c) for c in causes] + [("try", a) for a in actions]
+
+
+def hint_text(causes: Iterable[str], actions: Iterable[str], indent: str = "  ") -> list[str]:
+    """The hint as plain lines: `  cause: ...`, `  try: ...`."""
+    return [f"{indent}{label}: {text}" for label, text in hint_lines(causes, actions)]

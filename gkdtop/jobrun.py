@@ -316,23 +316,23 @@ class JobRun:
         """SIGTERM to the job's group, SIGKILL after `grace` s, then its descendants that left the group."""
         import psutil
 
+        from gkdtop import proctree
+
         self.stopped_by_us = True
+        job: list[psutil.Process] = []
         kids: list[psutil.Process] = []
         with contextlib.suppress(psutil.Error):
-            kids = psutil.Process(self.pid).children(recursive=True)
-        if self.send_signal(signal.SIGTERM) and self.wait(grace) is None:
-            self.send_signal(signal.SIGKILL)
-            self.wait(10.0)
+            job = [psutil.Process(self.pid)]
+            kids = job[0].children(recursive=True)
+        if self.running():
+            proctree.terminate(job, grace, kill_wait=10.0, group=self.pid)
+        self.wait(10.0)  # reaps the job: its exit status is ours to report
         left = []
         for kid in kids:
             with contextlib.suppress(psutil.Error):
-                if kid.is_running() and kid.create_time() >= self.started - 1 and kid.status() != "zombie":
-                    kid.terminate()
+                if kid.create_time() >= self.started - 1 and not proctree.gone(kid):
                     left.append(kid)
-        _, alive = psutil.wait_procs(left, timeout=3.0)
-        for kid in alive:
-            with contextlib.suppress(psutil.Error):
-                kid.kill()
+        proctree.terminate(left, grace=3.0)
         return self.exit_status
 
     def finish_output(self, timeout: float = 5.0) -> None:

@@ -155,7 +155,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
 
 
 def report_text(report: ReplayReport) -> str:
-    from gkdtop.format import clock, human_duration
+    from gkdtop.format import clock, hint_text, human_duration
 
     st = report.status
     if report.started is not None and report.ended is not None:
@@ -186,13 +186,13 @@ def report_text(report: ReplayReport) -> str:
     if st.last_known:
         out.append(f"  last known line: `{st.last_known}`")
     if st.hint and st.state in ("failed", "stalled"):
-        out += [f"  cause: {c}" for c in st.hint.causes] + [f"  try: {a}" for a in st.hint.actions]
+        out += hint_text(st.hint.causes, st.hint.actions)
     if report.open_end is not None:
         end = report.open_end
         out.append(f"  {'after `' + end.after + '`: ' if end.after else ''}{end.NOTE}")
         if end.hint is not None:
             out.append("  if it stopped there:")
-            out += [f"    cause: {c}" for c in end.hint.causes] + [f"    try: {a}" for a in end.hint.actions]
+            out += hint_text(end.hint.causes, end.hint.actions, indent="    ")
     if report.errors:
         out += ["", "errors:"]
         out += [f"  x{g.count}  {g.exception}  (first at {Path(g.source).name}:{g.first_line or '?'})"

@@ -130,7 +130,7 @@ def ray_section(store: Store) -> dict[str, Any]:
 
 def text_summary(doc: dict[str, Any]) -> str:
     """The snapshot for a person: a few lines, the same facts as the JSON."""
-    from gkdtop.format import human_duration
+    from gkdtop.format import hint_text, human_duration
 
     ph = doc["phases"]
     lines = [f"phase: {ph['current'] or '-'}  state: {ph['state']}"]
@@ -149,7 +149,7 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines.append(f"stacks: {sp['text']}  pid {sp['pid']}, {sp['age']:.0f}s ago ({sp['reason']})"
                      + (f"  note: {sp['note']}" if sp["note"] else ""))
     if ph["hint"]:
-        lines += [f"  cause: {c}" for c in ph["hint"]["causes"]] + [f"  try: {a}" for a in ph["hint"]["actions"]]
+        lines += hint_text(ph["hint"]["causes"], ph["hint"]["actions"])
     if ph["clock_offset"] is not None:
         lines.append(f"clock: {ph['clock_source']} is stamped {ph['clock_offset']:+.0f} s off this machine's clock"
                      " (zone or skew): silence is measured by arrival")

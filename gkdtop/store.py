@@ -164,7 +164,7 @@ class Store:
 
     def _join_actors(self) -> None:
         """Ray knows which actor a PID runs: label process rows the title alone could not."""
-        from gkdtop.collectors.procs import role_of
+        from gkdtop.prockind import role_of
 
         by_pid = {a.pid: a for a in self.ray.actors if a.pid and a.state != "DEAD"}
         if not by_pid:

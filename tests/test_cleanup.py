@@ -27,8 +27,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gkdtop import prockind
 from gkdtop.actions import cleanup
-from gkdtop.actions.cleanup import CleanupItem, build_plan, cleanup_command, execute, plan_json, plan_text
+from gkdtop.actions.cleanup import CleanupItem, build_plan, execute, plan_json, plan_text
+from gkdtop.actions.cleanup import cli as cleanup_cli
 from tests.raycluster import RayCluster, new_cluster, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -262,7 +264,7 @@ def test_plan_lists_the_debris_with_reasons(debris: Debris, ray_cluster: RayClus
 
 
 def test_dry_run_json_changes_nothing(debris: Debris, capsys: pytest.CaptureFixture[str]) -> None:
-    code = cleanup_command(dry_run=True, yes=True, as_json=True, grace=1.0, **debris.plan_args())
+    code = cleanup_cli.run(dry_run=True, yes=True, as_json=True, grace=1.0, **debris.plan_args())
     assert code == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["schema"] == 1 and doc["results"] == []
@@ -275,7 +277,7 @@ def test_dry_run_json_changes_nothing(debris: Debris, capsys: pytest.CaptureFixt
 def test_without_terminal_or_yes_nothing_happens(debris: Debris, capsys: pytest.CaptureFixture[str],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))  # not a TTY: the answer is not even read
-    assert cleanup_command(dry_run=False, yes=False, as_json=False, grace=1.0, **debris.plan_args()) == 1
+    assert cleanup_cli.run(dry_run=False, yes=False, as_json=False, grace=1.0, **debris.plan_args()) == 1
     captured = capsys.readouterr()
     assert "VLLM::EngineCore" in captured.out and "not a terminal and no --yes" in captured.err
     assert alive(*debris.engine) and debris.shm_free.exists()
@@ -315,9 +317,9 @@ def test_yes_removes_the_debris_and_nothing_else(debris: Debris, ray_cluster: Ra
             item.selected = item.selected and debris.owns(item.target)
         return items
 
-    monkeypatch.setattr(cleanup, "build_plan", own_plan)
+    monkeypatch.setattr(cleanup_cli, "build_plan", own_plan)
     start = time.monotonic()
-    code = cleanup_command(dry_run=False, yes=True, as_json=True, grace=1.0, **args)
+    code = cleanup_cli.run(dry_run=False, yes=True, as_json=True, grace=1.0, **args)
     took = time.monotonic() - start
     doc = json.loads(capsys.readouterr().out)
     results = {r["target"]: r for r in doc["results"]}
@@ -448,8 +450,8 @@ def test_processes_that_only_mention_ray_files_are_never_planned(look_alikes: di
     assert not {what: pid for what, pid in look_alikes.items() if pid in plan}
     # ... and as if none ran (other users' and other tests' clusters may be up on this machine): no
     # gcs_server or raylet counts as live, which selects every Ray process - and still none of these.
-    monkeypatch.setattr(cleanup, "_is_gcs", lambda proc: False)
-    monkeypatch.setattr(cleanup, "_is_raylet", lambda proc: False)
+    monkeypatch.setattr(prockind, "is_gcs", lambda title, name: False)
+    monkeypatch.setattr(prockind, "is_raylet", lambda title, name: False)
     plan = by_target(build_plan(**quiet))  # type: ignore[arg-type]
     assert not {what: pid for what, pid in look_alikes.items() if pid in plan}
     # The same scan does select Ray's own programs then: the rule is not just "select nothing".

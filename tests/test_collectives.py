@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.actions import collectives
-from gkdtop.actions.stacks import _proc_info, find_py_spy
+from gkdtop.actions.stacks import find_py_spy, proc_info
 from gkdtop.cli import main
 from gkdtop.demo.launcher import free_port
 from gkdtop.tui.phases_pane import PhasesPane
@@ -127,7 +127,7 @@ def settled(ranks: Ranks, predicate) -> collectives.CollectiveReport:  # type: i
     """Ask until the ranks are where the test put them (the last one may still be on its way in)."""
     deadline = time.monotonic() + 60
     while True:
-        report = collectives.collect([_proc_info(pid) for pid in ranks.pids])
+        report = collectives.collect([proc_info(pid) for pid in ranks.pids])
         if predicate(report) or time.monotonic() > deadline:
             return report
         time.sleep(0.2)
@@ -256,7 +256,7 @@ def test_a_file_or_link_in_place_of_the_fifo_is_never_written(tmp_path: Path) ->
             else:
                 pipe.unlink()
                 pipe.symlink_to(victim)
-            assert collectives.request_probe_dumps([_proc_info(proc.pid)], wait=0.2) == []
+            assert collectives.request_probe_dumps([proc_info(proc.pid)], wait=0.2) == []
             assert victim.read_text() == "precious\n" and pipe.read_text() == "precious\n"
     finally:
         proc.kill()

@@ -85,7 +85,7 @@ def test_job_workers_without_the_flight_recorder_variables_are_named(tmp_path: P
     """What verl does to `gkdtop run`'s variables: the driver has them, a Ray worker it started may not."""
     from dataclasses import replace
 
-    from gkdtop.actions.stacks import _proc_info
+    from gkdtop.actions.stacks import proc_info
     from gkdtop.doctor import check_job_env
     from gkdtop.jobrun import flight_recorder_env
 
@@ -98,7 +98,7 @@ def test_job_workers_without_the_flight_recorder_variables_are_named(tmp_path: P
     try:
         for proc in (given, dropped):
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-        workers = [replace(_proc_info(p.pid), role="actor", actor="OnPolicyDistillActor") for p in (given, dropped)]
+        workers = [replace(proc_info(p.pid), role="actor", actor="OnPolicyDistillActor") for p in (given, dropped)]
         env_check, nccl = check_job_env(workers)
         assert env_check.status == "warn" and env_check.detail.startswith("1 of 2 job workers:"), env_check
         assert f"{dropped.pid} (OnPolicyDistillActor) lacks TORCH_FR_BUFFER_SIZE" in env_check.detail

@@ -11,8 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gkdtop.collectors.procs import ProcCollector, classify, display_name
+from gkdtop.collectors.procs import ProcCollector
 from gkdtop.config import DRIVER_PATTERNS
+from gkdtop.prockind import classify, display_name
 from tests.raycluster import wait_for
 
 

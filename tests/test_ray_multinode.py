@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from gkdtop import snapshot
-from gkdtop.actions.remote_stacks import dump_ray_stacks, parse_py_spy_text, ray_targets
 from gkdtop.actions.stacks import report_text
+from gkdtop.actions.stacks.remote import dump_ray_stacks, parse_py_spy_text, ray_targets
 from gkdtop.collectors.ray import RayCollector
 from gkdtop.collectors.ray_logs import RayLogCollector
 from gkdtop.config import Config, builtin_phases

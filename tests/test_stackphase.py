@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.actions.stacks import _proc_info, find_py_spy, parse_py_spy_json
+from gkdtop.actions.stacks import find_py_spy, parse_py_spy_json, proc_info
 from gkdtop.analysis.rules import ConfigError, builtin_phases, compose
 from gkdtop.analysis.stackphase import (
     StackMatch,
@@ -236,7 +236,7 @@ def test_config_turns_it_off(tmp_path: Path) -> None:
 
 
 def driver_info(proc: subprocess.Popen[bytes], role: str = "driver") -> ProcInfo:
-    info = _proc_info(proc.pid)
+    info = proc_info(proc.pid)
     info.role = role
     return info
 

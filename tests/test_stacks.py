@@ -27,9 +27,9 @@ from gkdtop.actions.stacks import (
     outliers,
     report_json,
     report_text,
-    stacks_command,
     write_report,
 )
+from gkdtop.actions.stacks import cli as stacks_cli
 from gkdtop.collectors.procs import ProcCollector
 
 pytestmark = pytest.mark.skipif(find_py_spy() is None, reason="py-spy is not installed")
@@ -267,21 +267,21 @@ def test_timeout_leaves_the_target_running(sleeper: subprocess.Popen[bytes]) -> 
 def test_stacks_command(sleeper: subprocess.Popen[bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str],
                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert stacks_command([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=None) == 0
+    assert stacks_cli.run([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=None) == 0
     assert len(list((tmp_path / "cache" / "gkdtop" / "stacks").glob("stacks-*.txt"))) == 1
     capsys.readouterr()
-    assert stacks_command([sleeper.pid], native=False, as_json=True, timeout=10, out_dir=str(tmp_path)) == 0
+    assert stacks_cli.run([sleeper.pid], native=False, as_json=True, timeout=10, out_dir=str(tmp_path)) == 0
     out = capsys.readouterr()
     data = json.loads(out.out)
     assert data["dumps"][0]["ok"] and Path(data["file"]).is_file()
     assert "saved" in out.err
-    assert stacks_command([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=str(tmp_path)) == 0
+    assert stacks_cli.run([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=str(tmp_path)) == 0
     text = capsys.readouterr().out
     assert text.startswith("gkdtop stacks ") and "1 process: <module>" in text
     assert len(list(tmp_path.glob("stacks-*.json"))) == 2
     sleeper.kill()
     sleeper.wait()
-    assert stacks_command([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=str(tmp_path)) == 1
+    assert stacks_cli.run([sleeper.pid], native=False, as_json=False, timeout=10, out_dir=str(tmp_path)) == 1
     assert "process vanished" in capsys.readouterr().out
 
 

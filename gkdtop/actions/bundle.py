@@ -292,10 +292,10 @@ class _Bundle:
         if ray.status == "connected" and not ray.actors and ray.address.startswith("http"):
             # The state API's REST side (what `ray.util.state.list_actors` calls), bounded in time;
             # never `ray.init()`, which would start a cluster.
-            from gkdtop.collectors.ray import _state_list, parse_actor
+            from gkdtop.collectors.ray import parse_actor, state_list
 
             try:
-                rows, total = _state_list(ray.address, "actors", RAY_TIMEOUT, detail=True)
+                rows, total = state_list(ray.address, "actors", RAY_TIMEOUT, detail=True)
                 doc["actors"] = [asdict(parse_actor(r)) for r in rows]
                 doc["actors_total"] = total
             except Exception as exc:

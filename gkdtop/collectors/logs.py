@@ -87,12 +87,12 @@ class _OpenFiles:
     def __init__(self, limit: int, delay: float = PARK_DELAY) -> None:
         self.limit = max(1, limit)
         self.delay = delay
-        self._lru: dict[_Follower, None] = {}  # insertion order: least recently read first
+        self._lru: dict[Follower, None] = {}  # insertion order: least recently read first
 
     def __len__(self) -> int:
         return len(self._lru)
 
-    def opened(self, follower: _Follower) -> None:
+    def opened(self, follower: Follower) -> None:
         self._lru.pop(follower, None)
         while len(self._lru) >= self.limit:
             oldest = next(iter(self._lru))
@@ -100,12 +100,12 @@ class _OpenFiles:
             oldest.park()
         self._lru[follower] = None
 
-    def used(self, follower: _Follower) -> None:
+    def used(self, follower: Follower) -> None:
         if follower in self._lru:
             del self._lru[follower]
             self._lru[follower] = None
 
-    def closed(self, follower: _Follower) -> None:
+    def closed(self, follower: Follower) -> None:
         self._lru.pop(follower, None)
 
 
@@ -122,7 +122,7 @@ def _open_limit() -> int:
     return max(4, min(MAX_OPEN, soft // 4))
 
 
-class _Follower:
+class Follower:
     """One followed path: its open handle, read position and unfinished last line."""
 
     def __init__(
@@ -585,7 +585,7 @@ class LogCollector:
         self.backlog = backlog
         self.max_line = max_line
         self.interval = interval
-        self._files: dict[str, _Follower] = {}
+        self._files: dict[str, Follower] = {}
         self._open_files = _OpenFiles(max_open if max_open is not None else _open_limit(), park_delay)
         self.glob_every = GLOB_EVERY  # seconds between two expansions of the patterns
         self._next_glob = 0.0
@@ -611,7 +611,7 @@ class LogCollector:
 
     def _add(self, path: str) -> None:
         # Files there at start-up begin with their last lines; those that appear later, at their start.
-        self._files[path] = _Follower(path, self.max_line, at_start_up=not self._started, sieve=self.sieve,
+        self._files[path] = Follower(path, self.max_line, at_start_up=not self._started, sieve=self.sieve,
                                       pool=self._open_files)
 
     def collect(self) -> LogBatch:

@@ -9,30 +9,16 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import psutil
 
-from gkdtop.collectors.rayproc import ray_program
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo
+from gkdtop.prockind import SESSION_RE, classify, display_name
 
-ENGINE_RE = re.compile(r"VLLM::|sglang::|vllm\.entrypoints|sglang\.launch_server|EngineCore")
-# Order matters: the first keyword found in the actor class / title names the role.
-ROLE_KEYWORDS = [
-    ("teacher", re.compile(r"teacher", re.I)),
-    ("rollout", re.compile(r"rollout|vllm|sglang|generat", re.I)),
-    ("ref", re.compile(r"\bref|reference", re.I)),
-    ("critic", re.compile(r"critic", re.I)),
-    ("reward", re.compile(r"reward|\brm\b", re.I)),
-    ("driver", re.compile(r"TaskRunner", re.I)),
-    ("actor", re.compile(r"actor|WorkerDict|policy|student", re.I)),
-]
-SESSION_RE = re.compile(r"(session_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_\d+)")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 # The state letter of /proc/PID/stat, named as psutil.Process.status() names it (psutil.STATUS_*).
@@ -91,49 +77,6 @@ def read_stat(pid: int) -> _Stat | None:
         started=int(fields[19]) / CLOCK_TICKS,
         rss=int(fields[21]) * PAGE_SIZE,
     )
-
-
-def classify(title: str, cmdline: str, driver_re: Any, argv: list[str] | None = None) -> tuple[str | None, str]:
-    """(role, actor class) for a process, from its title and command line (argv when known).
-
-    Ray's workers and daemons are told by what they run (collectors/rayproc.py), never by a Ray
-    file named somewhere in the arguments: `less .../ray/dashboard/agent.py` is no Ray daemon.
-    """
-    if title.startswith("ray::"):
-        actor = title[5:].split(".", 1)[0].split(" ", 1)[0]
-        if actor in ("DashboardAgent", "RuntimeEnvAgent"):
-            return "ray-daemon", ""
-        if actor == "IDLE":
-            return "ray-worker", ""
-        return role_of(actor, default="ray-worker"), actor
-    if ENGINE_RE.search(cmdline):
-        return "engine", ""
-    program = ray_program(argv if argv is not None else cmdline.split())
-    if program is not None:
-        return ("ray-worker" if program[0] == "worker" else "ray-daemon"), ""
-    if driver_re is not None and driver_re.search(cmdline):
-        return "driver", ""
-    return None, ""
-
-
-def display_name(cmdline: str) -> str:
-    """What a person calls the process: `log_monitor.py`, `python -m verl.trainer.main_ppo`, `raylet`."""
-    argv = cmdline.split()
-    first = argv[0].rsplit("/", 1)[-1] if argv else "?"
-    if re.fullmatch(r"python[\d.]*", first):
-        for i, arg in enumerate(argv[1:], 1):
-            if arg == "-m" and i + 1 < len(argv):
-                return f"python -m {argv[i + 1]}"[:60]
-            if arg.endswith(".py"):
-                return arg.rsplit("/", 1)[-1][:60]
-    return first[:60]
-
-
-def role_of(name: str, default: str) -> str:
-    for role, pattern in ROLE_KEYWORDS:
-        if pattern.search(name):
-            return role
-    return default
 
 
 class ProcCollector:

@@ -19,9 +19,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from gkdtop.collectors.rayproc import ray_program
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import GpuProcess, GpuSample, RayActor, RayNode, RayState
+from gkdtop.prockind import ray_program
 
 DASHBOARD_LINE_RE = re.compile(rb"Dashboard head http address: (\S+)")
 DEFAULT_DASHBOARD_PORT = 8265
@@ -278,7 +278,7 @@ class DashboardFinder:
 def _head_gcs_port(url: str, timeout: float) -> int | None:
     """The GCS port of the dashboard's cluster, from its head node's gcs_server command line; None: not said."""
     try:
-        rows, _ = _state_list(url, "nodes", timeout, query="limit=1&filter_keys=is_head_node"
+        rows, _ = state_list(url, "nodes", timeout, query="limit=1&filter_keys=is_head_node"
                               "&filter_predicates=%3D&filter_values=True")
         if not rows:
             return None
@@ -342,20 +342,20 @@ class RayCollector:
         details: dict[str, object] = {}
         errors = []
         try:
-            rows, total = _state_list(url, "actors", self.details_timeout, detail=True)
+            rows, total = state_list(url, "actors", self.details_timeout, detail=True)
             details["actors"] = [parse_actor(r) for r in rows]
             details["actors_total"] = total
         except Exception as exc:
             errors.append(f"actors: {_why(exc)}")
         try:
-            rows, _ = _state_list(url, "nodes", self.details_timeout)
+            rows, _ = state_list(url, "nodes", self.details_timeout)
             nodes = [parse_node(r) for r in rows]
             _attach_node_gpus(url, nodes, self.timeout)
             details["nodes"] = nodes
         except Exception as exc:
             errors.append(f"nodes: {_why(exc)}")
         try:
-            rows, _ = _state_list(url, "placement_groups", self.details_timeout)
+            rows, _ = state_list(url, "placement_groups", self.details_timeout)
             details["placement_groups"] = [
                 {"id": str(r.get("placement_group_id", "")), "name": str(r.get("name") or ""),
                  "state": str(r.get("state", ""))} for r in rows
@@ -395,7 +395,7 @@ def _get_json(url: str, timeout: float) -> object:
         return json.load(resp)
 
 
-def _state_list(url: str, what: str, timeout: float, detail: bool = False,
+def state_list(url: str, what: str, timeout: float, detail: bool = False,
                 query: str = "") -> tuple[list[dict], int]:
     """One list from the state API (the REST side of `ray.util.state`), capped at its maximum."""
     query = query or f"limit={MAX_ACTORS}" + ("&detail=1" if detail else "")

@@ -37,7 +37,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
-from gkdtop.collectors.logs import LogBatch, _Follower
+from gkdtop.collectors.logs import Follower, LogBatch
 from gkdtop.collectors.ray import DashboardFinder
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource
@@ -140,7 +140,7 @@ class _RemoteFile:
         self.source = source_name(node_id, node_ip, filename)
         self.pid = _pid_of(filename)
         # The local follower's bytes-to-lines half: partial lines, `\r` bars, ANSI, caps.
-        self.parser = _Follower(self.source, max_line, at_start_up=False)
+        self.parser = Follower(self.source, max_line, at_start_up=False)
         self.state = LogFileState(self.source, "waiting")
         self.cond = threading.Condition()
         self.buf = bytearray()

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import psutil
 
+from gkdtop import proctree
 from gkdtop.demo import FAULT_HELP, FAULTS
 
 __all__ = ["FAULTS", "DemoOptions", "DemoRun", "find_processes", "free_port", "main_no_ui", "remove_debris",
@@ -129,15 +130,7 @@ def find_processes(*, roots: Iterable[int] = (), sessions: Iterable[int] = (), m
 def terminate(procs: Iterable[psutil.Process], grace: float = 3.0) -> list[psutil.Process]:
     """SIGTERM, then SIGKILL whatever is left after `grace` seconds; returns the survivors (normally none)."""
     procs = [p for p in procs if _alive(p)]
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(procs, timeout=grace)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    _, alive = psutil.wait_procs(alive, timeout=5.0)
-    return [p for p in alive if _alive(p)]
+    return proctree.survivors(procs, proctree.terminate(procs, grace, kill_wait=5.0))
 
 
 # --------------------------------------------------------------------------- run directories
@@ -297,15 +290,11 @@ class DemoRun:
         with self._lock:
             sessions = self._all_sessions()
             if self.running():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGTERM)
-                try:
-                    self._proc.wait(grace)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(self.pid, signal.SIGKILL)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        self._proc.wait(10.0)
+                with contextlib.suppress(psutil.Error):
+                    proctree.terminate([psutil.Process(self.pid)], grace, kill_wait=10.0, group=self.pid,
+                                       term_group=False)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(10.0)
             markers = [str(self.ray_temp_dir)] if self.ray_temp_dir else []
             left = find_processes(sessions=sessions, markers=markers, since=self.started)
             terminate(left, grace=3.0)

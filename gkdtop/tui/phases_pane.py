@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.widgets import Static
 
-from gkdtop.format import clock, human_duration
+from gkdtop.format import clock, hint_lines, human_duration
 from gkdtop.model import Finding, PhaseStatus, StackPhase
 from gkdtop.store import Store
 from gkdtop.tui.repaint import reshaped
@@ -77,6 +77,9 @@ def clock_offset_text(offset: float) -> str:
     return f"{human_duration(abs(offset))} {'behind' if offset > 0 else 'ahead of'}"
 
 
+HINT_STYLE = {"cause": "bold yellow", "try": "bold green"}
+
+
 def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Text | None = None) -> Text:
     """Headline (then `note`), the way here (a one-line chain; a table when maximized), steps, the hint."""
     text = headline(status, now)
@@ -91,12 +94,9 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
     if status.unsure:
         text.append(f"  {status.unsure}\n", "yellow")
     if status.hint is not None:
-        for cause in status.hint.causes:
-            text.append("  cause: ", "bold yellow")
-            text.append(cause + "\n")
-        for action in status.hint.actions:
-            text.append("  try:   ", "bold green")
-            text.append(action + "\n")
+        for label, line in hint_lines(status.hint.causes, status.hint.actions):
+            text.append(f"  {label + ':':<6} ", HINT_STYLE[label])
+            text.append(line + "\n")
     if status.clock_offset is not None:
         text.append(f"  clock: {Path(status.clock_source).name} is stamped {clock_offset_text(status.clock_offset)}"
                     " this machine's clock (zone or skew); silence is measured by arrival\n", "yellow")

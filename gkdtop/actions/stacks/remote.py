@@ -28,17 +28,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gkdtop.actions.stacks import (
-    StackDump,
-    StackFrame,
-    StackReport,
-    ThreadStack,
-    group_stacks,
-    outliers,
-    parse_py_spy_json,
-    save_and_print,
-)
-from gkdtop.collectors.ray import DashboardFinder, _state_list, ray_temp_dir
+from gkdtop.actions.stacks.analysis import group_stacks, outliers
+from gkdtop.actions.stacks.capture import parse_py_spy_json
+from gkdtop.actions.stacks.model import StackDump, StackFrame, StackReport, ThreadStack
+from gkdtop.collectors.ray import DashboardFinder, ray_temp_dir, state_list
 
 MAX_TARGETS = 256
 RESULT_MARK = "@@GKDTOP-AGENT@@"
@@ -57,8 +50,8 @@ class RemoteTarget:
 
 def ray_targets(url: str, timeout: float = 10.0, classes: list[str] | None = None) -> list[RemoteTarget]:
     """The cluster's ALIVE actors that have a PID (optionally only these classes), node by node."""
-    rows, _ = _state_list(url, "actors", timeout, detail=True)
-    nodes, _ = _state_list(url, "nodes", timeout)
+    rows, _ = state_list(url, "actors", timeout, detail=True)
+    nodes, _ = state_list(url, "nodes", timeout)
     ips = {str(n.get("node_id", "")): str(n.get("node_ip", "")) for n in nodes}
     found = []
     for row in rows:
@@ -71,7 +64,7 @@ def ray_targets(url: str, timeout: float = 10.0, classes: list[str] | None = Non
 
 
 def _blank(target: RemoteTarget, method: str) -> StackDump:
-    from gkdtop.collectors.procs import role_of
+    from gkdtop.prockind import role_of
 
     role = role_of(target.actor, default="actor") if target.actor else "ray-worker"
     where = f"@{target.node_ip or '?'}/{target.node_id[:8]}"
@@ -294,17 +287,3 @@ def dump_ray_stacks(address: str | None = None, targets: list[RemoteTarget] | No
     groups = group_stacks(dumps)
     return StackReport(time=start, native=native, dumps=dumps, groups=groups, outliers=outliers(dumps, groups),
                        seconds=round(time.time() - start, 3))
-
-
-def ray_stacks_command(address: str | None, native: bool, as_json: bool, timeout: float, out_dir: str | None,
-                       agent: bool = False, classes: list[str] | None = None) -> int:
-    """`gkdtop stacks --ray`: 0 when at least one actor was dumped, 1 when none could be."""
-    try:
-        report = dump_ray_stacks(address, native=native, timeout=timeout, agent=agent, classes=classes)
-    except Exception as exc:
-        print(f"gkdtop stacks --ray: {exc}", file=sys.stderr)
-        return 1
-    if not report.dumps:
-        print("gkdtop stacks --ray: no ALIVE actors with a PID in the cluster", file=sys.stderr)
-        return 1
-    return save_and_print(report, as_json, out_dir)

@@ -1,0 +1,94 @@
+"""The fallback when py-spy cannot read a process: the faulthandler dump of gkdtop.probe.
+
+A job that imports gkdtop.probe answers a signal by writing every thread's stack to its stack
+file; this module asks for it (only after checking the file names this very process) and parses it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+from gkdtop.actions.stacks.analysis import STDLIB_RE
+from gkdtop.actions.stacks.model import StackFrame, ThreadStack
+from gkdtop.collectors.procs import process_environ
+
+FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
+FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+FH_HEADER_RE = re.compile(r"pid=(\d+) start=(\d*) signal=(\d+) main=(0x[0-9a-fA-F]+)")
+
+
+def short_path(path: str) -> str:
+    """py-spy-like short file name: below site-packages, or the stdlib directory, else the base name."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.rsplit(marker, 1)[1]
+    if m := STDLIB_RE.search(path):
+        return path[m.end():]
+    return path.rsplit("/", 1)[-1]
+
+
+def parse_faulthandler(text: str, main_thread: int = 0) -> list[ThreadStack]:
+    """faulthandler's all-threads text (innermost frame first) as ThreadStacks; raises ValueError if none."""
+    threads: list[ThreadStack] = []
+    for line in text.splitlines():
+        if m := FH_THREAD_RE.match(line.rstrip()):
+            tid = int(m.group(2), 16)
+            name = m.group(3) or ("MainThread" if tid == main_thread else f"Thread {m.group(2)}")
+            # Whether a thread runs or waits is not in the text; the one that took the signal was running.
+            threads.append(ThreadStack(name=name, thread_id=tid, idle=m.group(1) != "Current thread"))
+        elif threads and (m := FH_FRAME_RE.match(line)):
+            path = m.group(1)
+            threads[-1].frames.append(StackFrame(function=m.group(3).strip(), file=short_path(path),
+                                                 line=int(m.group(2)), path=path))
+    if not threads:
+        raise ValueError("no thread in faulthandler's output")
+    return threads
+
+
+def faulthandler_dump(pid: int, timeout: float = 5.0) -> tuple[list[ThreadStack], str]:
+    """Ask a process running gkdtop.probe for its stacks (its signal) and read them from its stack file.
+
+    Returns (threads, "") or ([], why not). The header of the file must name this very process (PID
+    and start time): a process without the probe would be killed by the signal, so it is never sent one.
+    """
+    from gkdtop import probe
+
+    path = probe.stack_file(pid, process_environ(pid))
+    try:
+        with open(path, "rb") as f:
+            header = f.readline().decode(errors="replace")
+            before = f.seek(0, os.SEEK_END)
+    except OSError:
+        return [], "no gkdtop.probe stack file (the job does not import gkdtop.probe)"
+    m = FH_HEADER_RE.search(header)
+    if not header.startswith(probe.HEADER) or m is None or int(m.group(1)) != pid:
+        return [], f"{path}: not this process's probe file"
+    if m.group(2) != probe.process_start(pid):
+        return [], f"{path}: left by an earlier process with the same PID"
+    try:
+        os.kill(pid, int(m.group(3)))
+    except OSError as exc:
+        return [], f"cannot signal the process: {exc.strerror or exc}"
+    # The C handler writes at once, even while Python is blocked; wait until the file stops growing.
+    deadline, size, stable_since = time.monotonic() + timeout, before, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            now = path.stat().st_size
+        except OSError:
+            return [], f"{path} vanished during the dump"
+        if now != size:
+            size, stable_since = now, time.monotonic()
+        elif size > before and time.monotonic() - stable_since >= 0.2:
+            break
+    if size <= before:
+        return [], f"faulthandler wrote nothing within {timeout:g} s"
+    with open(path, "rb") as f:
+        f.seek(before)
+        text = f.read(size - before).decode(errors="replace")
+    try:
+        return parse_faulthandler(text, int(m.group(4), 16)), ""
+    except ValueError as exc:
+        return [], f"unreadable faulthandler output: {exc}"
