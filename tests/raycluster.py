@@ -46,6 +46,7 @@ class RayCluster:
     gcs_port: int
     dashboard_port: int
     own_temp_dir: bool = False  # started with `ray start --temp-dir`, no RAY_TMPDIR in its environment
+    client_port: int = 0  # its Ray client server's: that process names neither the temp dir nor a parent of ours
 
     @property
     def address(self) -> str:
@@ -69,9 +70,11 @@ class RayCluster:
     def start(self, num_cpus: int = 2, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
         # Every port of its own: with Ray's defaults (agent 52365, client server 10001, ...) a second
         # cluster on the machine (another test run's, someone else's) loses its agent and then its raylet.
+        ports = own_ports(head=True)
+        self.client_port = int(ports[-1].split("=", 1)[1])
         cmd = [RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.gcs_port}",
                f"--dashboard-port={self.dashboard_port}", "--dashboard-host=127.0.0.1", f"--num-cpus={num_cpus}",
-               "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *own_ports(head=True), *extra]
+               "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *ports, *extra]
         if self.own_temp_dir:
             cmd.append(f"--temp-dir={self.temp_root / 'ray'}")
         proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=180)
@@ -114,10 +117,14 @@ class RayCluster:
 
     def processes(self) -> list[psutil.Process]:
         marker = str(self.temp_root)
+        # The client server proxy `ray start` leaves behind (its parent exits): known by its port.
+        client = f"--port={self.client_port}" if self.client_port else None
         found: dict[int, psutil.Process] = {}
         for proc in psutil.process_iter(["cmdline"]):
             try:
-                if any(marker in part for part in proc.info["cmdline"] or []):
+                cmdline = proc.info["cmdline"] or []
+                if (any(marker in part for part in cmdline)
+                        or (client in cmdline and "ray.util.client.server" in cmdline)):
                     found[proc.pid] = proc
                     for child in proc.children(recursive=True):
                         found[child.pid] = child
