@@ -249,6 +249,7 @@ class Matcher:
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]
         self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when == "always")
+        self._own_dollar = frozenset(i for i, p in enumerate(patterns) if _DOLLAR.search(p.text))
         self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if when == "^"}
         # (Ray prefix, message begins with "(", *ids) -> the ids to check on the message: those that
         # match inside the prefix itself, and those for_chunks says need it
@@ -288,6 +289,8 @@ class Matcher:
         ends: dict[int, list[int]] = {}
         rules = len(self.patterns)
         plain = [True]
+        own_dollar = self._own_dollar
+        inside = [False]  # a hit of a pattern with its own `$`, which may end inside a line
 
         def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
             if pattern_id >= rules:
@@ -298,8 +301,13 @@ class Matcher:
                 ends[end] = [pattern_id]
             else:
                 found.append(pattern_id)
+            if pattern_id in own_dollar:
+                inside[0] = True
 
         self._db.scan(chunk, match_event_handler=hit, scratch=self._scratch())
+        if not inside[0]:  # every hit ends its line (`[^\n]*$`, see for_chunks): one hit list per line
+            rfind = chunk.rfind
+            return [(rfind(b"\n", 0, end) + 1, end, ends[end]) for end in sorted(ends)], plain[0]
         size = len(chunk)
         lines: dict[int, list[int]] = {}
         for end in sorted(ends):
