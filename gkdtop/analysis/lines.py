@@ -93,7 +93,9 @@ def collapse_lines(data: bytes) -> bytes:
             nl = data.rfind(b"\n", pos, cr)
             start = pos if nl < 0 else nl + 1
             pieces.append(data[pos:start])
-            pieces.append(last_segment(data[start:end]))
+            last = data.rfind(b"\r", cr, end)
+            segment = data[last + 1 : end]  # a bar's last redraw, usually
+            pieces.append(segment if segment.strip() else last_segment(data[start:end]))
         pos = end
         cr = data.find(b"\r", pos)
     pieces.append(data[pos:])
