@@ -90,31 +90,23 @@ def replay(paths: list[str], config: Config) -> ReplayReport:
                         framework=analysis.profiles.result(pinned=config.framework))
 
 
-def timeline_json(status: PhaseStatus) -> list[dict[str, Any]]:
-    return [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration, "status": s.status}
-            for s in status.timeline]
-
-
 def report_json(report: ReplayReport) -> dict[str, Any]:
-    st = report.status
+    """The report (docs/replay.md): the verdict is the phase status's one encoding, `current` named
+    `stopped_in`, and only what holds after the fact (no `since` or clock: the log has ended)."""
+    verdict = report.status.as_json()
     return {
         "schema": SCHEMA,
         "files": report.files,
         "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
-        "state": st.state,
-        "stopped_in": st.current,
-        "expected": st.expected,
-        "stalled_for": st.stalled_for,
-        "stall_after": st.stall_after,
-        "failure": st.failure,
-        "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
-        "hint": asdict(st.hint) if st.hint else None,
-        "timeline": timeline_json(st),
+        "state": verdict["state"],
+        "stopped_in": verdict["current"],
+        **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised", "hint",
+                                         "timeline")},
         "steps": report.steps,
         "errors": [asdict(e) for e in report.errors],
-        "findings": [asdict(f) for f in report.findings],
+        "findings": [f.as_json() for f in report.findings],
         "lines_read": report.lines_read,
         "method": report.method,
     }
