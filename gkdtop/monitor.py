@@ -10,12 +10,14 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.collectors.base import Collector, one_line, run_forever
 from gkdtop.collectors.ray import ray_temp_dir
-from gkdtop.config import Config
 from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
 
 LOG_SLICE = 2000  # lines stored per turn of the event loop (~20 ms of phase and finding checks)
 

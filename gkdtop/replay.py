@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.config import Config
-from gkdtop.model import Finding, PhaseStatus
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+    from gkdtop.model import Finding, PhaseStatus
 
 SCHEMA = 2
 

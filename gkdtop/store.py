@@ -10,13 +10,9 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis, HistoryRange
-from gkdtop.analysis.matcher import Pattern
-from gkdtop.analysis.phases import PhaseEngine
-from gkdtop.analysis.profiles import Framework
-from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
     GpuState,
@@ -30,6 +26,12 @@ from gkdtop.model import (
     SourceHealth,
     StackPhase,
 )
+
+if TYPE_CHECKING:
+    from gkdtop.analysis.matcher import Pattern
+    from gkdtop.analysis.phases import PhaseEngine
+    from gkdtop.analysis.profiles import Framework
+    from gkdtop.config import Config
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering

@@ -28,10 +28,12 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.collectors.procs import process_environ
-from gkdtop.model import ProcInfo
+
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump
 # torch's MatchState names -> what the mismatch is about.

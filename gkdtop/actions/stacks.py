@@ -19,10 +19,13 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gkdtop.actions.collectives import CollectiveReport
 from gkdtop.collectors.procs import process_environ
 from gkdtop.model import ProcInfo
+
+if TYPE_CHECKING:
+    from gkdtop.actions.collectives import CollectiveReport
 
 SCHEMA = 1
 # Roles of Python processes in the Processes pane: Ray's own daemons (C++ or not ours) are left out.

@@ -12,10 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gkdtop.actions.stacks import StackReport, dump_stacks, stack_targets, write_report
-from gkdtop.model import ProcInfo
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
+    from gkdtop.store import Store
 
 
 @dataclass(slots=True)

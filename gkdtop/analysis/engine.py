@@ -32,11 +32,11 @@ from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import TS_FIRST, ClockSkew, parse_timestamp
-from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
+    from gkdtop.model import Finding, LogLine, PhaseStatus
 
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
