@@ -57,9 +57,10 @@ def load(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     from gkdtop import commands
+
+    args = build_parser().parse_args(argv)  # --help and usage errors end here, before the config is imported
     from gkdtop.config import ConfigError
 
-    args = build_parser().parse_args(argv)
     command = commands.module(args.command) if args.command else None
     if getattr(command, "PIPE_FILTER", False):
         import signal

@@ -249,15 +249,9 @@ class PhaseStatus:
         parts of it under their own names."""
         last = self.last_step
         return {
-            "current": self.current,
-            "state": self.state,
-            "since": self.since,
-            "expected": self.expected,
-            "within": self.within,
-            "last_progress": self.last_progress,
-            "stalled_for": self.stalled_for,
-            "stall_after": self.stall_after,
-            "failure": self.failure,
+            "current": self.current, "state": self.state, "since": self.since, "expected": self.expected,
+            "within": self.within, "last_progress": self.last_progress,
+            "stalled_for": self.stalled_for, "stall_after": self.stall_after, "failure": self.failure,
             "hint": self.hint.as_json() if self.hint else None,
             "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last},
             "clock_offset": self.clock_offset,

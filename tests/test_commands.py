@@ -24,8 +24,9 @@ def test_every_command_module_is_registered_and_has_a_parser_and_run() -> None:
 
 
 def test_help_imports_no_command_s_work(tmp_path: Path) -> None:
-    """`gkdtop --help` builds every subcommand's parser yet loads none of what they run (lazy imports)."""
-    heavy = ("textual", "gkdtop.monitor", "gkdtop.actions", "gkdtop.tui", "ray", "torch", "psutil", "yaml")
+    """`gkdtop --help` builds every subcommand's parser yet loads none of what they run, nor the config."""
+    heavy = ("textual", "gkdtop.monitor", "gkdtop.config", "gkdtop.actions", "gkdtop.tui", "asyncio", "ray", "torch",
+             "psutil", "yaml")
     probe = ("import sys, contextlib, io\n"
              "from gkdtop.cli import main\n"
              "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"

@@ -7,7 +7,6 @@ loopback only, a per-run token in the one URL printed, Host and Origin checked, 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -65,6 +64,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     guard = Guard.for_server(args.host, public_url)
     # The views draw for xterm.js, which shows 24-bit colour whatever this process's terminal is.
     os.environ.setdefault("COLORTERM", "truecolor")
+    import asyncio
+
     from gkdtop.web.server import ServeOptions
 
     options = ServeOptions(host=args.host, port=args.port, public_url=public_url, allow_actions=args.allow_actions,
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions, guard: Guard) -> int:
+    import asyncio
+
     from gkdtop.cli import steady_heap
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp
