@@ -12,7 +12,7 @@ import os
 import platform
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 SCHEMA = 1
@@ -271,25 +271,3 @@ def run_checks(address: str | None = None, plan: dict[str, int] | None = None) -
         checks.append(check_plan(plan["actor"], plan["rollout"], plan["teacher"], plan["nodes"], nvml_count,
                                  ray_res.get("GPU") if ray_res else None))
     return checks
-
-
-def doctor_command(address: str | None, plan: dict[str, int] | None, as_json: bool) -> int:
-    import json
-
-    checks = run_checks(address, plan)
-    if as_json:
-        print(json.dumps({"schema": SCHEMA, "checks": [asdict(c) for c in checks]}, indent=1))
-    else:
-        marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-        for c in checks:
-            print(f"{marks[c.status]}  {c.name:<20} {c.detail}")
-            if c.fix and c.status != "ok":
-                print(f"      {'':<20} fix: {c.fix}")
-    return 1 if any(c.status == "fail" for c in checks) else 0
-
-
-def plan_from_args(args: Any) -> dict[str, int] | None:
-    if args.actor_gpus is None and args.rollout_gpus is None and args.teacher_gpus is None:
-        return None
-    return {"actor": args.actor_gpus or 0, "rollout": args.rollout_gpus or 0, "teacher": args.teacher_gpus or 0,
-            "nodes": args.nodes or 1}

@@ -1,11 +1,13 @@
 """Plain data shared by collectors, the store and every view (TUI, snapshot, bundle).
 
-No I/O and no third-party imports here: this module is the contract between layers.
+No I/O and no third-party imports here: this module is the contract between layers. A type that
+goes into more than one JSON document (snapshot, replay, the bundle) has its one `as_json` here,
+so the documents agree on its shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -177,6 +179,10 @@ class PhaseSpan:
     def duration(self) -> float | None:
         return None if self.end is None else self.end - self.start
 
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
+                "status": self.status}
+
 
 @dataclass(slots=True)
 class StepInfo:
@@ -189,11 +195,17 @@ class StepInfo:
         """verl's `timing_s/<name>` entries, keyed by <name>."""
         return {k[len("timing_s/") :]: v for k, v in self.metrics.items() if k.startswith("timing_s/")}
 
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 @dataclass(slots=True)
 class Hint:
     causes: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying
@@ -241,6 +253,29 @@ class PhaseStatus:
             return ""
         return self.recognised_last.strip()[:200]
 
+    def as_json(self) -> dict[str, Any]:
+        """The verdict as snapshot's `phases` shows it (docs/snapshot.md); replay and the bundle show
+        parts of it under their own names."""
+        last = self.last_step
+        return {
+            "current": self.current, "state": self.state, "since": self.since, "expected": self.expected,
+            "within": self.within, "last_progress": self.last_progress,
+            "stalled_for": self.stalled_for, "stall_after": self.stall_after, "failure": self.failure,
+            "hint": self.hint.as_json() if self.hint else None,
+            "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last},
+            "last_known": self.last_known,
+            "clock_offset": self.clock_offset,
+            "clock_source": self.clock_source,
+            "steps": {
+                "done": self.steps_done,
+                "last": last.step if last else None,
+                "step_time": self.step_time,
+                "metrics": last.metrics if last else {},
+                "run": self.steps,  # the whole run: count, p50/p95/max, slowest, trend, per timing key
+            },
+            "timeline": [span.as_json() for span in self.timeline],
+        }
+
 
 @dataclass(slots=True)
 class StackPhase:
@@ -265,6 +300,16 @@ class StackPhase:
         if self.phase is None:
             return f"no rule knows the stack (from stacks: {self.where})" if self.where else "stacks unreadable"
         return f"{self.phase} (from stacks: {self.where})"
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        """With its age at `now` (schema in docs/snapshot.md)."""
+        return {
+            "phase": self.phase, "source": "stacks", "text": self.text, "where": self.where, "frame": self.frame,
+            "pid": self.pid, "process": self.label, "waiting": self.waiting,
+            "age": round(max(0.0, now - self.taken), 1), "taken": self.taken, "reason": self.reason,
+            "processes": self.processes, "agree": self.agree,
+            "note": self.note,
+        }
 
 
 @dataclass(slots=True)
@@ -293,3 +338,6 @@ class Finding:
     fix: str
     source: str  # the log file
     sample: list[str] = field(default_factory=list)  # the matching line (and the lines that filled fields)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)

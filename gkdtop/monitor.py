@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gkdtop.collectors.base import Collector, one_line, run_forever
 from gkdtop.collectors.ray import ray_temp_dir
 from gkdtop.collectors.registry import Wiring, polled
-from gkdtop.config import Config
 from gkdtop.store import Store
 
 if TYPE_CHECKING:
     from gkdtop.collectors.gpu import GpuBackend
+    from gkdtop.config import Config
     from gkdtop.model import ProcInfo
 
 LOG_SLICE = 2000  # lines stored per turn of the event loop (~20 ms of phase and finding checks)

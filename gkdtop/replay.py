@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.ahead import keep_freed_chunks
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.config import Config
-from gkdtop.model import Finding, Hint, PhaseStatus
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+    from gkdtop.model import Finding, Hint, PhaseStatus
 
 SCHEMA = 2
 
@@ -95,6 +97,9 @@ class OpenEnd:
     def text(self) -> str:
         return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + f": {self.NOTE}"
 
+    def as_json(self) -> dict[str, Any]:
+        return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
+
 
 def open_end(status: PhaseStatus, config: Config) -> OpenEnd | None:
     """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's."""
@@ -123,35 +128,26 @@ def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport
                         framework=analysis.profiles.result(pinned=config.framework), open_end=open_end(status, config))
 
 
-def timeline_json(status: PhaseStatus) -> list[dict[str, Any]]:
-    return [{"name": s.name, "start": s.start, "end": s.end, "duration": s.duration, "status": s.status}
-            for s in status.timeline]
-
-
 def report_json(report: ReplayReport) -> dict[str, Any]:
-    st = report.status
+    """The report (docs/replay.md): the verdict is the phase status's one encoding, `current` named
+    `stopped_in`, and only what holds after the fact (no `since` or clock: the log has ended)."""
+    verdict = report.status.as_json()
     return {
         "schema": SCHEMA,
         "files": report.files,
         "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
-        "state": st.state,
-        "stopped_in": st.current,
-        "expected": st.expected,
-        "stalled_for": st.stalled_for,
-        "stall_after": st.stall_after,
-        "failure": st.failure,
-        "unrecognised": {"lines": st.unrecognised, "after": st.recognised_last},
-        "last_known": st.last_known,
-        "open_end": ({"text": report.open_end.text, "after": report.open_end.after,
-                      "hint": asdict(report.open_end.hint) if report.open_end.hint else None}
-                     if report.open_end else None),
-        "hint": asdict(st.hint) if st.hint else None,
-        "timeline": timeline_json(st),
+        "state": verdict["state"],
+        "stopped_in": verdict["current"],
+        **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
+                                         "last_known")},
+        "open_end": report.open_end.as_json() if report.open_end else None,
+        "hint": verdict["hint"],
+        "timeline": verdict["timeline"],
         "steps": report.steps,
         "errors": [asdict(e) for e in report.errors],
-        "findings": [asdict(f) for f in report.findings],
+        "findings": [f.as_json() for f in report.findings],
         "lines_read": report.lines_read,
         "method": report.method,
     }

@@ -5,13 +5,14 @@ from __future__ import annotations
 import socket
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
-from gkdtop.model import UNRECOGNISED_SHOWN, StackPhase
-from gkdtop.replay import timeline_json
-from gkdtop.store import Store
+from gkdtop.model import UNRECOGNISED_SHOWN
+
+if TYPE_CHECKING:
+    from gkdtop.store import Store
 
 SCHEMA = 1
 
@@ -30,32 +31,11 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         **source_sections(store),
         "ray": ray_section(store),
         "phases": {
-            "current": status.current,
-            "state": status.state,
-            "since": status.since,
-            "expected": status.expected,
-            "within": status.within,
-            "last_progress": status.last_progress,
-            "stalled_for": status.stalled_for,
-            "stall_after": status.stall_after,
-            "failure": status.failure,
-            "hint": asdict(status.hint) if status.hint else None,
-            "unrecognised": {"lines": status.unrecognised, "after": status.recognised_last},
-            "last_known": status.last_known,
-            "clock_offset": status.clock_offset,
-            "clock_source": status.clock_source,
+            **status.as_json(),
             "history_pending": store.history_pending,
-            "steps": {
-                "done": status.steps_done,
-                "last": status.last_step.step if status.last_step else None,
-                "step_time": status.step_time,
-                "metrics": status.last_step.metrics if status.last_step else {},
-                "run": status.steps,  # the whole run: count, p50/p95/max, slowest, trend, per timing key
-            },
-            "timeline": timeline_json(status),
-            "stack_phase": stack_phase_json(store.stack_phase, now),
+            "stack_phase": store.stack_phase.as_json(now) if store.stack_phase else None,
         },
-        "findings": [asdict(f) for f in store.findings()],
+        "findings": [f.as_json() for f in store.findings()],
         "errors_seen": [asdict(g) for g in store.analysis.error_groups()],
         "logs": {
             "filter": filter_pattern or "",
@@ -83,19 +63,6 @@ def source_sections(store: Store) -> dict[str, Any]:
             key, section = part
             sections[key] = section(store)
     return sections
-
-
-def stack_phase_json(found: StackPhase | None, now: float) -> dict[str, Any] | None:
-    """The phase read from the stacks (collectors/stackphase.py), with its age; null when the log says enough."""
-    if found is None:
-        return None
-    return {
-        "phase": found.phase, "source": "stacks", "text": found.text, "where": found.where, "frame": found.frame,
-        "pid": found.pid, "process": found.label, "waiting": found.waiting,
-        "age": round(max(0.0, now - found.taken), 1), "taken": found.taken, "reason": found.reason,
-        "processes": found.processes, "agree": found.agree,
-        "note": found.note,
-    }
 
 
 def ray_section(store: Store) -> dict[str, Any]:

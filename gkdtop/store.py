@@ -13,11 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis, HistoryRange
-from gkdtop.analysis.matcher import Pattern
-from gkdtop.analysis.phases import PhaseEngine
-from gkdtop.analysis.profiles import Framework
 from gkdtop.collectors.registry import CollectorSpec, find
-from gkdtop.config import Config
 from gkdtop.model import (
     Finding,
     GpuState,
@@ -34,8 +30,12 @@ from gkdtop.model import (
 
 if TYPE_CHECKING:
     from gkdtop.actions.stall_stacks import StallStacks
+    from gkdtop.analysis.matcher import Pattern
+    from gkdtop.analysis.phases import PhaseEngine
+    from gkdtop.analysis.profiles import Framework
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
+    from gkdtop.config import Config
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering

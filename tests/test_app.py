@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from textual.widgets import RichLog
+from textual.widgets import RichLog, Static
 
 from gkdtop.config import Config, builtin_phases
 from gkdtop.monitor import Monitor
@@ -144,6 +144,10 @@ async def test_maximize_help_and_focus(tmp_path: Path) -> None:
         assert app.screen.maximized is None
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one(Static).render())
+        for keys in ("q", "?", "/", "f", "space", "tab / shift+tab", "1 2 3 4 5", "o", "s", "c", "e", "n", "ctrl+c"):
+            assert f"  {keys:<16} " in text, keys  # every key the app and its panes bind, told once
+        assert "the same key or escape restores" in text and "Processes: cycle the sort column" in text
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
         focused = []

@@ -181,15 +181,15 @@ class _Bundle:
               "the store as `gkdtop snapshot --json` prints it (docs/snapshot.md)")
 
     def phases(self, w: _Writer) -> None:
-        from gkdtop.replay import timeline_json
-
         status = self.store.phase_status(self.now)
+        verdict = status.as_json()
         doc = {
-            "current": status.current, "state": status.state, "since": status.since, "expected": status.expected,
-            "stalled_for": status.stalled_for, "failure": status.failure, "hint": status.hint,
-            "steps_done": status.steps_done, "step_time": status.step_time, "last_step": status.last_step,
+            **{key: verdict[key] for key in ("current", "state", "since", "expected", "stalled_for", "failure",
+                                             "hint")},
+            "steps_done": status.steps_done, "step_time": status.step_time,
+            "last_step": status.last_step.as_json() if status.last_step else None,
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
-            "timeline": timeline_json(status),
+            "timeline": verdict["timeline"],
             "framework": self.store.framework().as_json(),  # its evidence may quote a command line: redacted below
         }
         w.add("phases.json", _dumps(self.redactor.obj(json.loads(_dumps(doc)), "phases.json")),

@@ -12,11 +12,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gkdtop.actions.stacks import StackReport, dump_stacks, stack_targets, write_report
 from gkdtop.collectors.registry import CollectorSpec
-from gkdtop.model import ProcInfo
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
+    from gkdtop.store import Store
 
 
 @dataclass(slots=True)

@@ -41,6 +41,7 @@ from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
+    from gkdtop.model import Finding, LogLine, PhaseStatus
 
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time

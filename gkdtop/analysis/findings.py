@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gkdtop.analysis.matcher import Pattern
-from gkdtop.analysis.rules import Signature
 from gkdtop.model import Finding, LogLine
+
+if TYPE_CHECKING:
+    from gkdtop.analysis.matcher import Pattern
+    from gkdtop.analysis.rules import Signature
 
 MAX_FINDINGS = 200
 MAX_SAMPLE = 6

@@ -14,9 +14,8 @@ import functools
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import (
     SEQ,
     ConfigError,
@@ -29,7 +28,10 @@ from gkdtop.analysis.rules import (
     scalar,
     strings,
 )
-from gkdtop.model import LogLine
+
+if TYPE_CHECKING:
+    from gkdtop.analysis.matcher import Pattern
+    from gkdtop.model import LogLine
 
 WHERE = "gkdtop/data/frameworks.yaml"
 COMMAND_WEIGHT = 3  # a process running the framework's entry point outweighs a printed line

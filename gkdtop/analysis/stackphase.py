@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import (
     BUILTIN,
     ConfigError,
@@ -26,6 +25,9 @@ from gkdtop.analysis.rules import (
     scalar,
     strings,
 )
+
+if TYPE_CHECKING:
+    from gkdtop.analysis.matcher import Pattern
 
 
 class Frame(Protocol):

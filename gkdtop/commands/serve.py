@@ -7,20 +7,26 @@ loopback only, a per-run token in the one URL printed, Host and Origin checked, 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+from gkdtop.commands.options import add_common, add_refresh, int_in
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+    from gkdtop.web.guard import Guard
+    from gkdtop.web.server import ServeOptions
 
 DEFAULT_PORT = 8765
 
 
-def add_parser(sub: Any, common: Any, int_in: Any, refresh: Any) -> argparse.ArgumentParser:
-    """The `serve` subparser; `common` adds the dashboard's options (--log, --config, ...)."""
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The `serve` subparser: the dashboard's options (--log, --config, ...) and where to listen."""
     parser = sub.add_parser("serve", help="serve the dashboard to browsers (read-only; docs/serve.md)")
-    common(parser)
-    parser.add_argument("--refresh", type=refresh, metavar="SECONDS", help="UI refresh interval (default 1)")
+    add_common(parser)
+    add_refresh(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only; reach it through an ssh "
                         "tunnel)")
@@ -37,7 +43,7 @@ def add_parser(sub: Any, common: Any, int_in: Any, refresh: Any) -> argparse.Arg
     return parser
 
 
-def run(args: argparse.Namespace, config: Any) -> int:
+def run(args: argparse.Namespace, config: Config) -> int:
     """Serve until SIGINT or SIGTERM; 2 with a one-line error when it cannot start."""
     try:
         import aiohttp  # noqa: F401
@@ -58,6 +64,8 @@ def run(args: argparse.Namespace, config: Any) -> int:
     guard = Guard.for_server(args.host, public_url)
     # The views draw for xterm.js, which shows 24-bit colour whatever this process's terminal is.
     os.environ.setdefault("COLORTERM", "truecolor")
+    import asyncio
+
     from gkdtop.web.server import ServeOptions
 
     options = ServeOptions(host=args.host, port=args.port, public_url=public_url, allow_actions=args.allow_actions,
@@ -68,7 +76,9 @@ def run(args: argparse.Namespace, config: Any) -> int:
         return 130
 
 
-async def _serve(args: argparse.Namespace, config: Any, options: Any, guard: Any) -> int:
+async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions, guard: Guard) -> int:
+    import asyncio
+
     from gkdtop.cli import steady_heap
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp, stall_stacker

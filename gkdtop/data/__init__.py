@@ -1,0 +1,1 @@
+"""The built-in rules (phases, findings, frameworks, stack phases) as YAML, read through importlib.resources."""

@@ -9,12 +9,9 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
-from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from gkdtop.config import Config
 from gkdtop.format import clock
-from gkdtop.monitor import Monitor
 from gkdtop.tui import gpu_pane, procs_pane
 from gkdtop.tui.filter_screen import FilterScreen
 from gkdtop.tui.gpu_pane import GpuPane
@@ -25,8 +22,11 @@ from gkdtop.tui.procs_pane import ProcsPane
 from gkdtop.tui.ray_pane import RayPane
 
 if TYPE_CHECKING:
+    from textual.widget import Widget
+
+    from gkdtop.config import Config
     from gkdtop.jobrun import JobRun
-    from gkdtop.monitor import StallDump
+    from gkdtop.monitor import Monitor, StallDump
     from gkdtop.store import Store
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
@@ -35,6 +35,8 @@ COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
 ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pick_sources": "picking log sources",
                "job_control": "job control"}
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
+FOCUS_HELP = "move focus between panes"
+MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"
 
 
 class SourcePane(Protocol):
@@ -91,20 +93,28 @@ class GkdtopApp(App[str | None]):
     .-compact LogsPane { height: 3fr; }
     .-compact GpuPane.-maximized, .-compact ProcsPane.-maximized { display: block; }
     """
+    # The tooltip is the key's one description: the footer shows it on hover, the help screen (`?`) lists it.
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("slash", "edit_filter", "Filter", key_display="/"),
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("space", "toggle_pause", "Pause"),
-        Binding("s", "stacks", "Stacks"),
-        Binding("c", "cleanup", "Cleanup"),
-        Binding("e", "bundle", "Export"),
-        Binding("n", "pick_sources", "Sources", show=False),
-        Binding("tab", "app.focus_next", "Focus", show=False),
-        Binding("shift+tab", "app.focus_previous", "Focus", show=False),
-        Binding("escape", "restore", "Restore", show=False),
-        *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-5") for key in PANES],
+        Binding("q", "quit", "Quit", tooltip="quit"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="this help"),
+        Binding("slash", "edit_filter", "Filter", key_display="/",
+                tooltip="edit the log filter (a regular expression; a preset name such as 'default' or 'all')"),
+        Binding("f", "toggle_follow", "Follow", tooltip="follow the newest log lines on / off"),
+        Binding("space", "toggle_pause", "Pause", tooltip="pause / resume the log view (lines keep being collected)"),
+        Binding("s", "stacks", "Stacks", tooltip="dump the Python stacks of every job process (py-spy), grouped; "
+                "odd ones out marked; while stalled, first the dump taken when the stall began (r: dump again)"),
+        Binding("c", "cleanup", "Cleanup",
+                tooltip="clean up a crashed run's debris: shows the plan first, runs only what you confirm"),
+        Binding("e", "bundle", "Export", tooltip="export a diagnostic bundle (.tar.gz, secrets redacted)"),
+        Binding("n", "pick_sources", "Sources", show=False,
+                tooltip="pick log files of Ray nodes (remote workers) to follow in the Logs pane"),
+        Binding("tab", "app.focus_next", "Focus", show=False, tooltip=FOCUS_HELP),
+        Binding("shift+tab", "app.focus_previous", "Focus", show=False, tooltip=FOCUS_HELP),
+        Binding("escape", "restore", "Restore", show=False),  # told with 1-5
+        *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-5", tooltip=MAXIMIZE_HELP)
+          for key in PANES],
+        Binding("ctrl+c", "help_quit", show=False, system=True,  # Textual's own key, with what it does here
+                tooltip="in `gkdtop run`: send SIGINT to the job, as a shell would"),
     ]
 
     def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None,
@@ -245,7 +255,7 @@ class GkdtopApp(App[str | None]):
         super().action_help_quit()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.config.source))
+        self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS]))
 
     def action_edit_filter(self) -> None:
         logs = self.logs

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.format import bar, human_bytes, sparkline
-from gkdtop.model import RayNode
-from gkdtop.store import Store
 from gkdtop.tui.repaint import reshaped
+
+if TYPE_CHECKING:
+    from gkdtop.model import RayNode
+    from gkdtop.store import Store
 
 
 class GpuPane(Static):

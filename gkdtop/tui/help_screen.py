@@ -1,29 +1,37 @@
-"""`?`: every key, what it does, and the config file in use."""
+"""`?`: every key, what it does (from the bindings' tooltips), and the config file in use."""
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
+from typing import TYPE_CHECKING
+
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-KEYS = [
-    ("q", "quit"),
-    ("?", "this help"),
-    ("/", "edit the log filter (a regular expression; a preset name such as 'default' or 'all')"),
-    ("f", "follow the newest log lines on / off"),
-    ("space", "pause / resume the log view (lines keep being collected)"),
-    ("tab / shift+tab", "move focus between panes"),
-    ("1 2 3 4 5", "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"),
-    ("o", "Processes: cycle the sort column (or click a header)"),
-    ("s", "dump the Python stacks of every job process (py-spy), grouped; odd ones out marked; "
-          "while stalled, first the dump taken when the stall began (r: dump again)"),
-    ("c", "clean up a crashed run's debris: shows the plan first, runs only what you confirm"),
-    ("e", "export a diagnostic bundle (.tar.gz, secrets redacted)"),
-    ("n", "pick log files of Ray nodes (remote workers) to follow in the Logs pane"),
-    ("ctrl+c", "in `gkdtop run`: send SIGINT to the job, as a shell would"),
-]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from textual.app import ComposeResult
+    from textual.binding import BindingType
+
+
+def key_rows(bindings: Iterable[BindingType]) -> list[tuple[str, str]]:
+    """(keys, what they do) for each binding with a tooltip, in order; keys with one description share
+    a row (`1 2 3 4 5`, `tab / shift+tab`). A key without a tooltip is told in another key's row."""
+    rows: dict[str, list[Binding]] = {}
+    for binding in bindings:
+        if isinstance(binding, Binding) and binding.tooltip:
+            rows.setdefault(binding.tooltip, []).append(binding)
+    out: list[tuple[str, str]] = []
+    for what, same in rows.items():
+        if len(same) == 1:
+            keys = same[0].key_display or same[0].key
+        else:
+            names = [b.key for b in same]
+            keys = (" " if all(len(n) == 1 for n in names) else " / ").join(names)
+        out.append((keys, what))
+    return out
 
 
 class HelpScreen(ModalScreen[None]):
@@ -34,13 +42,14 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, config_source: str) -> None:
+    def __init__(self, config_source: str, bindings: Iterable[BindingType]) -> None:
         super().__init__()
         self.config_source = config_source
+        self.keys = key_rows(bindings)
 
     def compose(self) -> ComposeResult:
         lines = ["[b]gkdtop keys[/b]", ""]
-        lines += [f"  [b]{key:<16}[/b] {what}" for key, what in KEYS]
+        lines += [f"  [b]{key:<16}[/b] {what}" for key, what in self.keys]
         lines += [
             "",
             "A phase is STALLED when no log line showed progress for its stall_after seconds.",

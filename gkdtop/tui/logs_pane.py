@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
 from gkdtop.analysis.matcher import Pattern, compile_pattern
 from gkdtop.format import clock
-from gkdtop.model import LogLine
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
+
+    from gkdtop.model import LogLine
+    from gkdtop.store import Store
 
 MAX_PER_REFRESH = 200  # lines drawn per refresh (4 a second); more than this is a flood
 LEVEL_STYLES = [

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.format import clock, hint_lines, human_duration
-from gkdtop.model import Finding, PhaseStatus, StackPhase
-from gkdtop.store import Store
 from gkdtop.tui.repaint import reshaped
+
+if TYPE_CHECKING:
+    from gkdtop.model import Finding, PhaseStatus, StackPhase
+    from gkdtop.store import Store
 
 STATE_STYLE = {
     "running": "bold green",

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.geometry import Region
 from textual.widgets import DataTable
 
 from gkdtop.format import human_bytes, human_duration
-from gkdtop.model import ProcInfo
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from textual.geometry import Region
+
+    from gkdtop.model import ProcInfo
+    from gkdtop.store import Store
 
 COLUMNS = [("pid", "PID"), ("role", "ROLE"), ("what", "ACTOR / NAME"), ("cpu", "CPU%"), ("rss", "RSS"),
            ("gpu", "GPU MEM"), ("state", "STATE"), ("age", "AGE"), ("flags", "FLAGS")]
@@ -63,7 +66,7 @@ class ProcsPane(DataTable[str]):
     ProcsPane { border: round $primary; height: 1fr; }
     """
     BORDER_TITLE = "3 Processes"
-    BINDINGS = [Binding("o", "cycle_sort", "Sort")]
+    BINDINGS = [Binding("o", "cycle_sort", "Sort", tooltip="Processes: cycle the sort column (or click a header)")]
     _rows_repaint_themselves = False  # set while refresh_from updates cells (see refresh)
 
     def __init__(self, **kwargs: object) -> None:

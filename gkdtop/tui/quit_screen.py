@@ -6,11 +6,15 @@ the answer is asked, and `gkdtop run` acts on it after the dashboard has closed.
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
+from typing import TYPE_CHECKING
+
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
 
 
 class QuitScreen(ModalScreen[str | None]):

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.widgets import Static
 
 from gkdtop.collectors.ray import ray_line
 from gkdtop.format import human_bytes
-from gkdtop.model import RayLogsState, RayState
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.model import RayLogsState, RayState
+    from gkdtop.store import Store
 
 BYTE_RESOURCES = {"memory", "object_store_memory"}
 STATE_STYLE = {"ALIVE": "green", "DEAD": "red", "PENDING_CREATION": "yellow", "RESTARTING": "yellow",

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, SelectionList, Static
 
 from gkdtop.model import RemoteLogSource
-from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
+
+    from gkdtop.store import Store
 
 MAX_SHOWN = 500  # options in the list; narrow with the filter box
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, Tree
 
-from gkdtop.model import ProcInfo
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
+
+    from gkdtop.model import ProcInfo
 
 
 class StacksScreen(ModalScreen[None]):

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from gkdtop.web.guard import Guard
 from gkdtop.web.session import Link, Session
+
+if TYPE_CHECKING:
+    from gkdtop.web.guard import Guard
 
 STOP_GRACE = 1.0  # seconds each tab's app gets to end when the server stops, then it is cancelled
 SEND_TIMEOUT = 5.0  # a tab that takes no bytes for this long is gone

@@ -14,14 +14,16 @@ import json
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from textual import constants, events, messages
 from textual._xterm_parser import XTermParser
-from textual.app import App
 from textual.driver import Driver
 from textual.geometry import Size
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 MAX_PENDING = 8 << 20  # bytes drawn but not yet taken by the tab: past this the tab is too slow and is closed
 ESC_TIMEOUT = constants.ESCAPE_DELAY + 0.05  # a lone ESC is the Escape key once no more bytes came for this long

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.actions.cleanup.execute import execute
-from gkdtop.actions.cleanup.model import (
-    CleanupResult,
-)
 from gkdtop.actions.cleanup.plan import build_plan
 from gkdtop.actions.cleanup.render import plan_json, plan_text, results_text
+
+if TYPE_CHECKING:
+    from gkdtop.actions.cleanup.model import (
+        CleanupResult,
+    )
 
 
 def _gpu_pids() -> set[int]:

@@ -15,12 +15,14 @@ import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.actions.collectives.analysis import analyze
 from gkdtop.actions.collectives.model import CollectiveReport, FrDump, who
 from gkdtop.collectors.procs import process_environ
-from gkdtop.model import ProcInfo
+
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gkdtop.model import ProcInfo
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
 
 # torch's MatchState names -> what the mismatch is about.
 MISMATCH_KINDS = {

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gkdtop.actions.collectives.model import CollectiveReport, GroupFinding, RankState
+if TYPE_CHECKING:
+    from gkdtop.actions.collectives.model import CollectiveReport, GroupFinding, RankState
 
 
 def _ranks_text(ranks: Sequence[int]) -> str:

@@ -7,12 +7,15 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gkdtop.actions.stacks.capture import dump_stacks, job_targets
-from gkdtop.actions.stacks.model import StackReport
 from gkdtop.actions.stacks.remote import dump_ray_stacks
 from gkdtop.actions.stacks.render import report_json, report_text, write_report
-from gkdtop.model import ProcInfo
+
+if TYPE_CHECKING:
+    from gkdtop.actions.stacks.model import StackReport
+    from gkdtop.model import ProcInfo
 
 
 def run(pids: list[int], native: bool, as_json: bool, timeout: float, out_dir: str | None,

@@ -7,8 +7,10 @@ it); kept apart so the sampler and the TUI can import the shapes without py-spy'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gkdtop.actions.collectives.model import CollectiveReport
+if TYPE_CHECKING:
+    from gkdtop.actions.collectives.model import CollectiveReport
 
 SCHEMA = 1
 

@@ -9,9 +9,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gkdtop.actions.collectives.model import CollectiveReport
 from gkdtop.actions.stacks.model import SCHEMA, StackFrame, StackReport, ThreadStack
+
+if TYPE_CHECKING:
+    from gkdtop.actions.collectives.model import CollectiveReport
 
 
 def _frame_json(frame: StackFrame) -> dict[str, object]:

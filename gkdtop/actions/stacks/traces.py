@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gkdtop.actions.stacks.model import NcclTrace
 from gkdtop.collectors.procs import process_environ
-from gkdtop.model import ProcInfo
+
+if TYPE_CHECKING:
+    from gkdtop.model import ProcInfo
 
 TRACE_PIPE_ENVS = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
 TRACE_FILE_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")

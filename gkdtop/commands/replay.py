@@ -1,0 +1,45 @@
+"""`gkdtop replay LOG...`: judge finished logs after the fact (the work is in gkdtop/replay.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from gkdtop.commands.options import SECONDS
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+
+PIPE_FILTER = True
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    parser = sub.add_parser("replay", help="timeline, steps, errors and findings of finished logs")
+    parser.add_argument("files", nargs="+", metavar="LOG")
+    parser.add_argument("--config", metavar="FILE")
+    parser.add_argument("--stall-after", type=SECONDS, metavar="SECONDS")
+    parser.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
+    return parser
+
+
+def run(args: argparse.Namespace, config: Config) -> int:
+    """0, or 2 with one line naming the input that can't be replayed."""
+    from gkdtop import jsonout
+    from gkdtop import replay as rp
+
+    for path in args.files:
+        if (problem := rp.check_input(path)) is not None:
+            print(f"gkdtop replay: {problem}", file=sys.stderr)
+            return 2
+    try:
+        report = rp.replay(args.files, config)
+    except OSError as exc:
+        print(f"gkdtop replay: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        jsonout.dump(rp.report_json(report), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(rp.report_text(report))
+    return 0
