@@ -76,26 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     return dashboard(args, config)
 
 
-def steady_heap() -> None:
-    """Keep a long-running dashboard's RSS flat (glibc only; elsewhere nothing happens).
-
-    glibc raises its mmap threshold each time a large block is freed, so the log follower's 1 MB
-    chunks end up on the heap, and each worker thread gets its own arena: the heap fragments and
-    RSS crept up ~0.5 MiB a minute in a 30-minute soak with no Python object growing. A fixed
-    threshold (big chunks come from and go back to the OS) and two arenas stop that.
-    """
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD
-        libc.mallopt(-8, 2)  # M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass
-
-
 def dashboard(args: argparse.Namespace, config: Config, root_pids: tuple[int, ...] = ()) -> int:
     """The dashboard on this machine's job (`gkdtop`, `gkdtop demo`) until the user quits."""
+    from gkdtop.heap import steady_heap
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp
 

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.ahead import keep_freed_chunks
 from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
 from gkdtop.analysis.profiles import Framework
 
@@ -116,7 +115,9 @@ def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport
     other thread, so it may fork)."""
     analysis = Analysis(config)
     if ahead:
-        keep_freed_chunks()
+        from gkdtop.heap import reuse_chunks
+
+        reuse_chunks()
     analysis.read_history((file_range(path) for path in paths), ahead=ahead)
     # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.

@@ -11,7 +11,6 @@ other threads, never their owners.
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import multiprocessing
 import os
@@ -20,7 +19,6 @@ from typing import Any, Protocol, TypeVar
 
 SLOTS = 3  # chunks the reader may run ahead
 SLOT = 6 << 20  # bytes per slot: a chunk (4 MiB) and its carried partial line; a larger one is pickled
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt(3)
 
 
 class Scanned(Protocol):
@@ -36,19 +34,6 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def keep_freed_chunks() -> None:
-    """Let freed multi-megabyte buffers stay in this process's heap (glibc returns them to the kernel
-    by default, so every 4 MiB chunk read, collapsed and handed over page-faults afresh: ~60k faults,
-    ~0.07 s of a 60k-step replay). Process-wide, so only for a process that reads history and exits;
-    inherited by the forked reader. Where the C library is not glibc, nothing changes."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, 256 << 20)
-        libc.mallopt(_M_TRIM_THRESHOLD, 512 << 20)
-    except (OSError, AttributeError):  # pragma: no cover - musl, macOS
-        pass
 
 
 def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[S]:

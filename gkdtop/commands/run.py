@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 def run(args: argparse.Namespace, config: Config) -> int:
     """The job's exit status is ours; quitting the dashboard asks whether to stop the job."""
     from gkdtop import jobrun
-    from gkdtop.cli import steady_heap
+    from gkdtop.heap import steady_heap
 
     cmd = list(args.cmd)[1:] if list(args.cmd)[:1] == ["--"] else list(args.cmd)
     opts = jobrun.RunOptions(command=cmd, log_file=args.log_file, nccl_debug=args.nccl_debug, probe=not args.no_probe)

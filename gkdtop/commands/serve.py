@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions, guard: Guard) -> int:
     import asyncio
 
-    from gkdtop.cli import steady_heap
+    from gkdtop.heap import steady_heap
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp, stall_stacker
     from gkdtop.web.guard import is_loopback
