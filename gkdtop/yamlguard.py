@@ -26,15 +26,23 @@ def check_depth(text: str, where: str, loader: Any) -> None:
 
     from gkdtop.analysis.rules import ConfigError
 
+    def too_deep(line: int) -> ConfigError:
+        return ConfigError(f"{where}:{line}: nested more than {MAX_DEPTH} levels deep (a config needs a few)")
+
     depth = 0
-    for event in yaml.parse(text, Loader=loader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                line = event.start_mark.line + 1
-                raise ConfigError(f"{where}:{line}: nested more than {MAX_DEPTH} levels deep (a config needs a few)")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
+    try:
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise too_deep(event.start_mark.line + 1)
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+    except yaml.YAMLError as exc:  # PyYAML 6.0.4 stops a flow bomb itself ("exceeded maximum nesting depth")
+        if "nesting depth" not in str(exc):
+            raise
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        raise too_deep(mark.line + 1 if mark is not None else 1) from None
 
 
 def check_nodes(root: Any, where: str) -> None:

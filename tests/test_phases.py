@@ -332,3 +332,17 @@ def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
     status = engine.status(t + 3)
     assert [s.name for s in status.timeline] == ["teacher", "weight sync"]
     assert status.current == "weight sync"
+
+
+def test_the_end_said_twice_is_one_finished_span() -> None:
+    """verl's `Training Progress: 100%` bar finishes the run, and its last lines say so again
+    (`Training finished`): the timeline ends with one `finished`, not two."""
+    engine = PhaseEngine(load_config(None))
+    t = 1_000.0
+    for dt, text in [(0, "step:1 - actor/loss:1.0 - timing_s/step:1.0"),
+                     (1, "Training Progress: 100%|##########| 3/3 [00:03<00:00,  1.0it/s]"),
+                     (2, "step:3 - actor/loss:0.5 - timing_s/step:1.0"), (3, "Training finished")]:
+        engine.feed([line_at(t + dt, text)])
+    status = engine.status(t + 4)
+    assert [s.name for s in status.timeline] == ["training loop", "finished"]
+    assert status.state == "done"

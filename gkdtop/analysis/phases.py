@@ -284,8 +284,9 @@ class PhaseEngine:
                 self.inner, self.inner_since = rule, t
             return
         self.inner = None
-        if self.current is rule and self.timeline and self.timeline[-1].end is None:
-            return  # a repeated start line inside the same phase (a failure in it stands)
+        if self.current is rule and self.timeline and (
+                self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
+            return  # a repeated start line inside the same phase (a failure in it stands), or of the end
         self.failure = ""
         self._want_exception_line = False
         self._close_current(t)
