@@ -129,18 +129,15 @@ class GkdtopApp(App[str | None]):
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
+        if self.owns_monitor:
+            self.monitor.start()
         self.set_interval(self.ui_interval, self.refresh_panes)
         self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
         self.refresh_panes(force=True)
         self.call_after_refresh(self._first_frame)
 
     def _first_frame(self) -> None:
-        """The panes are on screen: now the collectors start. Started before it, their first
-        collections (every process on the machine read, NVML loaded, the logs' history) took the
-        GIL from the first paint."""
         self.first_frame_at = time.monotonic()
-        if self.owns_monitor:
-            self.monitor.start()
 
     async def on_unmount(self) -> None:
         if self.owns_monitor:
