@@ -96,6 +96,36 @@ async def test_stall_banner_for_a_log_silent_before_start(tmp_path: Path) -> Non
         assert app.query_one(PhasesPane).has_class("-stalled")
 
 
+async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Path) -> None:
+    """A stalled phase's "no progress for …" ticks every second: those lines repaint, not the pane, and
+    what is painted is what a whole repaint paints."""
+    from textual.geometry import Region
+
+    lines, last = startup(time.time() - 1200, upto="sync")
+    app, _ = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(260, 50)) as pilot:  # wide: no line of the pane wraps (that takes a layout)
+        await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
+        pane = app.query_one(PhasesPane)
+        dirty: list[tuple[Region, ...]] = []
+        set_dirty, refresh_from = pane._set_dirty, pane.refresh_from
+        pane._set_dirty = lambda *regions: (dirty.append(regions), set_dirty(*regions))[1]  # type: ignore[method-assign]
+        pane.refresh_from = lambda store: (dirty.clear(), refresh_from(store))[1]  # type: ignore[method-assign]
+
+        def painted() -> list[str]:
+            return ["".join(seg.text for seg in strip) for strip in pane.render_lines(Region(0, 0, *pane.size))]
+
+        before = painted()
+        await settle(pilot, lambda: painted() != before)  # the clock ticked: its lines repainted
+        assert dirty and all(r.height == 1 for regions in dirty for r in regions)
+        assert 0 < len(dirty[-1]) < len(pane._shown.split("\n"))
+        ticked = painted()
+        assert any("no progress for" in row for row in ticked)
+        pane.refresh_from = lambda store: None  # type: ignore[method-assign]  # the text stays as painted
+        pane.refresh()  # the whole pane, as before the change
+        await pilot.pause()
+        assert painted() == ticked
+
+
 async def test_filter_edit_pause_and_follow(tmp_path: Path) -> None:
     lines, last = startup(time.time() - 100, steps=2, step_s=5)
     app, log = make_app(tmp_path, lines, mtime=last)

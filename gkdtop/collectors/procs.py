@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-import psutil
-
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo
 from gkdtop.prockind import SESSION_RE, classify, display_name
@@ -57,6 +55,8 @@ class _Stat:
 @functools.cache
 def boot_time() -> float:
     """Epoch seconds of the boot: a process's start in /proc/PID/stat counts from it (as psutil's create_time)."""
+    import psutil  # where used, as below: importing it cost the first frame ~6 ms, before any scan
+
     return psutil.boot_time()
 
 
@@ -101,6 +101,8 @@ class ProcCollector:
     def collect(self) -> list[ProcInfo]:
         # One listdir of /proc per scan; a process is read in full once, when it first appears.
         # Only job processes are read again each scan (in _row): that keeps 1,000 processes cheap.
+        import psutil
+
         now = time.time()
         alive = set(psutil.pids())
         for pid in list(self._known):
@@ -152,6 +154,8 @@ class ProcCollector:
         return rows
 
     def _learn(self, pid: int) -> _Known | None:
+        import psutil
+
         try:
             proc = psutil.Process(pid)
             with proc.oneshot():
@@ -186,6 +190,8 @@ class ProcCollector:
         if raw == info.raw_cmdline:
             return
         info.raw_cmdline = raw
+        import psutil
+
         try:
             argv = psutil.Process(pid).cmdline()  # psutil also splits a title that setproctitle wrote with spaces
         except psutil.Error:
@@ -221,7 +227,7 @@ class ProcCollector:
             info.last_cpu, info.last_wall = stat.cpu, now
         ppid = parents.get(pid, 0)
         flags = []
-        if status == psutil.STATUS_ZOMBIE:
+        if status == "zombie":  # psutil.STATUS_ZOMBIE, as STATES names it
             flags.append("zombie")
         parent = self._known.get(ppid)
         if role in ("ray-worker", "actor", "rollout", "ref", "teacher", "critic", "reward") and info.title.startswith(

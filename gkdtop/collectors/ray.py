@@ -15,7 +15,6 @@ import re
 import socket
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -391,6 +390,8 @@ def _why(exc: BaseException) -> str:
 
 
 def _get_json(url: str, timeout: float) -> object:
+    import urllib.request  # here, not at the top: with http.client it costs the first frame ~10 ms
+
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.load(resp)
 

@@ -27,20 +27,22 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import http.client
 import json
 import socket
 import threading
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gkdtop.collectors.logs import Follower, LogBatch
 from gkdtop.collectors.ray import DashboardFinder
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource
+
+if TYPE_CHECKING:  # imported where used: http.client and urllib.request cost the first frame ~10 ms
+    import http.client
 
 STREAM_INTERVAL = 0.5  # seconds: how often the node's agent looks for new bytes in a streamed file
 BUFFER_CAP = 1 << 20  # bytes held per file between two polls before the reader stops reading
@@ -78,6 +80,8 @@ class _Http:
         self.timeout = timeout
 
     def get(self, path: str, params: dict[str, object], timeout: float | None = None) -> bytes:
+        import urllib.request
+
         query = urllib.parse.urlencode(params)
         with urllib.request.urlopen(f"{self.url}{path}?{query}", timeout=timeout or self.timeout) as resp:
             return resp.read(4 << 20)
@@ -93,6 +97,8 @@ class _Http:
         written to, and an idle one sends nothing for hours. Hangs are caught by the tail checks,
         which shut the socket down.
         """
+        import http.client
+
         parts = urllib.parse.urlsplit(self.url)
         cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
         conn = cls(parts.hostname or "127.0.0.1", parts.port, timeout=self.timeout)
@@ -179,6 +185,8 @@ class _RemoteFile:
         self.thread.start()
 
     def _read(self, http_: _Http, params: dict[str, object]) -> None:
+        import http.client
+
         try:
             self.conn = conn = http_.connect()
             if self.stop:
