@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gkdtop: {exc}", file=sys.stderr)
         return 2
     if command is not None:
-        return command.run(args, config)
+        try:
+            return command.run(args, config)
+        except KeyboardInterrupt:  # Ctrl-C on a subcommand (a long replay, a snapshot): no traceback
+            return 130
     return dashboard(args, config)
 
 

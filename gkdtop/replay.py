@@ -110,9 +110,9 @@ def open_end(status: PhaseStatus, config: Config) -> OpenEnd | None:
     return OpenEnd(phase=status.current or "no known phase", after=status.recognised_last.strip()[:200], hint=hint)
 
 
-def replay(paths: list[str], config: Config, ahead: bool = True) -> ReplayReport:
-    """`ahead`: large files are scanned by a forked reader while this process applies (replay runs no
-    other thread, so it may fork)."""
+def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayReport:
+    """`ahead` (`gkdtop replay`, a process with no other thread, which exits after): large files are
+    scanned by a forked reader while this process applies, and freed chunks stay in the heap."""
     analysis = Analysis(config)
     if ahead:
         from gkdtop.heap import reuse_chunks

@@ -14,11 +14,12 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 SLOTS = 3  # chunks the reader may run ahead
-SLOT = 6 << 20  # bytes per slot: a chunk (4 MiB) and its carried partial line; a larger one is pickled
+SLOT = 6 << 20  # bytes per slot: a chunk (4 MiB), or a line longer than one; a larger one is pickled
 
 
 class Scanned(Protocol):
@@ -45,9 +46,17 @@ def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[
     free = context.Semaphore(SLOTS)
     ours, theirs = context.Pipe(duplex=False)
     reader = context.Process(target=_read_ahead, args=(chunks, scan, theirs, ours, free, ring), daemon=True)
-    reader.start()
+    try:
+        reader.start()
+    except OSError:  # no fork to be had (a pid limit, memory): read in this process
+        ours.close()
+        theirs.close()
+        ring.close()
+        yield from map(scan, chunks)
+        return
     theirs.close()
     slot = 0
+    done = False
     try:
         while True:
             try:
@@ -56,8 +65,10 @@ def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[
                 reader.join(1)
                 raise OSError(f"the history reader stopped (exit code {reader.exitcode})") from None
             if message is None:
+                done = True
                 return
             if isinstance(message, BaseException):
+                done = True
                 raise message
             in_ring, size, item = message
             if in_ring:
@@ -66,17 +77,17 @@ def scan_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], S]) -> Iterator[
                 free.release()
             yield item
     finally:
-        ours.close()  # a reader still writing gets EPIPE and ends
-        reader.join(5)
-        if reader.is_alive():
+        ours.close()
+        if not done:  # stopped early: the reader only reads, nothing of it is worth waiting for
             reader.kill()
-            reader.join()
+        reader.join()
         ring.close()
 
 
 def _read_ahead(chunks: Iterable[bytes], scan: Callable[[bytes], Any], conn: Any, consumer: Any,
                 free: Any, ring: mmap.mmap) -> None:
     consumer.close()  # the consumer's end, inherited
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to report, once
     parent = os.getppid()
     slot = 0
     try:

@@ -36,7 +36,6 @@ from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
-from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -574,8 +573,9 @@ class _Extract:
 
 
 def _read_chunks(part: HistoryRange) -> Iterator[bytes]:
-    """The bytes [start, end) of a file in chunks of whole lines (the last one unterminated only where
-    the file is `final`)."""
+    """The bytes [start, end) of a file in chunks of whole lines; at the end of a range that is not
+    `final` (a file still being written) an unterminated last line is left for later, unless the
+    range's last read holds no line break at all."""
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fd = fh.fileno()
         pos = part.start

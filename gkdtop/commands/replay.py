@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             print(f"gkdtop replay: {problem}", file=sys.stderr)
             return 2
     try:
-        report = rp.replay(args.files, config)
+        report = rp.replay(args.files, config, ahead=True)
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2
