@@ -156,6 +156,25 @@ def test_a_log_copied_long_after_its_run_keeps_its_year_less_stamps_in_the_runs_
     assert report.status.timeline[0].duration == pytest.approx(113, abs=1)
 
 
+def test_the_run_ends_at_the_logs_last_stamp_even_in_vllms_nested_prefix_and_after_unstamped_lines(
+        tmp_path: Path) -> None:
+    """vLLM's engine and worker processes print their own `(EngineCore_0 pid=N) ` before the stamp
+    and Ray adds its prefix before that; a log's last stamped lines often match no rule and are
+    followed by more unstamped lines than a nearby look-around reads (a traceback, a bar). The run
+    was last heard of at the last stamp, not at the last line a rule dated."""
+    log = tmp_path / "capture.log"
+    lines = ["2025-06-07 18:18:06,047\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:19:59 [core.py:74] Initializing a V1 LLM engine",
+             "(vLLMHttpServer pid=9) (VllmWorker rank=0 pid=11) INFO 06-07 18:20:06 [backends.py:519] "
+             "Dynamo bytecode transform time: 9.84 s",
+             "(vLLMHttpServer pid=9) (EngineCore_0 pid=10) INFO 06-07 18:20:55 [kv_cache_utils.py:716] "
+             "GPU KV cache size: 1,447,168 tokens"]
+    lines += [f"(vLLMHttpServer pid=9)   warmup detail {k}" for k in range(40)]  # unstamped, known to no rule
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(169, abs=1)
+
+
 def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path) -> None:
     """Replay has no clock: a log that ends in a CUDA-graph capture bar is `running`, but not with
     nothing said. It names the line it ended on and the phase's hint, as what to check if it hung."""

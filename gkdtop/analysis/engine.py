@@ -26,6 +26,7 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
+    inner_message,
     message_start,
     parse_line,
     plain_ascii,
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+# Lines searched back from a chunk's end for when the run was last heard of: a log's last stamped
+# lines often match no rule (vLLM's KV-cache sizes before a CUDA-graph bar), so its end is found by
+# reading back to the last stamp, not taken from the last line a rule dated. Bounded: a chunk of
+# unstamped output costs this many failed reads, not the chunk.
+END_LOOK_BACK = 2000
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
 _VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # TIMING_RE's value
@@ -318,7 +324,7 @@ class Analysis:
                 last_known = (start, line.text)
         if len(extract.careful) and None in records:
             extract.records = [record for record in records if record is not None]
-        extract.newest = state.before(data, len(data) + 1)  # when the run was last heard of
+        extract.newest = state.before(data, len(data) + 1, END_LOOK_BACK)  # when the run was last heard of
         if plain_end >= 0:
             extract.progress = state.before(data, plain_end + 1)
         if last_known is not None:
@@ -629,17 +635,17 @@ class _HistoryClock:
                 self._marks.append(at)
                 self._marked.append(ts)
 
-    def before(self, chunk: bytes, start: int) -> float | None:
-        """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
+    def before(self, chunk: bytes, start: int, lines: int = LOOK_AROUND) -> float | None:
+        """The stamp of the nearest line before offset `start` that has one (up to `lines` lines),
         else the last one seen before it."""
         end = start - 1
-        for _ in range(LOOK_AROUND):
+        for _ in range(lines):
             if end <= 0:
                 break
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = split_prefix(head.decode("utf-8", "replace"))[1]
+                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     self.saw(ts, begin)
