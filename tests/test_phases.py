@@ -332,3 +332,37 @@ def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
     status = engine.status(t + 3)
     assert [s.name for s in status.timeline] == ["teacher", "weight sync"]
     assert status.current == "weight sync"
+
+
+def test_a_crash_in_a_step_gets_the_phases_failure_hint_and_a_stall_its_hang_hint(tmp_path: Path) -> None:
+    """The training loop's hint is about a hang (generation stuck, a rank in all_reduce): for an
+    assertion raised in a step it would send the user to the engine, so a failure shows the phase's
+    `fail_hint` instead; a stall in the same place still shows the hang's causes."""
+    lines, last = startup(time.time() - 500, steps=2)
+    stalled = tmp_path / "stalled"
+    stalled.mkdir()
+    write(stalled / "train.log", lines, mtime=last)
+    store = Store(config(stall_after=60.0))
+    read_into(store, stalled / "train.log")
+    status = store.phase_status(now=last + 300)
+    assert (status.state, status.current) == ("stalled", "training loop")
+    assert status.hint is not None and any("Generation is stuck" in c for c in status.hint.causes)
+    lines += [
+        ray("TaskRunner", 133947, "Traceback (most recent call last):"),
+        ray("TaskRunner", 133947, '  File "verl/trainer/ppo/ray_trainer.py", line 1146, in fit'),
+        ray("TaskRunner", 133947, "AssertionError: batch size 96 is not divisible by ppo_mini_batch_size 64"),
+    ]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current) == ("failed", "training loop")
+    hint = " ".join((status.hint.causes + status.hint.actions) if status.hint else [])
+    assert "A step raised" in hint and "assert" in hint and "Generation is stuck" not in hint, hint
+
+
+def test_a_fail_hint_with_an_unknown_key_is_a_one_line_error_naming_the_line(tmp_path: Path) -> None:
+    from gkdtop.config import ConfigError
+
+    cfg = tmp_path / "gkdtop.yaml"
+    cfg.write_text("phases:\n  - name: load\n    start: 'Loading'\n    fail_hint:\n      cause: ['typo']\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(cfg))
+    assert "gkdtop.yaml:5" in str(err.value) and "fail_hint" in str(err.value) and "\n" not in str(err.value)

@@ -418,6 +418,8 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        if state == "failed" and expected is not None and expected.fail_hint is not None:
+            hint = expected.fail_hint
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
             current=rule.name if rule else None,
