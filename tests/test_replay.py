@@ -156,19 +156,17 @@ def test_a_log_copied_long_after_its_run_keeps_its_year_less_stamps_in_the_runs_
     assert report.status.timeline[0].duration == pytest.approx(113, abs=1)
 
 
-def test_the_run_ends_at_the_logs_last_stamp_even_in_vllms_nested_prefix_and_after_unstamped_lines(
+def test_the_run_ends_at_the_logs_last_stamp_after_more_unstamped_lines_than_a_look_around(
         tmp_path: Path) -> None:
-    """vLLM's engine and worker processes print their own `(EngineCore_0 pid=N) ` before the stamp
-    and Ray adds its prefix before that; a log's last stamped lines often match no rule and are
-    followed by more unstamped lines than a nearby look-around reads (a traceback, a bar). The run
-    was last heard of at the last stamp, not at the last line a rule dated."""
+    """A log's last stamped lines often match no rule (vLLM's KV-cache sizes) and are followed by
+    more unstamped lines than the few a nearby look-around reads (a traceback, a bar's redraws).
+    The run was last heard of at the last stamp, not at the last line a rule dated."""
     log = tmp_path / "capture.log"
     lines = ["2025-06-07 18:18:06,047\tINFO worker.py:1852 -- Started a local Ray instance.",
              "(vLLMHttpServer pid=9) INFO 06-07 18:19:59 [core.py:74] Initializing a V1 LLM engine",
-             "(vLLMHttpServer pid=9) (VllmWorker rank=0 pid=11) INFO 06-07 18:20:06 [backends.py:519] "
-             "Dynamo bytecode transform time: 9.84 s",
-             "(vLLMHttpServer pid=9) (EngineCore_0 pid=10) INFO 06-07 18:20:55 [kv_cache_utils.py:716] "
-             "GPU KV cache size: 1,447,168 tokens"]
+             "(vLLMHttpServer pid=9) INFO 06-07 18:20:54 [config.py:1472] Using max model len 3072",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:20:55 [config.py:2285] Chunked prefill is enabled with "
+             "max_num_batched_tokens=8192."]
     lines += [f"(vLLMHttpServer pid=9)   warmup detail {k}" for k in range(40)]  # unstamped, known to no rule
     log.write_text("\n".join(lines) + "\n")
     report = replay([str(log)], load_config(None))

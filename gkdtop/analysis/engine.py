@@ -26,7 +26,6 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
-    inner_message,
     message_start,
     parse_line,
     plain_ascii,
@@ -645,7 +644,7 @@ class _HistoryClock:
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
+                text = split_prefix(head.decode("utf-8", "replace"))[1]
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     self.saw(ts, begin)
