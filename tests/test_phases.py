@@ -366,3 +366,31 @@ def test_a_fail_hint_with_an_unknown_key_is_a_one_line_error_naming_the_line(tmp
     with pytest.raises(ConfigError) as err:
         load_config(str(cfg))
     assert "gkdtop.yaml:5" in str(err.value) and "fail_hint" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("frames", "where"), [
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1123, in fit',
+      "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)"], "old log-prob"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1502, in fit',
+      '  File "verl/trainer/ppo/ray_trainer.py", line 1219, in _compute_old_log_prob',
+      "    output = self.actor_rollout_wg.compute_log_prob(batch_td)"], "old log-prob"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1089, in fit',
+      '  File "vllm/v1/engine/async_llm.py", line 582, in wake_up',
+      "    await self.engine_core.wake_up_async(tags)"], "weight sync"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1650, in fit',
+      '  File "verl/trainer/ppo/ray_trainer.py", line 608, in _validate',
+      "    test_output_gen_batch_padded = self.async_rollout_manager.generate_sequences(test_gen_batch_padded)"],
+     "validation"),
+])
+def test_a_traceback_from_a_step_fails_the_part_of_the_step_its_frames_name(
+        tmp_path: Path, frames: list[str], where: str) -> None:
+    """verl prints nothing inside a step; a crash there is placed by its traceback's frames (verl's
+    trainer calls, the engine's wake_up), not charged to the training loop as a whole. A validation's
+    generate_sequences is the validation's, not the step's generation."""
+    lines, _last = startup(time.time() - 500, steps=2)
+    lines += [ray("TaskRunner", 133947, "Traceback (most recent call last):")]
+    lines += [ray("TaskRunner", 133947, f) for f in frames]
+    lines += [ray("TaskRunner", 133947, "RuntimeError: CUDA Error: out of memory at cumem_allocator.cpp:62")]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current, status.within) == ("failed", where, "training loop")
+    assert status.failure.startswith("RuntimeError: CUDA Error: out of memory")
