@@ -35,7 +35,7 @@ from gkdtop.analysis.lines import (
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
-from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
+from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
 from gkdtop.model import Finding, LogLine, PhaseStatus
 from gkdtop.safeopen import open_regular
 
@@ -208,7 +208,9 @@ class Analysis:
         `_date_chunk`), then fed in file order (`_apply`). `ahead`: a large file's chunks are scanned
         by a forked process while this one applies the chunk before (analysis/ahead.py; only where
         forking is safe, i.e. no other threads: `gkdtop replay`)."""
+        written = None  # the newest mtime of the files read: nothing in them happened after it
         for part in ranges:
+            written = part.mtime if written is None else max(written, part.mtime)
             state = _HistoryClock(_year_reference(part))
             base = 0
             if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
@@ -221,6 +223,8 @@ class Analysis:
                 self._apply(extract, state, base)
                 base += extract.lines
             self._finish(part, state)
+        if written is not None:
+            self.phases.written_by(written + SKEW_MIN)
 
     def _scan_chunk(self, path: str, data: bytes) -> _Extract:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
