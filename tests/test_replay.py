@@ -171,6 +171,15 @@ def test_the_run_ends_at_the_logs_last_stamp_after_more_unstamped_lines_than_a_l
     log.write_text("\n".join(lines) + "\n")
     report = replay([str(log)], load_config(None))
     assert report.ended - report.started == pytest.approx(169, abs=1)
+    # vLLM's engine and worker processes print their own `(EngineCore_0 pid=N) ` before the stamp,
+    # after Ray's prefix: the stamp behind both is read.
+    lines.insert(4, "(vLLMHttpServer pid=9) (EngineCore_0 pid=10) INFO 06-07 18:21:30 [kv_cache_utils.py:716] "
+                    "GPU KV cache size: 1,447,168 tokens")
+    lines.insert(5, "(vLLMHttpServer pid=9) (VllmWorker rank=0 pid=11) INFO 06-07 18:21:40 [gpu_worker.py:81] "
+                    "Sleep mode freed 47.26 GiB memory")
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(214, abs=1)
 
 
 def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
+    inner_message,
     message_start,
     parse_line,
     plain_ascii,
@@ -648,7 +649,7 @@ class _HistoryClock:
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = split_prefix(head.decode("utf-8", "replace"))[1]
+                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     self.saw(ts, begin)
