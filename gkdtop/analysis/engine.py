@@ -663,11 +663,16 @@ class _HistoryClock:
 
 def _year_reference(part: HistoryRange) -> float:
     """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
-    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES)."""
+    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its
+    first ones: a verl log's only full date is often Ray's start line, its end all vLLM's `06-08 …`)."""
     try:
         with open_regular(part.path) as fh:
+            head = b""
+            if part.end - part.start > TAIL_BYTES:
+                fh.seek(part.start)
+                head = (fh.read(TAIL_BYTES) or b"") + b"\n"
             fh.seek(max(part.start, part.end - TAIL_BYTES))
-            tail = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+            tail = head + (fh.read(min(TAIL_BYTES, part.end - part.start)) or b"")
     except OSError:
         return part.mtime  # reading the range itself will say why
     return yearless_reference(tail, part.mtime)
