@@ -237,3 +237,20 @@ async def test_a_flood_is_sieved_and_said(tmp_path: Path) -> None:
         assert "steps 3" in pane_text(app, PhasesPane)
         assert app.store.skipped_lines > 20_000
         assert any(re.search(r"… .*[\d,]+ lines no rule needs not shown \(flood", ln) for ln in log_lines(app))
+
+
+def test_a_stalled_phase_shows_its_last_known_line_cut_to_one_line_of_the_pane() -> None:
+    """Where a stalled job stopped, in its own words, on one line above the hint: a long line is cut
+    to the pane's width, not wrapped over the causes."""
+    from gkdtop.model import PhaseStatus
+    from gkdtop.tui.phases_pane import render_phases
+
+    line = "Capturing CUDA graph shapes:  46%|████      | 31/67 [00:13<00:15, 2.38it/s]"
+    status = PhaseStatus(current="rollout init", state="stalled", since=None, last_progress=None, stall_after=600.0,
+                         hint=None, stalled_for=900.0, unrecognised=1,
+                         recognised_last=line)
+    shown = [row for row in render_phases(status, 0.0, width=60).plain.splitlines() if "last known" in row]
+    assert len(shown) == 1 and len(shown[0]) <= 60 and shown[0].endswith("…"), shown
+    assert "Capturing CUDA graph shapes" in shown[0]
+    status.unrecognised = 40  # a long unknown tail: said as such instead
+    assert "last known" not in render_phases(status, 0.0, width=60).plain

@@ -346,3 +346,65 @@ def test_the_end_said_twice_is_one_finished_span() -> None:
     status = engine.status(t + 4)
     assert [s.name for s in status.timeline] == ["training loop", "finished"]
     assert status.state == "done"
+
+
+def test_a_crash_in_a_step_gets_the_phases_failure_hint_and_a_stall_its_hang_hint(tmp_path: Path) -> None:
+    """The training loop's hint is about a hang (generation stuck, a rank in all_reduce): for an
+    assertion raised in a step it would send the user to the engine, so a failure shows the phase's
+    `fail_hint` instead; a stall in the same place still shows the hang's causes."""
+    lines, last = startup(time.time() - 500, steps=2)
+    stalled = tmp_path / "stalled"
+    stalled.mkdir()
+    write(stalled / "train.log", lines, mtime=last)
+    store = Store(config(stall_after=60.0))
+    read_into(store, stalled / "train.log")
+    status = store.phase_status(now=last + 300)
+    assert (status.state, status.current) == ("stalled", "training loop")
+    assert status.hint is not None and any("Generation is stuck" in c for c in status.hint.causes)
+    lines += [
+        ray("TaskRunner", 133947, "Traceback (most recent call last):"),
+        ray("TaskRunner", 133947, '  File "verl/trainer/ppo/ray_trainer.py", line 1146, in fit'),
+        ray("TaskRunner", 133947, "AssertionError: batch size 96 is not divisible by ppo_mini_batch_size 64"),
+    ]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current) == ("failed", "training loop")
+    hint = " ".join((status.hint.causes + status.hint.actions) if status.hint else [])
+    assert "A step raised" in hint and "assert" in hint and "Generation is stuck" not in hint, hint
+
+
+def test_a_fail_hint_with_an_unknown_key_is_a_one_line_error_naming_the_line(tmp_path: Path) -> None:
+    from gkdtop.config import ConfigError
+
+    cfg = tmp_path / "gkdtop.yaml"
+    cfg.write_text("phases:\n  - name: load\n    start: 'Loading'\n    fail_hint:\n      cause: ['typo']\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(cfg))
+    assert "gkdtop.yaml:5" in str(err.value) and "fail_hint" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("frames", "where"), [
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1123, in fit',
+      "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)"], "old log-prob"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1502, in fit',
+      '  File "verl/trainer/ppo/ray_trainer.py", line 1219, in _compute_old_log_prob',
+      "    output = self.actor_rollout_wg.compute_log_prob(batch_td)"], "old log-prob"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1089, in fit',
+      '  File "vllm/v1/engine/async_llm.py", line 582, in wake_up',
+      "    await self.engine_core.wake_up_async(tags)"], "weight sync"),
+    (['  File "verl/trainer/ppo/ray_trainer.py", line 1650, in fit',
+      '  File "verl/trainer/ppo/ray_trainer.py", line 608, in _validate',
+      "    test_output_gen_batch_padded = self.async_rollout_manager.generate_sequences(test_gen_batch_padded)"],
+     "validation"),
+])
+def test_a_traceback_from_a_step_fails_the_part_of_the_step_its_frames_name(
+        tmp_path: Path, frames: list[str], where: str) -> None:
+    """verl prints nothing inside a step; a crash there is placed by its traceback's frames (verl's
+    trainer calls, the engine's wake_up), not charged to the training loop as a whole. A validation's
+    generate_sequences is the validation's, not the step's generation."""
+    lines, _last = startup(time.time() - 500, steps=2)
+    lines += [ray("TaskRunner", 133947, "Traceback (most recent call last):")]
+    lines += [ray("TaskRunner", 133947, f) for f in frames]
+    lines += [ray("TaskRunner", 133947, "RuntimeError: CUDA Error: out of memory at cumem_allocator.cpp:62")]
+    status = status_after(tmp_path, lines)
+    assert (status.state, status.current, status.within) == ("failed", where, "training loop")
+    assert status.failure.startswith("RuntimeError: CUDA Error: out of memory")

@@ -156,6 +156,50 @@ def test_a_log_copied_long_after_its_run_keeps_its_year_less_stamps_in_the_runs_
     assert report.status.timeline[0].duration == pytest.approx(113, abs=1)
 
 
+def test_a_copied_log_whose_only_full_date_is_at_its_start_keeps_its_year(tmp_path: Path) -> None:
+    """Ray's start line is often a verl log's only full date; more than the tail read for dates
+    follows it (vLLM's year-less lines, steps). Its head says the year too."""
+    import datetime
+    import os
+
+    log = tmp_path / "copied.log"
+    filler = [f"(TaskRunner pid=7) step:{k} - actor/pg_loss:0.01 - " + "x" * 60 for k in range(1, 1200)]
+    log.write_text("\n".join(["2025-06-07 18:18:06,047\tINFO worker.py:1852 -- Started a local Ray instance.",
+                              "(TaskRunner pid=7) TaskRunner hostname: gpu-node-1, PID: 7", *filler,
+                              "(vLLMHttpServer pid=9) INFO 06-07 18:20:55 [gpu_worker.py:232] KV cache"]) + "\n")
+    assert log.stat().st_size > 64 * 1024
+    copied = datetime.datetime(2026, 11, 24, 10, 0).timestamp()
+    os.utime(log, (copied, copied))
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(169, abs=1)
+
+
+def test_the_run_ends_at_the_logs_last_stamp_after_more_unstamped_lines_than_a_look_around(
+        tmp_path: Path) -> None:
+    """A log's last stamped lines often match no rule (vLLM's KV-cache sizes) and are followed by
+    more unstamped lines than the few a nearby look-around reads (a traceback, a bar's redraws).
+    The run was last heard of at the last stamp, not at the last line a rule dated."""
+    log = tmp_path / "capture.log"
+    lines = ["2025-06-07 18:18:06,047\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:19:59 [core.py:74] Initializing a V1 LLM engine",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:20:54 [config.py:1472] Using max model len 3072",
+             "(vLLMHttpServer pid=9) INFO 06-07 18:20:55 [config.py:2285] Chunked prefill is enabled with "
+             "max_num_batched_tokens=8192."]
+    lines += [f"(vLLMHttpServer pid=9)   warmup detail {k}" for k in range(40)]  # unstamped, known to no rule
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(169, abs=1)
+    # vLLM's engine and worker processes print their own `(EngineCore_0 pid=N) ` before the stamp,
+    # after Ray's prefix: the stamp behind both is read.
+    lines.insert(4, "(vLLMHttpServer pid=9) (EngineCore_0 pid=10) INFO 06-07 18:21:30 [kv_cache_utils.py:716] "
+                    "GPU KV cache size: 1,447,168 tokens")
+    lines.insert(5, "(vLLMHttpServer pid=9) (VllmWorker rank=0 pid=11) INFO 06-07 18:21:40 [gpu_worker.py:81] "
+                    "Sleep mode freed 47.26 GiB memory")
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(214, abs=1)
+
+
 def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path) -> None:
     """Replay has no clock: a log that ends in a CUDA-graph capture bar is `running`, but not with
     nothing said. It names the line it ended on and the phase's hint, as what to check if it hung."""

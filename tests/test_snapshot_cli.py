@@ -100,3 +100,19 @@ def test_bad_filter_is_one_line(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "--filter: invalid regular expression" in proc.stderr
+
+
+def test_a_log_stamped_hours_ahead_of_its_file_still_stalls(tmp_path: Path) -> None:
+    """Stamps on a container's clock (UTC+8 under a host in UTC) lie hours past the file's mtime. Read
+    as history, no progress in the file can be later than when it was last written: measured from
+    the stamps, the silence would never begin and a hung job would read `running` for 8 hours."""
+    shift = 8 * 3600
+    lines, last = startup(time.time() - 900 + shift, upto="sync")
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last - shift, last - shift))
+    proc = run(tmp_path, "--json", "--log", str(log), "--stall-after", "300")
+    assert proc.returncode == 0, proc.stderr
+    phases = json.loads(proc.stdout)["phases"]
+    assert (phases["current"], phases["state"]) == ("weight sync", "stalled"), phases
+    assert phases["stalled_for"] >= 300

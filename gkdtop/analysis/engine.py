@@ -26,6 +26,7 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
+    inner_message,
     message_start,
     parse_line,
     plain_ascii,
@@ -35,7 +36,7 @@ from gkdtop.analysis.lines import (
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
-from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
+from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
 TRACEBACK = "Traceback (most recent call last)"
 CHUNK = 4 << 20  # bytes of history scanned at a time
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+# Lines searched back from a chunk's end for when the run was last heard of: a log's last stamped
+# lines often match no rule (vLLM's KV-cache sizes before a CUDA-graph bar), so its end is found by
+# reading back to the last stamp, not taken from the last line a rule dated. Bounded: a chunk of
+# unstamped output costs this many failed reads, not the chunk.
+END_LOOK_BACK = 2000
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
 _VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # TIMING_RE's value
@@ -203,7 +209,9 @@ class Analysis:
         `_date_chunk`), then fed in file order (`_apply`). `ahead`: a large file's chunks are scanned
         by a forked process while this one applies the chunk before (analysis/ahead.py; only where
         forking is safe, i.e. no other threads: `gkdtop replay`)."""
+        written = None  # the newest mtime of the files read: nothing in them happened after it
         for part in ranges:
+            written = part.mtime if written is None else max(written, part.mtime)
             state = _HistoryClock(_year_reference(part))
             base = 0
             if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
@@ -216,6 +224,8 @@ class Analysis:
                 self._apply(extract, state, base)
                 base += extract.lines
             self._finish(part, state)
+        if written is not None:
+            self.phases.written_by(written + SKEW_MIN)
 
     def _scan_chunk(self, path: str, data: bytes) -> _Extract:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
@@ -318,7 +328,7 @@ class Analysis:
                 last_known = (start, line.text)
         if len(extract.careful) and None in records:
             extract.records = [record for record in records if record is not None]
-        extract.newest = state.before(data, len(data) + 1)  # when the run was last heard of
+        extract.newest = state.before(data, len(data) + 1, END_LOOK_BACK)  # when the run was last heard of
         if plain_end >= 0:
             extract.progress = state.before(data, plain_end + 1)
         if last_known is not None:
@@ -630,17 +640,17 @@ class _HistoryClock:
                 self._marks.append(at)
                 self._marked.append(ts)
 
-    def before(self, chunk: bytes, start: int) -> float | None:
-        """The stamp of the nearest line before offset `start` that has one (up to LOOK_AROUND lines),
+    def before(self, chunk: bytes, start: int, lines: int = LOOK_AROUND) -> float | None:
+        """The stamp of the nearest line before offset `start` that has one (up to `lines` lines),
         else the last one seen before it."""
         end = start - 1
-        for _ in range(LOOK_AROUND):
+        for _ in range(lines):
             if end <= 0:
                 break
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = split_prefix(head.decode("utf-8", "replace"))[1]
+                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     self.saw(ts, begin)
@@ -654,11 +664,16 @@ class _HistoryClock:
 
 def _year_reference(part: HistoryRange) -> float:
     """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
-    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES)."""
+    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its
+    first ones: a verl log's only full date is often Ray's start line, its end all vLLM's `06-08 …`)."""
     try:
         with open_regular(part.path) as fh:
+            head = b""
+            if part.end - part.start > TAIL_BYTES:
+                fh.seek(part.start)
+                head = (fh.read(TAIL_BYTES) or b"") + b"\n"
             fh.seek(max(part.start, part.end - TAIL_BYTES))
-            tail = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+            tail = head + (fh.read(min(TAIL_BYTES, part.end - part.start)) or b"")
     except OSError:
         return part.mtime  # reading the range itself will say why
     return yearless_reference(tail, part.mtime)

@@ -145,6 +145,17 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     return None, raw
 
 
+def inner_message(text: str) -> str:
+    """A message past a process prefix nested in Ray's: vLLM's multiprocess engine prints its own
+    `(EngineCore_0 pid=N) ` / `(VllmWorker rank=0 pid=N) ` before the stamp, and Ray adds its
+    prefix before that. Where the stamp is read (the text itself keeps the inner prefix)."""
+    if text[:1] == "(":
+        close = text.find(") ", 1, _PREFIX_MAX)
+        if close > 0 and "pid=" in text[1:close] and "(" not in text[1:close]:
+            return text[close + 2 :]
+    return text
+
+
 def message_start(raw: bytes) -> int:
     """split_prefix for a raw ASCII line: the offset its message begins at (0 without a Ray prefix)."""
     if raw[:1] == b"(":
@@ -189,7 +200,8 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             if hit is not None:
                 worker, pid, ip = hit
         ts = None
-        if text[:1] in ts_first and (m := ts_match(text)) is not None:
+        stamp = text if text[:1] != "(" else inner_message(text)
+        if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
             ts = stamp_of(m.groups(), seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
 

@@ -233,6 +233,15 @@ class PhaseEngine:
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._progress(t)
 
+    def written_by(self, t: float) -> None:
+        """History read from files last written at `t`: no progress in them came later. Stamps on a
+        container's clock (vLLM in UTC+8 under a driver in UTC) can lie hours past the file's mtime,
+        and a stall measured from them would never start (ClockSkew corrects live lines only)."""
+        if self.last_progress is not None and self.last_progress > t:
+            self.last_progress = t
+        if self.last_activity is not None and self.last_activity > t:
+            self.last_activity = t
+
     def feed_progress(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         """An unfinished tqdm line changed: progress only if its counter moved, not its clock."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
@@ -419,6 +428,8 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        if state == "failed" and expected is not None and expected.fail_hint is not None:
+            hint = expected.fail_hint
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
             current=rule.name if rule else None,

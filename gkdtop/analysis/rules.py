@@ -29,6 +29,9 @@ class PhaseRule:
     stall_after: float | None = None
     terminal: bool = False
     hint: Hint = field(default_factory=Hint)
+    # Shown instead of `hint` when the phase failed (a crash) rather than stalled, where the hang's
+    # causes would mislead: an assertion in a training step is not "generation is stuck".
+    fail_hint: Hint | None = None
     # Phases that recur inside this one every step (weight sync inside the training loop): while this
     # phase runs, their lines name the current sub-phase instead of opening new timeline spans.
     inner: list[str] = field(default_factory=list)
@@ -127,7 +130,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 # --- phases and findings ----------------------------------------------------------------------------
 
-PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "inner"}
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "inner"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
 
 
@@ -155,14 +158,20 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
         if (n := get(item, "inner")) is not None:
             rule.inner = strings(n, where, f"{key}.inner")
         if (n := get(item, "hint")) is not None:
-            check_keys(n, where, f"{key}.hint", {"causes", "actions"})
-            causes, actions = get(n, "causes"), get(n, "actions")
-            rule.hint = Hint(
-                causes=strings(causes, where, f"{key}.hint.causes") if causes is not None else [],
-                actions=strings(actions, where, f"{key}.hint.actions") if actions is not None else [],
-            )
+            rule.hint = parse_hint(n, where, f"{key}.hint")
+        if (n := get(item, "fail_hint")) is not None:
+            rule.fail_hint = parse_hint(n, where, f"{key}.fail_hint")
         rules.append(rule)
     return rules
+
+
+def parse_hint(node: Any, where: str, key: str) -> Hint:
+    check_keys(node, where, key, {"causes", "actions"})
+    causes, actions = get(node, "causes"), get(node, "actions")
+    return Hint(
+        causes=strings(causes, where, f"{key}.causes") if causes is not None else [],
+        actions=strings(actions, where, f"{key}.actions") if actions is not None else [],
+    )
 
 
 def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signature]:

@@ -48,7 +48,8 @@ class PhasesPane(Static):
         now = time.time()
         if store.stack_phase is not None:
             note = stack_phase_note(store.stack_phase, now) + (note or Text())
-        text = render_phases(status, now, table=self.has_class("-maximized"), note=note)
+        text = render_phases(status, now, table=self.has_class("-maximized"), note=note,
+                             width=self.content_size.width or None)
         if store.history_pending:
             text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
@@ -94,6 +95,11 @@ def headline(status: PhaseStatus, now: float) -> Text:
     return text
 
 
+def fit(text: str, width: int) -> str:
+    """`text` on one line of `width` cells, cut with `…` where longer."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
 def clock_offset_text(offset: float) -> str:
     """`8h00m behind` / `10m00s ahead of`: how a log's stamps stand to this machine's clock."""
     return f"{human_duration(abs(offset))} {'behind' if offset > 0 else 'ahead of'}"
@@ -102,8 +108,10 @@ def clock_offset_text(offset: float) -> str:
 HINT_STYLE = {"cause": "bold yellow", "try": "bold green"}
 
 
-def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Text | None = None) -> Text:
-    """Headline (then `note`), the way here (a one-line chain; a table when maximized), steps, the hint."""
+def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Text | None = None,
+                  width: int | None = None) -> Text:
+    """Headline (then `note`), the way here (a one-line chain; a table when maximized), steps, the hint.
+    `width`: the pane's, where one-line parts are cut to fit (None: not known yet, cut at 120)."""
     text = headline(status, now)
     text.append("\n")
     if note is not None:
@@ -115,6 +123,9 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
         text.append(f"  {status.failure[:300]}\n", "red")
     if status.unsure:
         text.append(f"  {status.unsure}\n", "yellow")
+    elif status.last_known:  # where a stalled job stopped, in its own words: one line, above the hint
+        text.append("  last known: ", "dim")
+        text.append(fit(status.last_known, (width or 134) - 14) + "\n")
     if status.hint is not None:
         for label, line in hint_lines(status.hint.causes, status.hint.actions):
             text.append(f"  {label + ':':<6} ", HINT_STYLE[label])
