@@ -163,12 +163,14 @@ def new_cluster(own_temp_dir: bool = False, gcs_port: int | None = None,
     return RayCluster(root, gcs_port or free_port(), dashboard_port or free_port(), own_temp_dir)
 
 
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5,  # type: ignore[no-untyped-def]
+             what: str = "the condition"):
+    """Poll until `predicate()` is truthy; its value. Deadlines are generous: a busy 2-core machine."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
+            raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(interval)

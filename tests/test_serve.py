@@ -28,6 +28,7 @@ import pytest
 
 from gkdtop.web.guard import Guard, check_public_url, split_host
 from tests.gkdlog import startup
+from tests.raycluster import wait_for
 
 CHROMIUM = os.environ.get("GKDTOP_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -45,18 +46,6 @@ def _no_browser() -> str | None:
 
 
 needs_browser = pytest.mark.skipif(_no_browser() is not None, reason=_no_browser() or "")
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
-    """Poll until `predicate()` is truthy; its value. The deadline is generous: a busy 2-core machine."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # --- the server, a real process ----------------------------------------------------------------
@@ -446,7 +435,7 @@ def test_three_tabs_cost_one_monitor(served: Callable[..., Served], browser: Any
     def followers() -> int:  # descriptors on the followed log: one per monitor
         return sum(1 for f in psutil.Process(server.proc.pid).open_files() if f.path == str(server.log))
 
-    wait_for(followers, what="the monitor to open the log")
+    wait_for(followers, timeout=30, interval=0.05, what="the monitor to open the log")
     tabs = [Tab(browser, server.url) for _ in range(3)]
     for tab in tabs:
         tab.first_frame()
@@ -503,7 +492,7 @@ def test_stop_with_tabs_open(served: Callable[..., Served], browser: Any) -> Non
         tab.first_frame()
     started = time.monotonic()
     server.proc.send_signal(signal.SIGINT)
-    wait_for(lambda: server.proc.poll() is not None, timeout=60, what="gkdtop serve to exit")
+    wait_for(lambda: server.proc.poll() is not None, timeout=60, interval=0.05, what="gkdtop serve to exit")
     took = time.monotonic() - started  # speed is bench/serve.py's; here, that it ends at all and says so
     assert server.proc.returncode == 0, server.stderr()
     assert "stopped" in server.stderr()
