@@ -34,7 +34,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
 )
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
-from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, PhaseEngine
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, ClockSkew, parse_timestamp, yearless_reference
 from gkdtop.safeopen import open_regular
@@ -53,7 +53,7 @@ LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timesta
 END_LOOK_BACK = 2000
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
-_VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # TIMING_RE's value
+_VALUE = TIMING_VALUE.encode()
 _STAMPED = frozenset(c.encode() for c in TS_FIRST)  # first bytes a timestamped message can have
 
 

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
-TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
+TIMING_VALUE = r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # a number as verl prints it
+TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*" + TIMING_VALUE + r"\b")
 # The same two on the bytes of a plain ASCII line (history's step lines, read without decoding them);
 # RE2's `\s` is [\t\n\f\r ] and such a line holds no control but tab, so the answers are the same.
 STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
