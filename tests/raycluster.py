@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -174,3 +175,21 @@ def wait_for(predicate, timeout: float = 60.0, interval: float = 0.5,  # type: i
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+DRIVER_MARK = "GKD-DRIVER"  # a driver script's own line: `sys.stdout.write(f"{DRIVER_MARK} ...\n")`
+
+
+def start_driver(cluster: RayCluster, code: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """A Ray driver script (`code`, given the cluster's address and `args`) and the words it wrote after
+    DRIVER_MARK. Ray's log monitor writes `(raylet) ...` lines to the same stdout from its own thread, so
+    they can land before, after or (between two writes of one print) inside the driver's line: the driver
+    writes its line in one call, and the mark finds it wherever it is."""
+    proc = subprocess.Popen([sys.executable, "-c", code, cluster.address, *args], env=cluster.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        found = re.search(DRIVER_MARK + r" ([0-9A-Za-z ]*[0-9A-Za-z])", line)
+        if found:
+            return proc, found.group(1)
+    raise AssertionError("driver ended without its line")

@@ -28,7 +28,7 @@ from gkdtop.model import GpuSample, GpuState
 from gkdtop.store import Store
 from gkdtop.tui.gpu_pane import render_gpus
 from tests import fakenvml
-from tests.raycluster import RayCluster, new_cluster, wait_for
+from tests.raycluster import RayCluster, new_cluster, start_driver, wait_for
 
 DRIVER = """
 import os, sys, threading, time, ray
@@ -51,7 +51,7 @@ t = Trainer.remote()
 pid, node = ray.get(t.where.remote())
 t.gkd_blocked_here.remote()
 t.talk.remote()
-print(pid, node, flush=True)
+sys.stdout.write(f'GKD-DRIVER {pid} {node}\\n'); sys.stdout.flush()
 time.sleep(600)
 """
 
@@ -68,15 +68,6 @@ class TwoNodes:
     def logs_dir(self) -> Path:
         return self.cluster.temp_root / "ray" / "session_latest" / "logs"
 
-
-def start_driver(cluster: RayCluster, code: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", code, cluster.address], env=cluster.env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.strip() and not line.lstrip().startswith(("(", "\x1b")):
-            return proc, line.strip()
-    raise AssertionError("driver ended without its line")
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +240,7 @@ class Stuck:
 s = Stuck.remote()
 pid = ray.get(s.pid.remote())
 s.gkd_agent_blocked_here.remote()
-print(pid, flush=True)
+sys.stdout.write(f'GKD-DRIVER {pid}\\n'); sys.stdout.flush()
 time.sleep(600)
 """
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -15,7 +14,7 @@ from gkdtop.collectors.ray import RayCollector
 from gkdtop.config import Config, builtin_phases
 from gkdtop.store import Store
 from gkdtop.tui.ray_pane import render_cluster
-from tests.raycluster import RAY, RayCluster, new_cluster, wait_for
+from tests.raycluster import RAY, RayCluster, new_cluster, start_driver, wait_for
 
 DRIVER = """
 import ray, sys, time
@@ -41,19 +40,10 @@ try:
     ray.get(doomed.die.remote())
 except Exception:
     pass
-print(' '.join(map(str, pids)), flush=True)
+sys.stdout.write('GKD-DRIVER ' + ' '.join(map(str, pids)) + '\\n'); sys.stdout.flush()
 time.sleep(300)
 """
 
-
-def start_driver(cluster: RayCluster, code: str, *args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, "-c", code, cluster.address, *args], env=cluster.env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:  # Ray may print its own warnings first, e.g. "(raylet) ..."
-        if line.strip() and not line.lstrip().startswith(("(", "\x1b")):
-            return proc, line.strip()
-    raise AssertionError("driver ended without its line")
 
 
 def test_actors_pending_demand_and_the_pid_join(ray_cluster: RayCluster) -> None:
@@ -118,7 +108,7 @@ class Where:
     def node(self): return ray.get_runtime_context().get_node_id()
 a = Where.options(resources={"second": 0.5}).remote()
 b = Where.remote()
-print(ray.get(a.node.remote()), ray.get(b.node.remote()), flush=True)
+sys.stdout.write(f'GKD-DRIVER {ray.get(a.node.remote())} {ray.get(b.node.remote())}\\n'); sys.stdout.flush()
 time.sleep(300)
 """
 
