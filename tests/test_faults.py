@@ -132,9 +132,9 @@ async def main():
     config.refresh.update({"gpus": 0.1, "logs": 0.1, "procs": 5.0, "ray": 5.0, "ui": 0.1})
     app = GkdtopApp(config, Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9"))
 
-    async def until(text, present=True):
+    async def until(*texts, present=True):
         deadline = time.monotonic() + 20
-        while (text in str(app.query_one(GpuPane).render())) != present:
+        while any((text in str(app.query_one(GpuPane).render())) != present for text in texts):
             assert time.monotonic() < deadline, str(app.query_one(GpuPane).render())
             await asyncio.sleep(0.05)
         return str(app.query_one(GpuPane).render())
@@ -144,7 +144,8 @@ async def main():
         for gpu in gpus:
             gpu.error = 15  # NVML_ERROR_GPU_IS_LOST on every call: all GPUs fell off the bus
         write_data(DATA, gpus)
-        emit(await until("41%", present=False))
+        # a poll can read GPU 0 before the write and GPU 1 after it: wait until neither shows a number
+        emit(await until("40%", "41%", present=False))
         for gpu in gpus:
             gpu.error = 0
             gpu.util = 77
