@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from gkdtop.config import Config, builtin_phases
 from gkdtop.monitor import Monitor
@@ -14,6 +14,7 @@ from gkdtop.tui.app import GkdtopApp
 from gkdtop.tui.filter_screen import FilterScreen
 from gkdtop.tui.gpu_pane import GpuPane
 from gkdtop.tui.help_screen import HelpScreen
+from gkdtop.tui.log_view import LogView
 from gkdtop.tui.logs_pane import LogsPane
 from gkdtop.tui.phases_pane import PhasesPane
 from gkdtop.tui.procs_pane import ProcsPane
@@ -45,16 +46,8 @@ def pane_text(app: GkdtopApp, pane_type: type) -> str:
 
 
 def log_lines(app: GkdtopApp) -> list[str]:
-    """The Logs pane's lines as shown, wrapped rows joined back (each line starts with its clock)."""
-    view = app.query_one(LogsPane).query_one(RichLog)
-    rows = ["".join(seg.text for seg in strip) for strip in view.lines]
-    lines: list[str] = []
-    for row in rows:
-        if re.match(r"\d\d:\d\d:\d\d ", row) or not lines:
-            lines.append(row)
-        else:
-            lines[-1] += row
-    return lines
+    """The Logs pane's lines as held (each starts with its clock; folded rows are one line)."""
+    return app.query_one(LogsPane).query_one(LogView).lines
 
 
 async def settle(pilot, predicate, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]

@@ -7,16 +7,19 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from gkdtop.analysis.matcher import Pattern, compile_pattern
 from gkdtop.format import clock
+from gkdtop.tui.log_view import LogView, Note
+from gkdtop.tui.repaint import reshaped
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
 
     from gkdtop.model import LogLine
     from gkdtop.store import Store
+    from gkdtop.tui.log_view import Shown
 
 MAX_PER_REFRESH = 200  # lines drawn per refresh (4 a second); more than this is a flood
 LEVEL_STYLES = [
@@ -26,28 +29,46 @@ LEVEL_STYLES = [
 ]
 
 
+def _parts(line: LogLine) -> tuple[str, str, str, str]:
+    """(clock, worker prefix, body, cut note) as shown; tabs as spaces, so the width is known before styling."""
+    prefix = f"({line.worker or 'pid'}{f' {line.pid}' if line.pid else ''}) " if line.worker or line.pid else ""
+    cut = f" …[+{line.truncated} bytes cut]" if line.truncated else ""
+    body = line.text.expandtabs(4) if "\t" in line.text else line.text
+    return clock(line.time) + " ", prefix, body, cut  # (raylet): a worker, no pid
+
+
 def render_line(line: LogLine, pattern: re.Pattern[str] | None) -> Text:
-    text = Text(no_wrap=False)
-    text.append(clock(line.time) + " ", "dim")
-    if line.worker or line.pid:
-        text.append(f"({line.worker or 'pid'}{f' {line.pid}' if line.pid else ''}) ", "cyan")  # (raylet): no pid
+    stamp, prefix, body_text, cut = _parts(line)
+    text = Text(stamp, "dim", no_wrap=False)
+    if prefix:
+        text.append(prefix, "cyan")
     style = ""
     for regex, candidate in LEVEL_STYLES:
-        if regex.search(line.text):
+        if regex.search(body_text):
             style = candidate
             break
-    body = Text(line.text, style=style)
-    if line.truncated:
-        body.append(f" …[+{line.truncated} bytes cut]", "dim italic")
+    body = Text(body_text, style=style)
+    if cut:
+        body.append(cut, "dim italic")
     if pattern is not None and pattern.pattern:
         body.highlight_regex(pattern, "reverse")
     text.append_text(body)
     return text
 
 
-def _joined(texts: list[Text]) -> Text:
-    """Many lines as one renderable: one RichLog.write renders 400 lines in ~50 ms, 400 writes take ~170."""
-    return Text("\n").join(texts)
+class ShownLine:
+    """A log line in the scrollback: its plain text now (how many rows it takes), its styles only
+    when it scrolls into view (most lines of a flood never do)."""
+
+    __slots__ = ("line", "pattern", "plain")
+
+    def __init__(self, line: LogLine, pattern: re.Pattern[str] | None) -> None:
+        self.line = line
+        self.pattern = pattern
+        self.plain = "".join(_parts(line))
+
+    def styled(self) -> Text:
+        return render_line(self.line, self.pattern)
 
 
 class LogsPane(Vertical):
@@ -55,7 +76,7 @@ class LogsPane(Vertical):
     QUICK: ClassVar[bool] = True  # drawn on the quick timer: a followed log keeps up
     DEFAULT_CSS = """
     LogsPane { border: round $primary; height: 2fr; }
-    LogsPane RichLog { height: 1fr; scrollbar-size-vertical: 1; }
+    LogsPane LogView { height: 1fr; scrollbar-size-vertical: 1; }
     LogsPane #progress { height: auto; max-height: 3; color: $accent; }
     """
     BORDER_TITLE = "4 Logs"
@@ -69,14 +90,16 @@ class LogsPane(Vertical):
         self._seen = 0
         self._skipped_seen = 0  # store.skipped_lines at the last look
         self._held = 0  # lines that arrived while paused
+        self._bars = ""  # the progress bars shown
+        self._subtitle = ""
 
     def compose(self) -> ComposeResult:
-        yield RichLog(max_lines=5000, wrap=True, markup=False, auto_scroll=True, min_width=20)
+        yield LogView(max_lines=5000)
         yield Static("", id="progress")
 
     @property
-    def log_view(self) -> RichLog:
-        return self.query_one(RichLog)
+    def log_view(self) -> LogView:
+        return self.query_one(LogView)
 
     def set_filter(self, filter_text: str, store: Store) -> None:
         """Apply a new filter to the scrollback too: the history is kept, only the view changes."""
@@ -86,7 +109,7 @@ class LogsPane(Vertical):
         view.clear()
         found = store.matching(self.pattern, limit=2000)
         if found:
-            view.write(_joined([render_line(line, self.pattern) for line in found]))
+            view.write_lines([ShownLine(line, self.pattern) for line in found])
         self._seen, self._skipped_seen = store.total_lines, store.skipped_lines
         self._held = 0
         self._update_title(store)
@@ -125,14 +148,16 @@ class LogsPane(Vertical):
                 matched = matched[-most:]
             if sieved:  # lines the flood sieve dropped: checked against every phase and finding rule
                 notes.append(f"{sieved:,} lines no rule needs")
-            texts = [render_line(line, pattern) for line in matched]
+            shown: list[Shown] = [ShownLine(line, pattern) for line in matched]
             if notes:
-                texts.insert(0, Text(f"… {' and '.join(notes)} not shown (flood; `gkdtop replay` reads them all)",
+                shown.insert(0, Note(f"… {' and '.join(notes)} not shown (flood; `gkdtop replay` reads them all)",
                                      "dim italic"))
-            if texts:
-                self.log_view.write(_joined(texts))
-        bars = [ln.text[:200] for ln in store.progress.values()]
-        self.query_one("#progress", Static).update("\n".join(f"⟳ {b}" for b in bars[-3:]))
+            self.log_view.write_lines(shown)
+        bars = "\n".join(f"⟳ {ln.text[:200]}" for ln in list(store.progress.values())[-3:])
+        if bars != self._bars:
+            progress = self.query_one("#progress", Static)
+            progress.update(bars, layout=reshaped(self._bars, bars, progress.size.width))
+            self._bars = bars
         self._update_title(store)
 
     def _update_title(self, store: Store) -> None:
@@ -151,5 +176,7 @@ class LogsPane(Vertical):
             parts.insert(0, error[:100])
         mode = f"PAUSED · {self._held} new" if self.paused else ("follow" if self.follow else "scroll")
         shown = self.filter_text if len(self.filter_text) < 40 else self.filter_text[:37] + "…"
-        # A Text, not a str: a filter full of `\[` must not be read as markup.
-        self.border_subtitle = Text(f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts))
+        subtitle = f"{mode} · filter: {shown or '(all)'} · " + " · ".join(parts)
+        if subtitle != self._subtitle:  # a new subtitle repaints the whole pane, every row of the scrollback
+            self._subtitle = subtitle
+            self.border_subtitle = Text(subtitle)  # a Text, not a str: a filter full of `\[` is not markup
