@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
+    from gkdtop.monitor import Monitor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,13 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     from gkdtop import commands
 
     args = build_parser().parse_args(argv)  # --help and usage errors end here, before the config is imported
-    from gkdtop.config import ConfigError
-
     command = commands.module(args.command) if args.command else None
+    if command is None and not reads_config_first(args):
+        return dashboard(args, None)  # the built-ins cannot be wrong: loaded after the first frame
     if getattr(command, "PIPE_FILTER", False):
         import signal
 
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends us quietly, like any filter
+    from gkdtop.config import ConfigError
+
     try:
         config = load(args)
     except ConfigError as exc:
@@ -79,16 +82,31 @@ def main(argv: list[str] | None = None) -> int:
     return dashboard(args, config)
 
 
-def dashboard(args: argparse.Namespace, config: Config, root_pids: tuple[int, ...] = ()) -> int:
-    """The dashboard on this machine's job (`gkdtop`, `gkdtop demo`) until the user quits."""
-    from gkdtop.heap import steady_heap
-    from gkdtop.monitor import Monitor
+def reads_config_first(args: argparse.Namespace) -> bool:
+    """Whether something the user wrote is read before the dashboard starts (a config file, a --filter),
+    so that a mistake in it is a one-line error on the terminal, not a dashboard that flashes and quits."""
+    from gkdtop.config import default_config_path
+
+    return args.config is not None or getattr(args, "filter", None) is not None or default_config_path().is_file()
+
+
+def dashboard(args: argparse.Namespace, config: Config | None, root_pids: tuple[int, ...] = ()) -> int:
+    """The dashboard on this machine's job (`gkdtop`, `gkdtop demo`) until the user quits.
+
+    With no config given (none to read), the first frame is drawn from the defaults and the config
+    and the monitor are made just after it (tui/app.py `_wire`)."""
+    from gkdtop.config import Config
     from gkdtop.tui.app import GkdtopApp
 
-    steady_heap()
-    monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, root_pids=root_pids,
-                      ray_logs=getattr(args, "ray_logs", ()))
-    GkdtopApp(config, monitor, refresh=getattr(args, "refresh", None)).run()
+    def make_monitor() -> Monitor:
+        from gkdtop.heap import steady_heap
+        from gkdtop.monitor import Monitor
+
+        steady_heap()
+        return Monitor(config or load(args), logs=args.log or None, ray_address=args.ray_address,
+                       root_pids=root_pids, ray_logs=getattr(args, "ray_logs", ()))
+
+    GkdtopApp(config or Config(), make_monitor, refresh=getattr(args, "refresh", None)).run()
     return 0
 
 

@@ -10,29 +10,24 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.rules import (
-    ConfigError,
-    PhaseRule,
-    Signature,
-    boolean,
-    builtin_phases,
-    builtin_signatures,
-    check_keys,
-    compose,
-    get,
-    node_error,
-    number,
-    parse_findings,
-    parse_phases,
-    pattern,
-    scalar,
-    strings,
-)
 from gkdtop.collectors.registry import default_refresh
 
-__all__ = ["Config", "ConfigError", "PhaseRule", "Signature", "load_config"]
+if TYPE_CHECKING:
+    from gkdtop.analysis.rules import PhaseRule, Signature
+
+# Re-exported from analysis/rules.py when first asked for: the dashboard's first frame needs a Config
+# with its defaults, not the rule parser, the matcher and YAML (about 50 ms of imports).
+RULES_EXPORTS = {"ConfigError", "PhaseRule", "Signature", "builtin_phases", "builtin_signatures"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in RULES_EXPORTS:
+        from gkdtop.analysis import rules
+
+        return getattr(rules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # What matters in a real job's log (docs/real-logs.md): the demo's markers, errors and warnings,
 # the lines that mark a phase (config checked, dataset, worker groups, Ray's scheduling warnings,
@@ -109,6 +104,8 @@ def default_config_path() -> Path:
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     """Built-ins, then the user's file (`path`, else the XDG one if it exists)."""
+    from gkdtop.analysis.rules import builtin_phases, builtin_signatures, compose
+
     cfg = Config(phases=builtin_phases(), findings=builtin_signatures())
     if path is None:
         candidate = default_config_path()
@@ -132,6 +129,7 @@ def _read(path: Path) -> str:
 
     Opened non-blocking and checked on the descriptor, so `--config` naming a FIFO can't hang us.
     """
+    from gkdtop.analysis.rules import ConfigError
     from gkdtop.safeopen import open_regular
 
     try:
@@ -159,6 +157,8 @@ TOP_KEYS = {
 
 def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
     """A whole number in [low, high]: `backlog: 1e12` would read a whole log, `max_line: 0` none of it."""
+    from gkdtop.analysis.rules import node_error, scalar
+
     raw = scalar(node, where, key)
     try:
         value = float(raw)
@@ -170,6 +170,19 @@ def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
 
 
 def _apply(cfg: Config, doc: Any, where: str) -> None:
+    from gkdtop.analysis.rules import (
+        boolean,
+        check_keys,
+        get,
+        node_error,
+        number,
+        parse_findings,
+        parse_phases,
+        pattern,
+        scalar,
+        strings,
+    )
+
     if doc is None:
         return
     check_keys(doc, where, "", TOP_KEYS)

@@ -227,7 +227,7 @@ async def test_a_flood_is_sieved_and_said(tmp_path: Path) -> None:
         with log.open("a") as fh:
             fh.write("\n".join(noise) + "\n")
         await settle(pilot, lambda: any("the newest line" in ln for ln in log_lines(app)))
-        assert "steps 3" in pane_text(app, PhasesPane)
+        await settle(pilot, lambda: "steps 3" in pane_text(app, PhasesPane))  # on the Phases pane's own timer
         assert app.store.skipped_lines > 20_000
         assert any(re.search(r"… .*[\d,]+ lines no rule needs not shown \(flood", ln) for ln in log_lines(app))
 
@@ -247,3 +247,22 @@ def test_a_stalled_phase_shows_its_last_known_line_cut_to_one_line_of_the_pane()
     assert "Capturing CUDA graph shapes" in shown[0]
     status.unrecognised = 40  # a long unknown tail: said as such instead
     assert "last known" not in render_phases(status, 0.0, width=60).plain
+
+
+async def test_the_first_frame_comes_before_the_monitor(tmp_path: Path) -> None:
+    """`gkdtop` hands the app a function that makes the monitor: it is called just after the first frame."""
+    _, log = make_app(tmp_path, ["(TaskRunner pid=7) [ACTOR] init_model START"])
+    config = Config(phases=builtin_phases())
+    config.refresh.update({"logs": 0.05, "ui": 0.1})
+    frames_before: list[float | None] = []
+
+    def make_monitor() -> Monitor:
+        frames_before.append(app.first_frame_at)
+        return Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9")
+
+    app = GkdtopApp(Config(), make_monitor)
+    assert app.action_toggle_follow() is None and app.monitor is None  # a key typed ahead: nothing to act on yet
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: any("init_model START" in ln for ln in log_lines(app)))
+        assert len(frames_before) == 1 and frames_before[0] is not None  # made once, after the first frame
+        assert app.config is config and app.store is app.monitor.store  # type: ignore[union-attr]

@@ -764,3 +764,20 @@ def test_the_dashboard_quits_while_its_log_flips_between_file_and_fifo(tmp_path:
     proc = subprocess.run([sys.executable, "-c", TUI_SCRIPT, str(tmp_path / "train.log")], capture_output=True,
                           text=True, timeout=90, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0 and "quit after" in proc.stdout, (proc.returncode, proc.stderr[-2000:])
+
+
+@pytest.mark.parametrize("where", ["--config", "XDG"])
+def test_the_dashboard_reads_a_config_before_it_starts(tmp_path: Path, where: str) -> None:
+    """The dashboard makes its monitor after the first frame, but a config the user wrote is read first:
+    a mistake in it is a one-line error on the terminal, not a dashboard that flashes and quits."""
+    cfg = tmp_path / "gkdtop" / "config.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("refresh: {ui: -1}\n")
+    if where == "--config":
+        proc = gkdtop("--config", str(cfg), "--log", "/etc/hostname")
+    else:
+        env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+        proc = subprocess.run([sys.executable, "-m", "gkdtop.cli", "--log", "/etc/hostname"], capture_output=True,
+                              text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "refresh.ui" in assert_one_line_error(proc, f"{cfg}:1:")

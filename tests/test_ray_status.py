@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gkdtop.collectors.ray import RayCollector, parse_cluster_status, ray_line, resolve_dashboard
+from gkdtop.collectors.ray import RayCollector, parse_cluster_status, resolve_dashboard
+from gkdtop.tui.ray_pane import ray_line
 from tests.raycluster import RayCluster, free_port, new_cluster, wait_for
 
 

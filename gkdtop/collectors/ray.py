@@ -530,24 +530,6 @@ def parse_cluster_status(doc: dict, url: str, session: str) -> RayState:
     )
 
 
-def ray_line(state: RayState) -> str:
-    """The one-line summary the dashboard shows."""
-    if state.status != "connected":
-        return f"Ray: {state.status}" + (f": {state.reason}" if state.reason else "")
-    parts = [f"Ray: {state.nodes_alive} node{'s' if state.nodes_alive != 1 else ''}"]
-    if state.nodes_dead:
-        parts.append(f"{state.nodes_dead} dead")
-    for key in ("CPU", "GPU"):
-        if key in state.resources_total:
-            tot = state.resources_total[key]
-            used = tot - state.resources_available.get(key, tot)
-            parts.append(f"{key} {used:g}/{tot:g}")
-    if state.pending:
-        demands = ", ".join(str({k: v for k, v in d.items()}) for d in state.pending[:2])
-        parts.append(f"PENDING {len(state.pending)}: {demands} cannot be scheduled yet")
-    return " | ".join(parts)
-
-
 SPEC: CollectorSpec[RayState] = CollectorSpec(
     result=RayState,
     write=lambda store, state: store.write_ray(state),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -36,6 +38,7 @@ ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pi
                "job_control": "job control"}
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
 FOCUS_HELP = "move focus between panes"
+FIRST_DATA_S = 2.0  # how long the panes are redrawn as soon as a source first reports
 MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"
 
 
@@ -54,6 +57,20 @@ def stall_stacker(store: Store) -> StallDump:
     from gkdtop.actions.stall_stacks import StallStacker
 
     return StallStacker(store)
+
+
+Action = TypeVar("Action", bound=Callable[..., Any])
+
+
+def needs_monitor(action: Action) -> Action:
+    """An action on the job's data: a key typed ahead of the monitor (wired just after the first
+    frame) does nothing rather than reach for a store that is not there yet."""
+
+    @functools.wraps(action)
+    def guarded(app: GkdtopApp, *args: Any) -> Any:
+        return None if app.monitor is None else action(app, *args)
+
+    return guarded  # type: ignore[return-value]
 
 
 class TopBar(Static):
@@ -117,18 +134,27 @@ class GkdtopApp(App[str | None]):
                 tooltip="in `gkdtop run`: send SIGINT to the job, as a shell would"),
     ]
 
-    def __init__(self, config: Config, monitor: Monitor, refresh: float | None = None,
+    def __init__(self, config: Config, monitor: Monitor | Callable[[], Monitor], refresh: float | None = None,
                  job: JobRun | None = None, read_only: bool = False, owns_monitor: bool = True) -> None:
+        """`monitor` may be a function that makes one: it is then called just after the first frame,
+        so the frame does not wait for the data layer's imports, the rules and the collectors."""
         super().__init__()
         self.job = job  # `gkdtop run`: the job this dashboard started
         self.read_only = read_only  # a viewer, not an operator: ACTIONS_OFF say so instead of acting
         self.owns_monitor = owns_monitor  # False when several views share one running monitor (gkdtop serve)
         self.config = config
-        self.monitor = monitor
-        self.store = monitor.store
+        self.monitor: Monitor | None = None
+        self._make_monitor = monitor if callable(monitor) else None
+        if not callable(monitor):
+            self._attach(monitor)
         self.ui_interval = refresh or config.refresh.get("ui", 1.0)
         self._drawn: dict[SourcePane, tuple[int, ...]] = {}  # per pane: its sources' store versions when it last drew
         self.first_frame_at: float | None = None
+
+    def _attach(self, monitor: Monitor) -> None:
+        self.monitor = monitor
+        self.store: Store = monitor.store
+        self.config = monitor.config
 
     def compose(self) -> ComposeResult:
         yield TopBar(id="top")
@@ -162,18 +188,46 @@ class GkdtopApp(App[str | None]):
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
+        if self.monitor is None:
+            self.call_after_refresh(self._first_frame)
+            self.call_after_refresh(self._wire)
+        else:
+            self._run()
+            self.call_after_refresh(self._first_frame)
+
+    def _wire(self) -> None:
+        """Just after the first frame: make the monitor, then run as if it had been handed in."""
+        assert self._make_monitor is not None
+        self._attach(self._make_monitor())
+        self._run()
+
+    def _run(self) -> None:
+        """Start the monitor (if this view owns it) and the timers that redraw the panes from its store."""
+        assert self.monitor is not None
         if self.owns_monitor:
             self.monitor.start(stall_dump=stall_stacker)
         self.set_interval(self.ui_interval, self.refresh_panes)
         self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
         self.refresh_panes(force=True)
-        self.call_after_refresh(self._first_frame)
+        started = time.monotonic()
+
+        def first_data() -> None:
+            """Until every pane has drawn its sources' first report (about the first second): redraw as soon
+            as one comes, not on the next tick of the 1 s and 0.25 s timers."""
+            self.refresh_logs()
+            self._redraw([p for p in self._ticked if not getattr(p, "TICKS", False)], force=False)
+            versions = self.store.versions
+            if time.monotonic() - started > FIRST_DATA_S or all(
+                    versions.get(source) for pane in self._drawn for source in pane.SOURCES):
+                early.stop()
+
+        early = self.set_interval(0.05, first_data)
 
     def _first_frame(self) -> None:
         self.first_frame_at = time.monotonic()
 
     async def on_unmount(self) -> None:
-        if self.owns_monitor:
+        if self.owns_monitor and self.monitor is not None:
             await self.monitor.stop()
 
     def on_resize(self, event: Any) -> None:
@@ -257,6 +311,7 @@ class GkdtopApp(App[str | None]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS]))
 
+    @needs_monitor
     def action_edit_filter(self) -> None:
         logs = self.logs
 
@@ -266,6 +321,7 @@ class GkdtopApp(App[str | None]):
 
         self.push_screen(FilterScreen(logs.filter_text, self.config.filters), apply)
 
+    @needs_monitor
     def action_stacks(self) -> None:
         if self.refused("stacks"):
             return
@@ -282,6 +338,7 @@ class GkdtopApp(App[str | None]):
             return
         self.push_screen(StacksScreen(procs))
 
+    @needs_monitor
     def action_cleanup(self) -> None:
         if self.refused("cleanup"):
             return
@@ -289,6 +346,7 @@ class GkdtopApp(App[str | None]):
 
         self.push_screen(CleanupScreen(self.store.gpu_pids()))
 
+    @needs_monitor
     def action_pick_sources(self) -> None:
         """The Logs pane's remote sources: which Ray nodes' files to follow (tui/source_screen.py)."""
         if self.refused("pick_sources"):
@@ -303,6 +361,7 @@ class GkdtopApp(App[str | None]):
 
         self.push_screen(SourceScreen(self.store, getattr(collector, "request_catalog", None)), apply)
 
+    @needs_monitor
     def action_bundle(self) -> None:
         if self.refused("bundle"):
             return
@@ -323,12 +382,15 @@ class GkdtopApp(App[str | None]):
             return
         self.call_from_thread(self.notify, f"bundle written: {path}", timeout=30)
 
+    @needs_monitor
     def action_toggle_follow(self) -> None:
         self.logs.toggle_follow(self.store)
 
+    @needs_monitor
     def action_toggle_pause(self) -> None:
         self.logs.toggle_pause(self.store)
 
+    @needs_monitor
     def action_maximize(self, key: str) -> None:
         pane = self.panes[key]
         if self.screen.maximized is pane:
@@ -339,6 +401,7 @@ class GkdtopApp(App[str | None]):
         pane.focus()
         self.refresh_panes(force=True)
 
+    @needs_monitor
     def action_restore(self) -> None:
         if self.screen.maximized is not None:
             self.screen.minimize()

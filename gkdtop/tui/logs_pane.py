@@ -9,7 +9,6 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from gkdtop.analysis.matcher import Pattern, compile_pattern
 from gkdtop.format import clock
 from gkdtop.tui.log_view import LogView, Note
 from gkdtop.tui.repaint import reshaped
@@ -17,6 +16,7 @@ from gkdtop.tui.repaint import reshaped
 if TYPE_CHECKING:
     from textual.app import ComposeResult
 
+    from gkdtop.analysis.matcher import Pattern
     from gkdtop.model import LogLine
     from gkdtop.store import Store
     from gkdtop.tui.log_view import Shown
@@ -84,7 +84,7 @@ class LogsPane(Vertical):
     def __init__(self, filter_text: str, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.filter_text = filter_text
-        self.pattern: Pattern | None = compile_pattern(filter_text, every_engine=False) if filter_text else None
+        self._pattern: Pattern | bool | None = False  # compiled when first needed: after the first frame
         self.paused = False
         self.follow = True
         self._seen = 0
@@ -101,10 +101,18 @@ class LogsPane(Vertical):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
+    @property
+    def pattern(self) -> Pattern | None:
+        if self._pattern is False:
+            from gkdtop.analysis.matcher import compile_pattern
+
+            self._pattern = compile_pattern(self.filter_text, every_engine=False) if self.filter_text else None
+        return self._pattern  # type: ignore[return-value]
+
     def set_filter(self, filter_text: str, store: Store) -> None:
         """Apply a new filter to the scrollback too: the history is kept, only the view changes."""
         self.filter_text = filter_text
-        self.pattern = compile_pattern(filter_text, every_engine=False) if filter_text else None
+        self._pattern = False
         view = self.log_view
         view.clear()
         found = store.matching(self.pattern, limit=2000)

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.text import Text
 from textual.widgets import Static
 
-from gkdtop.collectors.ray import ray_line
 from gkdtop.format import human_bytes
 
 if TYPE_CHECKING:
@@ -41,6 +40,24 @@ class RayPane(Static):
             self.update(Text(error + "\n", "bold red") + text if error else text)
         else:
             self.update(f"Ray: {error} · last seen: {ray_line(state)}" if error else ray_line(state))
+
+
+def ray_line(state: RayState) -> str:
+    """The one-line summary the dashboard shows."""
+    if state.status != "connected":
+        return f"Ray: {state.status}" + (f": {state.reason}" if state.reason else "")
+    parts = [f"Ray: {state.nodes_alive} node{'s' if state.nodes_alive != 1 else ''}"]
+    if state.nodes_dead:
+        parts.append(f"{state.nodes_dead} dead")
+    for key in ("CPU", "GPU"):
+        if key in state.resources_total:
+            tot = state.resources_total[key]
+            used = tot - state.resources_available.get(key, tot)
+            parts.append(f"{key} {used:g}/{tot:g}")
+    if state.pending:
+        demands = ", ".join(str({k: v for k, v in d.items()}) for d in state.pending[:2])
+        parts.append(f"PENDING {len(state.pending)}: {demands} cannot be scheduled yet")
+    return " | ".join(parts)
 
 
 def _fmt(key: str, value: float) -> str:
