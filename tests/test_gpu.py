@@ -340,14 +340,18 @@ def test_collector_retries_start_only_after_the_interval() -> None:
     now = [100.0]
     backend = StubBackend(["no driver", "no driver"], [[sample(0)]])
     c = GpuCollector(backend, retry_after=30.0, clock=lambda: now[0])
+    assert not c.idle()  # never asked yet
     assert c.collect().reason == "no driver"
     now[0] = 129.0
+    assert c.idle()  # the loop skips these polls: no thread hop, no redraw
     assert c.collect().status == "unavailable"
     assert backend.calls == ["start"]
     now[0] = 130.0
+    assert not c.idle()
     assert c.collect().status == "unavailable"
     now[0] = 160.0
     state = c.collect()
+    assert not c.idle()
     assert state.status == "ok" and state.driver == "1.0" and state.devices == [sample(0)]
     assert backend.calls == ["start", "start", "start", "sample"]
 

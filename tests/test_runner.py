@@ -142,3 +142,47 @@ async def test_a_cancel_as_a_collection_ends_stops_the_loop() -> None:
         task.cancel()
         done, _ = await asyncio.wait({task}, timeout=10)
         assert done, f"the loop ran on after its cancel (attempt {n})"
+
+
+class Quiet:
+    """Says it is idle after its first answer, until told there is something to read."""
+
+    name = "quiet"
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.asked: list[bool] = []
+        self.wanted = threading.Event()
+
+    def idle(self) -> bool:
+        self.asked.append(not self.wanted.is_set())
+        return self.asked[-1]
+
+    def collect(self) -> int:
+        self.calls += 1
+        return self.calls
+
+    def close(self) -> None:
+        pass
+
+
+async def test_an_idle_collector_is_not_polled_until_it_has_something() -> None:
+    quiet = Quiet()
+    results: list[int] = []
+    task = asyncio.create_task(run_forever(quiet, results.append, lambda e, d: None))
+    try:
+        for _ in range(500):  # polled once (the first answer is always wanted), then asked, not polled
+            if len(quiet.asked) >= 20:
+                break
+            await asyncio.sleep(0.01)
+        assert results == [1] and quiet.calls == 1 and all(quiet.asked)
+        quiet.wanted.set()
+        for _ in range(500):
+            if len(results) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert results[:3] == [1, 2, 3]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

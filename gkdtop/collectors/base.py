@@ -24,6 +24,10 @@ class Collector(Protocol):
     def close(self) -> None:
         """Release handles (NVML, files). Called once when the monitor stops."""
 
+    # Optional: `idle() -> bool`, True while a collect() now would only repeat the last result (no
+    # NVML until its next retry, no remote log asked for). The loop then skips the poll: no thread
+    # hop, no store write, no redraw. An idle dashboard polled ~8 times a second.
+
 
 MAX_BACKOFF = 30.0
 
@@ -49,8 +53,13 @@ async def run_forever(
     failures = 0
     pending: asyncio.Future[Any] | None = None
     loop = asyncio.get_running_loop()
+    idle = getattr(collector, "idle", None)
+    reported = False
     while True:
         started = time.monotonic()
+        if reported and idle is not None and idle():
+            await asyncio.sleep(collector.interval)
+            continue
         try:
             if pending is None or pending.done():
                 # The executor's future itself, not asyncio.to_thread's task around it: an idle
@@ -89,6 +98,7 @@ async def run_forever(
             await asyncio.sleep(delay)
             continue
         failures = 0
+        reported = True
         elapsed = time.monotonic() - started
         # A collector that stopped at its per-call budget with more waiting (a log flood) goes again
         # at once: sleeping the interval would cap how fast it can follow.

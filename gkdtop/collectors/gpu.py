@@ -377,6 +377,10 @@ class GpuCollector:
             state.reason = reasons[0] if len(reasons) == 1 else "all GPUs failed: " + "; ".join(reasons)
         return state
 
+    def idle(self) -> bool:
+        """No NVML, and not yet time to look for it again: a poll would say the same."""
+        return not self._started and self._unavailable is not None and self._clock() < self._retry_at
+
     def close(self) -> None:
         """Shut the backend down once; a later collect() would start it again."""
         if self._started:

@@ -365,6 +365,11 @@ class RayLogCollector:
 
     # --- collect ----------------------------------------------------------------------------------
 
+    def idle(self) -> bool:
+        """Nothing asked for (no pattern, pick or catalog) and nothing followed: a poll would say the same."""
+        with self._lock:
+            return not (self.patterns or self._picked or self._catalog_wanted or self._files)
+
     def collect(self) -> RayLogBatch:
         now = time.monotonic()
         with self._lock:
