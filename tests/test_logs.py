@@ -628,3 +628,21 @@ def test_parse_timestamp_and_parse_line_never_raise(text: str) -> None:
     assert ts is None or isinstance(ts, float)
     line = parse_line(text, "s", 0.0)
     assert line.raw == text
+
+
+def test_quiet_files_are_polled_once_a_second_until_a_line_comes(tmp_path: Path) -> None:
+    from gkdtop.collectors.logs import QUIET_AFTER, QUIET_INTERVAL, LogCollector
+
+    log = tmp_path / "train.log"
+    log.write_text("start\n")
+    collector = LogCollector([str(log)], backlog=10, interval=0.25)
+    assert collector.collect().lines and collector.interval == 0.25
+    for _ in range(QUIET_AFTER):
+        assert collector.interval == 0.25
+        assert not collector.collect().lines
+    assert collector.interval == QUIET_INTERVAL  # an idle file: once a second
+    with log.open("a") as fh:
+        fh.write("step:1 - loss:0.3\n")
+    assert [ln.text for ln in collector.collect().lines] == ["step:1 - loss:0.3"]
+    assert collector.interval == 0.25  # lines again: as fast as configured
+    collector.close()

@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gkdtop.actions.stacks import find_py_spy, parse_py_spy_json, proc_info
@@ -395,3 +397,21 @@ def test_a_sample_that_fails_is_a_note_and_waits_its_turn(tmp_path: Path, procs:
     found = sampler.sample([target], "stalled", now=50.0)
     assert found.phase is None and found.note == "reading the stacks failed: OSError: [Errno 24] Too many open files"
     assert sampler.due("stalled", [target], 51.0) == []  # not again every second
+
+
+def test_a_process_with_no_interpreter_is_not_read_again(procs: list) -> None:
+    """A job-titled process that is no Python (`exec -a ray::WorkerDict sleep`): py-spy says so once,
+    and the sampler does not spawn it again at every look."""
+    procs.append(subprocess.Popen(["bash", "-c", "exec -a 'ray::WorkerDict' sleep 600"]))
+    proc = psutil.Process(procs[0].pid)
+    for _ in range(200):  # until the exec replaced bash
+        if proc.exe().endswith("sleep"):
+            break
+        time.sleep(0.01)
+    info = ProcInfo(proc.pid, 1, "ray::WorkerDict", "ray::WorkerDict", "driver", "me", "sleeping", 0.0, 0,
+                    proc.create_time())
+    sampler = StackPhaseSampler()
+    assert sampler.due("log silent for 40s", [info], 0.0) == [info]
+    found = sampler.sample([info], "log silent for 40s", now=0.0)
+    assert "not a Python process (sleep)" in found.note
+    assert sampler.due("log silent for 40s", [info], 1e6) == []  # long past its turn: still not read

@@ -34,6 +34,8 @@ from gkdtop.safeopen import kind_of, open_regular
 READ_LIMIT = 1 << 20
 TOTAL_LIMIT = 16 << 20  # bytes read per collect() over all files, so many floods can't stall it
 GLOB_EVERY = 2.0  # seconds between two expansions of the patterns
+QUIET_AFTER = 8  # empty polls in a row (2 s at the default 0.25 s) before the files are polled less often
+QUIET_INTERVAL = 1.0  # ... then once a second, until a poll finds something
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
 BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
 HEAD_BYTES = 1024  # the first bytes of a followed file, kept to notice it rewritten from the start
@@ -584,7 +586,7 @@ class LogCollector:
         self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
         self.backlog = backlog
         self.max_line = max_line
-        self.interval = interval
+        self.base_interval = interval
         self._files: dict[str, Follower] = {}
         self._open_files = _OpenFiles(max_open if max_open is not None else _open_limit(), park_delay)
         self.glob_every = GLOB_EVERY  # seconds between two expansions of the patterns
@@ -592,6 +594,14 @@ class LogCollector:
         self._started = False
         self._turn = 0  # which file reads first: turns go round, so no flood starves the others
         self.behind = False  # the last collect() left unread bytes (its read budget ran out)
+        self._quiet = 0  # polls in a row that found nothing new
+
+    @property
+    def interval(self) -> float:
+        """The configured interval while lines come; once a second after QUIET_AFTER empty polls: an idle
+        dashboard's polls were mostly of files that said nothing. The first line after a silence shows
+        within the second, and the polls speed up again with it."""
+        return max(self.base_interval, QUIET_INTERVAL) if self._quiet >= QUIET_AFTER else self.base_interval
 
     def _expand(self) -> None:
         """Add the paths the patterns name now. Named paths are followed even before they exist."""
@@ -637,6 +647,8 @@ class LogCollector:
             self._turn += 1
         self.behind = any(follower.behind for follower in followers)
         batch.files = [follower.snapshot() for follower in followers]
+        news = batch.lines or batch.progress or batch.history or batch.skipped
+        self._quiet = 0 if news else self._quiet + 1
         return batch
 
     def close(self) -> None:

@@ -91,6 +91,7 @@ class StackPhaseSampler:
         self.py_spy = py_spy
         self.dump = dump
         self.sources = SourceLines()
+        self.not_python: set[tuple[int, float]] = set()  # (pid, start) py-spy found no interpreter in: never again
 
     def reset(self) -> None:
         """The log is enough again: the next need starts from the shortest interval."""
@@ -100,7 +101,7 @@ class StackPhaseSampler:
         """The processes to read now ([] when not yet): the drivers; every Python rank in a stall."""
         if not reason or now < self.next_at:
             return []
-        python = stack_targets(processes)
+        python = [p for p in stack_targets(processes) if (p.pid, p.create_time) not in self.not_python]
         drivers = [p for p in python if p.role == "driver"]
         if reason == "stalled":  # every rank, the drivers first (they win a tie)
             return (drivers + [p for p in python if p.role != "driver"])[:MAX_RANKS]
@@ -119,7 +120,11 @@ class StackPhaseSampler:
             dump = self.dump or functools.partial(dump_stacks, timeout=5.0, workers=4, py_spy=exe,
                                                   nccl_trace=False, nonblocking=True)
             try:
-                result = self.judge(dump(targets).dumps, reason, taken)
+                dumps = dump(targets).dumps
+                started = {p.pid: p.create_time for p in targets}
+                self.not_python.update((d.pid, started.get(d.pid, 0.0)) for d in dumps
+                                       if d.error.startswith("not a Python process"))
+                result = self.judge(dumps, reason, taken)
             except Exception as exc:  # scheduled like any answer: a failure must not be retried every second
                 result = StackPhase(None, "", "", None, "", taken, reason, processes=len(targets),
                                     note=f"reading the stacks failed: {one_line(exc)}")

@@ -100,6 +100,7 @@ class GkdtopApp(App[str | None]):
     #upper PhasesPane { width: 1fr; }
     #upper GpuPane { width: 1fr; }
     #upper GpuPane.-none { width: 36; }
+    #lower { height: 5fr; }
     ProcsPane { height: 2fr; }
     LogsPane { height: 3fr; }
     #summary { height: 2; padding: 0 1; color: $text-muted; display: none; }
@@ -107,7 +108,8 @@ class GkdtopApp(App[str | None]):
     .-compact GpuPane { display: none; }
     .-compact ProcsPane { display: none; }
     .-compact #upper { height: 2fr; }
-    .-compact LogsPane { height: 3fr; }
+    .-compact #lower { height: 3fr; }
+    .-compact LogsPane { height: 1fr; }
     .-compact GpuPane.-maximized, .-compact ProcsPane.-maximized { display: block; }
     """
     # The tooltip is the key's one description: the footer shows it on hover, the help screen (`?`) lists it.
@@ -160,13 +162,17 @@ class GkdtopApp(App[str | None]):
         yield TopBar(id="top")
         if self.job is not None:
             yield JobBar(id="job")
+        # Upper and lower in containers of their own: Textual repaints every widget whose container
+        # overlaps a changed line, so the Phases pane's clock (ticking every second) must not share
+        # one with the process table and the scrollback.
         with Vertical(id="panes"):
             with Horizontal(id="upper"):
                 yield PhasesPane(id="phases")
                 yield GpuPane(id="gpus")
             yield Static("", id="summary")
-            yield ProcsPane(id="procs")
-            yield LogsPane(self.config.default_filter, id="logs")
+            with Vertical(id="lower"):
+                yield ProcsPane(id="procs")
+                yield LogsPane(self.config.default_filter, id="logs")
         yield RayPane(id="ray")
         yield Footer()
 
