@@ -84,9 +84,6 @@ def stalled_scene(directory: Path, minutes_silent: float = 14) -> tuple[GkdtopAp
     monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9",
                       gpu_backend=RecordedBackend(str(gpus)))
     monitor.collectors = [c if c.name != "procs" else FixedProcs(now) for c in monitor.collectors]
-    # The clock stops before the app starts: the panes draw each source's first report as it comes,
-    # and a table column keeps the width of the widest cell it ever held (an age from the real clock).
-    pin_clock(now)
     return GkdtopApp(config, monitor), now
 
 
@@ -98,11 +95,10 @@ def pin_clock(now: float) -> None:
 
 
 def settle_then_pin(now: float):  # type: ignore[no-untyped-def]
-    """A `run_before` that waits for every collector to report once, with the clock frozen at `now`."""
+    """A `run_before` that waits for every collector to report once, then freezes the clock."""
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
         app = pilot.app
-        pin_clock(now)  # (stalled_scene froze it already)
         for _ in range(400):
             health = app.store.health
             if {"gpus", "procs", "logs", "ray"} <= health.keys() and app.store.total_lines:
@@ -110,6 +106,7 @@ def settle_then_pin(now: float):  # type: ignore[no-untyped-def]
             await pilot.pause(0.05)
         else:
             raise AssertionError(f"collectors did not report: {sorted(app.store.health)}")
+        pin_clock(now)
         app.refresh_panes(force=True)
         await pilot.pause(0.3)
 

@@ -38,7 +38,6 @@ ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pi
                "job_control": "job control"}
 PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
 FOCUS_HELP = "move focus between panes"
-FIRST_DATA_S = 2.0  # how long the panes are redrawn as soon as a source first reports
 MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"
 
 
@@ -215,19 +214,6 @@ class GkdtopApp(App[str | None]):
         self.set_interval(self.ui_interval, self.refresh_panes)
         self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
         self.refresh_panes(force=True)
-        started = time.monotonic()
-
-        def first_data() -> None:
-            """Until every pane has drawn its sources' first report (about the first second): redraw as soon
-            as one comes, not on the next tick of the 1 s and 0.25 s timers."""
-            self.refresh_logs()
-            self._redraw([p for p in self._ticked if not getattr(p, "TICKS", False)], force=False)
-            versions = self.store.versions
-            if time.monotonic() - started > FIRST_DATA_S or all(
-                    versions.get(source) for pane in self._drawn for source in pane.SOURCES):
-                early.stop()
-
-        early = self.set_interval(0.05, first_data)
 
     def _first_frame(self) -> None:
         self.first_frame_at = time.monotonic()
