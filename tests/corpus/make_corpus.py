@@ -296,18 +296,17 @@ def _(log: Log) -> None:
     v.rollout_init(stop="kv")
     pre = v._vllm_pre(0)
     log.vllm("ERROR", "core.py:632", "EngineCore failed to start.", pre=pre, proc="EngineCore_0")
-    log.raw(f"{pre}(EngineCore_0 pid={log.pid('EngineCore_0' + pre)}) Traceback (most recent call last):")
-    for f, ln, fn, src in [
+    engine = f"{pre}(EngineCore_0 pid={log.pid('EngineCore_0' + pre)}) "
+    log.raw(f"{engine}Traceback (most recent call last):")
+    frame_lines(log, engine, [
         (f"{PY}/vllm/v1/engine/core.py", 623, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
         (f"{PY}/vllm/v1/engine/core.py", 441, "__init__", "super().__init__(vllm_config, executor_class, log_stats,"),
         (f"{PY}/vllm/v1/engine/core.py", 86, "__init__", "self._initialize_kv_caches(vllm_config)"),
         (f"{PY}/vllm/v1/engine/core.py", 158, "_initialize_kv_caches", "kv_cache_configs = [get_kv_cache_config(vllm_config, kv_cache_spec_one_worker, available_gpu_memory_one_worker)"),
         (f"{PY}/vllm/v1/core/kv_cache_utils.py", 1094, "get_kv_cache_config", "check_enough_kv_cache_memory(vllm_config, kv_cache_spec, available_memory)"),
         (f"{PY}/vllm/v1/core/kv_cache_utils.py", 566, "check_enough_kv_cache_memory", "raise ValueError("),
-    ]:
-        log.raw(f"{pre}(EngineCore_0 pid={log.pid('EngineCore_0' + pre)})   File \"{f}\", line {ln}, in {fn}")
-        log.raw(f"{pre}(EngineCore_0 pid={log.pid('EngineCore_0' + pre)})     {src}")
-    log.raw(f"{pre}(EngineCore_0 pid={log.pid('EngineCore_0' + pre)}) ValueError: To serve at least one request with the models's max seq len (32768), (3.50 GiB KV cache is needed, which is larger than the available KV cache memory (1.21 GiB). Based on the available memory, the estimated maximum model length is 11328. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    ])
+    log.raw(f"{engine}ValueError: To serve at least one request with the models's max seq len (32768), (3.50 GiB KV cache is needed, which is larger than the available KV cache memory (1.21 GiB). Based on the available memory, the estimated maximum model length is 11328. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
     verl_traceback_ray(v, "init_model", [
         ("/workspace/verl/verl/workers/rollout/vllm_rollout/vllm_async_server.py", 430, "launch_server", "engine_client = AsyncLLM.from_vllm_config(vllm_config)"),
         (f"{PY}/vllm/v1/engine/core_client.py", 470, "_wait_for_engine_startup", "raise RuntimeError(\"Engine core initialization failed. \""),
@@ -691,13 +690,11 @@ def _(log: Log) -> None:
     o.startup(rollout_batch=16, n_samples=1, train_batch=128)
     pre = log.prefix("PolicyModelActor", pid=log.pid("PolicyModelActor0"))
     log.raw("Traceback (most recent call last):")
-    for f, ln, fn, src in [
+    frame_lines(log, "", [
         (f"{PY}/openrlhf/cli/train_ppo_ray.py", 473, "<module>", "train(args)"),
         (f"{PY}/openrlhf/cli/train_ppo_ray.py", 180, "train", "ray.get(refs)"),
         (f"{PY}/ray/_private/worker.py", 937, "get_objects", "raise value.as_instanceof_cause()"),
-    ]:
-        log.raw(f"  File \"{f}\", line {ln}, in {fn}")
-        log.raw(f"    {src}")
+    ])
     log.raw(f"ray.exceptions.RayTaskError(AssertionError): \x1b[36mray::PolicyModelActor.fit()\x1b[39m (pid={log.pid('PolicyModelActor0')}, ip=10.8.0.21, actor_id=0a1b2c3d4e5f6a7b8c9d0e1f01000000, repr=<openrlhf.trainer.ray.ppo_actor.PolicyModelActor object at 0x7f1c2d3e4f50>)")
     log.raw(f"  File \"{PY}/openrlhf/trainer/ppo_trainer.py\", line 231, in fit")
     log.raw("    assert num_rollouts_per_episodes > 0, \"num_rollouts_per_episodes should be > 0\"")

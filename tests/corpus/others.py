@@ -125,7 +125,7 @@ def _sft_oom(log: Log, host: str, nproc: int) -> None:
     for rank in (3,):
         pre = f"[rank{rank}]: "
         log.raw(f"{pre}Traceback (most recent call last):")
-        for f, ln, fn, src in [
+        frame_lines(log, pre, [
             ("/workspace/verl/verl/trainer/fsdp_sft_trainer.py", 833, "<module>", "main()"),
             ("/workspace/verl/verl/trainer/fsdp_sft_trainer.py", 826, "main", "run_sft(config)"),
             ("/workspace/verl/verl/trainer/fsdp_sft_trainer.py", 815, "run_sft", "trainer.fit()"),
@@ -134,9 +134,7 @@ def _sft_oom(log: Log, host: str, nproc: int) -> None:
             ("/workspace/verl/verl/trainer/fsdp_sft_trainer.py", 440, "_compute_loss_and_backward", "loss.backward()"),
             (f"{PY}/torch/_tensor.py", 648, "backward", "torch.autograd.backward("),
             (f"{PY}/torch/autograd/graph.py", 829, "_engine_run_backward", "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
-        ]:
-            log.raw(f"{pre}  File \"{f}\", line {ln}, in {fn}")
-            log.raw(f"{pre}    {src}")
+        ])
         log.raw(f"{pre}torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.64 GiB. GPU {rank} has a total capacity of 79.15 GiB of which 2.91 GiB is free. Including non-PyTorch memory, this process has 76.23 GiB memory in use. Of the allocated memory 70.48 GiB is allocated by PyTorch, and 4.92 GiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
     log.adv(2, 4)
     log.raw(f"[rank0]:[W{log.t:%m%d %H:%M:%S}.{log.t.microsecond:06d}123 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources. For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())")
