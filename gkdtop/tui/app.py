@@ -193,12 +193,11 @@ class GkdtopApp(App[str | None]):
             pane.ALLOW_MAXIMIZE = True
             pane.can_focus = True
         self._apply_size(self.size.width, self.size.height)
+        self.call_after_refresh(self._first_frame)
         if self.monitor is None:
-            self.call_after_refresh(self._first_frame)
-            self.call_after_refresh(self._wire)
+            self.call_after_refresh(self._wire)  # after _first_frame: the frame is drawn by then
         else:
             self._run()
-            self.call_after_refresh(self._first_frame)
 
     def _wire(self) -> None:
         """Just after the first frame: make the monitor, then run as if it had been handed in."""

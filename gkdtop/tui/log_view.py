@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 FALLBACK_WIDTH = 80  # before the first layout: heights are recounted at the real width on resize
 
 
+def _height(cells: int, width: int) -> int:
+    """Rows a line `cells` wide takes when folded at `width` (an empty line takes one)."""
+    return max(1, -(-cells // width))
+
+
 class Shown(Protocol):
     """A line as the view holds it: its plain text (one line: no newlines, no tabs) and, when it
     comes into view, the same text styled."""
@@ -82,7 +87,7 @@ class LogView(ScrollView, can_focus=True):
         fold = self._fold
         for text in lines:
             cells = cell_len(text.plain)
-            end += max(1, -(-cells // fold))
+            end += _height(cells, fold)
             self._lines.append(text)
             self._cells.append(cells)
             self._ends.append(end)
@@ -128,7 +133,7 @@ class LogView(ScrollView, can_focus=True):
         self._fold = width
         end = 0
         for i, cells in enumerate(self._cells):
-            end += max(1, -(-cells // width))
+            end += _height(cells, width)
             self._ends[i] = end
         self._base = 0
         self._resized()
