@@ -96,10 +96,11 @@ class Store:
             self._bump(source)
 
     def write_procs(self, processes: list[ProcInfo]) -> bool:
+        before = self.processes
         self.processes = processes
         self._join_gpu_memory()
         self._join_actors()
-        return True
+        return processes != before  # an idle job's table is the same poll after poll: nothing to redraw
 
     def write_ray(self, state: RayState) -> bool:
         changed = state != self.ray

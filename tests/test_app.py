@@ -6,6 +6,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from textual.widgets import Static
 
 from gkdtop.config import Config, builtin_phases
@@ -89,28 +90,35 @@ async def test_stall_banner_for_a_log_silent_before_start(tmp_path: Path) -> Non
         assert app.query_one(PhasesPane).has_class("-stalled")
 
 
-async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("width", [260, 120])
+async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Path, width: int) -> None:
     """A stalled phase's "no progress for …" ticks every second: those lines repaint, not the pane, and
-    what is painted is what a whole repaint paints."""
+    what is painted is what a whole repaint paints. At 120 columns the timeline ("‖ weight sync 19m02s")
+    and the hints wrap: a ticking line that wraps to as many rows as before takes no layout pass."""
     from textual.geometry import Region
 
     lines, last = startup(time.time() - 1200, upto="sync")
     app, _ = make_app(tmp_path, lines, mtime=last)
-    async with app.run_test(size=(260, 50)) as pilot:  # wide: no line of the pane wraps (that takes a layout)
+    async with app.run_test(size=(width, 50)) as pilot:
         await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
         pane = app.query_one(PhasesPane)
         dirty: list[tuple[Region, ...]] = []
-        set_dirty, refresh_from = pane._set_dirty, pane.refresh_from
+        layouts: list[bool] = []
+        set_dirty, refresh_from, refresh = pane._set_dirty, pane.refresh_from, pane.refresh
         pane._set_dirty = lambda *regions: (dirty.append(regions), set_dirty(*regions))[1]  # type: ignore[method-assign]
         pane.refresh_from = lambda store: (dirty.clear(), refresh_from(store))[1]  # type: ignore[method-assign]
+        pane.refresh = lambda *r, **kw: (layouts.append(kw.get("layout", False)), refresh(*r, **kw))[1]  # type: ignore[method-assign]
+        timeline = next(line for line in pane._shown.split("\n") if "‖" in line)  # it ticks: "‖ weight sync 19m"
+        assert (len(timeline) > pane.content_size.width) == (width == 120)
 
         def painted() -> list[str]:
             return ["".join(seg.text for seg in strip) for strip in pane.render_lines(Region(0, 0, *pane.size))]
 
         before = painted()
         await settle(pilot, lambda: painted() != before)  # the clock ticked: its lines repainted
-        assert dirty and all(r.height == 1 for regions in dirty for r in regions)
-        assert 0 < len(dirty[-1]) < len(pane._shown.split("\n"))
+        assert dirty and all(r.height == 1 or width == 120 for regions in dirty for r in regions)
+        assert 0 < sum(r.height for r in dirty[-1]) < pane.virtual_size.height
+        assert not any(layouts)
         ticked = painted()
         assert any("no progress for" in row for row in ticked)
         pane.refresh_from = lambda store: None  # type: ignore[method-assign]  # the text stays as painted

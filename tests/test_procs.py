@@ -228,3 +228,57 @@ def test_a_ray_actor_keeps_its_cpu_percent_across_scans() -> None:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_scan_that_finds_the_same_processes_moves_no_version() -> None:
+    """An idle job's table is the same poll after poll: the store keeps its version, so no pane redraws;
+    a process that exits moves it."""
+    from gkdtop.config import Config
+    from gkdtop.store import Store
+
+    sleepers = [spawn_titled("ray::WorkerDict"), spawn_titled("VLLM::Worker_TP0")]
+    try:
+        collector = ProcCollector(DRIVER_PATTERNS, interval=0.1)
+        store = Store(Config())
+        wait_for(lambda: {p.pid for p in sleepers} <= rows_by_pid(collector).keys(), timeout=20, interval=0.2)
+        store.put("procs", collector.collect())
+        store.put("procs", collector.collect())  # the second scan measures CPU over the first: settled
+        version = store.versions["procs"]
+
+        def same() -> bool:  # a busy machine may see one sleeper's CPU tick: a later scan is still the same
+            before = store.versions["procs"]
+            store.put("procs", collector.collect())
+            return store.versions["procs"] == before
+
+        wait_for(same, timeout=20, interval=0.2)
+        assert store.versions["procs"] >= version
+        gone = sleepers.pop()
+        gone.kill()
+        gone.wait()
+        before = store.versions["procs"]
+        store.put("procs", collector.collect())
+        assert store.versions["procs"] == before + 1
+        assert gone.pid not in {p.pid for p in store.processes}
+    finally:
+        for proc in sleepers:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_command_line_longer_than_one_read_is_read_whole() -> None:
+    from gkdtop.collectors.procs import READ_SIZE, read_proc_file
+
+    long_args = ["x" * READ_SIZE] * 3  # a launcher's inline config: hydra overrides, a JSON blob
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *long_args])
+    try:
+        def execed() -> bytes | None:  # until the child execs, /proc shows the parent's command line
+            raw = read_proc_file(f"/proc/{proc.pid}/cmdline")
+            return raw if b"time.sleep(60)" in raw else None
+
+        raw = wait_for(execed, timeout=20, interval=0.05)
+        assert raw.split(b"\0")[-4:-1] == [arg.encode() for arg in long_args]
+        with open(f"/proc/{proc.pid}/stat", "rb") as fh:
+            assert read_proc_file(f"/proc/{proc.pid}/stat").split()[:3] == fh.read().split()[:3]
+    finally:
+        proc.kill()
+        proc.wait()

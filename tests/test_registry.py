@@ -95,7 +95,7 @@ class TinyPane(Static):
 
 class TickPane(Static):
     SOURCES: ClassVar[tuple[str, ...]] = ()
-    TICKS: ClassVar[bool] = True  # drawn every tick, as the Phases pane
+    TICKS: ClassVar[float] = 0.05  # drawn every tick (ui: 0.05), as the Phases pane
     draws = 0
 
     def refresh_from(self, store: Store) -> None:

@@ -19,6 +19,7 @@ from gkdtop.prockind import SESSION_RE, classify, display_name
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+READ_SIZE = 65536  # one read takes a whole /proc/PID/stat, and all but the longest command lines
 # The state letter of /proc/PID/stat, named as psutil.Process.status() names it (psutil.STATUS_*).
 STATES = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
           "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "I": "idle", "P": "parked"}
@@ -60,11 +61,26 @@ def boot_time() -> float:
     return psutil.boot_time()
 
 
+def read_proc_file(path: str) -> bytes:
+    """A /proc file whole, in three system calls: open() adds an fstat, an isatty ioctl and an lseek,
+    and each scan reads a job process's stat (and a Ray worker's command line) every poll."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, READ_SIZE)
+        if len(data) < READ_SIZE:
+            return data
+        chunks = [data]  # a long command line: read on to the end
+        while chunk := os.read(fd, READ_SIZE):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def read_stat(pid: int) -> _Stat | None:
     """/proc/PID/stat parsed; None when the process is gone. PermissionError where /proc hides it."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
+        data = read_proc_file(f"/proc/{pid}/stat")
     except (FileNotFoundError, ProcessLookupError):
         return None
     fields = data[data.rfind(b")") + 2 :].split()  # after the name, which may hold spaces and parentheses
@@ -183,8 +199,7 @@ class ProcCollector:
         One read of the raw bytes per scan; psutil parses them only when they changed.
         """
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                raw = fh.read()
+            raw = read_proc_file(f"/proc/{pid}/cmdline")
         except OSError:
             return
         if raw == info.raw_cmdline:

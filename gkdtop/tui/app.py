@@ -24,6 +24,7 @@ from gkdtop.tui.procs_pane import ProcsPane
 from gkdtop.tui.ray_pane import RayPane
 
 if TYPE_CHECKING:
+    from rich.text import Text
     from textual.widget import Widget
 
     from gkdtop.config import Config
@@ -42,8 +43,9 @@ MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key o
 
 
 class SourcePane(Protocol):
-    """A pane as the app routes redraws to it: the store sources it draws (class attributes: SOURCES,
-    and optionally TICKS, redrawn every tick, and QUICK, on the quick timer) and how it draws them."""
+    """A pane as the app routes redraws to it: the store sources it draws (class attributes: SOURCES;
+    optionally TICKS, seconds after which its text has aged with the clock and it redraws on the next
+    tick though no source moved, and QUICK, drawn on the quick timer) and how it draws them."""
 
     SOURCES: ClassVar[tuple[str, ...]]
 
@@ -70,6 +72,19 @@ def needs_monitor(action: Action) -> Action:
         return None if app.monitor is None else action(app, *args)
 
     return guarded  # type: ignore[return-value]
+
+
+class Column(Vertical):
+    """A layout container with nothing of its own to draw. BLANK: each clock tick re-renders every
+    container it overlaps, and a blank one is a row of spaces, not a styled, filtered, cached line."""
+
+    BLANK = True
+
+
+class Row(Horizontal):
+    """As Column, side by side."""
+
+    BLANK = True
 
 
 class TopBar(Static):
@@ -150,6 +165,8 @@ class GkdtopApp(App[str | None]):
             self._attach(monitor)
         self.ui_interval = refresh or config.refresh.get("ui", 1.0)
         self._drawn: dict[SourcePane, tuple[int, ...]] = {}  # per pane: its sources' store versions when it last drew
+        self._aged_at: dict[SourcePane, float] = {}  # per TICKS pane: when its text has aged (monotonic)
+        self._top: Text | None = None  # the top bar as last drawn
         self.first_frame_at: float | None = None
 
     def _attach(self, monitor: Monitor) -> None:
@@ -164,12 +181,12 @@ class GkdtopApp(App[str | None]):
         # Upper and lower in containers of their own: Textual repaints every widget whose container
         # overlaps a changed line, so the Phases pane's clock (ticking every second) must not share
         # one with the process table and the scrollback.
-        with Vertical(id="panes"):
-            with Horizontal(id="upper"):
+        with Column(id="panes"):
+            with Row(id="upper"):
                 yield PhasesPane(id="phases")
                 yield GpuPane(id="gpus")
             yield Static("", id="summary")
-            with Vertical(id="lower"):
+            with Column(id="lower"):
                 yield ProcsPane(id="procs")
                 yield LogsPane(self.config.default_filter, id="logs")
         yield RayPane(id="ray")
@@ -239,7 +256,9 @@ class GkdtopApp(App[str | None]):
         top.append(f"   {clock(time.time())}", "dim")
         if self.read_only:
             top.append("   read-only", "dim")
-        self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
+        if top != self._top:  # the same text again still repaints the row, and the compositor with it
+            self._top = top
+            self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:
             self.query_one(JobBar).refresh_from(self.job)
         self._redraw(self._ticked, force)
@@ -255,12 +274,17 @@ class GkdtopApp(App[str | None]):
             return
 
     def _redraw(self, panes: list[SourcePane], force: bool) -> None:
-        """Each pane whose declared SOURCES moved since it last drew (a TICKS pane: every time)."""
+        """Each pane whose declared SOURCES moved since it last drew, or whose TICKS say its text aged."""
         versions = self.store.versions
+        now = time.monotonic()
         for pane in panes:
             drawn = tuple(versions.get(source, 0) for source in pane.SOURCES)
-            if force or getattr(pane, "TICKS", False) or self._drawn.get(pane) != drawn:
+            ticks = getattr(pane, "TICKS", 0.0)
+            aged = ticks and now >= self._aged_at.get(pane, 0.0)
+            if force or aged or self._drawn.get(pane) != drawn:
                 self._drawn[pane] = drawn
+                if ticks:  # half a tick early: the timer's jitter must not skip a whole tick
+                    self._aged_at[pane] = now + ticks - self.ui_interval / 2
                 pane.refresh_from(self.store)
 
     # --- actions -------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ class GpuPane(Static):
         self.set_class(none, "-none")
         text = render_gpus(store, self.size.width - 4)
         if text != self._shown:  # without a GPU the state is the same every poll: no redraw
-            layout = reshaped(self._shown.plain if self._shown else "", text.plain, self.content_size.width)
+            layout = reshaped(self._shown.plain if self._shown else "", text.plain, self.content_size.width,
+                              self.styles)
             self._shown = text
             self.update(text, layout=layout)
 

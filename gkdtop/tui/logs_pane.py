@@ -164,7 +164,7 @@ class LogsPane(Vertical):
         bars = "\n".join(f"⟳ {ln.text[:200]}" for ln in list(store.progress.values())[-3:])
         if bars != self._bars:
             progress = self.query_one("#progress", Static)
-            progress.update(bars, layout=reshaped(self._bars, bars, progress.size.width))
+            progress.update(bars, layout=reshaped(self._bars, bars, progress.content_size.width, progress.styles))
             self._bars = bars
         self._update_title(store)
 

@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual.geometry import Region
 from textual.widgets import Static
 
 from gkdtop.format import clock, hint_lines, human_duration
-from gkdtop.tui.repaint import reshaped
+from gkdtop.tui.repaint import repaint_rows
 
 if TYPE_CHECKING:
+    from textual.geometry import Region
+
     from gkdtop.model import Finding, PhaseStatus, StackPhase
     from gkdtop.store import Store
 
@@ -28,9 +29,8 @@ TIMING_ORDER = ("gen", "sync_rollout_weights", "wait_prev_gen", "get_teacher_kno
 
 
 class PhasesPane(Static):
-    # Its verdict ages with the clock ("no progress for 35s"): redrawn every tick, whatever moved.
     SOURCES: ClassVar[tuple[str, ...]] = ("logs", "ray_logs", "stack_phase", "stall_stacks", "ray", "procs")
-    TICKS: ClassVar[bool] = True
+    TICKS: ClassVar[float] = 1.0  # its verdict ages with the clock ("no progress for 35s"): every tick
     DEFAULT_CSS = """
     PhasesPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
     PhasesPane.-stalled { border: heavy $error; }
@@ -54,12 +54,10 @@ class PhasesPane(Static):
             text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
-            layout = reshaped(self._shown, text.plain, self.content_size.width)
-            if not layout and self.scroll_offset.y == 0:  # the lines that changed, not the pane (its clock ticks)
-                width = self.content_size.width
-                self._lines_only = [Region(0, y, width, 1) for y, (old, new) in
-                                    enumerate(zip(self._shown.split("\n"), text.plain.split("\n"), strict=True))
-                                    if old != new]
+            rows = repaint_rows(self._shown, text.plain, self.content_size.width, self.styles)
+            layout = rows is None
+            if not layout and self.scroll_offset.y == 0:  # the rows that changed, not the pane (its clock ticks)
+                self._lines_only = rows
             self._shown = text.plain
             try:
                 self.update(text, layout=layout)

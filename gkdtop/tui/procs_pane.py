@@ -62,6 +62,7 @@ def summary(store: Store) -> str:
 
 class ProcsPane(DataTable[str]):
     SOURCES: ClassVar[tuple[str, ...]] = ("procs",)  # Ray's actors label its rows: the store bumps procs then
+    TICKS: ClassVar[float] = 10.0  # AGE moves in 10 s steps (coarse_age) while no poll changes a row
     DEFAULT_CSS = """
     ProcsPane { border: round $primary; height: 1fr; }
     """
