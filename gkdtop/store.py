@@ -78,6 +78,7 @@ class Store:
         self.stall_stacks: StallStacks | None = None  # the dump taken when a stall began (handed in: monitor.py)
         self.stack_phase: StackPhase | None = None  # the phase read from the stacks while the log cannot say
         self._specs: dict[str, CollectorSpec[Any]] = {}  # per source, from the registry on its first result
+        self._watchers: list[Callable[[str], None]] = []  # see watch()
 
     # --- writes (from the monitor) ------------------------------------------------------------
 
@@ -140,6 +141,17 @@ class Store:
     def _bump(self, source: str) -> None:
         self.version += 1
         self.versions[source] = self.version
+        for callback in self._watchers:
+            callback(source)
+
+    def watch(self, callback: Callable[[str], None]) -> None:
+        """`callback(source)` each time a source's version moves, in the writer's thread (the monitor's
+        event loop): a view redraws when something moved instead of polling the versions."""
+        self._watchers.append(callback)
+
+    def unwatch(self, callback: Callable[[str], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._watchers.remove(callback)
 
     def write_gpus(self, state: GpuState) -> bool:
         self.gpus = state

@@ -127,6 +127,29 @@ async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Pat
         assert painted() == ticked
 
 
+async def test_a_log_line_is_drawn_when_it_arrives_not_on_a_timer(tmp_path: Path) -> None:
+    """The Logs pane redraws when the store's logs move, a beat after its last draw: with the panes'
+    tick at 30 s a new line still reaches it at once, and polls of an idle log schedule nothing."""
+    lines, last = startup(time.time() - 100, steps=1, step_s=5)
+    app, log = make_app(tmp_path, lines, mtime=last)
+    app.ui_interval = 30.0
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: any("step:1" in ln for ln in log_lines(app)))
+        pane = app.query_one(LogsPane)
+        draws: list[int] = []
+        refresh_from = pane.refresh_from
+        pane.refresh_from = lambda store: (draws.append(store.total_lines), refresh_from(store))[1]  # type: ignore[method-assign]
+        polls = app.store.log_polls
+        await settle(pilot, lambda: app.store.log_polls >= polls + 5)  # the idle log, polled
+        assert draws == [] and app._quick_due is None
+        # Nothing of the app's own polls faster than its tick (Textual's blink and the like aside).
+        assert not [t for t in app._timers if t._repeat is None and t._interval < 1 and "set_interval" in t.name]
+        with log.open("a") as fh:
+            fh.write("[ACTOR] a line that came later\n")
+        await settle(pilot, lambda: any("a line that came later" in ln for ln in log_lines(app)), timeout=20)
+        assert len(draws) == 1
+
+
 async def test_filter_edit_pause_and_follow(tmp_path: Path) -> None:
     lines, last = startup(time.time() - 100, steps=2, step_s=5)
     app, log = make_app(tmp_path, lines, mtime=last)

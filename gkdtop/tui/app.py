@@ -25,6 +25,7 @@ from gkdtop.tui.ray_pane import RayPane
 
 if TYPE_CHECKING:
     from rich.text import Text
+    from textual.timer import Timer
     from textual.widget import Widget
 
     from gkdtop.config import Config
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from gkdtop.store import Store
 
 COMPACT_WIDTH, COMPACT_HEIGHT = 110, 32
+QUICK_BEAT = 0.25  # seconds: a followed log's lines reach the Logs pane at most this late
 # What a read-only view (`gkdtop serve` without --allow-actions) refuses, action -> what to call it: each acts
 # on the machine (ptrace, kill, files) or on what the shared monitor follows, not just on this view.
 ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pick_sources": "picking log sources",
@@ -167,6 +169,9 @@ class GkdtopApp(App[str | None]):
         self._drawn: dict[SourcePane, tuple[int, ...]] = {}  # per pane: its sources' store versions when it last drew
         self._aged_at: dict[SourcePane, float] = {}  # per TICKS pane: when its text has aged (monotonic)
         self._top: Text | None = None  # the top bar as last drawn
+        self._quick_sources: set[str] = set()  # what the QUICK panes draw: a move schedules their redraw
+        self._quick_due: Timer | None = None  # that redraw, while one is scheduled
+        self._quick_drawn = 0.0  # monotonic: the QUICK panes' last redraw
         self.first_frame_at: float | None = None
 
     def _attach(self, monitor: Monitor) -> None:
@@ -228,13 +233,30 @@ class GkdtopApp(App[str | None]):
         if self.owns_monitor:
             self.monitor.start(stall_dump=stall_stacker)
         self.set_interval(self.ui_interval, self.refresh_panes)
-        self.set_interval(min(0.25, self.ui_interval), self.refresh_logs)
+        self._quick_sources = {source for pane in self._quick for source in pane.SOURCES}
+        self.store.watch(self._source_moved)
         self.refresh_panes(force=True)
+
+    def _source_moved(self, source: str) -> None:
+        """A QUICK pane's source moved: draw it a quick beat after its last draw. A flood is drawn four
+        times a second and an idle log never: no timer wakes the dashboard to find nothing new."""
+        if source not in self._quick_sources or self._quick_due is not None:
+            return
+        beat = min(QUICK_BEAT, self.ui_interval)
+        wait = max(0.01, self._quick_drawn + beat - time.monotonic())  # Textual's timers divide by it: not 0
+        self._quick_due = self.set_timer(wait, self._quick_draw)
+
+    def _quick_draw(self) -> None:
+        self._quick_due = None
+        self._quick_drawn = time.monotonic()
+        self.refresh_logs()
 
     def _first_frame(self) -> None:
         self.first_frame_at = time.monotonic()
 
     async def on_unmount(self) -> None:
+        if self.monitor is not None:
+            self.store.unwatch(self._source_moved)  # a shared monitor (serve) outlives this view
         if self.owns_monitor and self.monitor is not None:
             await self.monitor.stop()
 
@@ -267,7 +289,7 @@ class GkdtopApp(App[str | None]):
         self.refresh_logs(force)
 
     def refresh_logs(self, force: bool = False) -> None:
-        """The panes that declare QUICK (the Logs pane), on the quick timer."""
+        """The panes that declare QUICK (the Logs pane): when their sources move, and every tick."""
         try:
             self._redraw(self._quick, force)
         except NoMatches:  # a timer that fired while the app quits: the pane's widgets are gone
