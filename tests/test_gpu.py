@@ -343,7 +343,7 @@ def test_collector_retries_start_only_after_the_interval() -> None:
     assert not c.idle()  # never asked yet
     assert c.collect().reason == "no driver"
     now[0] = 129.0
-    assert c.idle()  # the loop skips these polls: no thread hop, no redraw
+    assert c.idle() == 1.0  # the loop dozes until the retry: no thread hop, no redraw
     assert c.collect().status == "unavailable"
     assert backend.calls == ["start"]
     now[0] = 130.0

@@ -155,9 +155,9 @@ class Quiet:
         self.asked: list[bool] = []
         self.wanted = threading.Event()
 
-    def idle(self) -> bool:
+    def idle(self) -> float:
         self.asked.append(not self.wanted.is_set())
-        return self.asked[-1]
+        return 0.01 if self.asked[-1] else 0.0
 
     def collect(self) -> int:
         self.calls += 1
@@ -183,6 +183,44 @@ async def test_an_idle_collector_is_not_polled_until_it_has_something() -> None:
                 break
             await asyncio.sleep(0.01)
         assert results[:3] == [1, 2, 3]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class Asleep(Quiet):
+    """Idle until woken: as the remote-log collector until the picker asks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wake = lambda: None  # the loop replaces it
+
+    def idle(self) -> float:
+        self.asked.append(not self.wanted.is_set())
+        return float("inf") if self.asked[-1] else 0.0
+
+
+async def test_an_idle_collector_dozes_until_woken() -> None:
+    """No wake-up to ask again every interval: asked once, then woken by the collector itself (from
+    another thread, as the picker's request may come), and polled at once."""
+    asleep = Asleep()
+    results: list[int] = []
+    task = asyncio.create_task(run_forever(asleep, results.append, lambda e, d: None))
+    try:
+        for _ in range(500):
+            if asleep.asked:
+                break
+            await asyncio.sleep(0.01)
+        for _ in range(20):  # 20 of its intervals: still the one question
+            await asyncio.sleep(asleep.interval)
+        assert results == [1] and asleep.asked == [True]
+        asleep.wanted.set()
+        threading.Thread(target=asleep.wake).start()
+        for _ in range(500):
+            if len(results) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert results[:2] == [1, 2]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -8,6 +8,7 @@ failure records the error and retries with exponential backoff while the other c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Callable
@@ -24,12 +25,14 @@ class Collector(Protocol):
     def close(self) -> None:
         """Release handles (NVML, files). Called once when the monitor stops."""
 
-    # Optional: `idle() -> bool`, True while a collect() now would only repeat the last result (no
-    # NVML until its next retry, no remote log asked for). The loop then skips the poll: no thread
-    # hop, no store write, no redraw. An idle dashboard polled ~8 times a second.
+    # Optional: `idle() -> float`, the seconds for which a collect() would only repeat the last result
+    # (no NVML until its next retry; inf: no remote log asked for), 0 to poll. The loop dozes that
+    # long, or until the collector calls its `wake()` (an attribute the loop sets where one exists):
+    # no thread hop, store write or redraw, and no wake-up to ask again every interval.
 
 
 MAX_BACKOFF = 30.0
+MAX_DOZE = 30.0  # an idle collector is asked again at least this often
 
 
 def one_line(exc: BaseException) -> str:
@@ -54,11 +57,16 @@ async def run_forever(
     pending: asyncio.Future[Any] | None = None
     loop = asyncio.get_running_loop()
     idle = getattr(collector, "idle", None)
+    woken = asyncio.Event()
+    if hasattr(collector, "wake"):  # called from the UI (the picker) or a thread: ends a doze
+        collector.wake = lambda: loop.call_soon_threadsafe(woken.set)
     reported = False
     while True:
         started = time.monotonic()
-        if reported and idle is not None and idle():
-            await asyncio.sleep(collector.interval)
+        if reported and idle is not None and (doze := idle()) > 0:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(woken.wait(), min(doze, MAX_DOZE))
+            woken.clear()
             continue
         try:
             if pending is None or pending.done():

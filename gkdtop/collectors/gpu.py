@@ -377,9 +377,11 @@ class GpuCollector:
             state.reason = reasons[0] if len(reasons) == 1 else "all GPUs failed: " + "; ".join(reasons)
         return state
 
-    def idle(self) -> bool:
-        """No NVML, and not yet time to look for it again: a poll would say the same."""
-        return not self._started and self._unavailable is not None and self._clock() < self._retry_at
+    def idle(self) -> float:
+        """No NVML, and not yet time to look for it again: a poll would say the same until then."""
+        if self._started or self._unavailable is None:
+            return 0.0
+        return max(0.0, self._retry_at - self._clock())
 
     def close(self) -> None:
         """Shut the backend down once; a later collect() would start it again."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
+import math
 import socket
 import threading
 import time
@@ -43,6 +44,7 @@ from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource
 
 if TYPE_CHECKING:  # imported where used: http.client and urllib.request cost the first frame ~10 ms
     import http.client
+    from collections.abc import Callable
 
 STREAM_INTERVAL = 0.5  # seconds: how often the node's agent looks for new bytes in a streamed file
 BUFFER_CAP = 1 << 20  # bytes held per file between two polls before the reader stops reading
@@ -346,6 +348,7 @@ class RayLogCollector:
         self._next_list = 0.0
         self._state = RayLogsState(patterns=list(self.patterns))
         self._finder = DashboardFinder(address, timeout, keep=list_every)
+        self.wake: Callable[[], None] = lambda: None  # the monitor's loop sets it: ends an idle doze at once
 
     # --- from the source picker (UI thread) -------------------------------------------------------
 
@@ -354,6 +357,7 @@ class RayLogCollector:
         with self._lock:
             self._catalog_wanted = True
             self._next_list = 0.0
+        self.wake()
 
     def set_followed(self, sources: list[RemoteLogSource]) -> None:
         """Follow exactly these (in addition to nothing else): the picker's choice replaces patterns' picks."""
@@ -362,13 +366,15 @@ class RayLogCollector:
             self._dropped = {src for src in self._files if src not in wanted}
             self._picked = wanted
             self._next_list = 0.0
+        self.wake()
 
     # --- collect ----------------------------------------------------------------------------------
 
-    def idle(self) -> bool:
-        """Nothing asked for (no pattern, pick or catalog) and nothing followed: a poll would say the same."""
+    def idle(self) -> float:
+        """Nothing asked for (no pattern, pick or catalog) and nothing followed: a poll would say the same
+        until the picker asks (it calls wake())."""
         with self._lock:
-            return not (self.patterns or self._picked or self._catalog_wanted or self._files)
+            return 0.0 if self.patterns or self._picked or self._catalog_wanted or self._files else math.inf
 
     def collect(self) -> RayLogBatch:
         now = time.monotonic()
