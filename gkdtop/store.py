@@ -7,6 +7,7 @@ read. Nothing in here grows without bound.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -142,7 +143,10 @@ class Store:
         self.version += 1
         self.versions[source] = self.version
         for callback in self._watchers:
-            callback(source)
+            try:
+                callback(source)
+            except Exception:  # a view's failure must not end the collector that wrote (serve: other views)
+                logging.getLogger(__name__).exception("store watcher %r failed", callback)
 
     def watch(self, callback: Callable[[str], None]) -> None:
         """`callback(source)` each time a source's version moves, in the writer's thread (the monitor's
@@ -163,17 +167,23 @@ class Store:
             if dev.memory_total:
                 mem = self.gpu_mem.setdefault(dev.index, deque(maxlen=HISTORY))
                 mem.append(100.0 * (dev.memory_used or 0) / dev.memory_total)
-        self._join_gpu_memory()
+        if self._join_gpu_memory():
+            self._bump("procs")  # the Processes pane's GPU MEM column: a scan of the same table moves nothing
         return True
 
-    def _join_gpu_memory(self) -> None:
+    def _join_gpu_memory(self) -> bool:
+        """Each process row's GPU memory from the latest sample; True when a row's value changed."""
         used: dict[int, int] = {}
         for dev in self.gpus.devices:
             for proc in dev.processes:
                 if proc.used_memory is not None:
                     used[proc.pid] = used.get(proc.pid, 0) + proc.used_memory
+        changed = False
         for row in self.processes:
-            row.gpu_memory = used.get(row.pid)
+            memory = used.get(row.pid)
+            changed = changed or memory != row.gpu_memory
+            row.gpu_memory = memory
+        return changed
 
     def _join_actors(self) -> None:
         """Ray knows which actor a PID runs: label process rows the title alone could not."""

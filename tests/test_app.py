@@ -150,6 +150,39 @@ async def test_a_log_line_is_drawn_when_it_arrives_not_on_a_timer(tmp_path: Path
         assert len(draws) == 1
 
 
+async def test_a_monitor_started_before_the_view_still_draws_its_logs(tmp_path: Path) -> None:
+    """`gkdtop serve` starts the monitor before any view, outside every app's context: the Logs pane's
+    redraw, scheduled from the store's writer, still runs in the view's own, and the view ends cleanly."""
+    lines, last = startup(time.time() - 100, steps=1, step_s=5)
+    owner, log = make_app(tmp_path, lines, mtime=last)
+    monitor = owner.monitor
+    assert monitor is not None
+    monitor.start()
+    try:
+        app = GkdtopApp(monitor.config, monitor, owns_monitor=False)
+        app.ui_interval = 30.0  # no tick: only the store's moves draw the Logs pane
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, lambda: any("step:1" in ln for ln in log_lines(app)))
+            with log.open("a") as fh:
+                fh.write("[ACTOR] drawn by the view\n")
+            await settle(pilot, lambda: any("drawn by the view" in ln for ln in log_lines(app)), timeout=20)
+        assert app.return_code in (None, 0)
+    finally:
+        await monitor.stop()
+
+
+async def test_a_progress_bar_with_brackets_is_shown_as_written(tmp_path: Path) -> None:
+    """The bars under the Logs pane are log text, not markup: "[rank0]:" stays, "[/rank0]" is no error."""
+    lines, last = startup(time.time() - 100, steps=1, step_s=5)
+    app, log = make_app(tmp_path, lines, mtime=last)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: any("step:1" in ln for ln in log_lines(app)))
+        with log.open("a") as fh:
+            fh.write("\r[rank0]: Loading [/rank0] shards:  50%|#####     | 5/10 [00:05<00:05,  1.00it/s]")
+        progress = app.query_one(LogsPane).query_one("#progress", Static)
+        await settle(pilot, lambda: "[rank0]: Loading [/rank0] shards" in str(progress.render()), timeout=20)
+
+
 async def test_filter_edit_pause_and_follow(tmp_path: Path) -> None:
     lines, last = startup(time.time() - 100, steps=2, step_s=5)
     app, log = make_app(tmp_path, lines, mtime=last)

@@ -282,3 +282,30 @@ def test_a_command_line_longer_than_one_read_is_read_whole() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_gpu_memory_change_redraws_the_same_process_table() -> None:
+    """GPU MEM is joined into the rows by the GPU sample: a change there moves the Processes pane's
+    version even when the next scan finds the same table."""
+    from gkdtop.config import Config
+    from gkdtop.model import GpuProcess, GpuSample, GpuState, ProcInfo
+    from gkdtop.store import Store
+
+    def table() -> list[ProcInfo]:
+        return [ProcInfo(pid=4242, ppid=1, name="ray::WorkerDict", cmdline="ray::WorkerDict", role="actor",
+                         user="me", status="sleeping", cpu_percent=0.0, rss=1 << 30, create_time=1.0)]
+
+    def gpus(used: int) -> GpuState:
+        return GpuState(status="ok", devices=[GpuSample(0, "H100", "GPU-0", 0.0, used, 80 << 30, None, None, None,
+                                                        processes=[GpuProcess(4242, used)])])
+
+    store = Store(Config())
+    store.put("gpus", gpus(10 << 30))
+    store.put("procs", table())
+    assert store.processes[0].gpu_memory == 10 << 30
+    version = store.versions["procs"]
+    store.put("procs", table())
+    store.put("gpus", gpus(10 << 30))
+    assert store.versions["procs"] == version  # nothing moved
+    store.put("gpus", gpus(40 << 30))  # the weights were loaded
+    assert store.versions["procs"] > version and store.processes[0].gpu_memory == 40 << 30

@@ -8,7 +8,6 @@ failure records the error and retries with exponential backoff while the other c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import time
 from collections.abc import Callable
@@ -64,8 +63,11 @@ async def run_forever(
     while True:
         started = time.monotonic()
         if reported and idle is not None and (doze := idle()) > 0:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(woken.wait(), min(doze, MAX_DOZE))
+            waiter = asyncio.ensure_future(woken.wait())
+            try:  # asyncio.wait, not wait_for: see below (a cancel as the wait ends must not be dropped)
+                await asyncio.wait({waiter}, timeout=min(doze, MAX_DOZE))
+            finally:
+                waiter.cancel()
             woken.clear()
             continue
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import functools
 import time
 from collections.abc import Callable
@@ -25,7 +27,6 @@ from gkdtop.tui.ray_pane import RayPane
 
 if TYPE_CHECKING:
     from rich.text import Text
-    from textual.timer import Timer
     from textual.widget import Widget
 
     from gkdtop.config import Config
@@ -170,7 +171,8 @@ class GkdtopApp(App[str | None]):
         self._aged_at: dict[SourcePane, float] = {}  # per TICKS pane: when its text has aged (monotonic)
         self._top: Text | None = None  # the top bar as last drawn
         self._quick_sources: set[str] = set()  # what the QUICK panes draw: a move schedules their redraw
-        self._quick_due: Timer | None = None  # that redraw, while one is scheduled
+        self._quick_due: asyncio.TimerHandle | None = None  # that redraw, while one is scheduled
+        self._app_context = contextvars.copy_context()  # where it runs: this app's (set again in _run)
         self._quick_drawn = 0.0  # monotonic: the QUICK panes' last redraw
         self.first_frame_at: float | None = None
 
@@ -234,6 +236,9 @@ class GkdtopApp(App[str | None]):
             self.monitor.start(stall_dump=stall_stacker)
         self.set_interval(self.ui_interval, self.refresh_panes)
         self._quick_sources = {source for pane in self._quick for source in pane.SOURCES}
+        # The store's writer may run outside this app's context (serve starts the monitor before any
+        # view, and Textual's timers need their app's context): the redraw is scheduled in this one.
+        self._app_context = contextvars.copy_context()
         self.store.watch(self._source_moved)
         self.refresh_panes(force=True)
 
@@ -243,8 +248,8 @@ class GkdtopApp(App[str | None]):
         if source not in self._quick_sources or self._quick_due is not None:
             return
         beat = min(QUICK_BEAT, self.ui_interval)
-        wait = max(0.01, self._quick_drawn + beat - time.monotonic())  # Textual's timers divide by it: not 0
-        self._quick_due = self.set_timer(wait, self._quick_draw)
+        wait = max(0.0, self._quick_drawn + beat - time.monotonic())
+        self._quick_due = asyncio.get_running_loop().call_later(wait, self._quick_draw, context=self._app_context)
 
     def _quick_draw(self) -> None:
         self._quick_due = None
@@ -257,6 +262,8 @@ class GkdtopApp(App[str | None]):
     async def on_unmount(self) -> None:
         if self.monitor is not None:
             self.store.unwatch(self._source_moved)  # a shared monitor (serve) outlives this view
+        if self._quick_due is not None:
+            self._quick_due.cancel()
         if self.owns_monitor and self.monitor is not None:
             await self.monitor.stop()
 

@@ -95,7 +95,7 @@ class LogsPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield LogView(max_lines=5000)
-        yield Static("", id="progress")
+        yield Static("", id="progress", markup=False)  # log text: "[rank0]:" is not a tag
 
     @property
     def log_view(self) -> LogView:
