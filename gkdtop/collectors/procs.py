@@ -278,8 +278,7 @@ def process_environ(pid: int) -> dict[str, str]:
     """A process's initial environment (empty when /proc does not let us read it): what the job set
     for its ranks (RANK, the Flight Recorder's and the probe's variables), read without ptrace."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            raw = fh.read()
+        raw = read_proc_file(f"/proc/{pid}/environ")
     except OSError:
         return {}
     pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)

@@ -48,7 +48,8 @@ MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key o
 class SourcePane(Protocol):
     """A pane as the app routes redraws to it: the store sources it draws (class attributes: SOURCES;
     optionally TICKS, seconds after which its text has aged with the clock and it redraws on the next
-    tick though no source moved, and QUICK, drawn on the quick timer) and how it draws them."""
+    tick though no source moved, and QUICK, also drawn a quick beat after its sources move) and how
+    it draws them."""
 
     SOURCES: ClassVar[tuple[str, ...]]
 
@@ -172,7 +173,7 @@ class GkdtopApp(App[str | None]):
         self._top: Text | None = None  # the top bar as last drawn
         self._quick_sources: set[str] = set()  # what the QUICK panes draw: a move schedules their redraw
         self._quick_due: asyncio.TimerHandle | None = None  # that redraw, while one is scheduled
-        self._app_context = contextvars.copy_context()  # where it runs: this app's (set again in _run)
+        self._app_context: contextvars.Context | None = None  # where it runs: this app's, taken in _run
         self._quick_drawn = 0.0  # monotonic: the QUICK panes' last redraw
         self.first_frame_at: float | None = None
 
