@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
-    from gkdtop.analysis.rules import PhaseRule, Signature
+    from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature
 
 # Re-exported from analysis/rules.py when first asked for: the dashboard's first frame needs a Config
 # with its defaults, not the rule parser, the matcher and YAML (about 50 ms of imports).
@@ -91,6 +91,13 @@ class Config:
     findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
+
+    def rules(self) -> RuleSet:
+        """What the analysis takes from the config: the parsed rules and the stall threshold."""
+        from gkdtop.analysis.rules import RuleSet
+
+        return RuleSet(list(self.phases), list(self.findings), self.fail_pattern, list(self.idle_patterns),
+                       self.stall_after)
 
     @property
     def default_filter(self) -> str:

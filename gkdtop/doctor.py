@@ -178,8 +178,8 @@ RANK_ROLES = frozenset({"actor", "rollout", "ref", "teacher", "critic", "reward"
 def check_job_env(processes: list[Any]) -> list[Check]:
     """Did the Flight Recorder variables reach every worker? verl forwards only a fixed list of variables
     to its Ray workers, so what `gkdtop run` set in the driver may stop there. And which NCCL each loaded."""
-    from gkdtop.actions.nccl_ras import loaded_nccl
-    from gkdtop.collectors.procs import process_environ
+    from gkdtop.capture.nccl_ras import loaded_nccl
+    from gkdtop.capture.proc import process_environ
     from gkdtop.jobrun import FR_ENV_NAMES
 
     workers = [p for p in processes if p.role in RANK_ROLES]
@@ -222,8 +222,8 @@ def check_job_env(processes: list[Any]) -> list[Check]:
 
 def check_ras(pid: int) -> Check:
     """Does NCCL's RAS service answer where this NCCL process's environment says it listens?"""
-    from gkdtop.actions import nccl_ras
-    from gkdtop.collectors.procs import process_environ
+    from gkdtop.capture import nccl_ras
+    from gkdtop.capture.proc import process_environ
 
     address = nccl_ras.address_from_env(process_environ(pid))
     if address is None:

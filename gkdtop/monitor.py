@@ -18,7 +18,7 @@ from gkdtop.collectors.registry import Wiring, polled
 from gkdtop.store import Store
 
 if TYPE_CHECKING:
-    from gkdtop.collectors.gpu import GpuBackend
+    from gkdtop.collectors.base import GpuBackend
     from gkdtop.config import Config
     from gkdtop.model import ProcInfo
 
@@ -60,8 +60,8 @@ class Monitor:
         self.config = config
         self.store = Store(config)
         self.log_sources = list(logs) if logs else (config.logs or default_log_sources())
-        wiring = Wiring(config, self.store, self.log_sources, ray_address, tuple(root_pids), gpu_backend,
-                        list(ray_logs))
+        wiring = Wiring(self.log_sources, config.backlog, config.max_line, ray_address, tuple(root_pids), gpu_backend,
+                        list(ray_logs), list(config.driver_patterns), self.store.flood_sieve(), self.store.gpu_pids)
         # Every polled source of the registry (collectors/registry.py), at its configured interval.
         self.collectors: list[Collector] = [
             source.collector(wiring, config.refresh.get(source.name, source.interval)) for source in polled()
@@ -100,7 +100,7 @@ class Monitor:
             from gkdtop.store import read_history
 
             try:
-                analysis = await asyncio.to_thread(read_history, Analysis(self.config), batch.history)
+                analysis = await asyncio.to_thread(read_history, Analysis(self.config.rules()), batch.history)
             except Exception as exc:  # the dashboard goes on with what the live lines show
                 self.store.history_pending = False
                 self.store.fail("logs", f"reading the logs' history: {one_line(exc)}", 0)

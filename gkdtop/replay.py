@@ -113,7 +113,7 @@ def open_end(status: PhaseStatus, config: Config) -> OpenEnd | None:
 def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayReport:
     """`ahead` (`gkdtop replay`, a process with no other thread, which exits after): large files are
     scanned by a forked reader while this process applies, and freed chunks stay in the heap."""
-    analysis = Analysis(config)
+    analysis = Analysis(config.rules())
     if ahead:
         from gkdtop.heap import reuse_chunks
 

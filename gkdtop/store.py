@@ -30,13 +30,13 @@ from gkdtop.model import (
 )
 
 if TYPE_CHECKING:
-    from gkdtop.actions.stall_stacks import StallStacks
     from gkdtop.analysis.matcher import Pattern
     from gkdtop.analysis.phases import PhaseEngine
     from gkdtop.analysis.profiles import Framework
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
     from gkdtop.config import Config
+    from gkdtop.model.stacks import StallStacks
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
@@ -69,7 +69,7 @@ class Store:
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
         self.skipped_lines = 0  # flood lines checked by the sieve but not stored (they matched nothing)
         self.progress: dict[str, LogLine] = {}  # unfinished tqdm bar per file
-        self.analysis = Analysis(config)  # phases, findings, steps, clock: analysis/engine.py
+        self.analysis = Analysis(config.rules())  # phases, findings, steps, clock: analysis/engine.py
         self.history_pending = False  # files there at start-up whose earlier content is still being read
         self.log_polls = 0  # log batches since the history was read: the first live ones set the clock offset
         self.health: dict[str, SourceHealth] = {}

@@ -1,7 +1,8 @@
 """Checks on a YAML config that the YAML library does not make: nesting depth, duplicate keys, tags.
 
 Run around analysis.rules.compose, so the built-in rules and every user file get them. Each
-failure is a one-line ConfigError naming file:line and the key.
+failure is a one-line ConfigError naming file:line and the key. Below everything: it imports no other
+module of gkdtop, and the rule parser raises its error.
 """
 
 from __future__ import annotations
@@ -9,6 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 MAX_DEPTH = 64  # a config nests a few levels; 50,000 nested `[` crash a recursive composer
+
+class ConfigError(Exception):
+    """A config problem, already phrased as the one line the user sees."""
+
+
+def node_error(where: str, node: Any, key: str, msg: str) -> ConfigError:
+    """The error for `key` at the node's line of `where`."""
+    line = f":{node.start_mark.line + 1}" if node is not None else ""
+    return ConfigError(f"{where}{line}: {key}: {msg}")
+
 
 _MAP, _SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 _KIND_TAG = {"ScalarNode": "", "SequenceNode": _SEQ, "MappingNode": _MAP}
@@ -23,8 +34,6 @@ def check_depth(text: str, where: str, loader: Any) -> None:
     the first level too deep, so a bomb costs microseconds. YAML errors propagate to the caller.
     """
     import yaml
-
-    from gkdtop.analysis.rules import ConfigError
 
     def too_deep(line: int) -> ConfigError:
         return ConfigError(f"{where}:{line}: nested more than {MAX_DEPTH} levels deep (a config needs a few)")
@@ -53,8 +62,6 @@ def check_nodes(root: Any, where: str) -> None:
     `!!seq {a: 1}` or `!!str [a]` would reach them as the wrong shape: an error naming the key, here.
     """
     import yaml
-
-    from gkdtop.analysis.rules import node_error
 
     done: set[int] = set()  # aliases share nodes: each is checked once (no billion laughs)
     todo: list[tuple[Any, str]] = [(root, "")]

@@ -117,7 +117,7 @@ def test_inline_flags_hold_per_rule_and_no_rule_breaks_another(tmp_path: Path) -
           - name: greedy
             match: '(a+)+$'
         """))
-    analysis = Analysis(load_config(cfg))  # the old engine joined every rule: `(?i)` mid-pattern crashed it
+    analysis = Analysis(load_config(cfg).rules())  # the old engine joined every rule: `(?i)` mid-pattern crashed it
     t = time.time()
     analysis.feed([LogLine("f", "Loading SHARDS from /ckpt", t, t), LogLine("f", "SegFault at 7fff0b1", t, t),
                    LogLine("f", "a" * 50_000 + "!", t, t)])  # `(a+)+$` on Python's re would never return
@@ -379,7 +379,7 @@ def test_a_stretch_no_rule_knows_is_said_not_charged_to_a_phase(tmp_path: Path) 
     text = subprocess.run([*GKDTOP, "snapshot", "--log", str(log)], capture_output=True, text=True, timeout=60,
                           check=True).stdout
     assert "init_model START | pid=2003 | rank=0`: 38 lines no rule knows" in text  # 37 + an NCCL WARN
-    analysis = Analysis(load_config(None))  # live: the same count
+    analysis = Analysis(load_config(None).rules())  # live: the same count
     t = time.time()
     analysis.feed([LogLine("f", "Initializing Rollout Worker...", t, t)] +
                   [LogLine("f", f"chatter {i}", t, t) for i in range(25)])

@@ -161,7 +161,7 @@ LINE_TEXT = PHASE_TEXT | STEP_TEXT | st.text(max_size=120)
 def test_phase_engine_takes_anything_in_any_order_and_stays_bounded(
         events: list[tuple[str, float, bool]], now: float) -> None:
     with mock.patch.object(phases, "MAX_SPANS", 5), mock.patch.object(phases, "MAX_RECENT_STEPS", 7):
-        analysis = Analysis(Config(phases=builtin_phases()))
+        analysis = Analysis(Config(phases=builtin_phases()).rules())
     engine = analysis.phases
     for text, t, progress in events:  # timestamps jump backwards and forwards at random
         line = LogLine("f", text, t, t, "", None, "", 0, progress, False, text)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gkdtop.actions import nccl_ras
+from gkdtop.capture import nccl_ras
 
 FUNCS = ("Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce")
 TEXT_REPORT = """Job summary

@@ -120,7 +120,7 @@ def test_finished_phase_points_at_the_next_one(tmp_path: Path) -> None:
 def test_tqdm_redraws_with_only_the_clock_moving_are_not_progress() -> None:
     from gkdtop.model import LogLine
 
-    engine = PhaseEngine(config(stall_after=60.0))
+    engine = PhaseEngine(config(stall_after=60.0).rules())
     t = time.time() - 300
     engine.feed([LogLine(source="a", text="Starting dataset generation...", seen=t)])
     for i in range(10):  # tqdm keeps redrawing "0 examples" with a new elapsed time
@@ -307,7 +307,7 @@ def test_a_hang_in_a_per_step_sync_names_weight_sync_inside_the_loop(tmp_path: P
 
 
 def test_a_slower_ranks_done_line_does_not_reopen_a_finished_phase() -> None:
-    engine = PhaseEngine(config())
+    engine = PhaseEngine(config().rules())
     t = 1_000.0
     for dt, text in [(0, "Initializing Actor Worker..."), (1, "[ACTOR] init_model DONE | rank=0"),
                      (2, "Initializing Rollout Worker..."), (3, "[ACTOR] init_model DONE | rank=1"),
@@ -323,7 +323,7 @@ def line_at(t: float, text: str) -> LogLine:
 
 def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
     """Ray's log monitor writes a worker's lines after the driver's: order by the lines' own stamps."""
-    engine = PhaseEngine(config())
+    engine = PhaseEngine(config().rules())
     t = 1_000.0
     for stamp, text in [(t, "Initializing Teacher..."), (t + 0.5, "[TEACHER] init_model START"),
                         (t + 2.0, "✓ Teacher initialized in 2.0s"), (t + 2.1, "Starting weight synchronization..."),
@@ -337,7 +337,7 @@ def test_a_workers_late_delivered_line_does_not_move_the_phase_back() -> None:
 def test_the_end_said_twice_is_one_finished_span() -> None:
     """verl's `Training Progress: 100%` bar finishes the run, and its last lines say so again
     (`Training finished`): the timeline ends with one `finished`, not two."""
-    engine = PhaseEngine(load_config(None))
+    engine = PhaseEngine(load_config(None).rules())
     t = 1_000.0
     for dt, text in [(0, "step:1 - actor/loss:1.0 - timing_s/step:1.0"),
                      (1, "Training Progress: 100%|##########| 3/3 [00:03<00:00,  1.0it/s]"),

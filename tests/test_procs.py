@@ -266,7 +266,7 @@ def test_a_scan_that_finds_the_same_processes_moves_no_version() -> None:
 
 
 def test_a_command_line_longer_than_one_read_is_read_whole() -> None:
-    from gkdtop.collectors.procs import READ_SIZE, read_proc_file
+    from gkdtop.capture.proc import READ_SIZE, read_proc_file
 
     long_args = ["x" * READ_SIZE] * 3  # a launcher's inline config: hydra overrides, a JSON blob
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *long_args])

@@ -68,7 +68,7 @@ def test_a_process_command_line_tells_framework_and_traits() -> None:
     finally:
         proc.kill()
         proc.wait()
-    analysis = Analysis(Config())
+    analysis = Analysis(Config().rules())
     fw = analysis.profiles.result([cmdline, "/usr/bin/python3 -m some.other.tool"])
     assert (fw.name, fw.source) == ("verl", "processes")
     assert fw.label == "verl · GRPO · Megatron · SGLang rollout"

@@ -29,7 +29,7 @@ def test_every_line_names_a_module_whose_spec_fits_it(tmp_path: Path) -> None:
     names = [s.name for s in registry.SOURCES]
     assert len(names) == len(set(names)) and "ui" not in names
     config = Config()
-    wiring = Wiring(config, Store(config), [str(tmp_path / "none.log")], ray_address="http://127.0.0.1:9")
+    wiring = Wiring([str(tmp_path / "none.log")], config.backlog, config.max_line, ray_address="http://127.0.0.1:9")
     for source in registry.SOURCES:
         spec = source.spec()
         assert isinstance(spec, CollectorSpec), source

@@ -402,7 +402,7 @@ class _Bundle:
         """The dump prefix we were given (or ours, or torch's default), plus each job process's own (`gkdtop run`
         puts it in the run directory, set only in the job's environment)."""
         from gkdtop.actions.stacks import TRACE_FILE_ENVS
-        from gkdtop.collectors.procs import process_environ
+        from gkdtop.capture.proc import process_environ
 
         prefixes = [self.trace_prefix]
         for p in self.store.processes:

@@ -10,26 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gkdtop.actions.stacks import StackReport, dump_stacks, stack_targets, write_report
-from gkdtop.collectors.registry import CollectorSpec
+from gkdtop.model.stacks import StallStacks
 
 if TYPE_CHECKING:
     from gkdtop.model import ProcInfo
     from gkdtop.store import Store
-
-
-@dataclass(slots=True)
-class StallStacks:
-    phase: str  # the phase that stalled
-    stalled_since: float  # its last progress: identifies the stall
-    taken: float
-    path: str  # the saved JSON ("" when it could not be saved)
-    report: StackReport
-    error: str = ""  # why nothing could be saved, if so
 
 
 class StallStacker:
@@ -65,10 +54,3 @@ class StallStacker:
             error = f"could not save the stall-time dump: {exc}"
         return StallStacks(phase=status.current or "?", stalled_since=status.last_progress or 0.0,
                            taken=time.time(), path=path, report=report, error=error)
-
-
-# Taken by a StallStacker the dashboard hands the monitor (Monitor.start), never polled.
-SPEC: CollectorSpec[StallStacks] = CollectorSpec(
-    result=StallStacks,
-    write=lambda store, taken: store.write_stall_stacks(taken),
-)

@@ -40,7 +40,7 @@ from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, ClockSkew, pars
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
-    from gkdtop.config import Config
+    from gkdtop.analysis.rules import RuleSet
     from gkdtop.model import Finding, LogLine, PhaseStatus
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -77,12 +77,12 @@ class HistoryRange:
 
 
 class Analysis:
-    def __init__(self, config: Config) -> None:
-        self.config = config
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
         self.patterns: list[Pattern] = []
         self._ids: dict[str, int] = {}
-        self.phases = PhaseEngine(config, self.register)
-        self.findings_engine = FindingsEngine(config.findings, self.register)
+        self.phases = PhaseEngine(rules, self.register)
+        self.findings_engine = FindingsEngine(rules.findings, self.register)
         self.profiles = ProfileDetector(self.register)  # which framework: evidence from matched lines
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
         self.exception_id, self.bar_id = self.phases.exception_id, self.phases.bar_id

@@ -20,7 +20,7 @@ from gkdtop.analysis.steps import StepStats
 from gkdtop.model import LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
-    from gkdtop.config import Config
+    from gkdtop.analysis.rules import RuleSet
 
 # Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
@@ -60,17 +60,16 @@ def _root_cause(text: str, failure: str = "") -> bool:
 
 
 class PhaseEngine:
-    def __init__(self, config: Config, register: Callable[[str | Pattern], int]) -> None:
-        self.config = config
-        self.rules = list(config.phases)
-        self.stall_after = config.stall_after
+    def __init__(self, rules: RuleSet, register: Callable[[str | Pattern], int]) -> None:
+        self.rules = list(rules.phases)
+        self.stall_after = rules.stall_after
         # The matcher's ids of every pattern this engine reads.
         self.step_id = register(STEP_PATTERN)
-        self.fail_id = register(config.fail_pattern)
+        self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
-        self.idle_ids = frozenset(register(p) for p in config.idle_patterns)
+        self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         self.start_ids: dict[int, list[PhaseRule]] = {}
         self.done_ids: dict[int, list[PhaseRule]] = {}
         self.start_of: dict[str, int] = {}  # rule name -> the id of its start / done / fail pattern

@@ -14,10 +14,7 @@ from typing import Any
 
 from gkdtop.analysis.matcher import Pattern, PatternError, compile_pattern
 from gkdtop.model import Hint
-
-
-class ConfigError(Exception):
-    """A config problem, already phrased as the one line the user sees."""
+from gkdtop.yamlguard import ConfigError, node_error
 
 
 @dataclass(slots=True)
@@ -53,15 +50,22 @@ class Signature:
     key: list[str] | None = None  # None: every field tells findings apart
 
 
+@dataclass(slots=True)
+class RuleSet:
+    """What the analysis judges lines by, parsed: config.py builds it (`Config.rules()`), and the
+    analysis layer takes nothing else from the config."""
+
+    phases: list[PhaseRule] = field(default_factory=list)
+    findings: list[Signature] = field(default_factory=list)
+    fail_pattern: str | Pattern = ""  # a line that ends the run as failed ("": none)
+    idle_patterns: list[str | Pattern] = field(default_factory=list)  # lines that are no progress
+    stall_after: float = 120.0  # seconds without progress before a phase with no limit of its own stalls
+
+
 # --- YAML nodes with line numbers ----------------------------------------------------------------
 
 MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 BUILTIN = "gkdtop/data/"  # the built-in rules' files: tests compile them with every engine
-
-
-def node_error(where: str, node: Any, key: str, msg: str) -> ConfigError:
-    line = f":{node.start_mark.line + 1}" if node is not None else ""
-    return ConfigError(f"{where}{line}: {key}: {msg}")
 
 
 def get(node: Any, key: str) -> Any:

@@ -11,7 +11,10 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from gkdtop.model import GpuSample
 
 
 class Collector(Protocol):
@@ -28,6 +31,20 @@ class Collector(Protocol):
     # (no NVML until its next retry; inf: no remote log asked for), 0 to poll. The loop dozes that
     # long, or until the collector calls its `wake()` (an attribute the loop sets where one exists):
     # no thread hop, store write or redraw, and no wake-up to ask again every interval.
+
+
+class GpuBackend(Protocol):
+    """Where GPU samples come from: NVML on a real machine, a recording for demos and tests."""
+
+    def start(self) -> None:
+        """Open the source; raise GpuUnavailable(reason) when there is nothing to open."""
+
+    def driver_version(self) -> str: ...
+
+    def sample(self) -> list[GpuSample]:
+        """One reading of every device; a failing device carries `error`, it does not raise."""
+
+    def shutdown(self) -> None: ...
 
 
 MAX_BACKOFF = 30.0

@@ -16,13 +16,13 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import GpuProcess, GpuSample, GpuState
 
 if TYPE_CHECKING:
-    from gkdtop.store import Store
+    from gkdtop.collectors.base import GpuBackend
 
 RETRY_UNAVAILABLE = 30.0  # seconds between two attempts to start NVML when it was not there
 REPLAY_ENV = "GKDTOP_GPU_REPLAY"
@@ -47,20 +47,6 @@ OLDER_DRIVER = {NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_ARGUMENT_VERSION_MISMA
 
 class GpuUnavailable(Exception):
     """No GPU can be read here at all; the message says why in words a user can act on."""
-
-
-class GpuBackend(Protocol):
-    """Where GPU samples come from: NVML on a real machine, a recording for demos and tests."""
-
-    def start(self) -> None:
-        """Open the source; raise GpuUnavailable(reason) when there is nothing to open."""
-
-    def driver_version(self) -> str: ...
-
-    def sample(self) -> list[GpuSample]:
-        """One reading of every device; a failing device carries `error`, it does not raise."""
-
-    def shutdown(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -390,7 +376,7 @@ class GpuCollector:
             self.backend.shutdown()
 
 
-def _gpu_json(store: Store) -> dict[str, Any]:
+def _gpu_json(store: Any) -> dict[str, Any]:
     gpus = store.gpus
     return {"status": gpus.status, "reason": gpus.reason, "driver": gpus.driver,
             "devices": [asdict(d) for d in gpus.devices]}

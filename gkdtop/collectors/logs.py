@@ -660,6 +660,5 @@ SPEC: CollectorSpec[LogBatch] = CollectorSpec(
     result=LogBatch,
     write=lambda store, batch: store.write_logs(batch),
     build=lambda wiring, interval: LogCollector(
-        wiring.log_sources, backlog=wiring.config.backlog, max_line=wiring.config.max_line, interval=interval,
-        sieve=wiring.store.flood_sieve()),
+        wiring.log_sources, backlog=wiring.backlog, max_line=wiring.max_line, interval=interval, sieve=wiring.sieve),
 )

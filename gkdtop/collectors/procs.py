@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
+from gkdtop.capture.proc import read_proc_file
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo
 from gkdtop.prockind import SESSION_RE, classify, display_name
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-READ_SIZE = 65536  # one read takes a whole /proc/PID/stat, and all but the longest command lines
 # The state letter of /proc/PID/stat, named as psutil.Process.status() names it (psutil.STATUS_*).
 STATES = {"R": "running", "S": "sleeping", "D": "disk-sleep", "T": "stopped", "t": "tracing-stop", "Z": "zombie",
           "X": "dead", "x": "dead", "K": "wake-kill", "W": "waking", "I": "idle", "P": "parked"}
@@ -59,22 +59,6 @@ def boot_time() -> float:
     import psutil  # where used, as below: importing it cost the first frame ~6 ms, before any scan
 
     return psutil.boot_time()
-
-
-def read_proc_file(path: str) -> bytes:
-    """A /proc file whole, in three system calls: open() adds an fstat, an isatty ioctl and an lseek,
-    and each scan reads a job process's stat (and a Ray worker's command line) every poll."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        data = os.read(fd, READ_SIZE)
-        if len(data) < READ_SIZE:
-            return data
-        chunks = [data]  # a long command line: read on to the end
-        while chunk := os.read(fd, READ_SIZE):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def read_stat(pid: int) -> _Stat | None:
@@ -274,22 +258,11 @@ class ProcCollector:
         self._known.clear()
 
 
-def process_environ(pid: int) -> dict[str, str]:
-    """A process's initial environment (empty when /proc does not let us read it): what the job set
-    for its ranks (RANK, the Flight Recorder's and the probe's variables), read without ptrace."""
-    try:
-        raw = read_proc_file(f"/proc/{pid}/environ")
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-
-
 SPEC: CollectorSpec[list[ProcInfo]] = CollectorSpec(
     result=list,
     write=lambda store, processes: store.write_procs(processes),
     build=lambda wiring, interval: ProcCollector(
-        wiring.config.driver_patterns, wiring.root_pids, wiring.store.gpu_pids, interval=interval),
+        wiring.driver_patterns, wiring.root_pids, wiring.gpu_pids or set, interval=interval),
     snapshot=("processes", lambda store: [asdict(p) for p in store.processes]),
     after=("gpus",),  # GPU holders join the process list
 )

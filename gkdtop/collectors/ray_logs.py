@@ -513,6 +513,6 @@ SPEC: CollectorSpec[RayLogBatch] = CollectorSpec(
     result=RayLogBatch,
     write=lambda store, batch: store.write_ray_logs(batch),
     build=lambda wiring, interval: RayLogCollector(
-        list(wiring.ray_logs), wiring.ray_address, backlog=wiring.config.backlog, max_line=wiring.config.max_line,
+        list(wiring.ray_logs), wiring.ray_address, backlog=wiring.backlog, max_line=wiring.max_line,
         interval=interval),
 )

@@ -4,6 +4,10 @@ A source is a line here (its name and default interval: the config reads these w
 collector) plus the `SPEC` its module declares (result type, store writer, how to build the collector,
 its part of `snapshot --json`). Modules are imported when a spec is first asked for, so loading a
 config or drawing the first frame does not pay for psutil, urllib or py-spy's helpers.
+
+The store and the config sit above this layer: a spec's writer and snapshot section take the store
+(typed `Any` here, so no collector imports it), and a collector is built from `Wiring`, the plain
+values the monitor takes out of the config and the store.
 """
 
 from __future__ import annotations
@@ -14,25 +18,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from gkdtop.collectors.base import Collector
-    from gkdtop.collectors.gpu import GpuBackend
-    from gkdtop.config import Config
-    from gkdtop.store import Store
+    from gkdtop.collectors.base import Collector, GpuBackend
 
 R = TypeVar("R")
 
 
 @dataclass(slots=True)
 class Wiring:
-    """What the monitor was given; each spec's `build` takes the parts its collector needs."""
+    """What the monitor was given, as plain values; each spec's `build` takes the parts its collector needs."""
 
-    config: Config
-    store: Store
     log_sources: list[str]
+    backlog: int  # config `backlog`: lines of a file's end read at start-up
+    max_line: int  # config `max_line`
     ray_address: str | None = None
     root_pids: tuple[int, ...] = ()
     gpu_backend: GpuBackend | None = None
     ray_logs: list[str] = field(default_factory=list)
+    driver_patterns: list[str] = field(default_factory=list)  # config `driver_patterns`
+    sieve: Callable[[bytes, int], set[int]] | None = None  # which lines of a flood some rule needs (the store's)
+    gpu_pids: Callable[[], set[int]] | None = None  # the GPU holders the store knows of (procs joins them)
 
 
 @dataclass(slots=True)
@@ -40,11 +44,11 @@ class CollectorSpec(Generic[R]):
     """A collector module's declaration (its module-level `SPEC`)."""
 
     result: type | tuple[type, ...]  # what a collection returns; the store refuses anything else, by name
-    write: Callable[[Store, R], bool]  # folds a result into the store; False when nothing a view shows moved
+    write: Callable[[Any, R], bool]  # folds a result into the store; False when nothing a view shows moved
     # The collector, polled on its interval; None: the monitor's own watcher produces the result
-    # (stack_phase) or one handed to it from outside (stall_stacks: an action the monitor must not import).
+    # (stack_phase, and stall_stacks: the dump the dashboard hands the monitor, which imports no action).
     build: Callable[[Wiring, float], Collector] | None = None
-    snapshot: tuple[str, Callable[[Store], Any]] | None = None  # its key and section in `snapshot --json`
+    snapshot: tuple[str, Callable[[Any], Any]] | None = None  # its key and section in `snapshot --json`, from the store
     after: tuple[str, ...] = ()  # collected once (snapshot, bundle): these sources' results first
 
 
@@ -54,7 +58,7 @@ class Source:
 
     name: str
     interval: float  # default seconds between polls (or looks, for a watcher)
-    module: str  # declares `SPEC`; imported on first use
+    module: str  # declares `SPEC` (or `module:NAME`); imported on first use
     polled: bool = True  # False: no collector (its spec's `build` is None), so the monitor imports it only when needed
 
     def spec(self) -> CollectorSpec[Any]:
@@ -76,7 +80,7 @@ SOURCES: list[Source] = [
     Source("ray_logs", 0.5, "gkdtop.collectors.ray_logs"),
     Source("procs", 2.0, "gkdtop.collectors.procs"),
     Source("stack_phase", 1.0, "gkdtop.collectors.stackphase", polled=False),
-    Source("stall_stacks", 1.0, "gkdtop.actions.stall_stacks", polled=False),
+    Source("stall_stacks", 1.0, "gkdtop.collectors.stackphase:STALL_SPEC", polled=False),
 ]
 
 UI = "ui"  # the config's refresh key for the panes' redraw; not a source
@@ -100,8 +104,9 @@ def find(name: str) -> Source:
     raise KeyError(f"no source {name!r} (known: {', '.join(s.name for s in SOURCES)})")
 
 
-def _spec(module: str) -> CollectorSpec[Any]:
-    spec = getattr(importlib.import_module(module), "SPEC", None)
+def _spec(where: str) -> CollectorSpec[Any]:
+    module, _, name = where.partition(":")
+    spec = getattr(importlib.import_module(module), name or "SPEC", None)
     if not isinstance(spec, CollectorSpec):
-        raise TypeError(f"{module} declares no SPEC (a CollectorSpec)")
+        raise TypeError(f"{module} declares no {name or 'SPEC'} (a CollectorSpec)")
     return spec

@@ -16,13 +16,17 @@ import os
 import resource
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gkdtop.actions.stacks import StackDump, StackReport, dump_stacks, find_py_spy, stack_targets
 from gkdtop.analysis.stackphase import StackRules, builtin_stack_rules, consensus, match_process
+from gkdtop.capture.pyspy import dump_processes, find_py_spy, stack_targets
 from gkdtop.collectors.base import one_line
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import UNRECOGNISED_SHOWN, PhaseStatus, ProcInfo, StackPhase
+from gkdtop.model.stacks import StallStacks
+
+if TYPE_CHECKING:
+    from gkdtop.model.stacks import StackDump
 
 QUIET = 15.0  # seconds of log silence before the stacks are read
 BASE = 10.0  # seconds between two samples while the answer changes
@@ -82,7 +86,7 @@ class StackPhaseSampler:
     name = "stack_phase"
 
     def __init__(self, rules: StackRules | None = None, base: float = BASE, longest: float = LONGEST,
-                 dump: Callable[[list[ProcInfo]], StackReport] | None = None, py_spy: str | None = None) -> None:
+                 dump: Callable[[list[ProcInfo]], list[StackDump]] | None = None, py_spy: str | None = None) -> None:
         self.rules = rules
         self.base, self.longest = base, longest
         self.interval = base
@@ -117,10 +121,9 @@ class StackPhaseSampler:
             result = StackPhase(None, "", "", None, "", taken, reason, processes=len(targets),
                                 note="py-spy not found (pip install py-spy, next to this Python or on PATH)")
         else:
-            dump = self.dump or functools.partial(dump_stacks, timeout=5.0, workers=4, py_spy=exe,
-                                                  nccl_trace=False, nonblocking=True)
+            dump = self.dump or functools.partial(_dump_nonblocking, py_spy=exe)
             try:
-                dumps = dump(targets).dumps
+                dumps = dump(targets)
                 started = {p.pid: p.create_time for p in targets}
                 self.not_python.update((d.pid, started.get(d.pid, 0.0)) for d in dumps
                                        if d.error.startswith("not a Python process"))
@@ -170,6 +173,11 @@ def _cpu() -> float:
     return kids.ru_utime + kids.ru_stime + time.thread_time()
 
 
+def _dump_nonblocking(targets: list[ProcInfo], py_spy: str) -> list[StackDump]:
+    """py-spy reads without pausing the targets, four at a time, each within 5 s."""
+    return dump_processes(targets, timeout=5.0, workers=4, py_spy=py_spy, nonblocking=True)[2]
+
+
 def _frame_line(sources: SourceLines, pid: int, frame: Any) -> str:
     return sources.line(pid, frame.path, frame.line)
 
@@ -188,4 +196,10 @@ def _innermost(dump: StackDump) -> str:
 SPEC: CollectorSpec[StackPhase | None] = CollectorSpec(
     result=(StackPhase, type(None)),
     write=lambda store, found: store.write_stack_phase(found),
+)
+
+# No collector either: the dump the dashboard hands the monitor (Monitor.start) when a stall is declared.
+STALL_SPEC: CollectorSpec[StallStacks] = CollectorSpec(
+    result=StallStacks,
+    write=lambda store, taken: store.write_stall_stacks(taken),
 )

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 
 from gkdtop import prockind
-from gkdtop.collectors.procs import process_environ
+from gkdtop.capture.proc import process_environ
 
 
 @dataclass(slots=True)

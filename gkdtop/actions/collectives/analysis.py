@@ -13,8 +13,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from gkdtop.actions.collectives.model import MISMATCH_KINDS, CollectiveReport, FrDump, GroupFinding, RankState
 from gkdtop.actions.collectives.render import sentence
+from gkdtop.model.collectives import MISMATCH_KINDS, CollectiveReport, FrDump, GroupFinding, RankState
 
 
 def _op(entry: dict[str, Any]) -> str:

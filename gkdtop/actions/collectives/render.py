@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gkdtop.actions.collectives.model import CollectiveReport, GroupFinding, RankState
+    from gkdtop.model.collectives import CollectiveReport, GroupFinding, RankState
 
 
 def _ranks_text(ranks: Sequence[int]) -> str:

@@ -5,9 +5,10 @@ usually the culprit. So identical stacks are grouped ("6 processes: broadcast <-
 and the processes that are not where their peers are get called out. Every dump is saved to a
 timestamped file as well, because a hang is evidence worth keeping.
 
-The package, by job: model (the data), capture (py-spy, the probe's faulthandler in probe_dump,
-Flight Recorder triggers in traces, Ray actors on any node in remote), analysis (grouping, outliers),
-render (JSON, text, files) and cli (`gkdtop stacks`). This module re-exports the public API.
+The package, by job: report (capture, then analysis: `dump_stacks`), remote (Ray actors on any node),
+analysis (grouping, outliers), render (JSON, text, files) and cli (`gkdtop stacks`). Reading one
+process is capture/'s (py-spy, the probe's faulthandler, Flight Recorder triggers); the data is
+gkdtop/model/stacks.py. This module re-exports the public API.
 """
 
 from gkdtop.actions.stacks.analysis import (
@@ -20,16 +21,13 @@ from gkdtop.actions.stacks.analysis import (
     stack_key,
     summarize,
 )
-from gkdtop.actions.stacks.capture import (
-    PYTHON_ROLES,
-    dump_stacks,
-    find_py_spy,
-    job_targets,
-    parse_py_spy_json,
-    proc_info,
-    stack_targets,
-)
-from gkdtop.actions.stacks.model import (
+from gkdtop.actions.stacks.render import default_directory, report_json, report_text, write_report
+from gkdtop.actions.stacks.report import dump_stacks, job_targets
+from gkdtop.capture.faulthandler import faulthandler_dump, parse_faulthandler, short_path
+from gkdtop.capture.flight_recorder import TRACE_FILE_DEFAULT, TRACE_FILE_ENVS, TRACE_PIPE_ENVS, trigger_nccl_traces
+from gkdtop.capture.proc import proc_info
+from gkdtop.capture.pyspy import PYTHON_ROLES, find_py_spy, parse_py_spy_json, stack_targets
+from gkdtop.model.stacks import (
     SCHEMA,
     NcclTrace,
     StackDump,
@@ -38,9 +36,6 @@ from gkdtop.actions.stacks.model import (
     StackReport,
     ThreadStack,
 )
-from gkdtop.actions.stacks.probe_dump import faulthandler_dump, parse_faulthandler, short_path
-from gkdtop.actions.stacks.render import default_directory, report_json, report_text, write_report
-from gkdtop.actions.stacks.traces import TRACE_FILE_DEFAULT, TRACE_FILE_ENVS, TRACE_PIPE_ENVS, trigger_nccl_traces
 
 __all__ = [
     "COLLECTIVES", "PYTHON_ROLES", "SCHEMA", "TRACE_FILE_DEFAULT", "TRACE_FILE_ENVS", "TRACE_PIPE_ENVS",

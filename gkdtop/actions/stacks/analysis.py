@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gkdtop.actions.stacks.model import StackDump, StackFrame, StackGroup, ThreadStack
+from gkdtop.capture.faulthandler import STDLIB_RE
+from gkdtop.model.stacks import StackDump, StackFrame, StackGroup, ThreadStack
 
 # Functions that are a collective (or a point-to-point op) in the libraries a GKD/PPO job talks NCCL through.
 COLLECTIVES = frozenset({
@@ -27,7 +28,6 @@ PASS_THROUGH_RE = re.compile(
     r"|_resume_span|actor_method_executor|_exception_logger|_fn)$|^<lambda>$"
 )
 PLUMBING_PATHS = ("ray/_private/", "ray/util/tracing/", "ray/actor.py", "ray/remote_function.py")
-STDLIB_RE = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")
 SUMMARY_DEPTH = 3
 FR_THREAD = "gkdtop-probe-fr"  # gkdtop.probe.FR_THREAD (not imported: the probe module stays standalone)
 PROBE_FILE = "gkdtop/probe.py"

@@ -9,13 +9,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gkdtop.actions.stacks.capture import dump_stacks, job_targets
 from gkdtop.actions.stacks.remote import dump_ray_stacks
 from gkdtop.actions.stacks.render import report_json, report_text, write_report
+from gkdtop.actions.stacks.report import dump_stacks, job_targets
 
 if TYPE_CHECKING:
-    from gkdtop.actions.stacks.model import StackReport
     from gkdtop.model import ProcInfo
+    from gkdtop.model.stacks import StackReport
 
 
 def run(pids: list[int], native: bool, as_json: bool, timeout: float, out_dir: str | None,

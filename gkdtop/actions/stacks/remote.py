@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gkdtop.actions.stacks.analysis import group_stacks, outliers
-from gkdtop.actions.stacks.capture import parse_py_spy_json
-from gkdtop.actions.stacks.model import StackDump, StackFrame, StackReport, ThreadStack
+from gkdtop.capture.pyspy import parse_py_spy_json
 from gkdtop.collectors.ray import DashboardFinder, ray_temp_dir, state_list
+from gkdtop.model.stacks import StackDump, StackFrame, StackReport, ThreadStack
 
 MAX_TARGETS = 256
 RESULT_MARK = "@@GKDTOP-AGENT@@"

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gkdtop.actions.stacks.model import SCHEMA, StackFrame, StackReport, ThreadStack
+from gkdtop.model.stacks import SCHEMA, StackFrame, StackReport, ThreadStack
 
 if TYPE_CHECKING:
-    from gkdtop.actions.collectives.model import CollectiveReport
+    from gkdtop.model.collectives import CollectiveReport
 
 
 def _frame_json(frame: StackFrame) -> dict[str, object]:

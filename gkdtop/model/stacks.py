@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gkdtop.actions.collectives.model import CollectiveReport
+    from gkdtop.model.collectives import CollectiveReport
 
 SCHEMA = 1
 
@@ -90,3 +90,15 @@ class NcclTrace:
     ok: bool
     error: str = ""
     bytes: int = 0
+
+
+@dataclass(slots=True)
+class StallStacks:
+    """The stack dump taken when a stall was declared (actions/stall_stacks.py), kept in the store."""
+
+    phase: str  # the phase that stalled
+    stalled_since: float  # its last progress: identifies the stall
+    taken: float
+    path: str  # the saved JSON ("" when it could not be saved)
+    report: StackReport
+    error: str = ""  # why nothing could be saved, if so

@@ -10,10 +10,10 @@ import os
 import re
 import time
 
-from gkdtop.actions.stacks.analysis import STDLIB_RE
-from gkdtop.actions.stacks.model import StackFrame, ThreadStack
-from gkdtop.collectors.procs import process_environ
+from gkdtop.capture.proc import process_environ
+from gkdtop.model.stacks import StackFrame, ThreadStack
 
+STDLIB_RE = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")  # a standard library file
 FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
 FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 FH_HEADER_RE = re.compile(r"pid=(\d+) start=(\d*) signal=(\d+) main=(0x[0-9a-fA-F]+)")

@@ -1,7 +1,7 @@
-"""Taking the stacks: py-spy on every target in parallel, the probe's faulthandler where py-spy cannot.
+"""Python stacks with py-spy: every target in parallel, the probe's faulthandler where py-spy cannot.
 
 Which processes are targets (the Processes pane's Python roles), how one process is dumped, and
-how a failure becomes one line a person can act on. Grouping is analysis.py's job.
+how a failure becomes one line a person can act on. Grouping them is actions/stacks' job.
 """
 
 from __future__ import annotations
@@ -17,12 +17,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gkdtop.actions.stacks.analysis import group_stacks, outliers
-from gkdtop.actions.stacks.model import StackDump, StackFrame, StackReport, ThreadStack
-from gkdtop.actions.stacks.probe_dump import faulthandler_dump
-from gkdtop.actions.stacks.traces import trigger_nccl_traces
-from gkdtop.collectors.procs import process_environ
+from gkdtop.capture.faulthandler import faulthandler_dump
+from gkdtop.capture.proc import alive, exe_path, maps_python, proc_info, rank_of
 from gkdtop.model import ProcInfo
+from gkdtop.model.stacks import StackDump, StackFrame, ThreadStack
 
 # Roles of Python processes in the Processes pane: Ray's own daemons (C++ or not ours) are left out.
 PYTHON_ROLES = frozenset({
@@ -40,25 +38,22 @@ def find_py_spy(search: Iterable[str | Path] | None = None) -> str | None:
     return shutil.which("py-spy")
 
 
-def dump_stacks(
+def dump_processes(
     targets: Sequence[ProcInfo] | Sequence[int],
     native: bool = False,
     timeout: float = 10.0,
     workers: int = 16,
     py_spy: str | None = None,
     search: Iterable[str | Path] | None = None,
-    nccl_trace: bool = True,
     nonblocking: bool = False,
-) -> StackReport:
-    """Dump every target in parallel (py-spy pauses each process only for its own dump), then group.
+) -> tuple[str, list[ProcInfo], list[StackDump]]:
+    """Every target dumped in parallel (py-spy pauses each process only for its own dump): the py-spy
+    used ("" when none was found), the targets as ProcInfo, and one dump per target in their order.
 
     A process py-spy cannot read (py-spy missing, ptrace denied, ...) is dumped by faulthandler when
-    it runs gkdtop.probe; with `nccl_trace`, every rank that can (gkdtop.probe's request FIFO, torch's
-    NCCL trigger pipe) dumps its Flight Recorder too, and the dumps are analysed (actions/collectives.py).
-    `nonblocking` (the periodic sampler, collectors/stackphase.py): py-spy reads without pausing the
-    target, and a failure is only reported (no faulthandler signal every few seconds).
+    it runs gkdtop.probe. `nonblocking` (the periodic sampler, collectors/stackphase.py): py-spy reads
+    without pausing the target, and a failure is only reported (no faulthandler signal every few seconds).
     """
-    start = time.time()
     exe = py_spy or find_py_spy(search)
     procs = [t if isinstance(t, ProcInfo) else proc_info(t) for t in targets]
     pool_size = max(1, min(workers, len(procs)))
@@ -71,49 +66,7 @@ def dump_stacks(
             dumps = list(pool.map(lambda p: _dump_guarded(exe, p, native, timeout, nonblocking), procs))
     else:
         dumps = []
-    traces = trigger_nccl_traces(procs, wait=min(timeout, 5.0)) if nccl_trace and procs else []
-    colls = None
-    if nccl_trace and procs:
-        from gkdtop.actions import collectives
-
-        colls = collectives.collect(procs, traces, wait=min(timeout, 5.0))
-        colls = colls if colls.dumps else None
-    groups = group_stacks(dumps)
-    return StackReport(time=start, native=native, dumps=dumps, groups=groups, outliers=outliers(dumps, groups),
-                       py_spy=exe or "", seconds=round(time.time() - start, 3), nccl_traces=traces,
-                       collectives=colls)
-
-
-def proc_info(pid: int) -> ProcInfo:
-    """A ProcInfo for a bare PID, with a role from the same rules as the Processes pane."""
-    import psutil
-
-    from gkdtop.prockind import classify, display_name
-
-    try:
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            argv = proc.cmdline() or [proc.name()]
-            create_time, ppid, status = proc.create_time(), proc.ppid(), proc.status()
-    except psutil.NoSuchProcess:
-        return ProcInfo(pid, 0, "(gone)", "", "", "?", "gone", 0.0, 0, 0.0)
-    except psutil.AccessDenied:
-        argv, create_time, ppid, status = [f"[{pid}]"], 0.0, 0, "?"
-    cmdline = " ".join(argv)
-    role, actor = classify(argv[0], cmdline, None, argv)
-    return ProcInfo(pid, ppid, display_name(cmdline), cmdline, role or "", "", status, 0.0, 0, create_time, actor)
-
-
-def _rank(pid: int) -> tuple[int | None, int | None]:
-    """RANK (else LOCAL_RANK) and WORLD_SIZE from the process's environment, when /proc lets us read it."""
-    env = process_environ(pid)
-
-    def number(name: str) -> int | None:
-        value = env.get(name, "")
-        return int(value) if value.isascii() and value.isdigit() else None
-
-    rank = number("RANK")
-    return (number("LOCAL_RANK") if rank is None else rank), number("WORLD_SIZE")
+    return exe or "", procs, dumps
 
 
 def _label(proc: ProcInfo, rank: int | None, world: int | None) -> str:
@@ -124,28 +77,9 @@ def _label(proc: ProcInfo, rank: int | None, world: int | None) -> str:
 
 
 def _failed(proc: ProcInfo, error: str) -> StackDump:
-    rank, world = _rank(proc.pid)
+    rank, world = rank_of(proc.pid)
     return StackDump(proc.pid, proc.role, _label(proc, rank, world), False, error, actor=proc.actor, rank=rank,
                      world_size=world)
-
-
-def _alive(proc: ProcInfo) -> bool:
-    """Is `proc` still there, and still the same process (not a recycled PID)?"""
-    try:
-        stat = Path(f"/proc/{proc.pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[-1].split()
-    if fields and fields[0] in ("Z", "X"):
-        return False
-    if proc.create_time:
-        import psutil
-
-        try:
-            return abs(psutil.Process(proc.pid).create_time() - proc.create_time) <= 1
-        except psutil.Error:
-            return False
-    return True
 
 
 def _dump_guarded(exe: str, proc: ProcInfo, native: bool, timeout: float, nonblocking: bool = False) -> StackDump:
@@ -158,9 +92,9 @@ def _dump_guarded(exe: str, proc: ProcInfo, native: bool, timeout: float, nonblo
 
 
 def _dump_one(exe: str, proc: ProcInfo, native: bool, timeout: float, nonblocking: bool = False) -> StackDump:
-    if not _alive(proc):
+    if not alive(proc):
         return _failed(proc, "process vanished (exited before the dump)")
-    rank, world = _rank(proc.pid)
+    rank, world = rank_of(proc.pid)
     dump = StackDump(proc.pid, proc.role, _label(proc, rank, world), False, actor=proc.actor, rank=rank,
                      world_size=world)
     # --nonblocking would pause the target less but cannot be combined with --native; a consistent
@@ -219,7 +153,7 @@ def _thread(item: dict) -> ThreadStack:
 
 def _explain(proc: ProcInfo, output: str) -> str:
     """py-spy's failure as one line a person can act on."""
-    if not _alive(proc):
+    if not alive(proc):
         return "process vanished (exited during the dump)"
     if "Permission Denied" in output or "Operation not permitted" in output:
         return "permission denied by ptrace (run as its user or root; check kernel.yama.ptrace_scope, CAP_SYS_PTRACE)"
@@ -227,31 +161,15 @@ def _explain(proc: ProcInfo, output: str) -> str:
     first = next((ln[len("Error:"):].strip() for ln in lines if ln.startswith("Error:")), lines[0] if lines else "")
     if re.search(r"unsupported.*version|version.*not supported", output, re.I):
         return f"unsupported Python: {first}"[:200]
-    exe = _exe(proc.pid)
-    if exe is not None and not _maps_python(proc.pid) and "python" not in Path(exe).name:
+    exe = exe_path(proc.pid)
+    if exe is not None and not maps_python(proc.pid) and "python" not in Path(exe).name:
         return f"not a Python process ({Path(exe).name})"
     return f"py-spy failed: {first or 'exit status nonzero'}"[:200]
 
 
-def _exe(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return None
-
-
-def _maps_python(pid: int) -> bool:
-    """Does the process map an interpreter (libpython, or a python binary)? Unknown counts as yes."""
-    try:
-        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-            return any("python" in line.rsplit("/", 1)[-1] for line in maps if "/" in line)
-    except OSError:
-        return True
-
-
 def _fallback(dump: StackDump, proc: ProcInfo, timeout: float) -> StackDump:
     """A failed py-spy dump retried through faulthandler; the result says which method produced it."""
-    if dump.ok or dump.error.startswith(("process vanished", "not a Python process")) or not _alive(proc):
+    if dump.ok or dump.error.startswith(("process vanished", "not a Python process")) or not alive(proc):
         return dump
     began = time.monotonic()
     threads, why = faulthandler_dump(proc.pid, timeout=min(timeout, 5.0))
@@ -267,12 +185,3 @@ def _fallback(dump: StackDump, proc: ProcInfo, timeout: float) -> StackDump:
 def stack_targets(processes: Sequence[ProcInfo]) -> list[ProcInfo]:
     """The Python processes of the job (Ray's C++ daemons have no Python stack to show)."""
     return [p for p in processes if p.role in PYTHON_ROLES and p.status != "zombie"]
-
-
-def job_targets(driver_patterns: Iterable[str] | None = None) -> list[ProcInfo]:
-    """The Processes pane's Python processes (one scan; no NVML, so GPU-only holders are not among them)."""
-    from gkdtop.collectors.procs import ProcCollector
-    from gkdtop.config import DRIVER_PATTERNS
-
-    rows = ProcCollector(DRIVER_PATTERNS if driver_patterns is None else driver_patterns).collect()
-    return stack_targets(rows)

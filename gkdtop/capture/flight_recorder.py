@@ -1,7 +1,9 @@
-"""Getting the dumps: each rank asked through gkdtop.probe's request FIFO, the trigger-pipe dumps read at once.
+"""Flight Recorder dumps from live ranks: torch's trigger pipe (`TORCH_NCCL_DEBUG_INFO_PIPE_FILE`)
+and gkdtop.probe's request FIFO, read back as each process's owner left them.
 
-Every file is read as the process's owner left it, capped, never followed through a link, and
-unpickled as plain data only.
+torch's watchdog reads the pipe and writes the rank's last collectives to a file; the probe answers
+for any backend. Every file is read capped, never followed through a link, and unpickled as plain
+data only; actions/collectives analyses the dumps.
 """
 
 from __future__ import annotations
@@ -17,12 +19,94 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.actions.collectives.analysis import analyze
-from gkdtop.actions.collectives.model import CollectiveReport, FrDump, who
-from gkdtop.collectors.procs import process_environ
+from gkdtop.capture.proc import owner, process_environ
+from gkdtop.model.collectives import FrDump, who
+from gkdtop.model.stacks import NcclTrace
 
 if TYPE_CHECKING:
     from gkdtop.model import ProcInfo
+
+TRACE_PIPE_ENVS = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DEBUG_INFO_PIPE_FILE")
+TRACE_FILE_ENVS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+TRACE_FILE_DEFAULT = "/tmp/nccl_trace_rank_"
+
+
+def _open_pipe(pid: int, prefix: str) -> str:
+    """The trigger FIFO the process holds open (torch's watchdog opens `<prefix><rank>.pipe` for reading)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return ""
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix) and target.endswith(".pipe"):
+            return target
+    return ""
+
+
+def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[NcclTrace]:
+    """Write to each rank's Flight Recorder FIFO (`<pipe prefix><rank>.pipe`) and wait for its dump file.
+
+    torch's watchdog creates and opens the FIFO (ProcessGroupNCCL's DumpPipe) when the pipe prefix is
+    set and the trace buffer is on; the FIFO a process holds open names its rank. Processes without
+    the variable are skipped; one without a FIFO (CPU/gloo, no NCCL group yet) gets an entry saying so.
+    """
+    asked: list[tuple[NcclTrace, int]] = []  # (trace, the dump's mtime before; -1: nothing asked)
+    seen: set[str] = set()
+    for proc in procs:
+        env = process_environ(proc.pid)
+        prefix = next((env[k] for k in TRACE_PIPE_ENVS if env.get(k)), "")
+        if not prefix:
+            continue
+        stem = next((env[k] for k in TRACE_FILE_ENVS if env.get(k)), TRACE_FILE_DEFAULT)
+        pipe = _open_pipe(proc.pid, prefix)
+        rank_text = pipe[len(prefix):-len(".pipe")] if pipe else env.get("RANK", "")
+        rank = int(rank_text) if rank_text.isdigit() else None
+        trace = NcclTrace(proc.pid, rank, pipe or f"{prefix}<rank>.pipe", f"{stem}{rank if rank is not None else ''}",
+                          False)
+        if not pipe:
+            trace.error = "no trigger pipe (no NCCL process group in this process, e.g. CPU/gloo, or not created yet)"
+            asked.append((trace, -1))
+            continue
+        if pipe in seen:
+            continue
+        seen.add(pipe)
+        try:
+            before = os.stat(trace.file).st_mtime_ns
+        except OSError:
+            before = 0
+        try:
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads it: no watchdog
+            try:
+                os.write(fd, b"1\n")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            trace.error = f"cannot write the trigger pipe: {exc.strerror or exc} (is the rank's watchdog alive?)"
+            asked.append((trace, -1))
+            continue
+        asked.append((trace, before))
+    deadline = time.monotonic() + wait
+    for trace, before in asked:
+        if before < 0:
+            continue
+        while True:
+            try:
+                st = os.stat(trace.file)
+                if st.st_mtime_ns != before and st.st_size > 0:
+                    trace.ok, trace.bytes = True, st.st_size
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                trace.error = f"no dump at {trace.file} within {wait:g} s"
+                break
+            time.sleep(0.1)
+    return [t for t, _ in asked]
+
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump
 
@@ -46,7 +130,7 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
             continue
         try:
             st = os.fstat(fd)
-            if not stat.S_ISFIFO(st.st_mode) or st.st_uid != _owner(proc.pid):
+            if not stat.S_ISFIFO(st.st_mode) or st.st_uid != owner(proc.pid):
                 continue
             os.write(fd, f"{token}\n".encode())
         except OSError:
@@ -74,13 +158,6 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
         out.append(answers.get(proc.pid) or FrDump(proc.pid, who(proc), "probe", False, source=str(path),
                                                    error=f"the probe did not answer within {wait:g} s"))
     return out
-
-
-def _owner(pid: int) -> int:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid
-    except OSError:
-        return -1
 
 
 def _read_regular(path: str | Path) -> bytes:
@@ -168,35 +245,6 @@ def is_rank(dump: FrDump) -> bool:
 
 def nccl_processes(procs: Sequence[ProcInfo]) -> list[ProcInfo]:
     """The processes that mapped an NCCL library: the ones NCCL's RAS knows."""
-    from gkdtop.actions.nccl_ras import loaded_nccl
+    from gkdtop.capture.nccl_ras import loaded_nccl
 
     return [p for p in procs if loaded_nccl(p.pid)]
-
-
-def collect(procs: Sequence[ProcInfo], nccl_traces: Sequence[Any] = (), wait: float = 5.0,
-            ras_interval: float = 2.0) -> CollectiveReport:
-    """Dumps from every rank (probe and trigger pipe), analysed; a process answering both keeps the probe's.
-
-    When a rank loaded NCCL, its RAS service is polled twice meanwhile (in a thread: the polls wait
-    `ras_interval` between them, the dumps need not).
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from gkdtop.actions import nccl_ras
-
-    nccl = nccl_processes(procs)
-    address = nccl_ras.address_from_env(process_environ(nccl[0].pid)) if nccl else None
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ras = pool.submit(nccl_ras.poll, address, ras_interval) if address else None
-        dumps = [d for d in request_probe_dumps(procs, wait=wait) if is_rank(d)]
-        have = {d.pid for d in dumps if d.ok}
-        dumps += [d for d in read_pipe_dumps(nccl_traces, procs) if d.pid not in have]
-        report = analyze(dumps)
-        report.ras = ras.result() if ras is not None else None
-    labels = {p.pid: who(p) for p in procs}
-    for comm in (report.ras or {}).get("communicators", []):  # RAS knows PIDs; the Processes pane, who they are
-        comm["labels"] = {rank: labels[pid] for rank, pid in comm["pids"].items() if pid in labels}
-    stuck = [c["sentence"] for c in (report.ras or {}).get("communicators", []) if c["stuck"] or c["missing"]]
-    if stuck and not any(g.kind for g in report.groups):
-        report.sentence = "NCCL RAS: " + stuck[0]
-    return report
