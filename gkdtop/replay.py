@@ -1,6 +1,6 @@
 """`gkdtop replay LOG...`: the phase timeline, steps, where the run stopped and its errors, after the fact.
 
-Streams, never loads a file: the analysis (analysis/engine.py) reads each file in chunks, its
+Streams, never loads a file: the analysis (analysis/history.py) reads each file in chunks, its
 matcher scans a chunk for every rule at once and only the lines it names are parsed. The same
 engine follows live logs, so replay and the dashboard agree on a file.
 """
@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.engine import Analysis, ErrorGroup, file_range
+from gkdtop.analysis.engine import Analysis, ErrorGroup
+from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
 
 if TYPE_CHECKING:

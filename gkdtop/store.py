@@ -13,7 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.engine import Analysis, HistoryRange
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.history import HistoryRange
 from gkdtop.collectors.registry import CollectorSpec, find
 from gkdtop.model import (
     Finding,

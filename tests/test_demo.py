@@ -26,8 +26,9 @@ pytest.importorskip("ray")
 pytest.importorskip("torch")
 
 from gkdtop.demo import FAULTS
-from gkdtop.demo.job import _Bar, parse_args
+from gkdtop.demo.job import parse_args
 from gkdtop.demo.launcher import DemoOptions, DemoRun, find_processes, remove_debris, start_demo, terminate
+from gkdtop.demo.printing import ProgressBar
 
 pytestmark = [pytest.mark.demo, pytest.mark.slow]
 
@@ -264,10 +265,10 @@ def test_unknown_fault_is_refused_before_anything_starts(tmp_path: Path,
 
 
 def test_progress_bar_looks_like_tqdm(capsys: pytest.CaptureFixture[str]) -> None:
-    bar = _Bar("Training Progress", total=4)
+    bar = ProgressBar("Training Progress", total=4)
     bar.update(1)
     bar.close()
-    split = _Bar("Generating train split", unit="examples")
+    split = ProgressBar("Generating train split", unit="examples")
     split.update(128)
     split.close()
     out = capsys.readouterr().out

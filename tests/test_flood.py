@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.collectors import logs as logs_module
+from gkdtop.collectors.follow import FLOOD_TAIL
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import load_config
 from gkdtop.store import Store
@@ -90,7 +91,7 @@ def test_the_sieve_gives_the_same_verdicts_as_every_line(tmp_path: Path, monkeyp
     every = follow(tmp_path / "every.log", sieve=False)
     sieved = follow(tmp_path / "sieved.log", sieve=True)
     # it did sieve: nearly every line before the newest FLOOD_TAIL is noise
-    assert sieved.skipped_lines > 0.9 * (len(LINES) - logs_module.FLOOD_TAIL)
+    assert sieved.skipped_lines > 0.9 * (len(LINES) - FLOOD_TAIL)
     assert sieved.total_lines + sieved.skipped_lines == every.total_lines == len(LINES)
     expected = verdicts(every)
     assert expected["failure"] == "RuntimeError: NCCL communicator was aborted on rank 1."
@@ -102,7 +103,7 @@ def test_the_sieve_gives_the_same_verdicts_as_every_line(tmp_path: Path, monkeyp
 def test_a_trickle_is_not_sieved(tmp_path: Path) -> None:
     """The newest FLOOD_TAIL lines of a poll that reaches the file's end are all kept: no line of a
     log written at a readable pace is left out of the Logs pane."""
-    store = follow(tmp_path / "trickle.log", sieve=True, piece=logs_module.FLOOD_TAIL)
+    store = follow(tmp_path / "trickle.log", sieve=True, piece=FLOOD_TAIL)
     assert store.skipped_lines == 0 and store.total_lines == len(LINES)
 
 

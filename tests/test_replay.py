@@ -91,7 +91,7 @@ def test_cli_json_and_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize("chunk", [97, 4096, 1 << 22])
 def test_chunk_size_changes_nothing(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """History is read in chunks cut on newlines; where the cuts fall must not change the report."""
-    import gkdtop.analysis.engine as engine
+    import gkdtop.analysis.history as history
 
     lines, _ = startup(time.time() - 3600, steps=40, step_s=5)
     # Each holds words a rule needs but matches no rule: the scan must not take it for one.
@@ -103,7 +103,7 @@ def test_chunk_size_changes_nothing(tmp_path: Path, chunk: int, monkeypatch: pyt
     log.write_text("\n".join(body))  # no newline at the end: a finished file's last line still counts
     config = load_config(None)
     whole = replay([str(log)], config)
-    monkeypatch.setattr(engine, "CHUNK", chunk)
+    monkeypatch.setattr(history, "CHUNK", chunk)
     report = replay([str(log)], config)
     assert report.lines_read == whole.lines_read == len(body)
     assert report.steps == whole.steps and report.steps["count"] == 40
@@ -345,7 +345,7 @@ def _verl_run(path: Path) -> None:
 def test_fast_history_path_equals_the_careful_one(tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path (step and bar lines read from bytes, steps added in bulk) states exactly what
     feeding every line through the engines states, on verl-shaped runs and on the bench's log."""
-    import gkdtop.analysis.engine as engine
+    import gkdtop.analysis.history as history
     from gkdtop.replay import report_json
 
     logs = [tmp_path / "verl.log"]
@@ -354,13 +354,13 @@ def test_fast_history_path_equals_the_careful_one(tmp_path: Path, chunk: int, mo
         logs.append(tmp_path / "noisy.log")
         subprocess.run([sys.executable, str(NOISY), str(logs[1]), "300"], check=True)
     config = load_config(None)
-    monkeypatch.setattr(engine, "CHUNK", chunk)
+    monkeypatch.setattr(history, "CHUNK", chunk)
     for log in logs:
         fast = report_json(replay([str(log)], config, ahead=False))
         ahead = report_json(replay([str(log)], config, ahead=True))  # (chunks scanned by a forked reader)
-        monkeypatch.setattr(engine, "FAST_HISTORY", False)
+        monkeypatch.setattr(history, "FAST_HISTORY", False)
         careful = report_json(replay([str(log)], config, ahead=False))
-        monkeypatch.setattr(engine, "FAST_HISTORY", True)
+        monkeypatch.setattr(history, "FAST_HISTORY", True)
         assert fast == careful, log.name
         assert ahead == careful, log.name
         assert fast["steps"]["count"] >= 300

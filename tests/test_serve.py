@@ -2,8 +2,9 @@
 
 Browser tests need Playwright's Python package (the test extra) and a system Chromium
 (`apt-get install -y chromium`; Playwright's own browser download is not used). Without either they
-are skipped, saying which is missing. The refusals (token, Origin, Host) use a raw WebSocket client:
-a browser would not let a test forge those headers, an attacker's script need not be a browser.
+are skipped, saying which is missing; under CI=true they fail instead (.ci/run installs Chromium).
+The refusals (token, Origin, Host) use a raw WebSocket client: a browser would not let a test forge
+those headers, an attacker's script need not be a browser.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def _no_browser() -> str | None:
     return None
 
 
-needs_browser = pytest.mark.skipif(_no_browser() is not None, reason=_no_browser() or "")
+# Under CI (.ci/run installs Chromium) a missing browser fails these tests: a skip there would check nothing.
+needs_browser = pytest.mark.skipif(_no_browser() is not None and os.environ.get("CI") != "true",
+                                   reason=_no_browser() or "")
 
 
 # --- the server, a real process ----------------------------------------------------------------
@@ -547,3 +550,28 @@ def test_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
             assert run.returncode == 2
             assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
             assert run.stdout == ""
+
+
+@needs_browser
+def test_lines_shown_before_a_resize_fold_again_at_the_new_width(tmp_path: Path, served: Callable[..., Served],
+                                                                   browser: Any) -> None:
+    """Lines already drawn when the tab's size changes (the page connects at 80x24 and then says its size;
+    a window is resized) are folded again at the new width. Textual draws the resized screen before the
+    pane hears of its new size: rows cut at the old width were kept under the new width and shown ever
+    after, and a 1400x900 page showed half the lines cut at about 80 columns, while the tmux view was right."""
+    ruler = "abcdefghij" * 15  # after the clock and the tag: two rows in a 1400-pixel-wide tab, one at 1900 pixels
+    (tmp_path / "train.log").write_text("".join(f"[ROLLOUT] {i:03d} {ruler}\n" for i in range(40)))
+    tab = Tab(browser, served().url)
+    tab.first_frame()
+    escapes = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+
+    def drawn(text: str, since: int = 0, why: str = "") -> None:
+        deadline = time.monotonic() + 30
+        while text not in escapes.sub("", tab.text(since)):
+            assert time.monotonic() < deadline, why
+            tab.page.wait_for_timeout(50)
+
+    drawn(f"039 {ruler[:100]}", why="the last line was not drawn at the tab's width (cut at its first size, 80x24)")
+    since = len(tab.frames)
+    tab.page.set_viewport_size({"width": 1900, "height": 900})
+    drawn(f"039 {ruler}", since, "the last line was not drawn whole in the wider tab")

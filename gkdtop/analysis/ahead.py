@@ -1,12 +1,12 @@
 """History on two cores: a forked process reads and scans a file's next chunks while this one applies
 the chunk before, so a replay costs about the larger of the two halves rather than their sum.
 
-The scan is bytes only (`Analysis._scan_chunk`: no state), so it runs the same in either process and
-the verdicts are the same. A chunk's bytes come back through a small shared ring (a pipe would copy
-each byte twice more), what the scan found pickled through a one-way pipe, and a semaphore counts
-the free slots: this process never writes to the reader, so a reader that died cannot take it down
-with SIGPIPE. Fork only where no other thread runs (`gkdtop replay`): a fork copies locks held by
-other threads, never their owners.
+The scan is bytes only (`HistoryReader._scan_chunk` in analysis/history.py: no state), so it runs the
+same in either process and the verdicts are the same. A chunk's bytes come back through a small
+shared ring (a pipe would copy each byte twice more), what the scan found pickled through a one-way
+pipe, and a semaphore counts the free slots: this process never writes to the reader, so a reader
+that died cannot take it down with SIGPIPE. Fork only where no other thread runs (`gkdtop replay`):
+a fork copies locks held by other threads, never their owners.
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ class PhaseEngine:
                 self.fail_of[rule.name] = register(rule.fail)
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
                                    self.probe_id, self.step_id])
-        # History's fast lines (engine._fast_run): ids whose only effect is a step, a bar or a start.
+        # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
         self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}

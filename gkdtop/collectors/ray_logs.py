@@ -9,7 +9,7 @@ file open and reads on from its offset). There is no byte offset in the HTTP API
 - each followed file has one streaming connection, read by its own daemon thread into a bounded
   buffer (a full buffer stops the reads: TCP back-pressure, nothing is dropped); `collect()` only
   drains the buffers, up to `bytes_per_poll` per file, through the same bytes-to-lines code as
-  local files (`collectors.logs`), so phases and findings see remote lines like local ones;
+  local files (`collectors.follow`), so phases and findings see remote lines like local ones;
 - the agent's stream never notices a rotation (it keeps reading the old, renamed file) or a
   truncation (it reads past the new end forever). So an idle stream is checked every
   `check_every` seconds against the file's current tail (`lines=2`): a tail that is not what the
@@ -37,7 +37,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gkdtop.collectors.logs import Follower, LogBatch
+from gkdtop.collectors.follow import Follower
+from gkdtop.collectors.logs import LogBatch
 from gkdtop.collectors.ray import DashboardFinder
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import LogFileState, LogLine, RayLogsState, RemoteLogSource

@@ -1,4 +1,4 @@
-"""`gkdtop bundle`: collect once and write the diagnostic .tar.gz (actions/bundle.py)."""
+"""`gkdtop bundle`: collect once and write the diagnostic .tar.gz (actions/bundle/)."""
 
 from __future__ import annotations
 

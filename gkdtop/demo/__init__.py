@@ -1,8 +1,9 @@
 """`gkdtop demo`: a real miniature GKD (on-policy distillation) job on Ray + torch, with faults on demand.
 
-`job.py` is the workload (driver, TaskRunner and the Ray actors), `launcher.py` starts and stops it
-from gkdtop. Importing this package imports neither ray nor torch: the dashboard's first frame must
-not wait on them.
+`job.py` is the workload's entry point, the driver (its docstring maps the modules beside it that
+hold the job's parts: the TaskRunner, the Ray actors, the faults, ...); `launcher.py` starts and
+stops it from gkdtop. Importing this package imports neither ray nor torch: the dashboard's first
+frame must not wait on them.
 """
 
 from __future__ import annotations

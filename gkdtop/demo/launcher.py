@@ -15,7 +15,7 @@ Files in the run directory: `train.log` (unless `log_file` is given), `run.json`
 pids, ports, temp dir), `cluster.json` (written by the driver once `ray start` runs: its session
 id), `debris.json` (only `--fault leak`).
 
-The one exception is `--fault leak`, whose debris escapes on purpose (see `job.py`).
+The one exception is `--fault leak`, whose debris escapes on purpose (see `faults.py`).
 """
 
 from __future__ import annotations
@@ -346,7 +346,8 @@ def start_demo(opts: DemoOptions) -> DemoRun:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     if not opts.ray_address:
         env.pop("RAY_ADDRESS", None)
-    # As `gkdtop run` would: the Flight Recorder on, and the probe (which job.py imports) answering for it.
+    # As `gkdtop run` would: the Flight Recorder on, and the probe (which job.py and actors.py import)
+    # answering for it.
     from gkdtop.jobrun import flight_recorder_env
 
     env = {**flight_recorder_env(run_dir), **env, "GKDTOP_PROBE": "1", "GKDTOP_RUN_DIR": str(run_dir)}

@@ -67,7 +67,8 @@ class LogView(ScrollView, can_focus=True):
         self._base = 0  # rows of the lines dropped from the front (where row 0 of the view starts)
         self._dropped = 0  # lines dropped from the front: a line's number is this plus its index
         self._fold = FALLBACK_WIDTH  # the width the heights were counted at
-        self._rows: LRUCache[tuple[int, int, int], Strip] = LRUCache(1024)  # (line number, row, width) -> strip
+        # (line number, row, fold, width) -> strip
+        self._rows: LRUCache[tuple[int, int, int, int], Strip] = LRUCache(1024)
 
     @property
     def lines(self) -> list[str]:
@@ -165,11 +166,13 @@ class LogView(ScrollView, can_focus=True):
         if row >= self.row_count or width <= 0:
             return Strip.blank(width, self.rich_style)
         index, part = self._line_at(row)
-        key = (self._dropped + index, part, width)
+        fold = self._fold
+        # The fold is in the key, not only the width: Textual draws a resized screen before this view hears
+        # of its new size (on_resize), and rows cut at the old fold must not be kept as the new width's.
+        key = (self._dropped + index, part, fold, width)
         strip = self._rows.get(key)
         if strip is None:
             whole = Strip(self._lines[index].styled().render(self.app.console), self._cells[index])
-            fold = self._fold
             strip = whole.crop_extend(part * fold, part * fold + fold, None).crop_extend(0, width, None)
             strip = strip.apply_style(self.rich_style)
             self._rows[key] = strip

@@ -1,7 +1,7 @@
 """Grouping the dumps: identical stacks together, summarised in one line, and the odd ones out.
 
 In a hang, most ranks wait in the same collective and one rank is somewhere else: that rank is
-usually the culprit. Pure functions over model.py's data: no processes are touched here.
+usually the culprit. Pure functions over model/stacks.py's data: no processes are touched here.
 """
 
 from __future__ import annotations

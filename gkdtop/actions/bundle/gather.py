@@ -1,37 +1,32 @@
-"""`gkdtop bundle`: one `.tar.gz` with everything a bug report needs, secrets redacted, mode 0600.
+"""What goes into a bundle: one step per source, each read, redacted and handed to the writer.
 
-It reads the store (the same state the TUI and `snapshot` show) plus the few things only a report
-needs and the store does not keep: the tails of the log files, the job processes' allow-listed
-environment, `nvidia-smi -q`, stack dumps, Flight Recorder dumps, package versions, the config.
-Every text member goes through `redact` (names and shapes); the manifest lists what was redacted by
-name, never by value. A step that fails is recorded in the manifest and the bundle goes on.
+The store gives what the TUI and `snapshot` show; the rest is what only a report needs and the store
+does not keep: the tails of the log files (followed ones and the newest Ray session's), `nvidia-smi -q`,
+the job processes' allow-listed environment, stack dumps and the Flight Recorder dumps they kept,
+Flight Recorder dumps on disk, package versions, the config. Every text member goes through
+actions/redact.py on its way out; the limits here keep a bundle small enough to attach to a bug report.
+A step that fails is noted by build.py and the others go on, so no step may depend on another.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import platform
-import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
-import tarfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from gkdtop import jsonout
-from gkdtop.actions.redact import Redactor, redact_obj
+from gkdtop.actions.bundle.write import ArchiveWriter, json_bytes, safe_name
+from gkdtop.actions.redact import Redactor
 from gkdtop.analysis.matcher import compile_pattern
 
-SCHEMA = 1
 TAIL_LINES = 2000
 TAIL_BYTES = 4 * 1024 * 1024  # read at most this much of a log's end
 FILTERED_LINES = 5000
@@ -65,22 +60,9 @@ PACKAGES = (
 RAY_SESSION_PATTERNS = ("job-driver-*.log", "worker-*.out", "worker-*.err", "raylet.out", "raylet.err",
                         "gcs_server.out", "gcs_server.err", "monitor.log")
 
-Progress = Callable[[str, int, int], None]
-
 
 def env_allowed(name: str) -> bool:
     return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
-
-
-def default_bundle_path(now: float | None = None) -> Path:
-    """./gkdtop-bundle-HOST-YYYYmmdd-HHMMSS.tar.gz, or under ~/.cache/gkdtop/bundles if . is not writable."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    name = f"gkdtop-bundle-{_safe(socket.gethostname())}-{stamp}.tar.gz"
-    if os.access(".", os.W_OK):
-        return Path(name).absolute()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gkdtop" / "bundles"
-    cache.mkdir(parents=True, exist_ok=True)
-    return cache / name
 
 
 def default_stacks_dir() -> Path:
@@ -88,26 +70,6 @@ def default_stacks_dir() -> Path:
     from gkdtop.actions.stacks import default_directory
 
     return default_directory()
-
-
-def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120] or "x"
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, re.Pattern):
-        return obj.pattern
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return asdict(obj)
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=str)
-    return str(obj)
-
-
-def _dumps(obj: Any) -> bytes:
-    """Strict JSON (a NaN loss is null plus a "nonfinite" note, never a bare NaN)."""
-    doc = jsonout.document(obj) if isinstance(obj, dict) else jsonout.strict(obj)
-    return (json.dumps(doc, indent=1, default=_json_default, allow_nan=False) + "\n").encode()
 
 
 def tail_lines(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> list[str]:
@@ -128,31 +90,10 @@ def tail_lines(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES)
     return [row.rstrip("\r").rsplit("\r", 1)[-1] for row in rows[-lines:]] if lines > 0 else []
 
 
-class _Writer:
-    """Members of the archive, each named once, with 0600 modes and no owner names."""
+class Gatherer:
+    """The steps (STEPS names them in order), each adding its members to the writer; what was left out
+    goes to `notes`, a step that failed to `errors` (build.py), both for the manifest."""
 
-    def __init__(self, tar: tarfile.TarFile, root: str, now: float) -> None:
-        self.tar, self.root, self.now = tar, root, now
-        self.files: list[dict[str, Any]] = []
-        self._names: set[str] = set()
-
-    def add(self, name: str, data: bytes, what: str, **extra: Any) -> None:
-        base, n = name, 1
-        while name in self._names:
-            n += 1
-            stem, dot, ext = base.rpartition(".")
-            name = f"{stem}-{n}.{ext}" if dot and "/" not in ext else f"{base}-{n}"
-        self._names.add(name)
-        parts = [part for part in name.split("/") if part not in ("", ".", "..")]  # never outside the root
-        info = tarfile.TarInfo("/".join([self.root, *parts]))
-        info.size, info.mtime, info.mode = len(data), int(self.now), 0o600
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        self.tar.addfile(info, io.BytesIO(data))
-        self.files.append({"name": name, "what": what, "bytes": len(data), **extra})
-
-
-class _Bundle:
     def __init__(self, source: Any, now: float, stacks_dir: Path | None, trace_prefix: str | None,
                  ray_tmp: Path | None) -> None:
         self.monitor = source if hasattr(source, "store") else None
@@ -170,17 +111,17 @@ class _Bundle:
 
     # Each step adds its members; none may stop the others.
 
-    def snapshot(self, w: _Writer) -> None:
+    def snapshot(self, w: ArchiveWriter) -> None:
         from gkdtop import snapshot
 
         doc = snapshot.build(self.store, self.config.default_filter, now=self.now, lines=200)
         lines = doc["logs"]["lines"]  # in order, so a key cut by the tail is still seen whole
         for line, clean in zip(lines, self.redactor.lines([ln["text"] for ln in lines], "snapshot.json"), strict=True):
             line["text"] = clean
-        w.add("snapshot.json", _dumps(self.redactor.obj(doc, "snapshot.json")),
+        w.add("snapshot.json", json_bytes(self.redactor.obj(doc, "snapshot.json")),
               "the store as `gkdtop snapshot --json` prints it (docs/snapshot.md)")
 
-    def phases(self, w: _Writer) -> None:
+    def phases(self, w: ArchiveWriter) -> None:
         status = self.store.phase_status(self.now)
         verdict = status.as_json()
         doc = {
@@ -192,7 +133,7 @@ class _Bundle:
             "timeline": verdict["timeline"],
             "framework": self.store.framework().as_json(),  # its evidence may quote a command line: redacted below
         }
-        w.add("phases.json", _dumps(self.redactor.obj(json.loads(_dumps(doc)), "phases.json")),
+        w.add("phases.json", json_bytes(self.redactor.obj(json.loads(json_bytes(doc)), "phases.json")),
               "the phase timeline and the current verdict")
         lines = [f"{'start':<19}  {'duration':>9}  {'status':<8} phase"]
         for span in status.timeline:
@@ -204,7 +145,7 @@ class _Bundle:
         w.add("phases.txt", self.redactor.text("\n".join(lines) + "\n", "phases.txt").encode(),
               "the phase timeline, for reading")
 
-    def logs(self, w: _Writer) -> None:
+    def logs(self, w: ArchiveWriter) -> None:
         text_filter = self.config.default_filter
         pattern = compile_pattern(text_filter, every_engine=False) if text_filter else None
         matched = self.store.matching(pattern, limit=FILTERED_LINES)
@@ -248,7 +189,7 @@ class _Bundle:
                               "(newest non-empty ones)")
         return chosen
 
-    def _tail(self, w: _Writer, path: Path, folder: str, what: str, seen: set[str]) -> None:
+    def _tail(self, w: ArchiveWriter, path: Path, folder: str, what: str, seen: set[str]) -> None:
         try:
             real = str(path.resolve())
         except OSError:
@@ -261,17 +202,17 @@ class _Bundle:
         except OSError as exc:
             self.notes.append(f"{path}: not read ({exc.strerror or exc})")
             return
-        name = f"{folder}/{_safe(path.name)}"  # the full path is in the manifest
+        name = f"{folder}/{safe_name(path.name)}"  # the full path is in the manifest
         clean = self.redactor.lines(lines, name)
         w.add(name, ("\n".join(clean) + "\n").encode(), f"{what}: its last {len(lines)} lines", path=str(path))
 
-    def gpus(self, w: _Writer) -> None:
+    def gpus(self, w: ArchiveWriter) -> None:
         gpus = self.store.gpus
         doc: dict[str, Any] = {"status": gpus.status, "reason": gpus.reason, "driver": gpus.driver,
                                "devices": [asdict(d) for d in gpus.devices]}
         doc["history"] = {"utilization": {str(k): list(v) for k, v in self.store.gpu_util.items()},
                           "memory_percent": {str(k): list(v) for k, v in self.store.gpu_mem.items()}}
-        w.add("gpus.json", _dumps(self.redactor.obj(doc, "gpus.json")),
+        w.add("gpus.json", json_bytes(self.redactor.obj(doc, "gpus.json")),
               "GPU state from the store (NVML), with the recent history")
         smi = shutil.which("nvidia-smi")
         if smi is None:
@@ -284,7 +225,7 @@ class _Bundle:
             out = f"nvidia-smi -q gave no answer in {NVIDIA_SMI_TIMEOUT:g} s (a hung driver is a finding itself)\n"
         w.add("nvidia-smi-q.txt", self.redactor.text(out, "nvidia-smi-q.txt").encode(), "`nvidia-smi -q`")
 
-    def ray(self, w: _Writer) -> None:
+    def ray(self, w: ArchiveWriter) -> None:
         from gkdtop.snapshot import ray_section
 
         doc = ray_section(self.store)
@@ -300,12 +241,12 @@ class _Bundle:
                 doc["actors_total"] = total
             except Exception as exc:
                 doc["details_error"] = f"actors: {exc}"[:300]
-        w.add("ray.json", _dumps(self.redactor.obj(doc, "ray.json")),
+        w.add("ray.json", json_bytes(self.redactor.obj(doc, "ray.json")),
               "what the Ray cluster said: resources, pending demands, nodes, actors, placement groups, jobs")
 
-    def processes(self, w: _Writer) -> None:
+    def processes(self, w: ArchiveWriter) -> None:
         rows = [asdict(p) for p in self.store.processes]
-        w.add("processes.json", _dumps(self.redactor.obj(rows, "processes.json")),
+        w.add("processes.json", json_bytes(self.redactor.obj(rows, "processes.json")),
               "the job's processes: role, user, state, memory, GPU memory, flags, command line")
         by_pid = {p.pid: p for p in self.store.processes}
         children: dict[int, list[int]] = {}
@@ -329,7 +270,7 @@ class _Bundle:
         w.add("processes.txt", ("\n".join(self.redactor.lines(lines, "processes.txt")) + "\n").encode(),
               "the job's process tree with command lines")
 
-    def environment(self, w: _Writer) -> None:
+    def environment(self, w: ArchiveWriter) -> None:
         import psutil
 
         groups: dict[str, dict[str, Any]] = {}
@@ -352,10 +293,10 @@ class _Bundle:
             "unreadable_pids": unreadable,
             "groups": list(groups.values()),
         }
-        w.add("environ.json", _dumps(doc), "the job processes' environment, allow-listed names only, grouped "
+        w.add("environ.json", json_bytes(doc), "the job processes' environment, allow-listed names only, grouped "
               "by identical environments; secret-looking values redacted")
 
-    def stacks(self, w: _Writer) -> None:
+    def stacks(self, w: ArchiveWriter) -> None:
         try:
             files = [p for p in self.stacks_dir.rglob("*") if p.is_file() and not p.parent.name.endswith("-fr")]
         except OSError:
@@ -378,15 +319,15 @@ class _Bundle:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            name = f"stacks/{_safe(path.name)}"
+            name = f"stacks/{safe_name(path.name)}"
             w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
                   .encode() + b"\n", "a stack dump (`gkdtop stacks` / the s key: py-spy)", path=str(path))
             kept = path.with_name(path.stem + "-fr")  # the Flight Recorder dumps that report analysed
             if path.suffix == ".json" and kept.is_dir():
                 for dump in sorted(kept.iterdir())[:STACK_FR_FILES]:
-                    self.saved_fr_dump(w, dump, f"flight-recorder/{_safe(kept.name)}/{_safe(dump.name)}")
+                    self.saved_fr_dump(w, dump, f"flight-recorder/{safe_name(kept.name)}/{safe_name(dump.name)}")
 
-    def saved_fr_dump(self, w: _Writer, path: Path, name: str) -> None:
+    def saved_fr_dump(self, w: ArchiveWriter, path: Path, name: str) -> None:
         try:
             if not path.is_file() or path.stat().st_size > TRACE_FILE_MAX:
                 self.notes.append(f"{path}: Flight Recorder dump left out (not a file, or over the limit)")
@@ -410,7 +351,7 @@ class _Bundle:
             prefixes += [env[k] for k in TRACE_FILE_ENVS if env.get(k)]
         return list(dict.fromkeys(prefixes))
 
-    def flight_recorder(self, w: _Writer) -> None:
+    def flight_recorder(self, w: ArchiveWriter) -> None:
         total = 0
         paths: list[Path] = []
         for prefix in self.trace_prefixes():
@@ -435,10 +376,10 @@ class _Bundle:
                 self.notes.append(f"{path}: not read ({exc.strerror or exc})")
                 continue
             total += len(data)
-            w.add(f"flight-recorder/{_safe(path.name)}", data, "a PyTorch Flight Recorder dump (pickle; binary, "
+            w.add(f"flight-recorder/{safe_name(path.name)}", data, "a PyTorch Flight Recorder dump (pickle; binary, "
                   "not redacted: it holds collectives and stack frames, not the environment)", path=str(path))
 
-    def packages(self, w: _Writer) -> None:
+    def packages(self, w: ArchiveWriter) -> None:
         from importlib import metadata
 
         from gkdtop import __version__
@@ -453,14 +394,14 @@ class _Bundle:
         doc = {"python": sys.version, "executable": sys.executable, "platform": platform.platform(),
                "packages": versions,
                "note": "versions of gkdtop's own environment; a job run from another venv may differ"}
-        w.add("packages.json", _dumps(self.redactor.obj(doc, "packages.json")), "Python and package versions")
+        w.add("packages.json", json_bytes(self.redactor.obj(doc, "packages.json")), "Python and package versions")
 
-    def config_files(self, w: _Writer) -> None:
+    def config_files(self, w: ArchiveWriter) -> None:
         doc = asdict(self.config) if is_dataclass(self.config) else {"config": str(self.config)}
-        doc = json.loads(_dumps(doc))
+        doc = json.loads(json_bytes(doc))
         if self.monitor is not None:
             doc["log_sources"] = list(getattr(self.monitor, "log_sources", []))
-        w.add("config.json", _dumps(self.redactor.obj(doc, "config.json")), "the config in use (defaults + file)")
+        w.add("config.json", json_bytes(self.redactor.obj(doc, "config.json")), "the config in use (defaults + file)")
         source = getattr(self.config, "source", "")
         if source:
             try:
@@ -479,175 +420,3 @@ STEPS: list[tuple[str, str]] = [
     ("config", "config_files"),
 ]
 
-
-class BundlePathError(ValueError):
-    """`-o` names something the bundle must not be written to (said in one line)."""
-
-
-SYSTEM_TREES = ("/dev", "/proc", "/sys")  # device nodes and kernel files; /dev/shm (a tmpfs) is fine
-
-
-def _lstat(path: Path) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise BundlePathError(f"{path}: {exc.strerror or exc}") from None
-
-
-def _output_path(out: Path, now: float) -> Path:
-    """Where to write: `out`, or a new name in it when it is a directory. Never through or over a symbolic
-    link, never onto a device, pipe or socket, never under /dev, /proc or /sys."""
-    st = _lstat(out)
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        out = out / default_bundle_path(now).name
-        st = _lstat(out)
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        raise BundlePathError(f"{out} is a symbolic link: name a new file (the link is left as it is)")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise BundlePathError(f"{out} is not a regular file: name a new file")
-    real = os.path.realpath(out.parent)
-
-    def under(tree: str) -> bool:
-        return real == tree or real.startswith(tree + "/")
-
-    if any(under(tree) for tree in SYSTEM_TREES) and not under("/dev/shm"):
-        raise BundlePathError(f"{out}: not writing a bundle under {real} (a system tree)")
-    return out
-
-
-def _root_name(path: Path) -> str:
-    """The archive's top directory: the file's name, made safe (`...tar.gz` must not give `..`)."""
-    stem = path.name.removesuffix(".tar.gz").removesuffix(".tgz")
-    return _safe(stem).strip(".") or "gkdtop-bundle"
-
-
-def _open_private(path: Path) -> tuple[int, Path]:
-    """A new file beside `path`, mode 0600 from its first byte: renamed over `path` when complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    os.fchmod(fd, 0o600)
-    return fd, tmp
-
-
-def build_bundle(
-    monitor_or_store: Any,
-    out: Path | None = None,
-    progress: Progress | None = None,
-    *,
-    now: float | None = None,
-    stacks_dir: Path | None = None,
-    trace_prefix: str | None = None,
-    ray_tmp: Path | None = None,
-) -> Path:
-    """Write the bundle; returns its path. `out` may be a file or an existing directory.
-
-    stacks_dir, trace_prefix and ray_tmp override where stack dumps, Flight Recorder dumps and the
-    Ray sessions are looked for (tests; defaults: ~/.cache/gkdtop/stacks, /tmp/nccl_trace_rank_*, $RAY_TMPDIR/ray).
-    """
-    now = time.time() if now is None else now
-    if out is None:
-        out = default_bundle_path(now)
-    out = _output_path(Path(out).expanduser(), now)
-    bundle = _Bundle(monitor_or_store, now, stacks_dir, trace_prefix, ray_tmp)
-    root = _root_name(out)
-    total = len(STEPS) + 1
-    fd, tmp = _open_private(out)
-    try:
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz", compresslevel=6) as tar:
-            writer = _Writer(tar, root, now)
-            for done, (label, method) in enumerate(STEPS):
-                if progress is not None:
-                    progress(label, done, total)
-                try:
-                    getattr(bundle, method)(writer)
-                except Exception as exc:  # one broken source must not lose the rest of the report
-                    bundle.errors.append({"step": label, "error": f"{type(exc).__name__}: {exc}"[:500]})
-            if progress is not None:
-                progress("manifest", len(STEPS), total)
-            writer.add("manifest.json", _dumps(_manifest(bundle, writer, now)), "this file")
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if progress is not None:
-        progress("done", total, total)
-    return out
-
-
-def _manifest(bundle: _Bundle, writer: _Writer, now: float) -> dict[str, Any]:
-    from gkdtop import __version__
-
-    versions = {}
-    from importlib import metadata
-
-    for name in ("ray", "torch", "vllm", "sglang", "verl"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
-    return {
-        "schema": SCHEMA,
-        "gkdtop": __version__,
-        "packages": versions,
-        "host": socket.gethostname(),
-        "time": now,
-        "time_text": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime(now)),
-        "user": _user(),
-        "files": redact_obj(writer.files)[0],  # paths and notes can carry names too
-        "redacted": bundle.redactor.summary(),
-        "redaction": "values of secret names (a word token, key, secret, password, pass, pwd, auth, credential, "
-                     "cookie, dsn; not counts or tokenizer settings such as pad_token_id) and secret-shaped values "
-                     "(hf_, ghp_, glpat-, sk-, AKIA/ASIA and their secret, AIza, xox?-, JWTs, URL passwords, "
-                     "private keys, ...) are replaced by <redacted>; `redacted` lists names or kinds, counts and "
-                     "places, never values. The environment holds allow-listed names only.",
-        "notes": redact_obj(bundle.notes)[0],
-        "errors": redact_obj(bundle.errors)[0],
-    }
-
-
-def _user() -> str:
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.getuid()).pw_name
-    except (ImportError, KeyError):
-        return str(os.getuid())
-
-
-def bundle_command(out: str | None, logs: list[str], config: Any, ray_address: str | None) -> int:
-    """`gkdtop bundle`: collect once, write the bundle, print its path (progress on stderr)."""
-    import asyncio
-
-    from gkdtop.monitor import Monitor
-
-    try:
-        target = _output_path(Path(out).expanduser(), time.time()) if out else None  # before the slow part
-    except BundlePathError as exc:
-        print(f"gkdtop bundle: {exc}", file=sys.stderr)
-        return 1
-    monitor = Monitor(config, logs=logs or None, ray_address=ray_address)
-
-    async def collect() -> None:
-        try:
-            await monitor.collect_once()
-        finally:
-            await monitor.stop()
-
-    def progress(step: str, done: int, total: int) -> None:
-        if step != "done":
-            print(f"[{done + 1}/{total}] {step}", file=sys.stderr, flush=True)
-
-    print("collecting the current state…", file=sys.stderr, flush=True)
-    asyncio.run(collect())
-    try:
-        path = build_bundle(monitor, target, progress=progress)
-    except BundlePathError as exc:
-        print(f"gkdtop bundle: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"gkdtop bundle: cannot write the bundle: {exc}", file=sys.stderr)
-        return 1
-    print(path)
-    return 0

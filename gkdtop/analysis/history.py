@@ -1,0 +1,520 @@
+"""History: what files held before gkdtop followed them (or all of them, for replay), read into the
+same Analysis the live lines go through, so `snapshot` and `replay` of one file state the same
+phases, steps and failure.
+
+A file is streamed in chunks, never loaded: the matcher scans each chunk in one pass and only the
+lines it names are looked at. Most are parsed, dated and fed one at a time (the careful path); the
+run's bulk (in verl's shape, a rollout bar and a metrics line per step) is read from the bytes, its
+steps added in bulk and its time read only where it is kept (the fast path; docs/performance.md,
+"Where replay's time goes"). `FAST_HISTORY = False` sends every line the careful way, and
+tests/test_replay.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import chain, pairwise
+from operator import eq, itemgetter
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gkdtop.analysis.ahead import scan_ahead, usable_cores
+from gkdtop.analysis.history_clock import HistoryClock
+from gkdtop.analysis.lines import (
+    clean_line,
+    collapse_lines,
+    message_start,
+    parse_line,
+    plain_ascii,
+    split_prefix,
+    strip_escapes,
+)
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
+from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, parse_timestamp, yearless_reference
+from gkdtop.safeopen import open_regular
+
+if TYPE_CHECKING:
+    from gkdtop.analysis.findings import FindingsEngine
+    from gkdtop.analysis.matcher import Matcher
+    from gkdtop.analysis.phases import PhaseEngine
+    from gkdtop.analysis.time import ClockSkew
+    from gkdtop.model import LogLine
+
+CHUNK = 4 << 20  # bytes of history scanned at a time
+# Lines searched back from a chunk's end for when the run was last heard of: a log's last stamped
+# lines often match no rule (vLLM's KV-cache sizes before a CUDA-graph bar), so its end is found by
+# reading back to the last stamp, not taken from the last line a rule dated. Bounded: a chunk of
+# unstamped output costs this many failed reads, not the chunk.
+END_LOOK_BACK = 2000
+FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
+RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
+_VALUE = TIMING_VALUE.encode()
+_STAMPED = frozenset(c.encode() for c in TS_FIRST)  # first bytes a timestamped message can have
+
+
+@dataclass(slots=True)
+class HistoryRange:
+    """Bytes [start, end) of a file to analyse as already written (mtime: when it was last written)."""
+
+    path: str
+    start: int
+    end: int
+    mtime: float
+    final: bool = True  # the file is finished: an unterminated last line counts
+
+
+class Target(Protocol):
+    """What history is read into: engine.Analysis as the reader uses it (the engines it drives, the
+    counters it advances, `feed_one` for each line). A protocol, not an import: the Analysis owns its
+    reader, and an import back would be a cycle."""
+
+    matcher: Matcher
+    phases: PhaseEngine
+    findings_engine: FindingsEngine
+    skew: ClockSkew
+    traceback_id: int
+    recognised_ids: frozenset[int]
+    lines_read: int
+    recognised_at: int
+    recognised_text: str
+    started: float | None
+    ended: float | None
+
+    def feed_one(self, line: LogLine, t: float, ids: Collection[int], number: int | None, step: Any = None
+                 ) -> None: ...
+
+    def local_time(self, line: LogLine) -> float: ...
+
+
+class HistoryReader:
+    """Files as already written, into one analysis, in file order. One per Analysis: the timing text
+    of a run's step lines, learnt from one file, serves the next (`_run_values`)."""
+
+    def __init__(self, analysis: Target) -> None:
+        self.analysis = analysis
+        self.matcher, self.phases = analysis.matcher, analysis.phases
+        # Lines with only these ids (and no stamp, no control bytes) are history's fast path (_fast_run).
+        self.quick_ids = analysis.phases.quick_ids - analysis.findings_engine.match_ids - {analysis.traceback_id}
+        self._skeletons: dict[bytes, re.Pattern[bytes]] = {}  # a run's timing text between its values (_run_values)
+        self._timing_names: dict[bytes, str] = {}  # timing_s/* keys as read from bytes, decoded once
+
+    def read(self, ranges: Iterable[HistoryRange], ahead: bool = False) -> None:
+        """What files held before they were followed (or all of them, for replay), in chunks: each
+        chunk scanned once and only the lines the matcher names parsed (`_scan_chunk`, then
+        `_date_chunk`), then fed in file order (`_apply`). `ahead`: a large file's chunks are scanned
+        by a forked process while this one applies the chunk before (analysis/ahead.py; only where
+        forking is safe, i.e. no other threads: `gkdtop replay`)."""
+        written = None  # the newest mtime of the files read: nothing in them happened after it
+        for part in ranges:
+            written = part.mtime if written is None else max(written, part.mtime)
+            state = HistoryClock(_year_reference(part))
+            base = 0
+            if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
+                scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
+            else:
+                scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part))
+            for extract in scanned:
+                self._sort_hits(extract)
+                self._date_chunk(extract, state)
+                self._apply(extract, state, base)
+                base += extract.lines
+            self._finish(part, state)
+        if written is not None:
+            self.phases.written_by(written + SKEW_MIN)
+
+    def _scan_chunk(self, path: str, data: bytes) -> _Extract:
+        """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
+        aside): which lines the matcher names. Bytes only, no state: it may run in another process
+        (`ahead`)."""
+        data = strip_escapes(data)
+        if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
+            data = collapse_lines(data)
+        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1), path)
+        out.hits, out.plain = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
+        out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
+        out.data = data
+        return out
+
+    def _sort_hits(self, extract: _Extract) -> None:
+        """The run's bulk (step, bar and repeated-start lines) becomes fast records, read from the
+        bytes; every other named line is left for `_date_chunk` to parse and date."""
+        data = extract.data
+        records, careful = extract.records, extract.careful
+        confirm = self.matcher.confirm
+        bar_only = [self.phases.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
+        step_only = [self.phases.step_id]
+        quick = self.quick_ids if FAST_HISTORY else frozenset()
+        chunk_plain = extract.plain
+        step_id = self.phases.step_id
+        plain_end = -1  # the end of the last line no rule names: its time is the run's progress
+        previous = -1
+        recognised = self.analysis.recognised_ids
+        for start, end, ids in extract.hits:
+            if start > previous + 1:
+                plain_end = start - 1
+            previous = end
+            if ids == bar_only:
+                plain_end = end
+                continue
+            raw = data[start:end]
+            if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
+                    and raw[(msg := message_start(raw)) : msg + 1] not in _STAMPED):  # (its time is its +XmYs)
+                # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
+                # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
+                # where the time is used (see _fast_run).
+                if ids != step_only:
+                    ids = confirm(raw[msg:].decode("ascii"), ids, raw[:msg].decode("ascii"))
+                step = metrics_at = None
+                if step_id in ids:
+                    m = STEP_BYTES_RE.search(raw, msg)
+                    if m is None:  # the pattern matched only inside the Ray prefix
+                        ids = [i for i in ids if i != step_id]
+                    else:
+                        step, metrics_at = int(m.group(1)), start + m.end()
+                        extract.fast_steps += 1
+                if not ids or ids == bar_only:
+                    plain_end = end
+                    continue
+                records.append((None, ids, start, end, metrics_at, step))
+                if not recognised.isdisjoint(ids):
+                    extract.last_fast = start
+                continue
+            careful.append(len(records))
+            records.append((start, end, ids))  # _date_chunk makes it (line, ids, number, step)
+        if previous < len(data) - 1:
+            plain_end = len(data)
+        extract.plain_end = plain_end
+        extract.hits = []
+
+    def _date_chunk(self, extract: _Extract, state: HistoryClock) -> None:
+        """The named lines `_scan_chunk` left, in file order: cleaned, confirmed, dated (their stamp,
+        else the nearest one before them) and step lines parsed; and the chunk's times."""
+        state.new_chunk()
+        data, records = extract.data, extract.records
+        path, confirm = extract.path, self.matcher.confirm
+        step_id, traceback_id = self.phases.step_id, self.analysis.traceback_id
+        recognised = self.analysis.recognised_ids
+        counted = at = 0
+        plain_end = extract.plain_end
+        last_known = (extract.last_fast, None) if extract.last_fast >= 0 else None
+        for k in extract.careful:
+            start, end, ids = records[k]
+            raw = data[start:end]
+            line = parse_line(clean_line(raw), path, state.mtime)
+            prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
+            ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
+            if not ids:
+                plain_end = max(plain_end, end)
+                records[k] = None
+                continue
+            number = None
+            if traceback_id in ids:  # line numbers only where an error group will name one
+                counted += data.count(b"\n", at, start)
+                at = start
+                number = counted + 1
+            line.backlog = True
+            if line.ts is None:
+                ts = state.before(data, start)
+                line.seen = ts if ts is not None else -1.0  # -1: no stamp yet (the first one after it, then)
+            else:
+                line.seen = line.ts
+                state.saw(line.ts, start)
+            records[k] = (line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None)
+            if not recognised.isdisjoint(ids) and (last_known is None or start > last_known[0]):
+                last_known = (start, line.text)
+        if len(extract.careful) and None in records:
+            extract.records = [record for record in records if record is not None]
+        extract.newest = state.before(data, len(data) + 1, END_LOOK_BACK)  # when the run was last heard of
+        if plain_end >= 0:
+            extract.progress = state.before(data, plain_end + 1)
+        if last_known is not None:
+            text = last_known[1]
+            if text is None:  # a fast step line: its message
+                end = data.find(b"\n", last_known[0])
+                text = split_prefix(clean_line(data[last_known[0] : end if end >= 0 else len(data)]))[1]
+            newlines = extract.lines - (0 if data.endswith(b"\n") else 1)
+            extract.recognised = (newlines - data.count(b"\n", last_known[0]) + 1, text)  # its line number
+
+    def _apply(self, extract: _Extract, state: HistoryClock, base: int) -> None:
+        """An extract's lines into the engines, in file order; `base`: lines before its part."""
+        analysis, records = self.analysis, extract.records
+        fast_seen = i = 0
+        while i < len(records):
+            record = records[i]
+            i += 1
+            line, ids, number, step = record[:4]
+            if line is None:
+                run = i
+                while run < len(records) and records[run][0] is None:
+                    run += 1
+                done, steps = self._fast_run(records[i - 1 : run], fast_seen, extract, state)
+                fast_seen += steps
+                if done:
+                    i += done - 1
+                    continue
+                if record[5] is not None:
+                    fast_seen += 1  # this one the careful way
+                line, ids, number, step = self._parse_record(record, extract, state)
+            if number is not None:
+                number += base
+            if line.seen < 0:  # no stamp before it: it waits for the first one after it
+                state.waiting.append((line, ids, number, step))
+                continue
+            for early, early_ids, early_number, early_step in state.waiting:  # the first stamp after them
+                early.seen = line.seen
+                analysis.feed_one(early, line.seen, early_ids, early_number, early_step)
+            state.waiting.clear()
+            analysis.feed_one(line, analysis.local_time(line), ids, number, step)
+        if extract.newest is not None:
+            analysis.ended = extract.newest if analysis.ended is None else max(analysis.ended, extract.newest)
+            if analysis.started is None:
+                analysis.started = extract.newest
+        if extract.progress is not None:
+            self.phases.note_skipped(extract.progress)  # lines no rule needs are progress, as they are live
+        if extract.recognised is not None:
+            analysis.recognised_at = analysis.lines_read + extract.recognised[0]
+            analysis.recognised_text = extract.recognised[1]
+        analysis.lines_read += extract.lines
+        state.tail = extract.tail
+        extract.data = b""
+
+    def _finish(self, part: HistoryRange, state: HistoryClock) -> None:
+        if state.newest is not None:
+            self.analysis.skew.observe_written(part.path, state.newest, part.mtime)
+        if state.tail:  # an untimed last line (a bar, a metrics line) was written when the file last was
+            text = split_prefix(clean_line(state.tail))[1]
+            ids = self.matcher.scan_texts([text]).get(0, ())
+            if parse_timestamp(text, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
+                self.phases.note_skipped(part.mtime)
+        for line, ids, number, step in state.waiting:  # no timestamp anywhere: the file's own time
+            self.analysis.feed_one(line, part.mtime, ids, number, step)
+        state.waiting.clear()
+
+    # --- the fast path: runs of step, bar and repeated-start lines, read from the bytes ---------
+
+    def _fast_run(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: HistoryClock
+                  ) -> tuple[int, int]:
+        """Consecutive fast records (`seen`: the chunk's step records before them): how many were
+        taken, from the first, and how many of those were step lines. Each one's effect on the phases
+        is that of feed() (PhaseEngine.quick_start) up to the first that would change the phase; steps
+        go in bulk; the time is read only for what keeps it: the sub-phase's start, the run's last
+        line (activity, progress) and the steps that need one (_bulk_steps)."""
+        if self.analysis.findings_engine.open.get(extract.path):
+            return 0, 0  # a finding reads the lines after one that matched: one at a time, the careful way
+        data = extract.data
+        if state.before(data, run[0][2]) is None:
+            return 0, 0  # no stamp yet: these wait for the first one after them, the careful way
+        phases = self.phases
+        quick_start = phases.quick_start
+        bar_id = self.phases.bar_id
+        taken = 0
+        inner_from = last_bar = last_other = None
+        steps: list[tuple[Any, ...]] = []
+        for record in run:
+            moved = quick_start(record[1])
+            if moved is None:
+                break  # a real change of phase: the careful path
+            if moved:
+                inner_from = record
+            if record[5] is not None:
+                steps.append(record)
+            if bar_id in record[1]:
+                last_bar = record
+            else:
+                last_other = record
+            taken += 1
+        if not taken:
+            return 0, 0
+        if inner_from is not None:
+            phases.inner_since = state.before(data, inner_from[2])
+        if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
+            for index, record in enumerate(steps, seen + 1):
+                self._fast_step(record, extract, state, index)
+        if last_other is not None:
+            phases.note_skipped(state.before(data, last_other[2]))  # type: ignore[arg-type]
+        if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
+            line = self._parse_record(last_bar, extract, state)[0]
+            t = line.seen
+            phases.last_activity = t if phases.last_activity is None else max(phases.last_activity, t)
+            if phases.bar_moved(line):
+                phases.note_skipped(t)
+        return taken, len(steps)
+
+    def _bulk_steps(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: HistoryClock) -> bool:
+        """A run of step lines that each print the same `timing_s/*` keys (`step` among them), no step
+        twice: parsed in one regex pass over their timing parts and added in C-level extends. False
+        (nothing done) when the run is not like that."""
+        data = extract.data
+        find, rfind = data.find, data.rfind
+        parts = []
+        for _, _ids, _start, end, metrics_at, _step in run:
+            at = find(b"timing_s/", metrics_at, end)
+            if at < 0:
+                return False
+            parts.append(data[at : min(end, rfind(b"timing_s/", at, end) + 200)])
+        first = list(TIMING_BYTES_RE.finditer(parts[0]))
+        keys = [m.group(1) for m in first]
+        stats = self.phases.stats
+        steps = [record[5] for record in run]
+        if (b"step" not in keys or len(set(keys)) != len(keys)
+                or steps[0] == stats.last or any(map(eq, steps, steps[1:]))):
+            return False
+        joined = b"\n".join(parts)
+        values = self._run_values(joined, parts, first)
+        if values is None:
+            pairs = TIMING_BYTES_RE.findall(joined)
+            if len(pairs) != len(keys) * len(run) or list(map(itemgetter(0), pairs)) != keys * len(run):
+                return False
+            values = array("d", map(float, map(itemgetter(1), pairs)))
+        total = extract.fast_steps
+        # Dated: the chunk's last steps (the recent ones shown), the run's last (a step after it without
+        # `timing_s/step` is spaced from it) and the run's first when it is the first of all.
+        dated = list(range(max(0, min(total - RECENT_STEPS - seen, len(run) - 1)), len(run)))
+        if stats.first is None and dated[0]:
+            dated.insert(0, 0)
+        times: dict[int, float] = {}
+        for k in dated:
+            t = state.before(data, run[k][2])
+            if t is None:
+                return False  # no stamp yet: these wait for the first one after them
+            times[k] = t
+        names = tuple(key.decode() for key in keys)
+        last = len(run) - 1
+        stats.add_run(steps, times.get(0), times.get(last), names, values)
+        phases = self.phases
+        for k in dated:
+            phases.note_skipped(times[k])  # activity and progress, as feed() counts a step line
+            shown = seen + k + 1 == total
+            phases.note_step(steps[k], times[k], data[run[k][4] : run[k][3]].decode() if shown else None)
+        return True
+
+    def _run_values(self, joined: bytes, parts: list[bytes], first: list[re.Match[bytes]]) -> array | None:
+        """The timing values of a run's step lines (`joined`: their timing parts), when each prints its
+        keys with the very text between them that the first does (verl prints them together): one
+        pattern of that text, values as its groups, twice as fast as reading (key, value) pairs.
+        None when a line differs."""
+        head = parts[0]
+        if head.count(b"timing_s/") != len(first):  # a `timing_s/` that is not a key and value
+            return None
+        between = [head[first[0].start() : first[0].start(2)]]
+        between += [head[a.end(2) : b.start(2)] for a, b in pairwise(first)]
+        key = b"\0".join(between)
+        pattern = self._skeletons.get(key)
+        if pattern is None:
+            if len(self._skeletons) > 100:
+                self._skeletons.clear()
+            pattern = self._skeletons[key] = re.compile(_VALUE.join(map(re.escape, between)) + _VALUE + rb"\b")
+        rows = pattern.findall(joined)
+        if len(rows) != len(parts) or joined.count(b"timing_s/") != len(first) * len(parts):
+            return None
+        return array("d", map(float, chain.from_iterable(rows) if len(first) > 1 else rows))
+
+    def _fast_step(self, record: tuple[Any, ...], extract: _Extract, state: HistoryClock, index: int) -> None:
+        """One step line of a fast run (`index`: its place among the chunk's), when the run is not one
+        _bulk_steps takes (keys that change, a step printed twice): dated, as feed() would."""
+        _, _ids, start, end, metrics_at, step = record
+        data = extract.data
+        timings: dict[str, float] = {}
+        at = data.find(b"timing_s/", metrics_at, end)
+        if at >= 0:  # verl prints the timing keys together: read from the first to the last
+            names = self._timing_names
+            for key, value in TIMING_BYTES_RE.findall(data, at, min(end, data.rfind(b"timing_s/", at, end) + 200)):
+                name = names.get(key)
+                if name is None:
+                    name = names[key] = key.decode()
+                    if len(names) > 1000:
+                        names.clear()
+                timings[name] = float(value)
+        phases = self.phases
+        t = state.before(data, start)  # never None here: _fast_run saw a stamp before the run
+        if t is not None:
+            phases.note_skipped(t)  # activity and progress, as feed() counts a step line
+        phases.add_step(step, t, timings, data[metrics_at:end].decode() if index == extract.fast_steps else None)
+
+    def _parse_record(self, record: tuple[Any, ...], extract: _Extract, state: HistoryClock
+                      ) -> tuple[LogLine, list[int], int | None, Any]:
+        """A fast record (a step, bar or repeated-start line) the careful way, as _date_chunk reads every
+        other named line (a fast line has no stamp of its own: it is dated by the one before it)."""
+        _, ids, start, end, _metrics_at, _step = record
+        data = extract.data
+        line = parse_line(clean_line(data[start:end]), extract.path, state.mtime)
+        line.backlog = True
+        ts = state.before(data, start)
+        line.seen = ts if ts is not None else -1.0
+        return line, ids, None, self.phases.parse_step(line.text) if self.phases.step_id in ids else None
+
+
+@dataclass(slots=True)
+class _Extract:
+    """What `_scan_chunk` and `_date_chunk` found in one chunk: the lines to feed, and the chunk's times."""
+
+    lines: int  # lines in the chunk
+    path: str = ""
+    data: bytes = b""  # the chunk as scanned, while its records are applied
+    fast_steps: int = 0  # how many fast records, (None, ids, start, end, metrics_at, step), are step lines
+    hits: list[tuple[int, int, list[int]]] = field(default_factory=list)  # the matcher's scan
+    plain: bool = True  # ASCII without control bytes: every line as cleaning leaves it
+    records: list[Any] = field(default_factory=list)
+    careful: list[int] = field(default_factory=list)  # where in `records` the lines _date_chunk parses are
+    plain_end: int = -1  # the end of its last line no rule names (-1: none)
+    last_fast: int = -1  # the start of its last fast record some rule knows (-1: none)
+    newest: float | None = None  # the newest stamp near its end
+    progress: float | None = None  # the time of its last line no rule names
+    tail: bytes = b""  # its last line
+    recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
+
+
+def _read_chunks(part: HistoryRange) -> Iterator[bytes]:
+    """The bytes [start, end) of a file in chunks of whole lines; at the end of a range that is not
+    `final` (a file still being written) an unterminated last line is left for later, unless the
+    range's last read holds no line break at all."""
+    with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
+        fd = fh.fileno()
+        pos = part.start
+        carry = b""  # a line longer than a chunk, so far
+        while pos < part.end:
+            data = os.pread(fd, min(CHUNK, part.end - pos), pos)
+            if not data:
+                break
+            pos += len(data)
+            if carry:
+                data, carry = carry + data, b""
+            cut = data.rfind(b"\n")
+            more = pos < part.end
+            if more or (not part.final and cut >= 0):
+                if cut < 0:
+                    carry = data
+                    continue
+                if cut + 1 < len(data):
+                    if more:  # the partial last line: read again with the next chunk (no copy)
+                        pos -= len(data) - cut - 1
+                    data = data[: cut + 1]  # (at the end of a file not final: not history yet)
+            yield data
+
+
+def _year_reference(part: HistoryRange) -> float:
+    """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
+    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its
+    first ones: a verl log's only full date is often Ray's start line, its end all vLLM's `06-08 …`)."""
+    try:
+        with open_regular(part.path) as fh:
+            head = b""
+            if part.end - part.start > TAIL_BYTES:
+                fh.seek(part.start)
+                head = (fh.read(TAIL_BYTES) or b"") + b"\n"
+            fh.seek(max(part.start, part.end - TAIL_BYTES))
+            tail = head + (fh.read(min(TAIL_BYTES, part.end - part.start)) or b"")
+    except OSError:
+        return part.mtime  # reading the range itself will say why
+    return yearless_reference(tail, part.mtime)
+
+
+def file_range(path: str, final: bool = True) -> HistoryRange:
+    """All of a file, as history (replay)."""
+    info = os.stat(path)
+    return HistoryRange(path, 0, info.st_size, info.st_mtime, final)
+

@@ -1,0 +1,72 @@
+"""Dating the untimed lines of a file read as history: each takes the nearest stamp before it.
+
+Its own object because a file's stamps outlive a chunk: a chunk's fast lines are dated after the
+whole chunk was read, and lines before the file's first stamp wait for it, chunks later or at the
+file's end (analysis/history.py). So what the reader has seen of the file's stamps travels with it.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import TYPE_CHECKING, Any
+
+from gkdtop.analysis.lines import inner_message, split_prefix
+from gkdtop.analysis.time import parse_timestamp
+
+if TYPE_CHECKING:
+    from gkdtop.model import LogLine
+
+LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+
+
+class HistoryClock:
+    """Times for untimed lines of a file read in chunks: the nearest stamped line before them.
+
+    HistoryReader._date_chunk reads stamps in file order and marks where it found them; _apply dates a
+    fast line later, after the whole chunk was read, so where no stamp is near it the fallback is the
+    last one marked before its offset, not the chunk's last one."""
+
+    def __init__(self, mtime: float) -> None:
+        self.mtime = mtime
+        self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
+        self.newest: float | None = None
+        self.waiting: list[tuple[LogLine, Any, int | None, Any]] = []  # untimed lines before the first stamp
+        self.tail = b""  # the last line read
+        self._before_chunk: float | None = None  # `last` when the current chunk began
+        self._marks: list[int] = []  # offsets in the current chunk where a stamp was found, ascending
+        self._marked: list[float] = []  # ... and those stamps
+
+    def new_chunk(self) -> None:
+        self._before_chunk = self.last
+        self._marks.clear()
+        self._marked.clear()
+
+    def saw(self, ts: float, at: int | None = None) -> None:
+        self.newest = ts if self.newest is None else max(self.newest, ts)
+        if at is None or not self._marks or at > self._marks[-1]:
+            self.last = ts
+            if at is not None:
+                self._marks.append(at)
+                self._marked.append(ts)
+
+    def before(self, chunk: bytes, start: int, lines: int = LOOK_AROUND) -> float | None:
+        """The stamp of the nearest line before offset `start` that has one (up to `lines` lines),
+        else the last one seen before it."""
+        end = start - 1
+        for _ in range(lines):
+            if end <= 0:
+                break
+            begin = chunk.rfind(b"\n", 0, end) + 1
+            head = chunk[begin : min(end, begin + 300)]
+            if head:
+                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
+                ts = parse_timestamp(text, self.mtime)
+                if ts is not None:
+                    self.saw(ts, begin)
+                    return ts
+            end = begin - 1
+        if self._marks and start <= self._marks[-1]:  # dated after the chunk was read: the mark before it
+            found = bisect_left(self._marks, start)
+            return self._marked[found - 1] if found else self._before_chunk
+        return self.last
+
