@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.lines import inner_message, split_prefix
+from gkdtop.analysis.lines import split_prefix, stamp_text
 from gkdtop.analysis.time import parse_timestamp
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class HistoryClock:
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = inner_message(split_prefix(head.decode("utf-8", "replace"))[1])
+                text = stamp_text(split_prefix(head.decode("utf-8", "replace"))[1])
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     self.saw(ts, begin)

@@ -145,14 +145,27 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     return None, raw
 
 
-def inner_message(text: str) -> str:
-    """A message past a process prefix nested in Ray's: vLLM's multiprocess engine prints its own
-    `(EngineCore_0 pid=N) ` / `(VllmWorker rank=0 pid=N) ` before the stamp, and Ray adds its
-    prefix before that. Where the stamp is read (the text itself keeps the inner prefix)."""
-    if text[:1] == "(":
-        close = text.find(") ", 1, _PREFIX_MAX)
-        if close > 0 and "pid=" in text[1:close] and "(" not in text[1:close]:
-            return text[close + 2 :]
+_RANK_RE = re.compile(r"\[rank\d{1,6}\]: ?")
+_LAYERS = 4  # prefixes peeled before a stamp at most (Ray's, a process's, a rank's, a tag)
+
+
+def stamp_text(text: str) -> str:
+    """Where a message's stamp would begin, past the prefixes printed before it (the text itself keeps
+    them): vLLM's multiprocess engine prints `(EngineCore_0 pid=N) ` / `(VllmWorker rank=0 pid=N) `
+    inside Ray's prefix, torch's elastic agent `[rank0]:` before c10d's `[W326 22:36:28…`, and some
+    stacks a tag of their own, `(AReaL) 20260304-10:31:13.128`."""
+    for _ in range(_LAYERS):
+        first = text[:1]
+        if first == "(":
+            close = text.find(") ", 1, _PREFIX_MAX)
+            inside = text[1:close]
+            if close <= 0 or "(" in inside or not ("pid=" in inside or inside.isidentifier()):
+                return text
+            text = text[close + 2 :]
+        elif first == "[" and text[1:5] == "rank" and (m := _RANK_RE.match(text)) is not None:
+            text = text[m.end() :]
+        else:
+            return text
     return text
 
 
@@ -200,7 +213,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             if hit is not None:
                 worker, pid, ip = hit
         ts = None
-        stamp = text if text[:1] != "(" else inner_message(text)
+        stamp = text if text[:1] not in "([" else stamp_text(text)
         if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
             ts = stamp_of(m.groups(), seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))

@@ -25,7 +25,18 @@ if TYPE_CHECKING:
 # Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
-METRIC_RE = re.compile(r"([\w./@-]+):\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
+# Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
+# HF Trainer / TRL / ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
+# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, and the
+# `Step 2 | 9.5s | …` summaries of loguru-style trainers.
+RECORD_STEP_PATTERN = (
+    r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
+    r"|\biteration\s{1,16}(\d{1,18})/\s{0,16}\d{1,18}\s{0,4}\|"
+    r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
+)
+RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
+MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
+METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 TIMING_VALUE = r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # a number as verl prints it
 TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*" + TIMING_VALUE + r"\b")
 # The same two on the bytes of a plain ASCII line (history's step lines, read without decoding them);
@@ -48,6 +59,23 @@ AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d
 MAX_RECENT_STEPS = 64
 
 
+def parse_record_step(text: str) -> tuple[int, int, dict[str, float]] | None:
+    """A step line of another stack (RECORD_STEP_PATTERN): its number, where its metrics begin, and
+    the step's own seconds where the line says them (Megatron's ms per iteration, `Step N | 9.5s`)."""
+    m = RECORD_STEP_RE.search(text)
+    if m is None:
+        return None
+    timings: dict[str, float] = {}
+    if m.group(1) is not None:  # a metric dict: its metrics are the whole dict
+        return int(m.group(1)), text.find("{") + 1, timings
+    if m.group(2) is not None:
+        if (ms := MEGATRON_STEP_MS_RE.search(text, m.end())) is not None:
+            timings["step"] = float(ms.group(1)) / 1000
+        return int(m.group(2)), m.end(), timings
+    timings["step"] = float(m.group(4))
+    return int(m.group(3)), m.end(), timings
+
+
 def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
@@ -65,6 +93,7 @@ class PhaseEngine:
         self.stall_after = rules.stall_after
         # The matcher's ids of every pattern this engine reads.
         self.step_id = register(STEP_PATTERN)
+        self.record_step_id = register(RECORD_STEP_PATTERN)
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
@@ -84,7 +113,7 @@ class PhaseEngine:
             if rule.fail is not None:
                 self.fail_of[rule.name] = register(rule.fail)
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
-                                   self.probe_id, self.step_id])
+                                   self.probe_id, self.step_id, self.record_step_id])
         # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
         self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids])
@@ -105,6 +134,7 @@ class PhaseEngine:
         self.stats = StepStats()
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
+        self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
@@ -131,6 +161,8 @@ class PhaseEngine:
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
             self._step(step, t, text)
+        elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
+            self._step(record, t, text)
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -372,7 +404,10 @@ class PhaseEngine:
         return int(m.group(1)), m.end(), timings
 
     def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str) -> None:
+        """A step line: its number, where its metrics begin, its timings (`step`: its own seconds)."""
         step, metrics_at, timings = parsed
+        if "step" in timings:
+            self._own_seconds = (step, timings["step"])
         self.add_step(step, t, timings, text[metrics_at:])
 
     def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None) -> None:
@@ -468,6 +503,8 @@ class PhaseEngine:
             return None
         if "timing_s/step" in last.metrics:
             return last.metrics["timing_s/step"]
+        if self._own_seconds is not None and self._own_seconds[0] == last.step:
+            return self._own_seconds[1]  # the line said how long its step took
         if len(self.recent_steps) >= 2:
             (prev_step, prev_t), (step, t) = self.recent_steps[-2], self.recent_steps[-1]
             if step > prev_step:

@@ -25,7 +25,7 @@ def summarize(values: array, steps: array, stride: int = 1) -> dict[str, Any]:
     of a dozen keys at its end."""
     try:
         total = math.fsum(values)
-    except OverflowError:  # finite values whose sum is not: the slow path's filter keeps them all
+    except (OverflowError, ValueError):  # finite values whose sum is not, or inf and -inf: filtered below
         total = math.inf
     if not math.isfinite(total):
         keep = [i for i, v in enumerate(values) if math.isfinite(v)]  # nan / inf: not a duration
@@ -99,7 +99,8 @@ class StepStats:
         if self.last == step:
             return  # the same step printed again (another rank, a re-print)
         seconds = timings.get("step")
-        if seconds is None and self.last is not None and self.last_time is not None and step > self.last:
+        if seconds is None and self.last is not None and self.last_time is not None and step > self.last and (
+                t is not None and t >= self.last_time):  # stamps that go backwards measure no step
             seconds = (t - self.last_time) / (step - self.last)
         self.count += 1
         if self.first is None:

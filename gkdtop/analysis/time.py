@@ -1,13 +1,23 @@
 """Time you can trust: timestamps read from log lines, and the offset between a log's clock and ours.
 
-Forms read at the start of a message (after any Ray prefix): ISO 8601 with `T` or space, optional
-fraction and `Z` / `+08:00` / `-0130`; Python logging's `2026-01-11 10:00:05,123`;
-`2026/01/11 10:00:05`; any of those in brackets; glog `I1122 10:00:00.123456` and vLLM
-`INFO 11-22 10:00:00`. Times without a zone are local time.
+Forms read at the start of a message (after any Ray prefix, `[rank0]:` or `(Tag) `, see
+lines.stamp_text), one alternative of TS_RE each, tested one by one in tests/test_stamps.py:
 
-glog and vLLM print no year. A stamp is placed in the latest year that does not put it after the
-line's reference time (the file's mtime for what was already written, the arrival for live lines):
-no line was written after its file was last modified, so a log from March read in November is
+- ISO 8601, `T` or space, a fraction, `Z` / `+08:00` / `-0130`, in brackets or not:
+  `2026-01-11T10:00:05.123Z` (most loggers, kubectl --timestamps);
+- Python logging's asctime `2026-01-11 10:00:05,123` (logging, Ray, verl); `2026/01/11 10:00:05`;
+- glog `I1122 10:00:00.123456`, also with a one-digit month and in brackets, as c10d prints it:
+  `[W326 22:36:28.884042812 socket.cpp:489]` (Ray's C++ core, c10d, NCCL);
+- vLLM's `INFO 11-22 10:00:00` (vLLM, SGLang);
+- the compact `20260304-10:31:13.128` (AReaL);
+- the time of day alone, `10:31:13.128 [INFO:swift]`, `10:31:13 [SUCCESS]` (ms-swift, loguru-style).
+
+Times without a zone are local time. A date that does not exist (`2026-02-30`) is no stamp.
+
+The time of day alone is placed on the day that puts it nearest its line's reference time (within
+half a day either way). glog and vLLM print no year: such a stamp is placed in the latest year that
+does not put it after the line's reference time (the file's mtime for what was already written, the
+arrival for live lines): no line was written after its file was last modified, so a log from March read in November is
 from this March, and one from December read in January is from last year. A file whose own dated
 stamps are older than its mtime by most of a year (a log copied or downloaded long after the run)
 lends them its year instead (`yearless_reference`): its vLLM lines are from the run, not from the
@@ -25,13 +35,18 @@ from collections import deque
 TS_RE = re.compile(
     # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
     r"\[?(\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
-    # glog `I1122 10:00:00.123456`: no year.
-    r"|[IWEF](\d{4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+    # glog `I1122 10:00:00.123456`, c10d's `[W326 22:36:28.884042812` (a one-digit month): no year.
+    r"|\[?[IWEF](\d{3,4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
     # vLLM `INFO 01-11 10:00:05`: no year.
     r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) (\d\d-\d\d \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+    # AReaL `20260304-10:31:13.128`.
+    r"|(\d{8}-\d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
+    # The time of day alone, `10:31:13.128 [INFO:swift]`: no date.
+    r"|\[?(\d\d:\d\d):(\d\d)(?:[.,](\d+))?(?![\d:])"
 )
 TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
 SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
+HALF_DAY = 43200.0  # a day-less stamp lies at most this far from its reference, either way
 
 _NO_MINUTE = float("nan")  # "not cached yet", compared by identity
 # Epoch seconds of each minute seen, keyed by its text (+ zone, + the reference day for year-less
@@ -51,7 +66,7 @@ def check_zone() -> None:
 
 
 def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: str) -> float | None:
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59):
+    if not (1 <= month <= 12 and hour <= 23 and minute <= 59) or not 1 <= day <= _days_in(year, month):
         return None
     try:
         if not tz:  # naive: local time, DST included
@@ -66,6 +81,26 @@ def _minute_epoch(year: int, month: int, day: int, hour: int, minute: int, tz: s
     return float(base + sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60))
 
 
+def _days_in(year: int, month: int) -> int:
+    if not 1 <= year <= 9999:
+        return 0
+    return calendar.monthrange(year, month)[1]
+
+
+def _dayless_epoch(hour: int, minute: int, ref: float) -> float | None:
+    """The day that puts the time nearest `ref` (at most HALF_DAY away)."""
+    day = time.localtime(ref)
+    for shift in (0, -1, 1):
+        base = _minute_epoch(day.tm_year, day.tm_mon, day.tm_mday, hour, minute, "")
+        if base is None:
+            return None
+        # mktime normalises a day past the month's end: step a whole day from today's base instead.
+        base += shift * 86400.0
+        if abs(base - ref) <= HALF_DAY:
+            return base
+    return None
+
+
 def _yearless_epoch(month: int, day: int, hour: int, minute: int, ref: float) -> float | None:
     """The latest year that keeps the stamp at most SLACK after `ref` (never in the future of it)."""
     year = time.localtime(ref).tm_year
@@ -77,12 +112,18 @@ def _yearless_epoch(month: int, day: int, hour: int, minute: int, ref: float) ->
 
 
 def _minute_of(key: str, ref: float) -> float | None:
-    """Epoch of a minute key from TS_RE (date form, vLLM `MM-DD hh:mm` or glog `MMDD hh:mm`)."""
+    """Epoch of a minute key from TS_RE: a date form, AReaL's `YYYYMMDD-hh:mm`, vLLM's `MM-DD hh:mm`,
+    glog's `MMDD hh:mm` (or `MDD hh:mm`), or `hh:mm` alone."""
     if len(key) >= 16 and key[4] in "-/":
         return _minute_epoch(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), key[16:])
+    if len(key) == 14 and key[8] == "-":
+        return _minute_epoch(int(key[:4]), int(key[4:6]), int(key[6:8]), int(key[9:11]), int(key[12:14]), "")
+    if len(key) == 5:
+        return _dayless_epoch(int(key[:2]), int(key[3:5]), ref)
     if key[2] == "-":
         return _yearless_epoch(int(key[:2]), int(key[3:5]), int(key[6:8]), int(key[9:11]), ref)
-    return _yearless_epoch(int(key[:2]), int(key[2:4]), int(key[5:7]), int(key[8:10]), ref)
+    date, _, clock = key.partition(" ")
+    return _yearless_epoch(int(date[:-2]), int(date[-2:]), int(clock[:2]), int(clock[3:5]), ref)
 
 
 def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
@@ -90,12 +131,17 @@ def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
     if groups[0]:
         key, sec, frac = groups[0] + (groups[3] or ""), groups[1], groups[2]
         cache_key = key
+    elif groups[10]:
+        key, sec, frac = groups[10], groups[11], groups[12]
+        cache_key = key
     else:
-        if groups[4]:
+        if groups[4]:  # glog
             key, sec, frac = groups[4], groups[5], groups[6]
-        else:
-            key, sec, frac = groups[7] or "", groups[8], groups[9]
-        cache_key = f"{key}@{int(ref) // 3600}"  # the year chosen depends on the reference (to the hour)
+        elif groups[7]:  # vLLM
+            key, sec, frac = groups[7], groups[8], groups[9]
+        else:  # the time of day alone
+            key, sec, frac = groups[13] or "", groups[14], groups[15]
+        cache_key = f"{key}@{int(ref) // 3600}"  # the year or day chosen depends on the reference (to the hour)
     base = _minute_cache.get(cache_key, _NO_MINUTE)
     if base is _NO_MINUTE:
         base = _minute_of(key, ref)
