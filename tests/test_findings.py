@@ -177,6 +177,36 @@ CASES = [
       "10.121.225.12 and node name: 10.121.225.12 has been marked dead because the detector has missed too many "
       "heartbeats from it."],
      {"node_id": "3c4d5e6f", "address": "10.121.225.12"}),
+    ("sglang-prefill-oom",
+     ["[2026-03-01 10:02:11 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      "RuntimeError: Prefill out of memory. Try to lower your batch size.",
+      "Try to allocate 6144 tokens."],
+     {"what": "Prefill out of memory", "tokens": "6144"}),
+    ("c10d-store-timeout",
+     ["[rank3]:[W301 10:02:11.482113906 socket.cpp:755] [c10d] The client socket has timed out after 600000ms "
+      "while trying to connect to (10.0.0.7, 29500)."],
+     {"ms": "600000", "host": "10.0.0.7", "port": "29500"}),
+    ("c10d-store-timeout",
+     ["torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined."],
+     {}),
+    ("cuda-illegal-memory-access",
+     [ray("WorkerDict", 4242, "RuntimeError: CUDA error: an illegal memory access was encountered")],
+     {"what": "an illegal memory access was encountered"}),
+    ("process-group-not-destroyed",
+     ["[rank0]:[W301 10:02:11.841273251 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was "
+      "not called before program exit, which can leak resources. For more info, please see the docs (function "
+      "operator())"],
+     {"what": "destroy_process_group() was not called before program exit"}),
+    ("ray-node-died",  # Ray 2.4x wording, in a RayActorError's tab-indented fields
+     ["ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+      "\tclass_name: WorkerDict",
+      "\tactor_id: 9c1f0e2a7b3d4c5e6f708192a3b4c5d6e7f80910",
+      "\tpid: 4242",
+      "The actor is dead because its node has died. Node Id: 5e6f7a8b"],
+     {}),
+    ("ib-completion-error",  # the mlx5 driver's own line
+     ["mlx5: node-4: got completion with error:"],
+     {}),
     ("vllm-no-generation-progress",
      [ray("vLLMHttpServer", 50000, "INFO 06-09 10:52:54 [loggers.py:118] Engine 000: Avg prompt throughput: 588.0 "
       "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 6 reqs, Waiting: 0 reqs, GPU KV cache usage: "
