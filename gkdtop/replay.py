@@ -101,13 +101,15 @@ class OpenEnd:
         return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
 
 
-def open_end(status: PhaseStatus, config: Config) -> OpenEnd | None:
-    """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's."""
+def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = ()) -> OpenEnd | None:
+    """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's (its
+    lines true of `frameworks`, the detected one and its bases)."""
     if status.state not in ("running", "waiting"):
         return None
     name = status.expected or status.current
     rule = next((r for r in config.phases if r.name == name), None)
-    hint = rule.hint if rule is not None and (rule.hint.causes or rule.hint.actions) else None
+    hint = rule.hint.for_framework(frameworks) if rule is not None else None
+    hint = hint if hint is not None and (hint.causes or hint.actions) else None
     return OpenEnd(phase=status.current or "no known phase", after=status.recognised_last.strip()[:200], hint=hint)
 
 
@@ -123,11 +125,12 @@ def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayRepor
     # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
-    status = analysis.status(at)
+    framework = analysis.profiles.result(pinned=config.framework)
+    status = analysis.status(at, framework)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
-                        lines_read=analysis.lines_read, method=analysis.matcher.engine,
-                        framework=analysis.profiles.result(pinned=config.framework), open_end=open_end(status, config))
+                        lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
+                        open_end=open_end(status, config, analysis.profiles.lineage(framework.name)))
 
 
 def report_json(report: ReplayReport) -> dict[str, Any]:

@@ -269,7 +269,7 @@ class Store:
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:
         """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
-        status = self.analysis.status(time.time() if now is None else now)
+        status = self.analysis.status(time.time() if now is None else now, self.framework())
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
             demands += [f.fields.get("demand") or f.fields.get("infeasible") or ""

@@ -28,6 +28,7 @@ from gkdtop.analysis.time import ClockSkew
 
 if TYPE_CHECKING:
     from gkdtop.analysis.history import HistoryRange
+    from gkdtop.analysis.profiles import Framework
     from gkdtop.analysis.rules import RuleSet
     from gkdtop.model import Finding, LogLine, PhaseStatus
 
@@ -174,8 +175,12 @@ class Analysis:
 
     # --- verdicts -------------------------------------------------------------------------------
 
-    def status(self, now: float) -> PhaseStatus:
+    def status(self, now: float, framework: Framework | None = None) -> PhaseStatus:
+        """The phase verdict; its hint holds only lines true of `framework` (default: the log's own)."""
         status = self.phases.status(now)
+        if status.hint is not None and status.hint.only:
+            name = (framework if framework is not None else self.profiles.result()).name
+            status.hint = status.hint.for_framework(self.profiles.lineage(name))
         status.unrecognised = self.lines_read - self.recognised_at
         status.recognised_last = self.recognised_text
         if self.skew.offsets:

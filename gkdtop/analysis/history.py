@@ -229,6 +229,7 @@ class HistoryReader:
         if len(extract.careful) and None in records:
             extract.records = [record for record in records if record is not None]
         extract.newest = state.before(data, len(data) + 1, END_LOOK_BACK)  # when the run was last heard of
+        extract.oldest = state.first(data, END_LOOK_BACK)  # when it began, though no rule named its first lines
         if plain_end >= 0:
             extract.progress = state.before(data, plain_end + 1)
         if last_known is not None:
@@ -273,6 +274,8 @@ class HistoryReader:
             analysis.ended = extract.newest if analysis.ended is None else max(analysis.ended, extract.newest)
             if analysis.started is None:
                 analysis.started = extract.newest
+        if extract.oldest is not None:
+            analysis.started = extract.oldest if analysis.started is None else min(analysis.started, extract.oldest)
         if extract.progress is not None:
             self.phases.note_skipped(extract.progress)  # lines no rule needs are progress, as they are live
         if extract.recognised is not None:
@@ -463,6 +466,7 @@ class _Extract:
     plain_end: int = -1  # the end of its last line no rule names (-1: none)
     last_fast: int = -1  # the start of its last fast record some rule knows (-1: none)
     newest: float | None = None  # the newest stamp near its end
+    oldest: float | None = None  # its file's first stamp
     progress: float | None = None  # the time of its last line no rule names
     tail: bytes = b""  # its last line
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text

@@ -30,6 +30,7 @@ class HistoryClock:
         self.mtime = mtime
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
+        self.oldest: float | None = None  # the file's first stamp, once found: when the run began
         self.waiting: list[tuple[LogLine, Any, int | None, Any]] = []  # untimed lines before the first stamp
         self.tail = b""  # the last line read
         self._before_chunk: float | None = None  # `last` when the current chunk began
@@ -48,6 +49,22 @@ class HistoryClock:
             if at is not None:
                 self._marks.append(at)
                 self._marked.append(ts)
+
+    def first(self, chunk: bytes, lines: int) -> float | None:
+        """The file's first stamp, from the first `lines` lines of its first chunk that has one."""
+        if self.oldest is None:
+            begin = 0
+            for _ in range(lines):
+                end = chunk.find(b"\n", begin)
+                head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
+                if head and (ts := parse_timestamp(stamp_text(split_prefix(head.decode("utf-8", "replace"))[1]),
+                                                   self.mtime)) is not None:
+                    self.oldest = ts
+                    break
+                if end < 0:
+                    break
+                begin = end + 1
+        return self.oldest
 
     def before(self, chunk: bytes, start: int, lines: int = LOOK_AROUND) -> float | None:
         """The stamp of the nearest line before offset `start` that has one (up to `lines` lines),

@@ -87,7 +87,8 @@ PROFILE_KEYS = {"name", "label", "evidence", "workers", "commands", "traits", "b
 
 
 def parse_profiles(doc: Any, where: str = WHERE) -> Profiles:
-    check_keys(doc, where, "", {"traits", "frameworks"})
+    # `task_phases` (Ray task names to phases) is read by analysis/taskphases.py, from the same file.
+    check_keys(doc, where, "", {"traits", "frameworks", "task_phases"})
     groups: dict[str, list[TraitValue]] = {}
     tnode = get(doc, "traits")
     if tnode is not None:
@@ -215,6 +216,15 @@ class ProfileDetector:
                             traits.setdefault(group, set()).add(j)
             self._commands, self._command_hits = key, (by_profile, traits)
         return self._command_hits
+
+    def lineage(self, name: str | None) -> tuple[str, ...]:
+        """A profile's name and its bases' (easyr1, verl): whose framework-only hint lines hold for it."""
+        profiles = {p.name: p for p in self.profiles.profiles}
+        found: list[str] = []
+        while name and name in profiles and name not in found:
+            found.append(name)
+            name = profiles[name].base
+        return tuple(found)
 
     def result(self, commands: Iterable[str] = (), pinned: str | None = None) -> Framework:
         """The framework now: `pinned` (the config's `framework:`) wins; else the best-supported profile."""

@@ -170,12 +170,27 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
 
 
 def parse_hint(node: Any, where: str, key: str) -> Hint:
+    """`causes` and `actions`: lists of lines, each a string, or `{text: ..., frameworks: [verl, ...]}`
+    for a line that holds for those frameworks only, or `{text: ..., unless: [verl]}` for one that a
+    framework's own line replaces (Hint.for_framework)."""
     check_keys(node, where, key, {"causes", "actions"})
-    causes, actions = get(node, "causes"), get(node, "actions")
-    return Hint(
-        causes=strings(causes, where, f"{key}.causes") if causes is not None else [],
-        actions=strings(actions, where, f"{key}.actions") if actions is not None else [],
-    )
+    hint = Hint()
+    for part, out in (("causes", hint.causes), ("actions", hint.actions)):
+        if (items := get(node, part)) is None:
+            continue
+        for i, item in enumerate(items.value if items.tag == SEQ else [items]):
+            where_item = f"{key}.{part}[{i}]"
+            if item.tag != MAP:
+                out.append(scalar(item, where, where_item))
+                continue
+            check_keys(item, where, where_item, {"text", "frameworks", "unless"})
+            text, only, unless = get(item, "text"), get(item, "frameworks"), get(item, "unless")
+            if text is None or (only is None) == (unless is None):
+                raise node_error(where, item, where_item, "needs `text` and one of `frameworks`, `unless`")
+            out.append(scalar(text, where, f"{where_item}.text"))
+            hint.only[out[-1]] = (tuple(strings(only, where, f"{where_item}.frameworks")) if only is not None else
+                                  tuple(f"!{name}" for name in strings(unless, where, f"{where_item}.unless")))
+    return hint
 
 
 def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signature]:

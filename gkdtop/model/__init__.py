@@ -203,9 +203,29 @@ class StepInfo:
 class Hint:
     causes: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    # Lines that hold for some frameworks only (verl's config keys, its method names): each such
+    # text and the profiles (data/frameworks.yaml) it is shown for, a fork's base included; a name
+    # after `!`: shown for any framework but that one (the general line a framework's own replaces).
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"causes": self.causes, "actions": self.actions}
+
+    def for_framework(self, names: tuple[str, ...]) -> Hint:
+        """The lines that hold for a job of these frameworks (the detected one and its bases; none:
+        unknown, so no framework's own lines): a hint never names a stack the log is not."""
+        if not self.only:
+            return self
+
+        def keep(text: str) -> bool:
+            scope = self.only.get(text)
+            if scope is None:
+                return True
+            if scope[0].startswith("!"):
+                return not any(f"!{name}" in scope for name in names)
+            return any(name in scope for name in names)
+
+        return Hint([c for c in self.causes if keep(c)], [a for a in self.actions if keep(a)])
 
 
 UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying

@@ -1,0 +1,79 @@
+"""Claims a log does not back are not made (issue 25's false-statement classes): a hint names no
+framework the log is not, and a run's span starts at its first stamp, not at the first line a rule knew."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from gkdtop.config import Config, ConfigError, builtin_phases, load_config
+from gkdtop.replay import replay
+
+VERL_ONLY = ("ppo_micro_batch_size_per_gpu", "generate_sequences", "actor_rollout_ref", "verl")
+
+
+def stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("[%Y-%m-%d %H:%M:%S,%f")[:-3] + "]"
+
+
+def deepspeed_crash(tmp_path: Path) -> tuple[Path, float]:
+    """An HF Trainer + DeepSpeed run, its bar at 62% with a traceback glued on, dead of an OOM."""
+    t0 = time.time() - 3600
+    lines = [
+        f"{stamp(t0)} [INFO] [real_accelerator.py:222:get_accelerator] Setting ds_accelerator to cuda (auto detect)",
+        f"{stamp(t0 + 4)} [INFO] [comm.py:683:init_distributed] Initializing TorchBackend in DeepSpeed with "
+        "backend nccl",
+        "{'loss': 1.2345, 'grad_norm': 3.21, 'learning_rate': 1e-05, 'epoch': 0.05}",
+        " 62%|██████▏   | 311/500 [12:03<07:19,  2.32s/it]Traceback (most recent call last):",
+        '  File "/workspace/train.py", line 88, in <module>',
+        "    trainer.train()",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.11 GiB of which 1.02 GiB is free.",
+        f"{stamp(t0 + 790)} [INFO] [launch.py:351:main] Process 4242 exits successfully.",
+    ]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (t0 + 791, t0 + 791))
+    return log, t0
+
+
+def test_a_crash_on_another_stack_gets_no_verl_hint(tmp_path: Path) -> None:
+    log, _ = deepspeed_crash(tmp_path)
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.status.state == "failed"
+    hint = report.status.hint
+    assert hint is not None and (hint.causes or hint.actions)
+    said = " ".join(hint.causes + hint.actions)
+    assert not [word for word in VERL_ONLY if word in said], said
+
+
+def test_a_verl_run_keeps_verl_s_own_lines(tmp_path: Path) -> None:
+    from tests.gkdlog import asctime, ray, startup
+
+    lines, last = startup(time.time() - 900, steps=2)
+    lines.append(ray("WorkerDict", 2001, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."))
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines) + ray("TaskRunner", 1, asctime(last + 1) + " x") + "\n")
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.framework.name == "verl"
+    said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
+    assert "generate_sequences" in said and "the part of the step raised it" not in said
+
+
+def test_the_run_starts_at_its_first_stamp(tmp_path: Path) -> None:
+    """It said '0s from 10:13:15 to 10:13:15': no rule knew the first lines, so the start was the end."""
+    log, t0 = deepspeed_crash(tmp_path)
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.started == pytest.approx(t0, abs=1.0)
+    assert report.ended == pytest.approx(t0 + 790, abs=1.0)
+
+
+def test_a_scoped_hint_line_needs_its_scope(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("phases:\n  - name: x\n    start: 'go'\n    hint:\n      causes:\n        - text: 'only words'\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:6: phases\[0\]\.hint\.causes\[0\]: needs `text`"):
+        load_config(cfg)
