@@ -77,3 +77,22 @@ def test_a_scoped_hint_line_needs_its_scope(tmp_path: Path) -> None:
     cfg.write_text("phases:\n  - name: x\n    start: 'go'\n    hint:\n      causes:\n        - text: 'only words'\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:6: phases\[0\]\.hint\.causes\[0\]: needs `text`"):
         load_config(cfg)
+
+
+def test_the_first_collective_timing_out_is_not_the_actor_update(tmp_path: Path) -> None:
+    """SeqNum=1 (last completed work -1) is the ranks never meeting, not a policy update with an OOM hint."""
+    from tests.gkdlog import ray, startup
+
+    lines, last = startup(time.time() - 2000, upto="actor-done")
+    lines.append(ray("WorkerDict", 2001, "[rank1]:[E1122 10:05:02.301 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog "
+                     "caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                     "Timeout(ms)=600000) ran for 600031 milliseconds before timing out."))
+    lines.append(ray("WorkerDict", 2001, "[rank1]:[E1122 10:05:02.302 ProcessGroupNCCL.cpp:1664] [PG ID 0 PG GUID 0 "
+                     "Rank 1] last completed NCCL work: -1."))
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last + 700, last + 700))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.status.current != "actor update"
+    said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
+    assert "OOM" not in said and "micro batch" not in said, said
