@@ -48,7 +48,7 @@ def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]
     `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
     for path, size, mtime, final in history:
         with contextlib.suppress(OSError):
-            analysis.read_history([HistoryRange(path, 0, size, mtime, final)])
+            analysis.read_history([HistoryRange(path, 0, size, mtime, final)], live=True)
     return analysis
 
 

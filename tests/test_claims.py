@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -96,3 +96,36 @@ def test_the_first_collective_timing_out_is_not_the_actor_update(tmp_path: Path)
     assert report.status.current != "actor update"
     said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
     assert "OOM" not in said and "micro batch" not in said, said
+
+
+def yearless_vllm_log(tmp_path: Path, days_behind: int) -> tuple[Path, float]:
+    """vLLM's year-less stamps from a date `days_behind` days before the file was last written (a
+    container clock, or stamps placed in the wrong year): the file itself was written a minute ago."""
+    written = time.time() - 60
+    then = datetime.fromtimestamp(written) - timedelta(days=days_behind)
+    lines = [f"INFO {then + timedelta(seconds=30 * i):%m-%d %H:%M:%S} [loggers.py:118] Engine 000: Avg prompt "
+             f"throughput: 588.0 tokens/s, Avg generation throughput: {12 + i}.0 tokens/s, Running: 6 reqs"
+             for i in range(20)]
+    log = tmp_path / "vllm.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (written, written))
+    return log, written
+
+
+def test_a_followed_file_s_mtime_is_its_last_line_s_time(tmp_path: Path) -> None:
+    """It said 'stalled for 245 days' on a file written a minute ago: its last line was written at its mtime."""
+    from gkdtop.store import Store, read_history
+
+    log, written = yearless_vllm_log(tmp_path, 245)
+    store = Store(Config(phases=builtin_phases()))
+    read_history(store.analysis, [(str(log), log.stat().st_size, written, False)])
+    status = store.phase_status()
+    assert status.last_progress == pytest.approx(written, abs=5.0)
+    assert status.clock_offset == pytest.approx(245 * 86400 + 570, abs=3600 * 2)  # shown: a measured offset
+
+
+def test_replay_keeps_a_copied_log_s_own_times(tmp_path: Path) -> None:
+    """A log copied long after its run: replay judges it at its own end, in its own times."""
+    log, written = yearless_vllm_log(tmp_path, 245)
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.ended is not None and written - report.ended > 200 * 86400

@@ -169,9 +169,9 @@ class Analysis:
 
     # --- history --------------------------------------------------------------------------------
 
-    def read_history(self, ranges: Iterable[HistoryRange], ahead: bool = False) -> None:
-        """What files held before they were followed (or all of them, for replay): analysis/history.py."""
-        self.history.read(ranges, ahead)
+    def read_history(self, ranges: Iterable[HistoryRange], ahead: bool = False, live: bool = False) -> None:
+        """What files held before they were followed (`live`), or all of them, for replay: analysis/history.py."""
+        self.history.read(ranges, ahead, live)
 
     # --- verdicts -------------------------------------------------------------------------------
 

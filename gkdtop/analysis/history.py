@@ -31,6 +31,7 @@ from gkdtop.analysis.lines import (
     parse_line,
     plain_ascii,
     split_prefix,
+    stamp_text,
     strip_escapes,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
@@ -50,6 +51,7 @@ CHUNK = 4 << 20  # bytes of history scanned at a time
 # reading back to the last stamp, not taken from the last line a rule dated. Bounded: a chunk of
 # unstamped output costs this many failed reads, not the chunk.
 END_LOOK_BACK = 2000
+MTIME_BEHIND = 3600.0  # a followed file's last stamp this far before its mtime is on another clock
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
 _VALUE = TIMING_VALUE.encode()
@@ -102,16 +104,22 @@ class HistoryReader:
         self._skeletons: dict[bytes, re.Pattern[bytes]] = {}  # a run's timing text between its values (_run_values)
         self._timing_names: dict[bytes, str] = {}  # timing_s/* keys as read from bytes, decoded once
 
-    def read(self, ranges: Iterable[HistoryRange], ahead: bool = False) -> None:
+    def read(self, ranges: Iterable[HistoryRange], ahead: bool = False, live: bool = False) -> None:
         """What files held before they were followed (or all of them, for replay), in chunks: each
         chunk scanned once and only the lines the matcher names parsed (`_scan_chunk`, then
         `_date_chunk`), then fed in file order (`_apply`). `ahead`: a large file's chunks are scanned
         by a forked process while this one applies the chunk before (analysis/ahead.py; only where
-        forking is safe, i.e. no other threads: `gkdtop replay`)."""
+        forking is safe, i.e. no other threads: `gkdtop replay`). `live`: files being followed now, whose
+        mtime is when their last line was written (not so for a log copied or downloaded to replay)."""
         written = None  # the newest mtime of the files read: nothing in them happened after it
         for part in ranges:
             written = part.mtime if written is None else max(written, part.mtime)
-            state = HistoryClock(_year_reference(part))
+            reference, last_stamp = _clock_of(part)
+            if live and last_stamp is not None and part.mtime - last_stamp >= MTIME_BEHIND:
+                # The file was last written when its last line was: stamps that many hours behind
+                # its mtime are on another clock (a zone, a year placed wrong), measured and shown.
+                self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
+            state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
             base = 0
             if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
                 scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
@@ -221,8 +229,8 @@ class HistoryReader:
                 ts = state.before(data, start)
                 line.seen = ts if ts is not None else -1.0  # -1: no stamp yet (the first one after it, then)
             else:
-                line.seen = line.ts
-                state.saw(line.ts, start)
+                line.seen = line.ts + state.offset
+                state.saw(line.seen, start)
             records[k] = (line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None)
             if not recognised.isdisjoint(ids) and (last_known is None or start > last_known[0]):
                 last_known = (start, line.text)
@@ -500,10 +508,13 @@ def _read_chunks(part: HistoryRange) -> Iterator[bytes]:
             yield data
 
 
-def _year_reference(part: HistoryRange) -> float:
-    """What places the range's year-less stamps: its mtime, or its own dates' year for a log copied
-    long after its run (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its
-    first ones: a verl log's only full date is often Ray's start line, its end all vLLM's `06-08 …`)."""
+def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
+    """What places the range's year-less stamps, and the stamp of its last line.
+
+    The reference is its mtime, or its own dates' year for a log copied long after its run
+    (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its first ones: a verl
+    log's only full date is often Ray's start line, its end all vLLM's `06-08 …`). The last line's
+    stamp is None when that line has none (a bar, a metrics line) or the range could not be read."""
     try:
         with open_regular(part.path) as fh:
             head = b""
@@ -513,8 +524,11 @@ def _year_reference(part: HistoryRange) -> float:
             fh.seek(max(part.start, part.end - TAIL_BYTES))
             tail = head + (fh.read(min(TAIL_BYTES, part.end - part.start)) or b"")
     except OSError:
-        return part.mtime  # reading the range itself will say why
-    return yearless_reference(tail, part.mtime)
+        return part.mtime, None  # reading the range itself will say why
+    reference = yearless_reference(tail, part.mtime)
+    body = tail.rstrip(b"\n")
+    last = clean_line(body[body.rfind(b"\n") + 1 :][:300])
+    return reference, parse_timestamp(stamp_text(split_prefix(last)[1]), reference)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -26,8 +26,9 @@ class HistoryClock:
     fast line later, after the whole chunk was read, so where no stamp is near it the fallback is the
     last one marked before its offset, not the chunk's last one."""
 
-    def __init__(self, mtime: float) -> None:
+    def __init__(self, mtime: float, offset: float = 0.0) -> None:
         self.mtime = mtime
+        self.offset = offset  # added to every stamp read: the file's clock offset (ClockSkew), known before
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
         self.oldest: float | None = None  # the file's first stamp, once found: when the run began
@@ -59,7 +60,7 @@ class HistoryClock:
                 head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
                 if head and (ts := parse_timestamp(stamp_text(split_prefix(head.decode("utf-8", "replace"))[1]),
                                                    self.mtime)) is not None:
-                    self.oldest = ts
+                    self.oldest = ts + self.offset
                     break
                 if end < 0:
                     break
@@ -79,6 +80,7 @@ class HistoryClock:
                 text = stamp_text(split_prefix(head.decode("utf-8", "replace"))[1])
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
+                    ts += self.offset
                     self.saw(ts, begin)
                     return ts
             end = begin - 1

@@ -215,5 +215,11 @@ class ClockSkew:
         if newest_stamp - mtime >= SKEW_MIN and source not in self.offsets:
             self.offsets[source] = mtime - newest_stamp
 
+    def observe_written_behind(self, source: str, last_stamp: float, mtime: float) -> None:
+        """A followed file's last line stamped long before its mtime: the file was written then, so
+        its stamps are on a clock that far behind (history.MTIME_BEHIND says how far counts)."""
+        if source not in self.offsets:
+            self.offsets[source] = mtime - last_stamp
+
     def correct(self, source: str, stamp: float) -> float:
         return stamp + self.offsets.get(source, 0.0)
