@@ -373,6 +373,7 @@ def test_a_stretch_no_rule_knows_is_said_not_charged_to_a_phase(tmp_path: Path) 
     lines += [ray("WorkerDict", 21, f"[{asctime(last + i)}] sglang: loading weight part {i}") for i in range(37)]
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last + 36, last + 36))  # written when its last line was, as the job left it
     rep = strict_json(subprocess.run([*GKDTOP, "replay", "--json", "--stall-after", "10", str(log)],
                                      capture_output=True, text=True, timeout=60, check=True).stdout)
     assert rep["unrecognised"]["lines"] == 38 and "init_model START" in rep["unrecognised"]["after"]
