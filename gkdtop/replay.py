@@ -150,6 +150,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
+        "evidence": verdict["evidence"],
         "steps": report.steps,
         "errors": [asdict(e) for e in report.errors],
         "findings": [f.as_json() for f in report.findings],
@@ -158,7 +159,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     }
 
 
-def report_text(report: ReplayReport) -> str:
+def report_text(report: ReplayReport, why: bool = False) -> str:
+    """The report for a person; `why`: each statement's lines (file:line, the line) after it."""
     from gkdtop.format import clock, hint_text, human_duration
 
     st = report.status
@@ -206,6 +208,18 @@ def report_text(report: ReplayReport) -> str:
         for f in report.findings:
             out.append(f"  {f.severity} {f.name} x{f.count} {f.fields}")
             out.append(f"    fix: {f.fix}")
+    if why:
+        out += ["", "why (the lines each statement stands on):"]
+        cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None)]
+        if report.framework.evidence:
+            out.append(f"  framework {report.framework.name}: `{report.framework.evidence[0][:200]}`")
+        shown: set[tuple[str, str, int | None]] = set()
+        for e in cited:  # a phase's start is cited once, in the verdict's order
+            if (e.claim, e.source, e.line) not in shown:
+                shown.add((e.claim, e.source, e.line))
+                out.append(f"  {e.claim}: {e.where()}  `{e.text}`")
+        if not cited:
+            out.append("  no line: nothing above stands on a line of the log")
     return "\n".join(out) + "\n"
 
 

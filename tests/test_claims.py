@@ -129,3 +129,46 @@ def test_replay_keeps_a_copied_log_s_own_times(tmp_path: Path) -> None:
     log, written = yearless_vllm_log(tmp_path, 245)
     report = replay([str(log)], Config(phases=builtin_phases()))
     assert report.ended is not None and written - report.ended > 200 * 86400
+
+
+def test_every_verdict_cites_its_lines(tmp_path: Path) -> None:
+    """`evidence` in the JSON and `replay --why`: the failure and the phase's start, by file and line."""
+    import json
+    import subprocess
+    import sys
+
+    log, _ = deepspeed_crash(tmp_path)
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    cited = {e.claim: e for e in report.status.evidence}
+    assert cited["failed"].line == 7 and cited["failed"].text.startswith("torch.OutOfMemoryError")
+    assert cited["training loop started"].source == str(log)
+    run = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                         text=True, timeout=60, check=True)
+    doc = json.loads(run.stdout)
+    assert {"claim": "failed", "file": str(log), "line": 7, "text": cited["failed"].text} in doc["evidence"]
+    assert doc["timeline"][-1]["evidence"]["claim"] == "training loop started"
+    why = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", str(log)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert "failed: train.log:7  `torch.OutOfMemoryError: CUDA out of memory." in why
+
+
+def test_a_live_stall_cites_its_last_progress(tmp_path: Path) -> None:
+    from gkdtop.collectors.logs import LogCollector
+    from gkdtop.store import Store
+    from tests.gkdlog import startup
+
+    lines, last = startup(time.time() - 1200, upto="sync")
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last, last))
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(log)], backlog=1000)
+    try:
+        store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    status = store.phase_status()
+    assert status.state == "stalled"
+    claims = {e.claim: e for e in status.evidence}
+    assert claims["last progress"].line == len(lines) and claims["last progress"].text.endswith(lines[-1][-30:])
+    assert claims[f"{status.current} started"].text

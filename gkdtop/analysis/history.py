@@ -204,7 +204,7 @@ class HistoryReader:
         state.new_chunk()
         data, records = extract.data, extract.records
         path, confirm = extract.path, self.matcher.confirm
-        step_id, traceback_id = self.phases.step_id, self.analysis.traceback_id
+        step_id = self.phases.step_id
         recognised = self.analysis.recognised_ids
         counted = at = 0
         plain_end = extract.plain_end
@@ -219,11 +219,9 @@ class HistoryReader:
                 plain_end = max(plain_end, end)
                 records[k] = None
                 continue
-            number = None
-            if traceback_id in ids:  # line numbers only where an error group will name one
-                counted += data.count(b"\n", at, start)
-                at = start
-                number = counted + 1
+            counted += data.count(b"\n", at, start)  # every named line's number: evidence cites it
+            at = start
+            number = counted + 1
             line.backlog = True
             if line.ts is None:
                 ts = state.before(data, start)
@@ -240,6 +238,9 @@ class HistoryReader:
         extract.oldest = state.first(data, END_LOOK_BACK)  # when it began, though no rule named its first lines
         if plain_end >= 0:
             extract.progress = state.before(data, plain_end + 1)
+            begin = data.rfind(b"\n", 0, max(plain_end, 1) - 1) + 1  # that line, the evidence of its progress
+            last = data[begin : min(plain_end, begin + 4096)].rstrip(b"\r\n")
+            extract.progress_line = (data.count(b"\n", 0, begin) + 1, last)
         if last_known is not None:
             text = last_known[1]
             if text is None:  # a fast step line: its message
@@ -270,6 +271,7 @@ class HistoryReader:
                 line, ids, number, step = self._parse_record(record, extract, state)
             if number is not None:
                 number += base
+                line.number = number
             if line.seen < 0:  # no stamp before it: it waits for the first one after it
                 state.waiting.append((line, ids, number, step))
                 continue
@@ -284,8 +286,13 @@ class HistoryReader:
                 analysis.started = extract.newest
         if extract.oldest is not None:
             analysis.started = extract.oldest if analysis.started is None else min(analysis.started, extract.oldest)
-        if extract.progress is not None:
-            self.phases.note_skipped(extract.progress)  # lines no rule needs are progress, as they are live
+        if extract.progress is not None:  # lines no rule needs are progress, as they are live
+            line = None
+            if extract.progress_line is not None:
+                number, raw = extract.progress_line
+                line = parse_line(clean_line(raw), extract.path, extract.progress)
+                line.number = base + number
+            self.phases.note_skipped(extract.progress, line)
         if extract.recognised is not None:
             analysis.recognised_at = analysis.lines_read + extract.recognised[0]
             analysis.recognised_text = extract.recognised[1]
@@ -476,6 +483,7 @@ class _Extract:
     newest: float | None = None  # the newest stamp near its end
     oldest: float | None = None  # its file's first stamp
     progress: float | None = None  # the time of its last line no rule names
+    progress_line: tuple[int, bytes] | None = None  # that line: its number in the chunk, its bytes
     tail: bytes = b""  # its last line
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 

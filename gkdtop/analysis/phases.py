@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats
-from gkdtop.model import LogLine, PhaseSpan, PhaseStatus, StepInfo
+from gkdtop.model import Evidence, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import RuleSet
@@ -131,6 +131,10 @@ class PhaseEngine:
         self.last_activity: float | None = None
         self.failure = ""
         self._want_exception_line = False
+        # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
+        self._line: LogLine | None = None
+        self._failure_line: LogLine | None = None
+        self._progress_line: LogLine | None = None
         self.stats = StepStats()
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
@@ -147,16 +151,18 @@ class PhaseEngine:
         if line.worker == "autoscaler":
             t = self._autoscaler_time(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        self._line = line
         text = line.text
         header_only = self.failure.startswith("Traceback")  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or self.failure.startswith("Traceback")):
             self.failure = text.strip()  # the last exception of the chain is the root cause
+            self._failure_line = line
             self._want_exception_line = False
             raised = True
         if self._is_progress(line, ids):
-            self._progress(t)
+            self._progress(t, line)
         if not ids or self.rule_ids.isdisjoint(ids):
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
@@ -259,11 +265,12 @@ class PhaseEngine:
             self._fail(text, t)
         return True
 
-    def note_skipped(self, t: float) -> None:
+    def note_skipped(self, t: float, line: LogLine | None = None) -> None:
         """Lines a flood sieve ruled out (no rule, idle pattern or bar in them) up to time `t`: all
-        that feed() would have done with them is count them as activity and progress."""
+        that feed() would have done with them is count them as activity and progress. `line`: the
+        last of them, where the reader kept it (the evidence of that progress)."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
-        self._progress(t)
+        self._progress(t, line)
 
     def written_by(self, t: float) -> None:
         """History read from files last written at `t`: no progress in them came later. Stamps on a
@@ -277,8 +284,9 @@ class PhaseEngine:
     def feed_progress(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         """An unfinished tqdm line changed: progress only if its counter moved, not its clock."""
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        self._line = line
         if self._is_progress(line, ids):
-            self._progress(t)
+            self._progress(t, line)
             if self.current is None or self.start_of.get(self.current.name) not in ids:
                 for rule in self._rules_of(ids):
                     if self.start_of[rule.name] in ids:
@@ -301,12 +309,17 @@ class PhaseEngine:
                 self._bar_keys.clear()
         return True
 
-    def _progress(self, t: float) -> None:
+    def _progress(self, t: float, line: LogLine | None = None) -> None:
+        """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""
         if self.last_progress is None or t > self.last_progress:
-            self.last_progress = t
+            self.last_progress, self._progress_line = t, line
+        elif t == self.last_progress and line is not None:
+            self._progress_line = line
 
     def _open(self, name: str, t: float) -> PhaseSpan:
         span = PhaseSpan(name=name, start=t)
+        if self._line is not None:
+            span.evidence = Evidence.of(f"{name} started", self._line)
         self.timeline.append(span)
         if len(self.first_spans) < 20:
             self.first_spans.append(span)
@@ -388,6 +401,7 @@ class PhaseEngine:
         self.timeline[-1].status = "failed"
         if not self.failure:
             self.failure = text.strip()
+            self._failure_line = self._line
             self._want_exception_line = text.lstrip().startswith("Traceback")
 
     @staticmethod
@@ -482,7 +496,19 @@ class PhaseEngine:
             expected=expected.name if expected is not rule and expected else None,
             within=within,
             steps=self.stats.summary(),
+            evidence=self._evidence(state, span),
         )
+
+    def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
+        """The lines the verdict stands on: what failed it, what started its phase, its last progress."""
+        out = []
+        if state == "failed" and self._failure_line is not None:
+            out.append(Evidence.of("failed", self._failure_line))
+        if span is not None and span.evidence is not None:
+            out.append(span.evidence)
+        if state in ("stalled", "running") and self._progress_line is not None:
+            out.append(Evidence.of("last progress", self._progress_line))
+        return out
 
     def spans(self) -> list[PhaseSpan]:
         """The start-up sequence plus the most recent spans, without repeats."""

@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser.add_argument("--config", metavar="FILE")
     parser.add_argument("--stall-after", type=SECONDS, metavar="SECONDS")
     parser.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
+    parser.add_argument("--why", action="store_true",
+                        help="also print the log lines each statement stands on (file:line and the line)")
     return parser
 
 
@@ -41,5 +43,5 @@ def run(args: argparse.Namespace, config: Config) -> int:
         jsonout.dump(rp.report_json(report), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(rp.report_text(report))
+        sys.stdout.write(rp.report_text(report, why=args.why))
     return 0

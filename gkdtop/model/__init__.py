@@ -147,6 +147,7 @@ class LogLine:
     progress: bool = False  # a tqdm-style `\r` rewrite (latest state of a bar)
     backlog: bool = False  # read from the file's existing content at start-up
     raw: str = ""  # the full line as written (prefix included), ANSI stripped, capped
+    number: int | None = None  # its line in its file, where the reader counted (history); None live
 
     @property
     def time(self) -> float:
@@ -168,12 +169,38 @@ class LogFileState:
     mtime: float | None = None
 
 
+EVIDENCE_CHARS = 300  # a line cited as evidence is cut here
+
+
+@dataclass(slots=True)
+class Evidence:
+    """A log line a claim stands on: which file, which line (where the reader counted), what it says."""
+
+    claim: str  # what it backs: "failed", "last progress", "training loop started"
+    source: str
+    line: int | None
+    text: str  # cut at EVIDENCE_CHARS
+
+    @classmethod
+    def of(cls, claim: str, line: LogLine) -> Evidence:
+        return cls(claim, line.source, line.number, (line.raw or line.text)[:EVIDENCE_CHARS])
+
+    def as_json(self) -> dict[str, Any]:
+        return {"claim": self.claim, "file": self.source, "line": self.line, "text": self.text}
+
+    def where(self) -> str:
+        """`train.log:812`, or the file alone where no line number is known."""
+        name = self.source.rsplit("/", 1)[-1]
+        return f"{name}:{self.line}" if self.line is not None else name
+
+
 @dataclass(slots=True)
 class PhaseSpan:
     name: str
     start: float
     end: float | None = None
     status: str = "running"  # running | done | failed | stalled
+    evidence: Evidence | None = None  # the line that started it
 
     @property
     def duration(self) -> float | None:
@@ -181,7 +208,7 @@ class PhaseSpan:
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
-                "status": self.status}
+                "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None}
 
 
 @dataclass(slots=True)
@@ -254,6 +281,7 @@ class PhaseStatus:
     clock_source: str = ""  # the source with that offset
     unrecognised: int = 0  # lines after the last one a phase rule or finding knew
     recognised_last: str = ""  # that line
+    evidence: list[Evidence] = field(default_factory=list)  # the lines the verdict stands on
 
     @property
     def unsure(self) -> str:
@@ -294,6 +322,7 @@ class PhaseStatus:
                 "run": self.steps,  # the whole run: count, p50/p95/max, slowest, trend, per timing key
             },
             "timeline": [span.as_json() for span in self.timeline],
+            "evidence": [e.as_json() for e in self.evidence],
         }
 
 
