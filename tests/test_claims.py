@@ -172,3 +172,21 @@ def test_a_live_stall_cites_its_last_progress(tmp_path: Path) -> None:
     claims = {e.claim: e for e in status.evidence}
     assert claims["last progress"].line == len(lines) and claims["last progress"].text.endswith(lines[-1][-30:])
     assert claims[f"{status.current} started"].text
+
+
+def test_a_crash_gets_no_guess_about_a_hang(tmp_path: Path) -> None:
+    """A rollout engine that raised while capturing CUDA graphs was told 'vLLM out of memory at start-up
+    ... enforce_eager': the hang's guesses. A crash's hint points at its error."""
+    from tests.gkdlog import ray, startup
+
+    lines, last = startup(time.time() - 900, upto="rollout")
+    lines += [ray("WorkerDict", 2003, "Capturing batches (bs=16 avail_mem=21.4 GB):  40%|████      | 4/10"),
+              ray("WorkerDict", 2003, "Traceback (most recent call last):"),
+              ray("WorkerDict", 2003, "RuntimeError: custom allreduce failed: invalid argument")]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last + 5, last + 5))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.status.state == "failed" and report.status.current == "rollout init"
+    said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
+    assert said and not [w for w in ("out of memory", "enforce_eager", "mem-fraction-static") if w in said], said

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats
-from gkdtop.model import Evidence, LogLine, PhaseSpan, PhaseStatus, StepInfo
+from gkdtop.model import Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import RuleSet
@@ -54,6 +54,11 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
+# A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
+FAILED_HINT = Hint(
+    causes=["It raised: the error above is the root cause, not a hang; the findings say what is known of it."],
+    actions=["Fix what the error names; its traceback's last frames say where it was raised."],
+)
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
@@ -477,8 +482,8 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
-        if state == "failed" and expected is not None and expected.fail_hint is not None:
-            hint = expected.fail_hint
+        if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
+            hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
             current=rule.name if rule else None,
