@@ -185,7 +185,7 @@ CASES = [
     ("c10d-store-timeout",
      ["[rank3]:[W301 10:02:11.482113906 socket.cpp:755] [c10d] The client socket has timed out after 600000ms "
       "while trying to connect to (10.0.0.7, 29500)."],
-     {"ms": "600000", "host": "10.0.0.7", "port": "29500"}),
+     {"after": "600000", "unit": "ms", "host": "10.0.0.7", "port": "29500"}),
     ("c10d-store-timeout",
      ["torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 3/4 clients joined."],
      {}),

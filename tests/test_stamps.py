@@ -41,6 +41,13 @@ FORMS = [
     # Nearer today: a writer in a zone ahead of ours (the clock offset measures it: test_analysis).
     ("18:45:00 [SUCCESS] Step 3 | 9.1s", local(2026, 3, 27, 18, 45, 0)),
     ("09:30:02 [INFO] a clock a little ahead", local(2026, 3, 27, 9, 30, 2)),
+    # Megatron: its iteration lines indented, its milestones stamped after their name.
+    (" [2026-03-26 03:11:41] iteration        1/   20000 | consumed samples:           16 |",
+     local(2026, 3, 26, 3, 11, 41)),
+    ("[after dataloaders are built] datetime: 2026-03-26 03:11:09 ", local(2026, 3, 26, 3, 11, 9)),
+    # pdsh, DeepSpeed's multi-node launcher, puts the host first.
+    ("node07: [2026-03-26 15:10:09,902] [INFO] [launch.py:142:main] WORLD INFO DICT: {'node07': [0]}",
+     local(2026, 3, 26, 15, 10, 9, micro=902000)),
 ]
 
 
@@ -57,6 +64,8 @@ def test_each_form_is_read_to_its_second(line: str, epoch: float) -> None:
     "25:61:00 [INFO] no such time",
     "Epoch 3: 100%|██████████| 10/10 [00:12<00:00,  1.19s/it]",
     "[rank0]: Traceback (most recent call last):",
+    "INFO: 2026-03-26 10:00:00 is not a host's line",
+    "Traceback: 12:00:00 neither",
 ])
 def test_what_is_no_stamp(line: str) -> None:
     assert parse_line(line, "train.log", REF).ts is None

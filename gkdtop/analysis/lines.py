@@ -146,6 +146,9 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
 
 
 _RANK_RE = re.compile(r"\[rank\d{1,6}\]: ?")
+# pdsh (DeepSpeed's multi-node launcher) puts the host before every line: `node07: `, `gpu-3: `,
+# `10.0.0.7: `. A host name here has a digit, so `INFO: ` or `Traceback: ` is none.
+_HOST_RE = re.compile(r"[\w.-]{0,63}\d[\w.-]{0,63}: (?=[\[\d(IWEF])")
 _LAYERS = 4  # prefixes peeled before a stamp at most (Ray's, a process's, a rank's, a tag)
 
 
@@ -153,16 +156,24 @@ def stamp_text(text: str) -> str:
     """Where a message's stamp would begin, past the prefixes printed before it (the text itself keeps
     them): vLLM's multiprocess engine prints `(EngineCore_0 pid=N) ` / `(VllmWorker rank=0 pid=N) `
     inside Ray's prefix, torch's elastic agent `[rank0]:` before c10d's `[W326 22:36:28…`, and some
-    stacks a tag of their own, `(AReaL) 20260304-10:31:13.128`."""
+    stacks a tag of their own, `(AReaL) 20260304-10:31:13.128`; Megatron indents its iteration lines
+    (` [2024-09-20 03:11:41] iteration 1/ 20000 |`) and stamps its milestones at their end
+    (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `)."""
     for _ in range(_LAYERS):
         first = text[:1]
-        if first == "(":
+        if first == " ":
+            text = text.lstrip(" ")
+        elif first == "(":
             close = text.find(") ", 1, _PREFIX_MAX)
             inside = text[1:close]
             if close <= 0 or "(" in inside or not ("pid=" in inside or inside.isidentifier()):
                 return text
             text = text[close + 2 :]
         elif first == "[" and text[1:5] == "rank" and (m := _RANK_RE.match(text)) is not None:
+            text = text[m.end() :]
+        elif first == "[" and (at := text.find("] datetime: ", 1, 80)) > 0:  # Megatron's print_datetime
+            text = text[at + 12 :]
+        elif first.isalnum() and (m := _HOST_RE.match(text)) is not None:
             text = text[m.end() :]
         else:
             return text
@@ -213,7 +224,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             if hit is not None:
                 worker, pid, ip = hit
         ts = None
-        stamp = text if text[:1] not in "([" else stamp_text(text)
+        stamp = text if text[:1] in ts_first and text[:1] not in "([ " else stamp_text(text)
         if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
             ts = stamp_of(m.groups(), seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))

@@ -44,7 +44,7 @@ TS_RE = re.compile(
     # The time of day alone, `10:31:13.128 [INFO:swift]`: no date.
     r"|\[?(\d\d:\d\d):(\d\d)(?:[.,](\d+))?(?![\d:])"
 )
-TS_FIRST = frozenset("0123456789[IWEFDC")  # a line starting otherwise has no timestamp: no regex
+TS_FIRST = frozenset("0123456789[IWEFDC ")  # a line starting otherwise has no timestamp: no regex
 SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
 HALF_DAY = 43200.0  # a day-less stamp lies at most this far from its reference, either way
 
