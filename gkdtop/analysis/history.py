@@ -463,7 +463,8 @@ class HistoryReader:
         line.backlog = True
         ts = state.before(data, start)
         line.seen = ts if ts is not None else -1.0
-        return line, ids, None, self.phases.parse_step(line.text) if self.phases.step_id in ids else None
+        step = self.phases.parse_step(line.text) if self.phases.step_id in ids else None
+        return line, ids, extract.number_at(start), step
 
 
 @dataclass(slots=True)
@@ -484,6 +485,14 @@ class _Extract:
     oldest: float | None = None  # its file's first stamp
     progress: float | None = None  # the time of its last line no rule names
     progress_line: tuple[int, bytes] | None = None  # that line: its number in the chunk, its bytes
+    counted: tuple[int, int] = (0, 0)  # (offset, newlines before it): number_at counts on from there
+
+    def number_at(self, start: int) -> int:
+        """The number in the chunk of the line at `start` (1-based), counting on from the last asked."""
+        at, newlines = self.counted if start >= self.counted[0] else (0, 0)
+        newlines += self.data.count(b"\n", at, start)
+        self.counted = (start, newlines)
+        return newlines + 1
     tail: bytes = b""  # its last line
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 
