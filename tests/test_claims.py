@@ -190,3 +190,21 @@ def test_a_crash_gets_no_guess_about_a_hang(tmp_path: Path) -> None:
     assert report.status.state == "failed" and report.status.current == "rollout init"
     said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
     assert said and not [w for w in ("out of memory", "enforce_eager", "mem-fraction-static") if w in said], said
+
+
+def test_a_traceback_whose_frames_name_a_phase_fails_it(tmp_path: Path) -> None:
+    """A bare traceback through vLLM's wake_up was read as 'running in weight sync': the frame opened
+    the phase and forgot the traceback it was part of."""
+    t0 = time.time() - 600
+    lines = [f"{stamp(t0)} [INFO] starting",
+             "Traceback (most recent call last):",
+             '  File "/usr/lib/python3.10/site-packages/vllm/worker/worker.py", line 140, in wake_up',
+             "    allocator.wake_up()",
+             '  File "/usr/lib/python3.10/site-packages/vllm/device_allocator/cumem.py", line 75, in create_and_map',
+             "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert (report.status.state, report.status.current) == ("failed", "weight sync")
+    assert report.status.failure.startswith("RuntimeError: CUDA Error: out of memory")
+    assert [s.name for s in report.status.timeline] == ["weight sync"]

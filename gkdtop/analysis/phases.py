@@ -54,6 +54,8 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
+BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
+FRAME_RE = re.compile(r'\s*File "[^"]*", line \d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
     causes=["It raised: the error above is the root cause, not a hang; the findings say what is known of it."],
@@ -181,8 +183,12 @@ class PhaseEngine:
                 return
             if self.start_of[rule.name] in ids:
                 before = self.timeline[-1] if self.timeline else None
+                failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
+                if header_only and before is not self.timeline[-1] and (
+                        FRAME_RE.match(text)):
+                    self._carry_traceback(before, failure, failure_line)
                 # A RayTaskError naming the worker method that failed, or an exception that names
                 # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
                 # not in the phase its traceback's first line happened to come in.
@@ -354,6 +360,19 @@ class PhaseEngine:
         if rule.terminal:
             span.end, span.status = t, "done"
 
+    def _carry_traceback(self, before: PhaseSpan | None, failure: str, failure_line: LogLine | None) -> None:
+        """A frame of the traceback being read names the phase it came from (`in wake_up`): the failure
+        moves there, still waiting for its exception line; a placeholder span it had opened goes."""
+        if before is not None and before.status == "failed":
+            if before.name == BEFORE_ANY and before.start == self.timeline[-1].start:
+                self.timeline.remove(before)
+                if before in self.first_spans:
+                    self.first_spans.remove(before)
+            else:
+                before.status = "done"
+        self.timeline[-1].status = "failed"
+        self.failure, self._failure_line, self._want_exception_line = failure, failure_line, True
+
     def _late(self, line: LogLine, rule: PhaseRule, t: float) -> bool:
         """A line of an earlier phase stamped before the current phase began: Ray's log monitor delivers
         workers' lines after the driver's, so the file's order is not the order things happened in."""
@@ -402,7 +421,7 @@ class PhaseEngine:
 
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
-            self._open(self.current.name if self.current else "(before any phase)", t)
+            self._open(self.current.name if self.current else BEFORE_ANY, t)
         self.timeline[-1].status = "failed"
         if not self.failure:
             self.failure = text.strip()
