@@ -208,3 +208,25 @@ def test_a_traceback_whose_frames_name_a_phase_fails_it(tmp_path: Path) -> None:
     assert (report.status.state, report.status.current) == ("failed", "weight sync")
     assert report.status.failure.startswith("RuntimeError: CUDA Error: out of memory")
     assert [s.name for s in report.status.timeline] == ["weight sync"]
+
+
+def test_kubectl_timestamps_are_a_layer_not_the_message(tmp_path: Path) -> None:
+    """With `kubectl logs --timestamps` every line starts with its capture time, Ray's prefix after it:
+    the failure shown was `…Z Traceback (most recent call last):`."""
+    t0 = time.time() - 600
+
+    def kube(t: float, text: str) -> str:
+        return datetime.utcfromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%f") + "123Z " + text
+
+    lines = [kube(t0, "(LLMRayActor pid=31544) INFO 07-16 03:22:09 llm_engine.py:100] Initializing an LLM engine"),
+             kube(t0 + 8, "(LLMRayActor pid=31544) Traceback (most recent call last):"),
+             kube(t0 + 8, '(LLMRayActor pid=31544)   File "/usr/lib/python3.10/site-packages/vllm/worker.py", '
+                          "line 12, in determine_num_available_blocks"),
+             kube(t0 + 8, "(LLMRayActor pid=31544) ValueError: The model's max seq len (8192) is larger than the "
+                          "maximum number of tokens that can be stored in KV cache (6432).")]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.status.state == "failed"
+    assert report.status.failure.startswith("ValueError: The model's max seq len (8192)")
+    assert report.started == pytest.approx(t0, abs=1.0) and report.ended == pytest.approx(t0 + 8, abs=1.0)

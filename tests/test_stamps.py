@@ -79,6 +79,14 @@ def test_a_ray_prefix_a_process_prefix_and_a_rank_before_the_stamp() -> None:
     assert line.text.startswith("[rank1]:[W326")  # the text keeps what the job printed
 
 
+def test_kubectl_s_capture_stamp_then_ray_s_prefix() -> None:
+    line = parse_line("2026-03-26T17:26:13.123456789Z (WorkerDict pid=4242, ip=10.0.0.3) INFO 03-26 01:00:00 x",
+                      "train.log", REF)
+    assert (line.worker, line.pid) == ("WorkerDict", 4242)
+    assert line.text == "INFO 03-26 01:00:00 x"  # the message, past both
+    assert line.ts == pytest.approx(datetime.fromisoformat("2026-03-26T17:26:13+00:00").timestamp() + 0.123456789)
+
+
 def test_the_time_of_day_alone_takes_the_day_nearest_its_reference() -> None:
     just_after_midnight = local(2026, 3, 27, 0, 5, 0)
     assert parse_timestamp("23:58:00 [INFO] x", just_after_midnight) == local(2026, 3, 26, 23, 58, 0)

@@ -30,8 +30,8 @@ from gkdtop.analysis.lines import (
     message_start,
     parse_line,
     plain_ascii,
+    raw_stamp_text,
     split_prefix,
-    stamp_text,
     strip_escapes,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
@@ -545,7 +545,7 @@ def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
     reference = yearless_reference(tail, part.mtime)
     body = tail.rstrip(b"\n")
     last = clean_line(body[body.rfind(b"\n") + 1 :][:300])
-    return reference, parse_timestamp(stamp_text(split_prefix(last)[1]), reference)
+    return reference, parse_timestamp(raw_stamp_text(last), reference)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

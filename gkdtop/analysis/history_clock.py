@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.lines import split_prefix, stamp_text
+from gkdtop.analysis.lines import raw_stamp_text
 from gkdtop.analysis.time import parse_timestamp
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class HistoryClock:
             for _ in range(lines):
                 end = chunk.find(b"\n", begin)
                 head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
-                if head and (ts := parse_timestamp(stamp_text(split_prefix(head.decode("utf-8", "replace"))[1]),
+                if head and (ts := parse_timestamp(raw_stamp_text(head.decode("utf-8", "replace")),
                                                    self.mtime)) is not None:
                     self.oldest = ts + self.offset
                     break
@@ -77,7 +77,7 @@ class HistoryClock:
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = stamp_text(split_prefix(head.decode("utf-8", "replace"))[1])
+                text = raw_stamp_text(head.decode("utf-8", "replace"))
                 ts = parse_timestamp(text, self.mtime)
                 if ts is not None:
                     ts += self.offset

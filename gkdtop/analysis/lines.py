@@ -131,8 +131,17 @@ def _prefix_of(key: str) -> tuple[str, int, str] | None:
     return found
 
 
+# `kubectl logs --timestamps` (and Docker's) puts the capture time, RFC 3339 in UTC, before every line.
+KUBECTL_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z "
+_KUBECTL_RE = re.compile(KUBECTL_STAMP)
+_KUBECTL_BYTES_RE = re.compile(KUBECTL_STAMP.encode())
+
+
 def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
-    """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message."""
+    """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message (also past a
+    capture stamp of `kubectl logs --timestamps` before it)."""
+    if raw[:1].isdigit() and (kube := _KUBECTL_RE.match(raw)) is not None:
+        raw = raw[kube.end() :]
     if raw[:1] == "(":
         close = raw.find(")", 1, _PREFIX_MAX)
         if close > 0:
@@ -180,18 +189,29 @@ def stamp_text(text: str) -> str:
     return text
 
 
+def raw_stamp_text(raw: str) -> str:
+    """Where a raw line's stamp begins: its capture stamp (`kubectl logs --timestamps`), else its
+    message's own, past the prefixes before it (split_prefix, stamp_text)."""
+    if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None:
+        return raw
+    return stamp_text(split_prefix(raw)[1])
+
+
 def message_start(raw: bytes) -> int:
-    """split_prefix for a raw ASCII line: the offset its message begins at (0 without a Ray prefix)."""
-    if raw[:1] == b"(":
-        close = raw.find(b")", 1, _PREFIX_MAX)
+    """split_prefix for a raw ASCII line: the offset its message begins at (0 without a prefix)."""
+    start = 0
+    if raw[:1].isdigit() and (kube := _KUBECTL_BYTES_RE.match(raw)) is not None:
+        start = kube.end()
+    if raw[start : start + 1] == b"(":
+        close = raw.find(b")", start + 1, start + _PREFIX_MAX)
         if close > 0:
-            key = raw[: close + 1].decode("ascii")
+            key = raw[start : close + 1].decode("ascii")
             hit = _prefix_cache.get(key, _NO_PREFIX)
             if hit is _NO_PREFIX:
                 hit = _prefix_of(key)
             if hit is not None:
                 return close + 2 if raw[close + 1 : close + 2] == b" " else close + 1
-    return 0
+    return start
 
 
 def plain_ascii(raw: bytes) -> bool:
@@ -219,12 +239,14 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
         text = raw
         worker = ip = ""
         pid: int | None = None
-        if raw[:1] == "(":
+        kubectl = raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None
+        if raw[:1] == "(" or kubectl:
             hit, text = split_prefix(raw)
             if hit is not None:
                 worker, pid, ip = hit
         ts = None
-        stamp = text if text[:1] in ts_first and text[:1] not in "([ " else stamp_text(text)
+        # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own.
+        stamp = raw if kubectl else text if text[:1] in ts_first and text[:1] not in "([ " else stamp_text(text)
         if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
             ts = stamp_of(m.groups(), seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))

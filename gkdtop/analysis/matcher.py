@@ -39,7 +39,8 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # errors are ours to report, as one line
 _OPTIONS.max_mem = RE2_MAX_MEM
 
-RAY_HEAD = r"(?:\([^()\n]{0,256}\) ?)?"
+# What may stand before a message: `kubectl logs --timestamps`' capture stamp, then Ray's prefix.
+RAY_HEAD = r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z )?(?:\([^()\n]{0,256}\) ?)?"
 _DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\$")
 
 
