@@ -2,6 +2,12 @@
 
     python -m tests.corpus_eval              # the training logs: a row per log and mode, then totals
     python -m tests.corpus_eval --heldout    # the held-out third: totals only (nobody tunes on these)
+    python -m tests.corpus_eval --set posted [--heldout]   # the corpus rebuilt from users' issue threads
+
+Two sets: `corpus` (tests/corpus/, written from the frameworks' source) and `posted`
+(tests/corpus/posted/, written in the shapes of logs users posted in public issue threads; SOURCES.md
+names the thread of each). Each has its own HELDOUT third. The posted set also prints a summary of the
+four measures the team tracks (phase right, culprit named, right fix, false statements and how many).
 
 Each log runs through `gkdtop replay --json LOG` and `gkdtop snapshot --json --log COPY`, the
 second on a copy whose mtime is set `quiet_for` seconds back (how long the log had been silent
@@ -29,6 +35,8 @@ from pathlib import Path
 import yaml
 
 CORPUS = Path(__file__).parent / "corpus"
+# Each set is a folder of NAME.log + NAME.expect.yaml with a HELDOUT list; `corpus` is the original one.
+SETS = {"corpus": CORPUS, "posted": CORPUS / "posted"}
 
 # gkdtop's phase names (gkdtop/data/phases.yaml) -> the corpus vocabulary. Names not listed
 # pass through unchanged (a new rule named in the vocabulary's words needs no entry).
@@ -92,21 +100,23 @@ class Score:
     phase_lenient: bool = False
     got_framework: str = ""
     error: str = ""
+    wrong_hits: list[str] = field(default_factory=list)  # the wrong claims gkdtop made (the claims check's detail)
 
     @property
     def passed(self) -> bool:
         return all(v is not False for v in self.ok.values())
 
 
-def load_cases(heldout: bool | None = False) -> list[Case]:
-    """heldout=False: the training two-thirds; True: the held-out third; None: all."""
-    held = set(_names(CORPUS / "HELDOUT"))
+def load_cases(heldout: bool | None = False, corpus_set: str = "corpus") -> list[Case]:
+    """heldout=False: the training two-thirds; True: the held-out third; None: all (of `corpus_set`, a key of SETS)."""
+    folder = SETS[corpus_set]
+    held = set(_names(folder / "HELDOUT"))
     cases = []
-    for exp in sorted(CORPUS.glob("*.expect.yaml")):
+    for exp in sorted(folder.glob("*.expect.yaml")):
         name = exp.name.removesuffix(".expect.yaml")
         if heldout is not None and (name in held) != heldout:
             continue
-        cases.append(Case(name, CORPUS / f"{name}.log", yaml.safe_load(exp.read_text())))
+        cases.append(Case(name, folder / f"{name}.log", yaml.safe_load(exp.read_text())))
     return cases
 
 
@@ -177,7 +187,9 @@ _FULL = re.compile(r"(?P<Y>\d{4})-(?P<m>\d\d)-(?P<d>\d\d)(?P<sep>[ T_])(?P<H>\d\
 _VLLM = re.compile(
     r"\b(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<m>\d\d)-(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\b"
 )
-_GLOG = re.compile(r"(?<![\w])(?P<lvl>[IWEF])(?P<m>\d\d)(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\.")
+# glog / c10: `I0612 10:31:02.123` (Python logging pads the month) and `[rank0]:[W326 22:36:28.884…` (c10 does not:
+# 3 digits for January-September).
+_GLOG = re.compile(r"(?<![\w])(?P<lvl>[IWEF])(?P<m>\d\d?)(?P<d>\d\d) (?P<H>\d\d):(?P<M>\d\d):(?P<S>\d\d)\.")
 _EPOCH = re.compile(r"\btime=(?P<e>\d{9,10})\b")
 
 
@@ -196,7 +208,9 @@ def shift_stamps(text: str, delta: timedelta, year: int) -> str:
         return f"{m['lvl']} " + when(m, year).strftime("%m-%d %H:%M:%S")
 
     def glog(m: re.Match) -> str:
-        return m["lvl"] + when(m, year).strftime("%m%d %H:%M:%S.")
+        t = when(m, year)
+        month = f"{t.month:02d}" if len(m["m"]) == 2 else str(t.month)  # keep c10's unpadded month unpadded
+        return m["lvl"] + month + t.strftime("%d %H:%M:%S.")
 
     def epoch(m: re.Match) -> str:
         return f"time={int(m['e']) + int(delta.total_seconds())}"
@@ -258,7 +272,8 @@ def score(case: Case, mode: str, v: Verdict) -> Score:
     fixes = exp.get("fix") or []
     s.ok["fix"] = any(f.lower() in v.advice_text.lower() for f in fixes) if fixes else None
     wrong = exp.get("wrong_claims") or []
-    s.ok["claims"] = not any(w.lower() in v.claims_text.lower() for w in wrong) if wrong else None
+    s.wrong_hits = [w for w in wrong if w.lower() in v.claims_text.lower()]
+    s.ok["claims"] = not s.wrong_hits if wrong else None
     s.ok["framework"] = v.framework == exp["framework"]
     s.got_framework = v.framework
     return s
@@ -320,17 +335,44 @@ def print_table(scores: list[Score], cases: list[Case], per_log: bool = True) ->
     print(f"{'total':8} " + "  ".join(f"{k} {a}/{b}" for k, (a, b) in t.items()))
 
 
+def print_summary(scores: list[Score]) -> None:
+    """Per mode: logs whose phase was right, culprit named, right fix given (of those that name one), and logs with a
+    false statement (of those that list wrong claims) with how many false statements in all."""
+    for mode in sorted({s.mode for s in scores}):
+        mine = [s for s in scores if s.mode == mode]
+        fixes = [s for s in mine if s.ok.get("fix") is not None]
+        claims = [s for s in mine if s.ok.get("claims") is not None]
+        false = [s for s in claims if s.wrong_hits]
+        print(
+            f"{mode:8} phase right {sum(bool(s.ok['phase']) for s in mine)}/{len(mine)}"
+            f"  culprit named {sum(bool(s.ok['culprit']) for s in mine)}/{len(mine)}"
+            f"  right fix {sum(bool(s.ok['fix']) for s in fixes)}/{len(fixes)}"
+            f"  logs with a false statement {len(false)}/{len(claims)}"
+            f" ({sum(len(s.wrong_hits) for s in false)} statements)"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heldout", action="store_true", help="score the held-out third; totals only")
+    ap.add_argument("--set", dest="corpus_set", choices=sorted(SETS), default="corpus", help="which corpus to score")
     ap.add_argument("--mode", choices=["replay", "snapshot", "both"], default="both")
     ap.add_argument("--jobs", type=int, default=1, help="gkdtop processes at a time")
     args = ap.parse_args(argv)
-    cases = load_cases(heldout=args.heldout)
+    cases = load_cases(heldout=args.heldout, corpus_set=args.corpus_set)
     modes = ("replay", "snapshot") if args.mode == "both" else (args.mode,)
     scores = evaluate(cases, modes, jobs=args.jobs)
-    print(f"{len(cases)} {'held-out' if args.heldout else 'training'} logs, modes: {', '.join(modes)}")
+    which = "held-out" if args.heldout else "training"
+    print(f"{len(cases)} {which} logs of the {args.corpus_set} set, modes: {', '.join(modes)}")
     print_table(scores, cases, per_log=not args.heldout)
+    if args.corpus_set == "posted":
+        print()
+        print_summary(scores)
+        if not args.heldout:
+            print()
+            for s in scores:
+                if s.wrong_hits:
+                    print(f"false statements: {s.case} ({s.mode}): {', '.join(s.wrong_hits)}")
     return 0
 
 

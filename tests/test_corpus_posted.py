@@ -1,0 +1,63 @@
+"""The posted corpus (tests/corpus/posted/, issue 25) is well-formed: every fixture has its log, a parseable expectation
+in the corpus format and a row in SOURCES.md; NAMES and HELDOUT agree with the files.
+
+No assertions on gkdtop's scores here: the posted set is a measurement (`python -m tests.corpus_eval --set posted`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests import corpus_eval
+
+POSTED = corpus_eval.SETS["posted"]
+STATES = {"running", "stalled", "failed", "done"}
+PHASES = {
+    "config", "dataset", "worker-group creation", "waiting for resources", "model load", "nccl init", "rollout init",
+    "reference init", "critic init", "reward init", "checkpoint load", "validation", "generation", "old log-prob",
+    "reference log-prob", "advantage", "actor update", "critic update", "weight sync", "checkpoint save",
+    "training loop", "finished",
+}
+FRAMEWORKS = {"", "verl", "verl-sft", "openrlhf", "easyr1", "trl", "llamafactory", "hf-trainer", "ray"}
+FIXTURES = sorted(p.name.removesuffix(".expect.yaml") for p in POSTED.glob("*.expect.yaml"))
+
+
+def _sources() -> dict[str, str]:
+    """fixture name -> thread URL, from SOURCES.md's table."""
+    rows = {}
+    for line in (POSTED / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].isdigit() and cells[6]:
+            rows[cells[6]] = cells[1]
+    return rows
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_is_well_formed(name: str) -> None:
+    exp = yaml.safe_load((POSTED / f"{name}.expect.yaml").read_text())
+    assert (POSTED / f"{name}.log").read_text().strip(), "empty log"
+    assert exp["framework"] in FRAMEWORKS
+    assert exp["state"] in STATES
+    assert exp["phase"] in PHASES
+    assert isinstance(exp["culprit"], str) and exp["culprit"]
+    assert exp["culprit"] == "none" or exp["culprit_any"], "a culprit needs strings to find it by"
+    for key in ("culprit_any", "fix", "wrong_claims"):
+        assert isinstance(exp[key], list) and all(isinstance(x, str) and x for x in exp[key]), key
+    assert isinstance(exp["quiet_for"], int) and exp["quiet_for"] >= 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", exp["clock"]["ends_at"])
+    assert exp["source"] == _sources().get(name), "SOURCES.md has no row for this fixture, or another thread"
+
+
+def test_names_heldout_and_sources_agree() -> None:
+    names = corpus_eval._names(POSTED / "NAMES")
+    held = corpus_eval._names(POSTED / "HELDOUT")
+    assert sorted(names) == FIXTURES
+    assert set(held) <= set(names) and len(held) == len(names) // 3
+    assert set(_sources()) == set(FIXTURES)
+    rows = [ln for ln in (POSTED / "SOURCES.md").read_text().splitlines() if re.match(r"\| \d", ln)]
+    urls = [ln.split("|")[2].strip() for ln in rows]
+    assert len(urls) == len(set(urls)) >= 50, "one row per thread, at least 50 threads"
+    assert len(corpus_eval.load_cases(heldout=False, corpus_set="posted")) == len(names) - len(held)
