@@ -230,3 +230,20 @@ def test_kubectl_timestamps_are_a_layer_not_the_message(tmp_path: Path) -> None:
     assert report.status.state == "failed"
     assert report.status.failure.startswith("ValueError: The model's max seq len (8192)")
     assert report.started == pytest.approx(t0, abs=1.0) and report.ended == pytest.approx(t0 + 8, abs=1.0)
+
+
+def test_trl_s_weight_push_is_weight_sync(tmp_path: Path) -> None:
+    """TRL pushes weights to its vLLM server in _move_model_to_vllm: a failure there is in weight sync."""
+    t0 = time.time() - 600
+    lines = [f"{stamp(t0)} [INFO] trl: starting", "{'loss': 0.01, 'grad_norm': 0.5, 'epoch': 0.1}",
+             "[rank0]: Traceback (most recent call last):",
+             '[rank0]:   File "/usr/lib/python3.10/site-packages/trl/trainer/grpo_trainer.py", line 697, in '
+             "_move_model_to_vllm",
+             "[rank0]:     self.vllm_client.update_named_param(name, param.data)",
+             "[rank0]: torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving "
+             "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert (report.status.state, report.status.current) == ("failed", "weight sync")
+    assert report.status.failure.startswith("[rank0]: torch.distributed.DistBackendError")

@@ -177,6 +177,10 @@ CASES = [
       "10.121.225.12 and node name: 10.121.225.12 has been marked dead because the detector has missed too many "
       "heartbeats from it."],
      {"node_id": "3c4d5e6f", "address": "10.121.225.12"}),
+    ("nccl-connect-failed",  # NCCL >= 2.19 wording
+     ["gpu-b2:318:318 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.8.1.21<50433> returned "
+      "113(No route to host) errno 115(Operation now in progress)"],
+     {"peer": "10.8.1.21", "port": "50433", "errno": "113", "reason": "No route to host"}),
     ("sglang-prefill-oom",
      ["[2026-03-01 10:02:11 TP0] Scheduler hit an exception: Traceback (most recent call last):",
       "RuntimeError: Prefill out of memory. Try to lower your batch size.",

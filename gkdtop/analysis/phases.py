@@ -55,7 +55,7 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
 BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
-FRAME_RE = re.compile(r'\s*File "[^"]*", line \d+, in ')  # a traceback's frame line
+FRAME_RE = re.compile(r'(?:\[rank\d{1,6}\]: ?)?\s*File "[^"]*", line \d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
     causes=["It raised: the error above is the root cause, not a hang; the findings say what is known of it."],
