@@ -247,3 +247,20 @@ def test_trl_s_weight_push_is_weight_sync(tmp_path: Path) -> None:
     report = replay([str(log)], Config(phases=builtin_phases()))
     assert (report.status.state, report.status.current) == ("failed", "weight sync")
     assert report.status.failure.startswith("[rank0]: torch.distributed.DistBackendError")
+
+
+def test_stamps_ahead_of_the_clock_do_not_delay_a_stall(tmp_path: Path) -> None:
+    """A job whose clock runs ahead of ours: its last line cannot be later than its file, so a stall
+    is declared when the file has been quiet for stall_after, not up to a minute later."""
+    from gkdtop.store import Store, read_history
+
+    written = time.time() - 630  # rollout init stalls after 600 s quiet
+    ahead = written + 50  # its clock is 50 s ahead of ours
+    lines = [f"{stamp(ahead - 30)} [INFO] Initializing Rollout Worker...", f"{stamp(ahead)} [INFO] loading"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (written, written))
+    store = Store(Config(phases=builtin_phases()))
+    read_history(store.analysis, [(str(log), log.stat().st_size, written, False)])
+    status = store.phase_status()
+    assert status.state == "stalled" and status.last_progress == pytest.approx(written, abs=1.0)

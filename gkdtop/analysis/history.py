@@ -35,7 +35,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
-from gkdtop.analysis.time import SKEW_MIN, TAIL_BYTES, TS_FIRST, parse_timestamp, yearless_reference
+from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, parse_timestamp, yearless_reference
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class HistoryReader:
                 base += extract.lines
             self._finish(part, state)
         if written is not None:
-            self.phases.written_by(written + SKEW_MIN)
+            self.phases.written_by(written)  # nothing in a file happened after it was last written
 
     def _scan_chunk(self, path: str, data: bytes) -> _Extract:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
