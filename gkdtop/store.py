@@ -46,9 +46,8 @@ LINES = 5000  # log lines kept for scrollback and re-filtering
 def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
     """Files' content from before they were followed, `(path, size, mtime, finished)` each, into
     `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
-    for path, size, mtime, final in history:
-        with contextlib.suppress(OSError):
-            analysis.read_history([HistoryRange(path, 0, size, mtime, final)], live=True)
+    analysis.read_history([HistoryRange(path, 0, size, mtime, final) for path, size, mtime, final in history],
+                          live=True)
     return analysis
 
 

@@ -61,7 +61,7 @@ def test_a_verl_run_keeps_verl_s_own_lines(tmp_path: Path) -> None:
     report = replay([str(log)], Config(phases=builtin_phases()))
     assert report.framework.name == "verl"
     said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
-    assert "generate_sequences" in said and "the part of the step raised it" not in said
+    assert "generate_sequences" in said and "which part of the step raised it." not in said  # not the general line
 
 
 def test_the_run_starts_at_its_first_stamp(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_the_first_collective_timing_out_is_not_the_actor_update(tmp_path: Path)
     log.write_text("".join(line + "\n" for line in lines))
     os.utime(log, (last + 700, last + 700))
     report = replay([str(log)], Config(phases=builtin_phases()))
-    assert report.status.current != "actor update"
+    assert report.status.current in ("nccl init", "actor init")  # where the ranks were to meet, not an update
     said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
     assert "OOM" not in said and "micro batch" not in said, said
 
@@ -264,3 +264,84 @@ def test_stamps_ahead_of_the_clock_do_not_delay_a_stall(tmp_path: Path) -> None:
     read_history(store.analysis, [(str(log), log.stat().st_size, written, False)])
     status = store.phase_status()
     assert status.state == "stalled" and status.last_progress == pytest.approx(written, abs=1.0)
+
+
+def test_a_run_of_unstamped_steps_after_a_line_no_rule_knows_replays(tmp_path: Path) -> None:
+    """A stamped line no rule knew, then verl step lines without stamps, then a stamped traceback: replay
+    raised a TypeError (the look-back found a stamp before the chunk's last mark and dropped it)."""
+    lines = [f"{stamp(time.time() - 600)} INFO hello, a line no rule knows"]
+    lines += [f"(TaskRunner pid=1) step:{i} - timing_s/step:1.0 - loss:0.5" for i in range(1, 21)]
+    lines += [f"{stamp(time.time() - 300)} ERROR Traceback (most recent call last):", "RuntimeError: boom"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert (report.status.state, report.status.steps_done) == ("failed", 20)
+
+
+def test_several_followed_files_are_capped_by_the_newest_mtime(tmp_path: Path) -> None:
+    """Read one by one, the last file read capped the progress at its own, older mtime: a step a minute
+    ago in one file read as 'stalled for two hours' because of another file."""
+    from gkdtop.store import Store, read_history
+
+    recent, old = tmp_path / "recent.log", tmp_path / "old.log"
+    now = time.time()
+    recent.write_text(f"{stamp(now - 120)} [INFO] Initializing Rollout Worker...\n{stamp(now - 60)} step:3 - x:1\n")
+    os.utime(recent, (now - 60, now - 60))
+    old.write_text(f"{stamp(now - 7200)} [INFO] raylet started\n")
+    os.utime(old, (now - 7200, now - 7200))
+    store = Store(Config(phases=builtin_phases()))
+    read_history(store.analysis, [(str(p), p.stat().st_size, p.stat().st_mtime, False) for p in (recent, old)])
+    assert store.phase_status().last_progress == pytest.approx(now - 60, abs=1.0)
+
+
+@pytest.mark.parametrize("prefix", ["kubectl", "pdsh"])
+def test_fast_and_careful_reading_agree_behind_a_capture_stamp_or_a_host(tmp_path: Path, prefix: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import gkdtop.analysis.history as history
+    from gkdtop.replay import report_json
+
+    t0 = time.time() - 3000
+
+    def line(t: float, text: str) -> str:
+        if prefix == "kubectl":
+            return datetime.utcfromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%fZ ") + f"(TaskRunner pid=7) {text}"
+        return f"node07: {stamp(t)} {text}"
+
+    lines = [line(t0, "Initializing Rollout Worker...")]
+    lines += [line(t0 + 60 * i, f"step:{i} - timing_s/step:{60 + i}.0 - loss:0.5") for i in range(1, 40)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(x + "\n" for x in lines))
+    fast = report_json(replay([str(log)], Config(phases=builtin_phases())))
+    monkeypatch.setattr(history, "FAST_HISTORY", False)
+    careful = report_json(replay([str(log)], Config(phases=builtin_phases())))
+    assert fast == careful
+    assert fast["steps"]["first_time"] == pytest.approx(t0 + 60, abs=1.0)
+
+
+def test_a_failure_after_a_finished_phase_cites_the_failure_not_a_start(tmp_path: Path) -> None:
+    from tests.gkdlog import ray, startup
+
+    lines, _ = startup(time.time() - 900, upto="actor-done")
+    lines.append(ray("WorkerDict", 2001, "Traceback (most recent call last):"))
+    lines.append(ray("WorkerDict", 2001, "RuntimeError: boom"))
+    log = tmp_path / "train.log"
+    log.write_text("".join(x + "\n" for x in lines))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    claims = [e.claim for e in report.status.evidence]
+    span = report.status.timeline[-1]
+    assert span.evidence is not None and span.evidence.claim == f"{span.name} failed", span.evidence
+    assert "failed" in claims
+
+
+def test_a_healthy_day_long_log_stamped_with_the_time_alone_is_not_stalled(tmp_path: Path) -> None:
+    """14 hours of `HH:MM:SS` stamps: lines written more than 12 hours before the file's mtime were
+    dated after it, and a healthy run read as 'stalled for 11.8 hours'."""
+    end = time.time() - 60
+    lines = [f"{datetime.fromtimestamp(end - 600 * k):%H:%M:%S}.123 [INFO:swift] Step {84 - k} | 600.0s | loss: 0.2"
+             for k in range(84, -1, -1)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(x + "\n" for x in lines))
+    os.utime(log, (end, end))
+    report = replay([str(log)], Config(phases=builtin_phases()))
+    assert report.status.state == "running", (report.status.state, report.status.stalled_for)
+    assert report.ended == pytest.approx(end, abs=1.0)

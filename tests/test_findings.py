@@ -292,6 +292,10 @@ def test_every_builtin_signature_has_a_case() -> None:
     "The following resource request was scheduled: {'GPU': 1.0}",              # scheduled
     "wake_up finished in 1.2s",                                                # wake_up without an OOM after it
     "[ACTOR] ✓ Model built in 12.0s",
+    # SGLang retracting requests goes on (INFO): not its scheduler dying of an OOM.
+    "[2026-03-01 10:02:11 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.6 -> 0.9",
+    "Setting up process group for: env:// [rank=0, world_size=8]",             # a rendezvous that is starting
+    "[rank0]:[W301 10:02:11.1 ProcessGroupNCCL.cpp:1479] destroy_process_group was called",
 ])
 def test_near_misses_find_nothing(tmp_path: Path, line: str) -> None:
     assert store_after(tmp_path, [ray("WorkerDict", 1, line)]).findings() == []

@@ -37,9 +37,8 @@ FORMS = [
     ("INFO 03-26 17:06:36 [llm_engine.py:240] Initializing a V1 LLM engine", local(2026, 3, 26, 17, 6, 36)),
     ("(AReaL) 20260304-10:31:13.128 Trainer INFO: step 3", local(2026, 3, 4, 10, 31, 13, micro=128000)),
     ("08:31:13.128 [INFO:swift] global_step 12", local(2026, 3, 27, 8, 31, 13, micro=128000)),
-    ("21:10:00 [SUCCESS] Step 2 | 9.5s", local(2026, 3, 26, 21, 10, 0)),  # yesterday evening: nearer 09:00
-    # Nearer today: a writer in a zone ahead of ours (the clock offset measures it: test_analysis).
-    ("18:45:00 [SUCCESS] Step 3 | 9.1s", local(2026, 3, 27, 18, 45, 0)),
+    ("21:10:00 [SUCCESS] Step 2 | 9.5s", local(2026, 3, 26, 21, 10, 0)),  # yesterday evening
+    ("18:45:00 [SUCCESS] Step 3 | 9.1s", local(2026, 3, 26, 18, 45, 0)),  # not later than its file: yesterday
     ("09:30:02 [INFO] a clock a little ahead", local(2026, 3, 27, 9, 30, 2)),
     # Megatron: its iteration lines indented, its milestones stamped after their name.
     (" [2026-03-26 03:11:41] iteration        1/   20000 | consumed samples:           16 |",
@@ -48,6 +47,8 @@ FORMS = [
     # pdsh, DeepSpeed's multi-node launcher, puts the host first.
     ("node07: [2026-03-26 15:10:09,902] [INFO] [launch.py:142:main] WORLD INFO DICT: {'node07': [0]}",
      local(2026, 3, 26, 15, 10, 9, micro=902000)),
+    ("10.0.0.7: [2026-03-26 15:10:09,902] [INFO] [launch.py:148:main] nnodes=2", local(2026, 3, 26, 15, 10, 9,
+                                                                                       micro=902000)),
 ]
 
 
@@ -87,10 +88,15 @@ def test_kubectl_s_capture_stamp_then_ray_s_prefix() -> None:
     assert line.ts == pytest.approx(datetime.fromisoformat("2026-03-26T17:26:13+00:00").timestamp() + 0.123456789)
 
 
-def test_the_time_of_day_alone_takes_the_day_nearest_its_reference() -> None:
+def test_the_time_of_day_alone_takes_the_latest_day_not_after_its_reference() -> None:
     just_after_midnight = local(2026, 3, 27, 0, 5, 0)
     assert parse_timestamp("23:58:00 [INFO] x", just_after_midnight) == local(2026, 3, 26, 23, 58, 0)
     assert parse_timestamp("00:04:00 [INFO] x", just_after_midnight) == local(2026, 3, 27, 0, 4, 0)
+    assert parse_timestamp("00:50:00 [INFO] x", just_after_midnight) == local(2026, 3, 27, 0, 50, 0)  # a clock ahead
+    assert parse_timestamp("08:00:00 [INFO] x", local(2026, 3, 27, 23, 0, 0)) == local(2026, 3, 27, 8, 0, 0)
+    # The same minute asked with references a few minutes apart across the hour of slack: each its own day.
+    assert parse_timestamp("10:30:00 x", local(2026, 3, 27, 9, 15, 0)) == local(2026, 3, 26, 10, 30, 0)
+    assert parse_timestamp("10:30:00 x", local(2026, 3, 27, 9, 45, 0)) == local(2026, 3, 27, 10, 30, 0)
 
 
 def test_the_follower_reads_the_new_forms_from_a_real_file(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from gkdtop.analysis.history_clock import HistoryClock
 from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
+    may_carry_stamp,
     message_start,
     parse_line,
     plain_ascii,
@@ -35,7 +36,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
-from gkdtop.analysis.time import TAIL_BYTES, TS_FIRST, parse_timestamp, yearless_reference
+from gkdtop.analysis.time import TAIL_BYTES, parse_timestamp, yearless_reference
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ MTIME_BEHIND = 3600.0  # a followed file's last stamp this far before its mtime 
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
 _VALUE = TIMING_VALUE.encode()
-_STAMPED = frozenset(c.encode() for c in TS_FIRST)  # first bytes a timestamped message can have
 
 
 @dataclass(slots=True)
@@ -113,26 +113,35 @@ class HistoryReader:
         mtime is when their last line was written (not so for a log copied or downloaded to replay)."""
         written = None  # the newest mtime of the files read: nothing in them happened after it
         for part in ranges:
+            try:
+                self._read_part(part, ahead, live)
+            except OSError:
+                if not live:
+                    raise  # replay says which file it could not read
+                continue  # gone or unreadable since it was listed: its live lines still count
             written = part.mtime if written is None else max(written, part.mtime)
-            reference, last_stamp = _clock_of(part)
-            if live and last_stamp is not None and part.mtime - last_stamp >= MTIME_BEHIND:
-                # The file was last written when its last line was: stamps that many hours behind
-                # its mtime are on another clock (a zone, a year placed wrong), measured and shown.
-                self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
-            state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
-            base = 0
-            if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
-                scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
-            else:
-                scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part))
-            for extract in scanned:
-                self._sort_hits(extract)
-                self._date_chunk(extract, state)
-                self._apply(extract, state, base)
-                base += extract.lines
-            self._finish(part, state)
         if written is not None:
             self.phases.written_by(written)  # nothing in a file happened after it was last written
+
+    def _read_part(self, part: HistoryRange, ahead: bool, live: bool) -> None:
+        """One file's range, chunk by chunk, dated by its own clock (HistoryClock)."""
+        reference, last_stamp = _clock_of(part)
+        if live and last_stamp is not None and part.mtime - last_stamp >= MTIME_BEHIND:
+            # The file was last written when its last line was: stamps that many hours behind
+            # its mtime are on another clock (a zone, a year placed wrong), measured and shown.
+            self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
+        state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
+        base = 0
+        if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
+            scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
+        else:
+            scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part))
+        for extract in scanned:
+            self._sort_hits(extract)
+            self._date_chunk(extract, state)
+            self._apply(extract, state, base)
+            base += extract.lines
+        self._finish(part, state)
 
     def _scan_chunk(self, path: str, data: bytes) -> _Extract:
         """One chunk of whole lines, scanned as a terminal shows them (escapes and `\\r` rewrites
@@ -170,7 +179,7 @@ class HistoryReader:
                 continue
             raw = data[start:end]
             if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
-                    and raw[(msg := message_start(raw)) : msg + 1] not in _STAMPED):  # (its time is its +XmYs)
+                    and not may_carry_stamp(raw, msg := message_start(raw))):  # (its time is its +XmYs)
                 # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
                 # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
                 # where the time is used (see _fast_run).
@@ -352,8 +361,8 @@ class HistoryReader:
         if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
             for index, record in enumerate(steps, seen + 1):
                 self._fast_step(record, extract, state, index)
-        if last_other is not None:
-            phases.note_skipped(state.before(data, last_other[2]))  # type: ignore[arg-type]
+        if last_other is not None and (t := state.before(data, last_other[2])) is not None:
+            phases.note_skipped(t)
         if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
             line = self._parse_record(last_bar, extract, state)[0]
             t = line.seen

@@ -50,6 +50,11 @@ class HistoryClock:
             if at is not None:
                 self._marks.append(at)
                 self._marked.append(ts)
+        else:  # found looking back, before a later mark: kept in file order (a stamp the first time only)
+            where = bisect_left(self._marks, at)
+            if self._marks[where] != at:
+                self._marks.insert(where, at)
+                self._marked.insert(where, ts)
 
     def first(self, chunk: bytes, lines: int) -> float | None:
         """The file's first stamp, from the first `lines` lines of its first chunk that has one."""

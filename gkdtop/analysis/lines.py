@@ -113,7 +113,7 @@ _RAY_DAEMON_RE = re.compile(
     r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
 # Bounded digits: int() refuses more than 4,300, and no real count has ten.
 _REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
-_PREFIX_MAX = 256  # a Ray prefix closes within this many characters
+PREFIX_MAX = 256  # a Ray prefix closes within this many characters
 
 _NO_PREFIX = ("", -1, "")
 _prefix_cache: dict[str, tuple[str, int, str] | None] = {}
@@ -143,7 +143,7 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     if raw[:1].isdigit() and (kube := _KUBECTL_RE.match(raw)) is not None:
         raw = raw[kube.end() :]
     if raw[:1] == "(":
-        close = raw.find(")", 1, _PREFIX_MAX)
+        close = raw.find(")", 1, PREFIX_MAX)
         if close > 0:
             key = raw[: close + 1]
             hit = _prefix_cache.get(key, _NO_PREFIX)
@@ -154,11 +154,22 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     return None, raw
 
 
-_RANK_RE = re.compile(r"\[rank\d{1,6}\]: ?")
+RANK_PREFIX = r"\[rank\d{1,6}\]: ?"  # torch's elastic agent before every line of a rank
+_RANK_RE = re.compile(RANK_PREFIX)
 # pdsh (DeepSpeed's multi-node launcher) puts the host before every line: `node07: `, `gpu-3: `,
 # `10.0.0.7: `. A host name here has a digit, so `INFO: ` or `Traceback: ` is none.
-_HOST_RE = re.compile(r"[\w.-]{0,63}\d[\w.-]{0,63}: (?=[\[\d(IWEF])")
+_HOST_TOKEN_RE = re.compile(r"[\w.-]{1,127}")
+_AFTER_HOST = frozenset("[0123456789(IWEF")  # what a stamp after a host begins with
 _LAYERS = 4  # prefixes peeled before a stamp at most (Ray's, a process's, a rank's, a tag)
+
+
+def _host_end(text: str) -> int:
+    """Where the message begins past a pdsh host prefix (`node07: `), 0 without one. Linear: one
+    find, one bounded token match."""
+    colon = text.find(": ", 1, 129)
+    if colon < 0 or text[colon + 2 : colon + 3] not in _AFTER_HOST or not _HOST_TOKEN_RE.fullmatch(text, 0, colon):
+        return 0
+    return colon + 2 if any(c.isdigit() for c in text[:colon]) else 0
 
 
 def stamp_text(text: str) -> str:
@@ -173,7 +184,7 @@ def stamp_text(text: str) -> str:
         if first == " ":
             text = text.lstrip(" ")
         elif first == "(":
-            close = text.find(") ", 1, _PREFIX_MAX)
+            close = text.find(") ", 1, PREFIX_MAX)
             inside = text[1:close]
             if close <= 0 or "(" in inside or not ("pid=" in inside or inside.isidentifier()):
                 return text
@@ -182,8 +193,8 @@ def stamp_text(text: str) -> str:
             text = text[m.end() :]
         elif first == "[" and (at := text.find("] datetime: ", 1, 80)) > 0:  # Megatron's print_datetime
             text = text[at + 12 :]
-        elif first.isalnum() and (m := _HOST_RE.match(text)) is not None:
-            text = text[m.end() :]
+        elif first.isalnum() and (end := _host_end(text)):
+            text = text[end:]
         else:
             return text
     return text
@@ -194,7 +205,27 @@ def raw_stamp_text(raw: str) -> str:
     message's own, past the prefixes before it (split_prefix, stamp_text)."""
     if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None:
         return raw
-    return stamp_text(split_prefix(raw)[1])
+    return _message_stamp(split_prefix(raw)[1])
+
+
+def _message_stamp(text: str) -> str:
+    """Where a message's stamp begins: the message itself when a stamp opens it, else past its
+    prefixes (stamp_text). The one choice parse_into and the history clock both make."""
+    first = text[:1]
+    if first in TS_FIRST and first not in "([ " and TS_RE.match(text) is not None:
+        return text
+    return stamp_text(text)
+
+
+_STAMP_FIRST = frozenset(c.encode() for c in TS_FIRST)
+
+
+def may_carry_stamp(raw: bytes, msg: int) -> bool:
+    """Could this raw ASCII line (its message at `msg`) carry a stamp of its own? History's fast path
+    dates a line by the stamp before it, so a line that may have one is read the careful way."""
+    if raw[:1].isdigit() or raw[msg : msg + 1] in _STAMP_FIRST:  # a capture stamp, a host's address
+        return True
+    return _host_end(raw[msg : msg + 130].decode("ascii", "replace")) > 0
 
 
 def message_start(raw: bytes) -> int:
@@ -203,7 +234,7 @@ def message_start(raw: bytes) -> int:
     if raw[:1].isdigit() and (kube := _KUBECTL_BYTES_RE.match(raw)) is not None:
         start = kube.end()
     if raw[start : start + 1] == b"(":
-        close = raw.find(b")", start + 1, start + _PREFIX_MAX)
+        close = raw.find(b")", start + 1, start + PREFIX_MAX)
         if close > 0:
             key = raw[start : close + 1].decode("ascii")
             hit = _prefix_cache.get(key, _NO_PREFIX)
@@ -246,7 +277,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
                 worker, pid, ip = hit
         ts = None
         # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own.
-        stamp = raw if kubectl else text if text[:1] in ts_first and text[:1] not in "([ " else stamp_text(text)
+        stamp = raw if kubectl else _message_stamp(text)
         if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
             ts = stamp_of(m.groups(), seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))

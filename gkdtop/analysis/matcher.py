@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
 
 import re2
 
-from gkdtop.analysis.lines import plain_ascii
+from gkdtop.analysis.lines import KUBECTL_STAMP, PREFIX_MAX, plain_ascii
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
@@ -40,7 +40,7 @@ _OPTIONS.log_errors = False  # errors are ours to report, as one line
 _OPTIONS.max_mem = RE2_MAX_MEM
 
 # What may stand before a message: `kubectl logs --timestamps`' capture stamp, then Ray's prefix.
-RAY_HEAD = r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z )?(?:\([^()\n]{0,256}\) ?)?"
+RAY_HEAD = f"(?:{KUBECTL_STAMP})?(?:\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?)?"
 _DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\$")
 
 

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats
@@ -55,7 +56,7 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 MAX_SPANS = 500
 BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
-FRAME_RE = re.compile(r'(?:\[rank\d{1,6}\]: ?)?\s*File "[^"]*", line \d+, in ')  # a traceback's frame line
+FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
     causes=["It raised: the error above is the root cause, not a hang; the findings say what is known of it."],
@@ -327,10 +328,11 @@ class PhaseEngine:
         elif t == self.last_progress and line is not None:
             self._progress_line = line
 
-    def _open(self, name: str, t: float) -> PhaseSpan:
+    def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
+        """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
         span = PhaseSpan(name=name, start=t)
         if self._line is not None:
-            span.evidence = Evidence.of(f"{name} started", self._line)
+            span.evidence = Evidence.of(f"{name} {claim}", self._line)
         self.timeline.append(span)
         if len(self.first_spans) < 20:
             self.first_spans.append(span)
@@ -415,13 +417,13 @@ class PhaseEngine:
             # The start line was missed (or came before the backlog): record the phase at this point.
             self._close_current(t)
             self.current = rule
-            self._open(rule.name, t)
+            self._open(rule.name, t, "done (its start not seen)")
         self._close_current(t)
         self.failure = ""
 
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
-            self._open(self.current.name if self.current else BEFORE_ANY, t)
+            self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
         self.timeline[-1].status = "failed"
         if not self.failure:
             self.failure = text.strip()

@@ -14,8 +14,8 @@ lines.stamp_text), one alternative of TS_RE each, tested one by one in tests/tes
 
 Times without a zone are local time. A date that does not exist (`2026-02-30`) is no stamp.
 
-The time of day alone is placed on the day that puts it nearest its line's reference time (within
-half a day either way). glog and vLLM print no year: such a stamp is placed in the latest year that
+The time of day alone is placed on the latest day that does not put it more than an hour after its
+line's reference time. glog and vLLM print no year: such a stamp is placed in the latest year that
 does not put it after the line's reference time (the file's mtime for what was already written, the
 arrival for live lines): no line was written after its file was last modified, so a log from March read in November is
 from this March, and one from December read in January is from last year. A file whose own dated
@@ -46,7 +46,7 @@ TS_RE = re.compile(
 )
 TS_FIRST = frozenset("0123456789[IWEFDC ")  # a line starting otherwise has no timestamp: no regex
 SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
-HALF_DAY = 43200.0  # a day-less stamp lies at most this far from its reference, either way
+DAYLESS_SLACK = 3600.0  # a day-less stamp may lie this far past its reference (a clock ahead)
 
 _NO_MINUTE = float("nan")  # "not cached yet", compared by identity
 # Epoch seconds of each minute seen, keyed by its text (+ zone, + the reference day for year-less
@@ -88,17 +88,14 @@ def _days_in(year: int, month: int) -> int:
 
 
 def _dayless_epoch(hour: int, minute: int, ref: float) -> float | None:
-    """The day that puts the time nearest `ref` (at most HALF_DAY away)."""
+    """The latest day that keeps the time at most DAYLESS_SLACK after `ref`: no line was written after
+    its reference (a file's mtime, a line's arrival); a clock a little ahead is tolerated."""
     day = time.localtime(ref)
-    for shift in (0, -1, 1):
-        base = _minute_epoch(day.tm_year, day.tm_mon, day.tm_mday, hour, minute, "")
-        if base is None:
-            return None
-        # mktime normalises a day past the month's end: step a whole day from today's base instead.
-        base += shift * 86400.0
-        if abs(base - ref) <= HALF_DAY:
-            return base
-    return None
+    base = _minute_epoch(day.tm_year, day.tm_mon, day.tm_mday, hour, minute, "")
+    if base is None:
+        return None
+    # A whole day back from today's base (mktime would normalise a day 0 into the month before).
+    return base if base <= ref + DAYLESS_SLACK else base - 86400.0
 
 
 def _yearless_epoch(month: int, day: int, hour: int, minute: int, ref: float) -> float | None:
@@ -137,11 +134,13 @@ def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
     else:
         if groups[4]:  # glog
             key, sec, frac = groups[4], groups[5], groups[6]
+            cache_key = f"{key}@{int(ref) // 3600}"  # the year chosen depends on the reference (to the hour)
         elif groups[7]:  # vLLM
             key, sec, frac = groups[7], groups[8], groups[9]
-        else:  # the time of day alone
+            cache_key = f"{key}@{int(ref) // 3600}"
+        else:  # the time of day alone: the day chosen depends on the reference to the minute
             key, sec, frac = groups[13] or "", groups[14], groups[15]
-        cache_key = f"{key}@{int(ref) // 3600}"  # the year or day chosen depends on the reference (to the hour)
+            cache_key = f"{key}@{int(ref) // 60}"
     base = _minute_cache.get(cache_key, _NO_MINUTE)
     if base is _NO_MINUTE:
         base = _minute_of(key, ref)
