@@ -34,6 +34,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("bench_ray_pane.py", [], ["--runs", "3"]),
     ("snapshot_latency.py", [], ["--runs", "3"]),
     ("redaction.py", [], ["--per-syntax", "3"]),
+    ("bench_ray_tasks.py", [], ["--tasks", "2000", "--polls", "5"]),  # after the others that use the cluster
     ("serve.py", [], ["--seconds", "3", "--presses", "2"]),  # needs a system Chromium
 ]
 RAY_USERS = {"cpu.py", "snapshot_latency.py"}

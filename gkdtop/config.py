@@ -16,6 +16,7 @@ from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature
+    from gkdtop.analysis.taskphases import TaskPhaseRule
 
 # Re-exported from analysis/rules.py when first asked for: the dashboard's first frame needs a Config
 # with its defaults, not the rule parser, the matcher and YAML (about 50 ms of imports).
@@ -91,6 +92,7 @@ class Config:
     findings: list[Signature] = field(default_factory=list)
     source: str = ""  # the file it was read from, if any
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
+    task_phases: list[TaskPhaseRule] = field(default_factory=list)  # the user's, tried before the built-ins
 
     def rules(self) -> RuleSet:
         """What the analysis takes from the config: the parsed rules and the stall threshold."""
@@ -158,7 +160,7 @@ def _read(path: Path) -> str:
 TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
     "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "stack_phase",
-    "framework",
+    "framework", "task_phases",
 }
 
 
@@ -246,6 +248,10 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
             raise node_error(where, n, "framework",
                              f"unknown framework {name!r} (expected auto or one of: {', '.join(names)})")
         cfg.framework = "" if name == "auto" else name
+    if (n := get(doc, "task_phases")) is not None:
+        from gkdtop.analysis.taskphases import parse_task_phases
+
+        cfg.task_phases = parse_task_phases(n, where)
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

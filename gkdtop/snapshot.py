@@ -29,11 +29,13 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         "time": now,
         "framework": store.framework().as_json(),
         **source_sections(store),
-        "ray": ray_section(store),
+        "ray": ray_section(store, now),
         "phases": {
             **status.as_json(),
             "history_pending": store.history_pending,
             "stack_phase": store.stack_phase.as_json(now) if store.stack_phase else None,
+            "task_phase": store.task_phase.as_json(now, status.current, store.task_phase_use(status, now))
+            if store.task_phase else None,
         },
         "findings": [f.as_json() for f in store.findings()],
         "errors_seen": [asdict(g) for g in store.analysis.error_groups()],
@@ -65,8 +67,10 @@ def source_sections(store: Store) -> dict[str, Any]:
     return sections
 
 
-def ray_section(store: Store) -> dict[str, Any]:
+def ray_section(store: Store, now: float | None = None) -> dict[str, Any]:
+    now = time.time() if now is None else now
     ray = store.ray
+    tasks = store.ray_tasks
     return {
         "status": ray.status,
         "reason": ray.reason,
@@ -82,6 +86,13 @@ def ray_section(store: Store) -> dict[str, Any]:
         "placement_groups": ray.placement_groups,
         "jobs": ray.jobs,
         "details_error": ray.details_error,
+        # Ray's task table (collectors/ray_tasks.py, docs/ray-tasks.md): the running tasks, oldest first,
+        # who is still in a call the others left, and the failed tasks, newest first.
+        "task_view": {"status": tasks.status, "reason": tasks.reason, "polled": tasks.polled or None,
+                      "running_total": tasks.running_total, "failed_total": tasks.failed_total},
+        "tasks": [t.as_json(now) for t in tasks.running],
+        "stragglers": [s.as_json(now) for s in store.stragglers],
+        "failed_tasks": [t.as_json(now) for t in tasks.failed],
         # Remote log files followed through the dashboard (collectors/ray_logs); GPUs: nodes[].gpus.
         "log_sources": {
             "status": store.ray_logs.status,
@@ -115,6 +126,11 @@ def text_summary(doc: dict[str, Any]) -> str:
         sp = ph["stack_phase"]
         lines.append(f"stacks: {sp['text']}  pid {sp['pid']}, {sp['age']:.0f}s ago ({sp['reason']})"
                      + (f"  note: {sp['note']}" if sp["note"] else ""))
+    if ph.get("task_phase"):
+        tp = ph["task_phase"]
+        lines.append(f"ray tasks: {tp['text']}" + (f", for {human_duration(tp['running_for'])}"
+                                                    if tp["running_for"] is not None else "")
+                     + (f" ({tp['use']})" if tp["use"] != "evidence" else ""))
     if ph["hint"]:
         lines += hint_text(ph["hint"]["causes"], ph["hint"]["actions"])
     if ph["clock_offset"] is not None:
@@ -133,6 +149,14 @@ def text_summary(doc: dict[str, Any]) -> str:
     lines.append(f"processes: {len(doc['processes'])}")
     ray = doc["ray"]
     lines.append(f"ray: {ray['status']} {ray['reason']}".rstrip())
+    view = ray["task_view"]
+    if view["status"] not in ("connected", "pending"):
+        lines.append(f"ray tasks: {view['status']}: {view['reason']}".rstrip(": "))
+    elif ray["tasks"] or view["failed_total"]:
+        lines.append(f"ray tasks: {view['running_total']} running, {view['failed_total']} failed")
+    lines += [f"ray tasks: {s['sentence']}" for s in ray["stragglers"]]
+    lines += [f"ray task failed: {t['name']} on node {t['node'] or '?'} (pid {t['pid']}): "
+              f"{t['error'] or t['error_type']}" for t in ray["failed_tasks"][:3]]
     for f in doc.get("findings", [])[:10]:
         lines.append(f"finding: {f['name']} x{f['count']} {f['fields']}")
         lines.append(f"  cause: {f['cause']}")

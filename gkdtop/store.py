@@ -29,15 +29,18 @@ from gkdtop.model import (
     SourceHealth,
     StackPhase,
 )
+from gkdtop.model.tasks import RayTasksState
 
 if TYPE_CHECKING:
     from gkdtop.analysis.matcher import Pattern
     from gkdtop.analysis.phases import PhaseEngine
     from gkdtop.analysis.profiles import Framework
+    from gkdtop.analysis.taskphases import TaskPhaser
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
     from gkdtop.config import Config
     from gkdtop.model.stacks import StallStacks
+    from gkdtop.model.tasks import Straggler, TaskPhase
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
@@ -78,6 +81,11 @@ class Store:
         self.started = time.time()
         self.stall_stacks: StallStacks | None = None  # the dump taken when a stall began (handed in: monitor.py)
         self.stack_phase: StackPhase | None = None  # the phase read from the stacks while the log cannot say
+        self.ray_tasks = RayTasksState()  # Ray's task table (collectors/ray_tasks.py)
+        self.stragglers: list[Straggler] = []  # judged from it on each poll (analysis/stragglers.py)
+        self.task_phase: TaskPhase | None = None  # the phase its running tasks name (analysis/taskphases.py)
+        self._task_phaser: TaskPhaser | None = None  # built on the first poll: the rules are read then
+        self._failed_seen: tuple[tuple[str, ...], int, list[str]] = ((), -1, [])  # see failed_task_causes
         self._specs: dict[str, CollectorSpec[Any]] = {}  # per source, from the registry on its first result
         self._watchers: list[Callable[[str], None]] = []  # see watch()
 
@@ -119,6 +127,52 @@ class Store:
         if changed:
             self._bump("logs")
         return changed
+
+    def write_ray_tasks(self, state: RayTasksState) -> bool:
+        """The task table, judged at once: who is still in a call the others left, which phase runs.
+        Judged on every poll, as a round becomes a straggler with time alone."""
+        from gkdtop.analysis.stragglers import find_stragglers
+
+        changed = state != self.ray_tasks
+        self.ray_tasks = state
+        phaser = self.task_phaser()
+        now = state.polled or time.time()
+        stragglers = find_stragglers(state.running, state.finished, now, phaser.phase_of) if state.running else []
+        phase = phaser.task_phase(state.running)
+        judged = stragglers != self.stragglers or phase != self.task_phase
+        self.stragglers, self.task_phase = stragglers, phase
+        return changed or judged
+
+    def task_phaser(self) -> TaskPhaser:
+        """The task-name rules: the user's config `task_phases:` first, then data/frameworks.yaml's."""
+        if self._task_phaser is None:
+            from gkdtop.analysis.taskphases import TaskPhaser, builtin_task_phases
+
+            self._task_phaser = TaskPhaser([*self.config.task_phases, *builtin_task_phases()])
+        return self._task_phaser
+
+    def failed_task_causes(self, since: float | None = None) -> list[str]:
+        """Failed Ray tasks as root causes, those whose error the kept log lines do not already show;
+        with `since`, only those that ended after it (this run's, not an earlier job's on the cluster)."""
+        failed = [t for t in self.ray_tasks.failed if since is None or t.end is None or t.end >= since]
+        if not failed:
+            return []
+        ids = tuple(t.task_id for t in failed)
+        held_ids, held_lines, causes = self._failed_seen
+        if (held_ids, held_lines) != (ids, self.total_lines):
+            from gkdtop.analysis.stragglers import failed_causes
+
+            lines = self.lines
+            causes = failed_causes(failed, lambda error: any(error in line.text for line in lines))
+            self._failed_seen = (ids, self.total_lines, causes)
+        return causes
+
+    def task_phase_use(self, status: PhaseStatus, now: float) -> str:
+        """Why the task phase is shown: what the log cannot say (`log silent for 40s`, `stalled`, ...), or
+        `evidence` beside a log that speaks (the same test that wakes the stack sampler)."""
+        from gkdtop.collectors.stackphase import sample_reason
+
+        return sample_reason(status, self.analysis.phases.last_activity, now) or "evidence"
 
     def write_stall_stacks(self, taken: StallStacks) -> bool:
         self.stall_stacks = taken
@@ -282,6 +336,25 @@ class Store:
                     actions=["Compare the demand with the Ray pane (5): fix the GPU/CPU counts the job asks for, "
                              "or add nodes.", *base.actions],
                 )
+        return self._task_causes(status, time.time() if now is None else now)
+
+    def _task_causes(self, status: PhaseStatus, now: float) -> PhaseStatus:
+        """A stall's hint leads with Ray's task table: who is still in a call the others left; a stall
+        or a failure with a failed task whose error the log lacks."""
+        causes: list[str] = []
+        actions: list[str] = []
+        if status.state == "stalled" and self.stragglers:
+            causes += [f"Ray tasks: {s.sentence(now)}" for s in self.stragglers]
+            late = self.stragglers[0]
+            who = (late.running if late.kind == "straggler" else late.finished)[0]
+            if who.pid:
+                actions.append(f"Read what pid {who.pid} is doing: press s, or `py-spy dump --pid {who.pid}` on "
+                               f"node {who.node or '?'}; the Ray pane (5) lists the running tasks.")
+        if status.state in ("stalled", "failed"):
+            causes += self.failed_task_causes(status.timeline[0].start - 60 if status.timeline else None)
+        if causes:
+            base = status.hint or Hint()
+            status.hint = Hint(causes=causes + base.causes, actions=actions + base.actions)
         return status
 
     def lines_since(self, count: int) -> list[LogLine]:

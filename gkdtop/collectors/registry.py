@@ -76,6 +76,7 @@ SOURCES: list[Source] = [
     Source("gpus", 1.0, "gkdtop.collectors.gpu"),
     Source("logs", 0.25, "gkdtop.collectors.logs"),
     Source("ray", 5.0, "gkdtop.collectors.ray"),
+    Source("ray_tasks", 3.0, "gkdtop.collectors.ray_tasks"),  # Ray's task table: the phase and the straggler
     # Remote nodes' log files: idle (no requests) until --ray-logs or the Logs pane's picker asks.
     Source("ray_logs", 0.5, "gkdtop.collectors.ray_logs"),
     Source("procs", 2.0, "gkdtop.collectors.procs"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pprint
+import secrets
 import socket
 import sys
 import threading
@@ -78,11 +79,15 @@ class TaskRunner:
         def in_pool(index: int) -> PlacementGroupSchedulingStrategy:
             return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index)
 
+        # The actor ranks named as verl names its workers (`<random prefix><Class>_<placement group>:<local
+        # rank>`): Ray's actor table then says each one's rank, and gkdtop's task view names ranks by it.
+        prefix = secrets.token_hex(3)
         t0 = time.monotonic()
         if playbook:
             log.info("Initializing Actor Worker...")
         actor_cls = ray_actor(OnPolicyDistillActor)
-        actors = [actor_cls.options(num_cpus=0.25, scheduling_strategy=in_pool(rank))
+        actors = [actor_cls.options(num_cpus=0.25, scheduling_strategy=in_pool(rank),
+                                    name=f"{prefix}OnPolicyDistillActor_0:{rank}")
                   .remote(rank, cfg.world_size, cfg_dict) for rank in range(cfg.world_size)]
         master = ray.get(actors[0].master_address.remote())
         ray.get([a.init_model.remote(master) for a in actors])

@@ -354,7 +354,7 @@ class GkdtopApp(App[str | None]):
         super().action_help_quit()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS]))
+        self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS, *RayPane.BINDINGS]))
 
     @needs_monitor
     def action_edit_filter(self) -> None:

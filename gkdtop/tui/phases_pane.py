@@ -29,7 +29,8 @@ TIMING_ORDER = ("gen", "sync_rollout_weights", "wait_prev_gen", "get_teacher_kno
 
 
 class PhasesPane(Static):
-    SOURCES: ClassVar[tuple[str, ...]] = ("logs", "ray_logs", "stack_phase", "stall_stacks", "ray", "procs")
+    SOURCES: ClassVar[tuple[str, ...]] = ("logs", "ray_logs", "stack_phase", "stall_stacks", "ray", "ray_tasks",
+                                          "procs")
     TICKS: ClassVar[float] = 1.0  # its verdict ages with the clock ("no progress for 35s"): every tick
     DEFAULT_CSS = """
     PhasesPane { border: round $primary; padding: 0 1; height: 1fr; overflow-y: auto; }
@@ -46,6 +47,8 @@ class PhasesPane(Static):
         self.set_class(status.state == "failed", "-failed")
         note = stall_stacks_note(store.stall_stacks) if status.state == "stalled" and store.stall_stacks else None
         now = time.time()
+        if store.task_phase is not None or store.stragglers or store.ray_tasks.failed:
+            note = task_note(store, status, now) + (note or Text())
         if store.stack_phase is not None:
             note = stack_phase_note(store.stack_phase, now) + (note or Text())
         text = render_phases(status, now, table=self.has_class("-maximized"), note=note,
@@ -231,6 +234,33 @@ def stack_phase_note(found: StackPhase, now: float) -> Text:
     text.append(f" · {who} · {age} · {found.reason}\n" if who else f" · {age} · {found.reason}\n", "dim")
     if found.note:
         text.append(f"  stacks: {found.note[:200]}\n", "yellow")
+    return text
+
+
+def task_note(store: Store, status: PhaseStatus, now: float) -> Text:
+    """Under the headline, from Ray's task table: the phase its running tasks name (in place of the log's
+    when the log cannot say, else as evidence beside it), who is still in a call the others left, and a
+    failed task whose error the log lacks. A stall or a failure puts the last two in its hint instead."""
+    text = Text()
+    found = store.task_phase
+    if found is not None:
+        use = store.task_phase_use(status, now)
+        since = f" · for {human_duration((now - found.since) // 10 * 10)}" if found.since is not None else ""
+        if use != "evidence":
+            text.append("  ")
+            text.append(found.phase, "bold magenta")
+            text.append(f" (from Ray tasks: {found.where})", "magenta")
+            text.append(f"{since} · {use}\n", "dim")
+        else:
+            agree = ("agrees with the log" if status.current == found.phase else
+                     f"the log says {status.current}" if status.current else "the log names no phase yet")
+            text.append(f"  Ray tasks: {found.phase} ({found.where}){since} · {agree}\n", "dim")
+    if status.state not in ("stalled", "failed"):  # else the hint leads with them (Store.phase_status)
+        for straggler in store.stragglers:
+            text.append("  ⚑ ", "bold red")
+            text.append(straggler.sentence(now) + "\n", "bold red" if straggler.kind == "left early" else "bold yellow")
+        for cause in store.failed_task_causes():
+            text.append(f"  {cause[:300]}\n", "red")
     return text
 
 

@@ -242,7 +242,8 @@ class Gatherer:
             except Exception as exc:
                 doc["details_error"] = f"actors: {exc}"[:300]
         w.add("ray.json", json_bytes(self.redactor.obj(doc, "ray.json")),
-              "what the Ray cluster said: resources, pending demands, nodes, actors, placement groups, jobs")
+              "what the Ray cluster said: resources, pending demands, nodes, actors, placement groups, jobs; "
+              "its running tasks, stragglers and failed tasks")
 
     def processes(self, w: ArchiveWriter) -> None:
         rows = [asdict(p) for p in self.store.processes]
