@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -39,3 +40,13 @@ def default_port_cluster() -> Iterator[RayCluster]:
         yield cluster
     finally:
         cluster.remove()
+
+
+@pytest.fixture(autouse=True)
+def _sigpipe_as_python_sets_it() -> Iterator[None]:
+    """`gkdtop`'s main() lets SIGPIPE end it quietly (`| head`); a test that runs main() in this process
+    must not leave it so, or the next test's server writing to a closed socket kills the whole run."""
+    before = signal.getsignal(signal.SIGPIPE)
+    yield
+    signal.signal(signal.SIGPIPE, before)
+
