@@ -215,7 +215,6 @@ class HistoryReader:
         path, confirm = extract.path, self.matcher.confirm
         step_id = self.phases.step_id
         recognised = self.analysis.recognised_ids
-        counted = at = 0
         plain_end = extract.plain_end
         last_known = (extract.last_fast, None) if extract.last_fast >= 0 else None
         for k in extract.careful:
@@ -228,9 +227,7 @@ class HistoryReader:
                 plain_end = max(plain_end, end)
                 records[k] = None
                 continue
-            counted += data.count(b"\n", at, start)  # every named line's number: evidence cites it
-            at = start
-            number = counted + 1
+            number = extract.number_at(start)  # every named line's: evidence cites it
             line.backlog = True
             if line.ts is None:
                 ts = state.before(data, start)
@@ -249,7 +246,7 @@ class HistoryReader:
             extract.progress = state.before(data, plain_end + 1)
             begin = data.rfind(b"\n", 0, max(plain_end, 1) - 1) + 1  # that line, the evidence of its progress
             last = data[begin : min(plain_end, begin + 4096)].rstrip(b"\r\n")
-            extract.progress_line = (data.count(b"\n", 0, begin) + 1, last)
+            extract.progress_line = (extract.number_at(begin), last)
         if last_known is not None:
             text = last_known[1]
             if text is None:  # a fast step line: its message
@@ -497,9 +494,13 @@ class _Extract:
     counted: tuple[int, int] = (0, 0)  # (offset, newlines before it): number_at counts on from there
 
     def number_at(self, start: int) -> int:
-        """The number in the chunk of the line at `start` (1-based), counting on from the last asked."""
-        at, newlines = self.counted if start >= self.counted[0] else (0, 0)
-        newlines += self.data.count(b"\n", at, start)
+        """The number in the chunk of the line at `start` (1-based), counted from the last one asked,
+        forwards or back: only the bytes between them are read."""
+        at, newlines = self.counted
+        if start >= at:
+            newlines += self.data.count(b"\n", at, start)
+        else:
+            newlines -= self.data.count(b"\n", start, at)
         self.counted = (start, newlines)
         return newlines + 1
     tail: bytes = b""  # its last line

@@ -225,7 +225,8 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     dates a line by the stamp before it, so a line that may have one is read the careful way."""
     if raw[:1].isdigit() or raw[msg : msg + 1] in _STAMP_FIRST:  # a capture stamp, a host's address
         return True
-    return _host_end(raw[msg : msg + 130].decode("ascii", "replace")) > 0
+    colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
+    return colon > 0 and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0
 
 
 def message_start(raw: bytes) -> int:
