@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gkdtop.analysis.ahead import scan_ahead, usable_cores
 from gkdtop.analysis.history_clock import HistoryClock
 from gkdtop.analysis.lines import (
+    DIGITS,
+    STAMP_FIRST,
     clean_line,
     collapse_lines,
     may_carry_stamp,
@@ -167,6 +169,7 @@ class HistoryReader:
         quick = self.quick_ids if FAST_HISTORY else frozenset()
         chunk_plain = extract.plain
         step_id = self.phases.step_id
+        stamp_first, digits = STAMP_FIRST, DIGITS
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
         previous = -1
         recognised = self.analysis.recognised_ids
@@ -178,8 +181,11 @@ class HistoryReader:
                 plain_end = end
                 continue
             raw = data[start:end]
+            # A line that may carry its own stamp is read the careful way (lines.may_carry_stamp; its
+            # common tests inline here: this runs for every step and bar line of a run).
             if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
-                    and not may_carry_stamp(raw, msg := message_start(raw))):  # (its time is its +XmYs)
+                    and raw[(msg := message_start(raw)) : msg + 1] not in stamp_first and raw[:1] not in digits
+                    and (raw.find(b": ", msg + 1, msg + 130) < 0 or not may_carry_stamp(raw, msg))):
                 # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
                 # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
                 # where the time is used (see _fast_run).

@@ -217,13 +217,14 @@ def _message_stamp(text: str) -> str:
     return stamp_text(text)
 
 
-_STAMP_FIRST = frozenset(c.encode() for c in TS_FIRST)
+STAMP_FIRST = frozenset(c.encode() for c in TS_FIRST)  # first bytes of a message that may open with a stamp
+DIGITS = frozenset(bytes([c]) for c in b"0123456789")
 
 
 def may_carry_stamp(raw: bytes, msg: int) -> bool:
     """Could this raw ASCII line (its message at `msg`) carry a stamp of its own? History's fast path
     dates a line by the stamp before it, so a line that may have one is read the careful way."""
-    if raw[:1].isdigit() or raw[msg : msg + 1] in _STAMP_FIRST:  # a capture stamp, a host's address
+    if raw[:1] in DIGITS or raw[msg : msg + 1] in STAMP_FIRST:  # a capture stamp, a host's address
         return True
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
     return colon > 0 and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0
