@@ -153,21 +153,11 @@ def test_every_verdict_cites_its_lines(tmp_path: Path) -> None:
 
 
 def test_a_live_stall_cites_its_last_progress(tmp_path: Path) -> None:
-    from gkdtop.collectors.logs import LogCollector
-    from gkdtop.store import Store
     from tests.gkdlog import startup
+    from tests.test_records import live
 
-    lines, last = startup(time.time() - 1200, upto="sync")
-    log = tmp_path / "train.log"
-    log.write_text("".join(line + "\n" for line in lines))
-    os.utime(log, (last, last))
-    store = Store(Config(phases=builtin_phases()))
-    collector = LogCollector([str(log)], backlog=1000)
-    try:
-        store.put("logs", collector.collect())
-    finally:
-        collector.close()
-    status = store.phase_status()
+    lines, _ = startup(time.time() - 1200, upto="sync")
+    status = live(tmp_path, lines).phase_status()
     assert status.state == "stalled"
     claims = {e.claim: e for e in status.evidence}
     assert claims["last progress"].line == len(lines) and claims["last progress"].text.endswith(lines[-1][-30:])
