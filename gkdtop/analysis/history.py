@@ -33,7 +33,7 @@ from gkdtop.analysis.lines import (
     message_start,
     parse_line,
     plain_ascii,
-    raw_stamp_text,
+    raw_stamp_time,
     split_prefix,
     strip_escapes,
 )
@@ -561,7 +561,7 @@ def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
     reference = yearless_reference(tail, part.mtime)
     body = tail.rstrip(b"\n")
     last = clean_line(body[body.rfind(b"\n") + 1 :][:300])
-    return reference, parse_timestamp(raw_stamp_text(last), reference)
+    return reference, raw_stamp_time(last, reference)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.lines import raw_stamp_text
-from gkdtop.analysis.time import parse_timestamp
+from gkdtop.analysis.lines import raw_stamp_time
 
 if TYPE_CHECKING:
     from gkdtop.model import LogLine
@@ -63,8 +62,7 @@ class HistoryClock:
             for _ in range(lines):
                 end = chunk.find(b"\n", begin)
                 head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
-                if head and (ts := parse_timestamp(raw_stamp_text(head.decode("utf-8", "replace")),
-                                                   self.mtime)) is not None:
+                if head and (ts := raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)) is not None:
                     self.oldest = ts + self.offset
                     break
                 if end < 0:
@@ -82,8 +80,7 @@ class HistoryClock:
             begin = chunk.rfind(b"\n", 0, end) + 1
             head = chunk[begin : min(end, begin + 300)]
             if head:
-                text = raw_stamp_text(head.decode("utf-8", "replace"))
-                ts = parse_timestamp(text, self.mtime)
+                ts = raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)
                 if ts is not None:
                     ts += self.offset
                     self.saw(ts, begin)

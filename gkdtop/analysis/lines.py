@@ -200,21 +200,23 @@ def stamp_text(text: str) -> str:
     return text
 
 
-def raw_stamp_text(raw: str) -> str:
-    """Where a raw line's stamp begins: its capture stamp (`kubectl logs --timestamps`), else its
-    message's own, past the prefixes before it (split_prefix, stamp_text)."""
-    if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None:
-        return raw
-    return _message_stamp(split_prefix(raw)[1])
+def raw_stamp_time(raw: str, ref: float) -> float | None:
+    """The time of a raw line's stamp: its capture stamp (`kubectl logs --timestamps`), else its
+    message's own past the prefixes before it; `ref` places a short form (analysis/time.py)."""
+    check_zone()
+    m = TS_RE.match(raw) if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None else \
+        _stamp_match(split_prefix(raw)[1])
+    return stamp_of(m.groups(), ref) if m is not None else None
 
 
-def _message_stamp(text: str) -> str:
-    """Where a message's stamp begins: the message itself when a stamp opens it, else past its
-    prefixes (stamp_text). The one choice parse_into and the history clock both make."""
+def _stamp_match(text: str) -> re.Match[str] | None:
+    """A message's stamp: at its start, else past its prefixes (stamp_text). The one choice parse_into
+    and the history clock both make, matched once."""
     first = text[:1]
-    if first in TS_FIRST and first not in "([ " and TS_RE.match(text) is not None:
-        return text
-    return stamp_text(text)
+    if first in TS_FIRST and first not in "([ " and (m := TS_RE.match(text)) is not None:
+        return m
+    text = stamp_text(text)
+    return TS_RE.match(text) if text[:1] in TS_FIRST else None
 
 
 STAMP_FIRST = frozenset(c.encode() for c in TS_FIRST)  # first bytes of a message that may open with a stamp
@@ -266,22 +268,21 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
     year-less stamps (analysis/time.py)."""
     check_zone()
     append = out.append
-    ts_match = TS_RE.match
-    ts_first = TS_FIRST
+    kubectl_match = _KUBECTL_RE.match
     for raw in lines:
         text = raw
         worker = ip = ""
         pid: int | None = None
-        kubectl = raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None
-        if raw[:1] == "(" or kubectl:
-            hit, text = split_prefix(raw)
+        kube = kubectl_match(raw) if raw[:1].isdigit() else None
+        if kube is not None:
+            text = raw[kube.end() :]
+        if text[:1] == "(":
+            hit, text = split_prefix(text)
             if hit is not None:
                 worker, pid, ip = hit
-        ts = None
         # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own.
-        stamp = raw if kubectl else _message_stamp(text)
-        if stamp[:1] in ts_first and (m := ts_match(stamp)) is not None:
-            ts = stamp_of(m.groups(), seen)
+        m = TS_RE.match(raw) if kube is not None else _stamp_match(text)
+        ts = stamp_of(m.groups(), seen) if m is not None else None
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
 
 

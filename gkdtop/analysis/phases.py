@@ -187,8 +187,7 @@ class PhaseEngine:
                 failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
-                if header_only and before is not self.timeline[-1] and (
-                        FRAME_RE.match(text)):
+                if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
                     self._carry_traceback(before, failure, failure_line)
                 # A RayTaskError naming the worker method that failed, or an exception that names
                 # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
