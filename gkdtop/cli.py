@@ -23,13 +23,14 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from gkdtop import __version__, commands
-    from gkdtop.commands.options import add_common, add_refresh
+    from gkdtop.commands.options import add_alerts, add_common, add_refresh
 
     parser = _Parser(prog="gkdtop", description="A terminal dashboard for distributed training jobs.",
                      allow_abbrev=False)  # `stacks --ray` is not an abbreviation of --ray-address
     parser.add_argument("--version", action="version", version=f"gkdtop {__version__}")
     add_common(parser)
     add_refresh(parser)
+    add_alerts(parser)
     sub = parser.add_subparsers(dest="command")
     for name in commands.NAMES:
         commands.module(name).add_parser(sub)
@@ -106,7 +107,7 @@ def dashboard(args: argparse.Namespace, config: Config | None, root_pids: tuple[
         return Monitor(config or load(args), logs=args.log or None, ray_address=args.ray_address,
                        root_pids=root_pids, ray_logs=getattr(args, "ray_logs", ()))
 
-    GkdtopApp(config or Config(), make_monitor, refresh=getattr(args, "refresh", None)).run()
+    GkdtopApp(config or Config(), make_monitor, refresh=getattr(args, "refresh", None), alert_args=args).run()
     return 0
 
 

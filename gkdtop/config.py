@@ -93,6 +93,11 @@ class Config:
     source: str = ""  # the file it was read from, if any
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
     task_phases: list[TaskPhaseRule] = field(default_factory=list)  # the user's, tried before the built-ins
+    # Telling others (docs/alerts.md): apprise URLs ($VAR read from the environment), the least
+    # seconds between two messages of one kind, and a "still running" message every so many seconds.
+    notify: list[str] = field(default_factory=list)
+    notify_every: float = 600.0
+    heartbeat: float = 0.0
 
     def rules(self) -> RuleSet:
         """What the analysis takes from the config: the parsed rules and the stall threshold."""
@@ -161,6 +166,7 @@ TOP_KEYS = {
     "stall_after", "phases", "phases_mode", "filters", "idle_patterns", "fail_pattern",
     "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "stack_phase",
     "framework", "task_phases",
+    "notify", "notify_every", "heartbeat",
 }
 
 
@@ -252,6 +258,17 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         from gkdtop.analysis.taskphases import parse_task_phases
 
         cfg.task_phases = parse_task_phases(n, where)
+    if (n := get(doc, "notify")) is not None:
+        cfg.notify = strings(n, where, "notify")
+        for i, (item, url) in enumerate(zip(n.value if n.tag.endswith(":seq") else [n], cfg.notify, strict=True)):
+            if "://" not in url and not url.startswith("$"):
+                raise node_error(where, item, f"notify[{i}]", "expected an apprise URL (scheme://...) or $VARIABLE")
+    for key in ("notify_every", "heartbeat"):
+        if (n := get(doc, key)) is not None:
+            value = number(n, where, key)
+            if not 0 <= value <= 1e6:
+                raise node_error(where, n, key, f"expected 0 to 1000000 seconds, got {n.value}")
+            setattr(cfg, key, value)
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

@@ -26,6 +26,8 @@ def layer(module: str) -> str:
         return "base"
     if top in ("capture", "analysis", "collectors", "actions"):
         return top
+    if top == "alerts":
+        return "actions"  # reads the store, redacts, sends: composes like an action
     if top in ("config", "store", "monitor"):
         return "wiring"
     if top in ("snapshot", "replay"):

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("snapshot", "replay", "stacks", "cleanup", "bundle", "doctor", "demo", "run", "serve")  # --help's order
+# --help's order
+NAMES = ("snapshot", "watch", "replay", "stacks", "cleanup", "bundle", "doctor", "demo", "run", "serve")
 
 
 def module(name: str) -> ModuleType:

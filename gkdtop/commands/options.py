@@ -67,3 +67,18 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 def add_refresh(parser: argparse.ArgumentParser) -> None:
     """--refresh, for the commands that draw the dashboard."""
     parser.add_argument("--refresh", type=REFRESH, metavar="SECONDS", help="UI refresh interval (default 1)")
+
+
+def add_alerts(parser: argparse.ArgumentParser, watch: bool = False) -> None:
+    """Telling others (docs/alerts.md): the dashboard, `serve` and `watch`."""
+    parser.add_argument("--notify", action="append", default=[], metavar="URL",
+                        help="send stalled/failed/recovered/finished events to this apprise URL (repeatable; "
+                        "$VAR is read from the environment; also the config's notify: and $GKDTOP_NOTIFY)")
+    parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
+                        help="serve Prometheus metrics on this port (0: any free port; see docs/alerts.md)")
+    parser.add_argument("--metrics-host", metavar="ADDR", default="127.0.0.1",
+                        help="address the metrics endpoint listens on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--job-name", metavar="NAME", help="the job's name in messages (default: the log's file name)")
+    if watch:
+        parser.add_argument("--heartbeat", type=SECONDS, metavar="SECONDS",
+                            help="also send a 'still running' message every SECONDS")

@@ -12,10 +12,12 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from gkdtop.commands.options import add_common, add_refresh, int_in
+from gkdtop.commands.options import add_alerts, add_common, add_refresh, int_in
 
 if TYPE_CHECKING:
+    from gkdtop.alerts.loop import Alerts
     from gkdtop.config import Config
+    from gkdtop.store import Store
     from gkdtop.web.guard import Guard
     from gkdtop.web.server import ServeOptions
 
@@ -27,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser = sub.add_parser("serve", help="serve the dashboard to browsers (read-only; docs/serve.md)")
     add_common(parser)
     add_refresh(parser)
+    add_alerts(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only; reach it through an ssh "
                         "tunnel)")
@@ -100,6 +103,8 @@ async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions
         print(f"gkdtop serve: cannot listen on {options.host}:{options.port}: {reason}", file=sys.stderr)
         return 2
     monitor.start(stall_dump=stall_stacker)  # the views share it: they do not start it
+    alerts = _start_alerts(args, config, monitor.store)
+    ticking = asyncio.create_task(alerts.run()) if alerts is not None else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -114,7 +119,30 @@ async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions
     finally:
         await server.stop()
         await monitor.stop()
+        if alerts is not None and ticking is not None:
+            ticking.cancel()
+            await asyncio.to_thread(alerts.close)
         # The views redirect sys.stdout while they run; what prints after us must reach the terminal.
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     print("gkdtop serve: stopped", file=sys.stderr)
     return 0
+
+
+def _start_alerts(args: argparse.Namespace, config: Config, store: Store) -> Alerts | None:
+    """--notify and --metrics-port for the server's one monitor (docs/alerts.md); a bad URL or a busy
+    port is said in one line and the views are served anyway."""
+    from gkdtop.alerts import loop
+    from gkdtop.alerts.notify import NotifyError
+
+    try:
+        options = loop.options_from(args, config)
+        if not options.wanted:
+            return None
+        alerts = loop.start(store, options, config.stall_stacks,
+                            on_error=lambda line: print(f"gkdtop serve: {line}", file=sys.stderr))
+    except (NotifyError, OSError) as exc:
+        print(f"gkdtop serve: alerts are off: {exc}", file=sys.stderr)
+        return None
+    if alerts.metrics is not None:
+        print(f"gkdtop serve: metrics on {alerts.metrics.url}", file=sys.stderr)
+    return alerts

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from rich.text import Text
     from textual.widget import Widget
 
+    from gkdtop.alerts.events import AlertEvent
+    from gkdtop.alerts.loop import Alerts
     from gkdtop.config import Config
     from gkdtop.jobrun import JobRun
     from gkdtop.monitor import Monitor, StallDump
@@ -155,7 +157,8 @@ class GkdtopApp(App[str | None]):
     ]
 
     def __init__(self, config: Config, monitor: Monitor | Callable[[], Monitor], refresh: float | None = None,
-                 job: JobRun | None = None, read_only: bool = False, owns_monitor: bool = True) -> None:
+                 job: JobRun | None = None, read_only: bool = False, owns_monitor: bool = True,
+                 alert_args: object = None) -> None:
         """`monitor` may be a function that makes one: it is then called just after the first frame,
         so the frame does not wait for the data layer's imports, the rules and the collectors."""
         super().__init__()
@@ -176,6 +179,8 @@ class GkdtopApp(App[str | None]):
         self._app_context: contextvars.Context | None = None  # where it runs: this app's, taken in _run
         self._quick_drawn = 0.0  # monotonic: the QUICK panes' last redraw
         self.first_frame_at: float | None = None
+        self.alert_args = alert_args  # --notify, --metrics-port: read with the config when the monitor starts
+        self.alerts: Alerts | None = None
 
     def _attach(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -235,6 +240,7 @@ class GkdtopApp(App[str | None]):
         assert self.monitor is not None
         if self.owns_monitor:
             self.monitor.start(stall_dump=stall_stacker)
+            self._start_alerts()
         self.set_interval(self.ui_interval, self.refresh_panes)
         self._quick_sources = {source for pane in self._quick for source in pane.SOURCES}
         # The store's writer may run outside this app's context (serve starts the monitor before any
@@ -242,6 +248,29 @@ class GkdtopApp(App[str | None]):
         self._app_context = contextvars.copy_context()
         self.store.watch(self._source_moved)
         self.refresh_panes(force=True)
+
+    def _start_alerts(self) -> None:
+        """Tell others (--notify, the config's notify:, --metrics-port), and inside tmux ring its bell and
+        put a stall on its status line; a bad URL or a busy port is said in a toast, the dashboard goes on."""
+        import os
+
+        from gkdtop.alerts import loop
+        from gkdtop.alerts.notify import NotifyError
+
+        try:
+            options = loop.options_from(self.alert_args, self.config)
+            if options.wanted or os.environ.get("TMUX"):
+                self.alerts = loop.start(self.store, options, self.config.stall_stacks, on_event=self._alerted,
+                                         on_error=lambda line: self.notify(line, severity="error", timeout=10),
+                                         tmux=True)
+        except (NotifyError, OSError) as exc:
+            self.notify(f"alerts are off: {exc}", severity="error", timeout=15)
+
+    def _alerted(self, event: AlertEvent) -> None:
+        if event.kind in ("stalled", "failed"):
+            self.bell()
+        self.notify(event.title.removeprefix("gkdtop: "), timeout=10,
+                    severity="error" if event.kind in ("stalled", "failed") else "information")
 
     def _source_moved(self, source: str) -> None:
         """A QUICK pane's source moved: draw it a quick beat after its last draw. A flood is drawn four
@@ -267,6 +296,8 @@ class GkdtopApp(App[str | None]):
             self._quick_due.cancel()
         if self.owns_monitor and self.monitor is not None:
             await self.monitor.stop()
+        if self.alerts is not None:
+            await asyncio.to_thread(self.alerts.close)
 
     def on_resize(self, event: Any) -> None:
         self._apply_size(event.size.width, event.size.height)
@@ -278,8 +309,11 @@ class GkdtopApp(App[str | None]):
 
     def refresh_panes(self, force: bool = False) -> None:
         store = self.store
-        status = store.phase_status()
-        top = headline(status, time.time())
+        now = time.time()
+        status = store.phase_status(now)
+        if self.alerts is not None:
+            self.alerts.tick(now, status)
+        top = headline(status, now)
         framework = store.framework()
         if framework.label:
             top.append(f"   {framework.label}", "cyan")

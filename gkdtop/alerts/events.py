@@ -1,0 +1,211 @@
+"""The events worth telling someone, from the store's verdict each second: each once, re-armed only
+when its condition clears, and no kind sent twice within `every` seconds (a flapping job is one
+message, not sixty)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gkdtop.actions.redact import redact_text
+from gkdtop.actions.stacks import stack_targets
+from gkdtop.format import human_duration
+
+if TYPE_CHECKING:
+    from gkdtop.model import PhaseStatus
+    from gkdtop.store import Store
+
+KINDS = ("stalled", "failed", "recovered", "finished", "heartbeat")
+LAST_LINES = 5  # log lines in a message: enough to recognise the spot, few enough for a phone
+DUMP_WAIT = 8.0  # seconds a stall message waits for its stack dump before it goes without one
+LINE_CHARS = 300
+
+
+@dataclass(slots=True)
+class AlertEvent:
+    """One message: what happened to which job, where, and the lines it stands on (already redacted)."""
+
+    kind: str  # one of KINDS
+    time: float
+    job: str
+    host: str
+    framework: str
+    phase: str
+    state: str
+    seconds: float | None  # stalled: for how long; finished/heartbeat: the run so far
+    culprit: str = ""
+    hint: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    dump: str = ""  # where the stall-time stack dump went
+    steps: int = 0
+
+    @property
+    def title(self) -> str:
+        where = f" in {self.phase}" if self.phase else ""
+        if self.kind == "stalled":
+            return f"gkdtop: {self.job} STALLED{where} for {human_duration(self.seconds or 0)}"
+        if self.kind == "failed":
+            return f"gkdtop: {self.job} FAILED{where}"
+        if self.kind == "recovered":
+            return f"gkdtop: {self.job} recovered{where}"
+        if self.kind == "finished":
+            return f"gkdtop: {self.job} finished"
+        return f"gkdtop: {self.job} running{where}"
+
+    @property
+    def message(self) -> str:
+        """The body a person reads: the title's facts, the culprit, the hint, the dump, the last lines."""
+        head = f"{self.job} on {self.host}"
+        if self.framework:
+            head += f" ({self.framework})"
+        head += f": {self.state}" + (f" in {self.phase}" if self.phase else "")
+        if self.kind == "stalled" and self.seconds is not None:
+            head += f", no progress for {human_duration(self.seconds)}"
+        if self.steps:
+            head += f", {self.steps} steps done"
+        rows = [head]
+        if self.culprit:
+            rows.append(f"culprit: {self.culprit}")
+        rows += [f"cause: {cause}" for cause in self.hint[:2]]
+        if self.dump:
+            rows.append(f"stacks at the stall: {self.dump}")
+        if self.lines:
+            rows.append("last lines:")
+            rows += [f"  {line}" for line in self.lines]
+        return "\n".join(rows)
+
+    def as_json(self) -> dict[str, Any]:
+        """`gkdtop watch --json`: one object per line (docs/alerts.md)."""
+        return {"event": self.kind, "time": self.time, "job": self.job, "host": self.host,
+                "framework": self.framework, "phase": self.phase, "state": self.state, "seconds": self.seconds,
+                "steps": self.steps, "culprit": self.culprit, "hint": self.hint, "dump": self.dump,
+                "lines": self.lines, "title": self.title}
+
+
+def job_name(store: Store, named: str = "") -> str:
+    """What a message calls the job: the name given, else the first followed file's name."""
+    if named:
+        return named
+    for state in store.log_files:
+        return os.path.basename(state.path) or state.path
+    return "the job"
+
+
+class AlertWatcher:
+    """Turns the store's verdict into events. `check(now)` once a second; it never blocks."""
+
+    def __init__(self, store: Store, job: str = "", every: float = 600.0, heartbeat: float = 0.0,
+                 wait_for_dump: bool = False) -> None:
+        self.store = store
+        self.job = job
+        self.every = every
+        self.heartbeat = heartbeat
+        self.wait_for_dump = wait_for_dump  # a stall-time dump will be taken: name it in the message
+        self.host = socket.gethostname()
+        self.sent: dict[str, float] = {}  # kind -> when it was last sent
+        self.stall_told = False  # a "stalled" went out and its "recovered" is owed
+        self.failed_told = False
+        self.finished_told = False
+        self.tasks_told: set[str] = set()  # failed Ray tasks already told
+        self.stall_seen: float | None = None  # when the current stall was first seen
+        self.started = time.time()
+
+    def check(self, now: float, status: PhaseStatus | None = None) -> list[AlertEvent]:
+        """The events due at `now` (`status`: the store's verdict at `now`, if the caller has it)."""
+        store = self.store
+        if store.history_pending or store.log_polls < 2:
+            return []  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
+        status = status or store.phase_status(now)
+        events: list[AlertEvent] = []
+        stalled = status.state == "stalled"
+        if not stalled:
+            self.stall_seen = None
+            if self.stall_told and status.state in ("running", "done", "waiting"):
+                self.stall_told = False
+                events.append(self._event("recovered", status, now))
+        elif not self.stall_told and self._due("stalled", now) and self._dump_ready(status, now):
+            self.stall_told = True
+            events.append(self._event("stalled", status, now))
+        if status.state == "failed":
+            if not self.failed_told and self._due("failed", now):
+                self.failed_told = True
+                self.stall_told = False  # a failure ends the stall: no "recovered" is owed
+                events.append(self._event("failed", status, now))
+        else:
+            self.failed_told = False
+        for cause in store.failed_task_causes():
+            if cause not in self.tasks_told and not self.failed_told and self._due("failed", now):
+                self.tasks_told.add(cause)
+                events.append(self._event("failed", status, now, culprit=cause))
+        if status.state == "done":
+            if not self.finished_told:
+                self.finished_told = True
+                events.append(self._event("finished", status, now))
+        else:
+            self.finished_told = False
+        if self.heartbeat and now - self.sent.get("heartbeat", self.started) >= self.heartbeat and not events:
+            events.append(self._event("heartbeat", status, now))
+        for event in events:
+            self.sent[event.kind] = now
+        return events
+
+    def _due(self, kind: str, now: float) -> bool:
+        last = self.sent.get(kind)
+        return last is None or now - last >= self.every
+
+    def _dump_ready(self, status: PhaseStatus, now: float) -> bool:
+        """A stall is told with where its stack dump went: wait for the dump a few seconds, no longer."""
+        if self.stall_seen is None:
+            self.stall_seen = now
+        if not self.wait_for_dump or now - self.stall_seen >= DUMP_WAIT:
+            return True
+        if not stack_targets(self.store.processes):
+            return True  # no process to dump (a log followed from afar): nothing to wait for
+        taken = self.store.stall_stacks
+        return taken is not None and taken.stalled_since == status.last_progress
+
+    def _event(self, kind: str, status: PhaseStatus, now: float, culprit: str = "") -> AlertEvent:
+        store = self.store
+        framework = store.framework()
+        seconds: float | None = None
+        if kind == "stalled":
+            seconds = status.stalled_for
+        elif status.timeline:
+            seconds = now - status.timeline[0].start
+        hint = list(status.hint.causes) if status.hint and kind in ("stalled", "failed") else []
+        dump = ""
+        taken = store.stall_stacks
+        if kind == "stalled" and taken is not None and taken.stalled_since == status.last_progress:
+            dump = taken.path or (f"not saved: {taken.error}" if taken.error else "")
+            colls = getattr(taken.report, "collectives", None)
+            if not culprit and colls is not None and colls.sentence:
+                culprit = colls.sentence
+        if not culprit and kind in ("stalled", "failed"):
+            culprit = status.failure if kind == "failed" and status.failure else _culprit(store, status, now)
+        lines = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
+        clean = [redact_text(line)[0] for line in lines]
+        return AlertEvent(kind, now, job_name(store, self.job), self.host, framework.label,
+                          status.within or status.current or "", status.state, seconds,
+                          redact_text(culprit[:LINE_CHARS * 2])[0], [redact_text(h)[0] for h in hint],
+                          clean, dump, status.steps_done)
+
+
+def _culprit(store: Store, status: PhaseStatus, now: float) -> str:
+    """The one sentence that says who or where: a straggler, the stacks' phase, the last known line."""
+    for straggler in store.stragglers:
+        return straggler.sentence(now)
+    found = store.stack_phase
+    if found is not None and found.phase is not None:
+        return f"the stacks say {found.phase} ({found.where})"
+    if status.last_known:
+        return f"last known line: {status.last_known}"
+    return status.unsure
+
+
+def _last_lines(store: Store, count: int) -> list[str]:
+    """The newest `count` stored lines, as written (Ray prefix included: it names the worker)."""
+    kept = store.lines
+    return [(ln.raw or ln.text)[:LINE_CHARS] for ln in (kept[i] for i in range(max(0, len(kept) - count), len(kept)))]
