@@ -20,7 +20,7 @@ class Webhook:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.raw.append(body)
                 outer.posts.put(json.loads(body))

@@ -93,7 +93,7 @@ def test_bad_notify_url_and_unset_variable_are_one_line_errors(tmp_path: Path) -
     for url, said in (("nosuchscheme://token123@host", "#1 (nosuchscheme://…)"),
                       ("json://${GKDTOP_TEST_UNSET_VAR}/x", "GKDTOP_TEST_UNSET_VAR is not set")):
         proc = watch(tmp_path, log, "--notify", url)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
         assert proc.returncode == 2
         assert said in err and len(err.strip().splitlines()) == 1, err
         assert "token123" not in err
