@@ -316,6 +316,9 @@ def test_three_steps_no_ui_finish_clean(launcher: Callable[..., tuple[subprocess
     assert names == ["config", "worker-group creation", "dataset generation", "actor init", "rollout init",
                      "teacher", "training loop", "finished"], names
     assert doc["state"] == "done" and doc["steps"]["count"] == 3
+    # Watched as it was written (at its own stamps), the clean run tells only that it finished: no false alarm.
+    told = gkdtop_json("replay", "--alerts", str(log))
+    assert [event["event"] for event in told] == ["finished"], told
     steps = [(int(s), float(loss)) for s, loss in STEP.findall(text)]
     assert [s for s, _ in steps] == [1, 2, 3], text[-3000:]
     assert steps[-1][1] < steps[0][1], steps  # the distillation loss falls

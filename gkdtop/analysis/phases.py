@@ -54,6 +54,8 @@ RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
+SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
+STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
 BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
@@ -149,6 +151,7 @@ class PhaseEngine:
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
+        self.bar_pace: float | None = None  # seconds per item of the last slow bar (`218.61s/it`) in a stepping phase
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
 
     # --- input ----------------------------------------------------------------------------------
@@ -318,6 +321,9 @@ class PhaseEngine:
             self._bar_keys[bar] = key
             if len(self._bar_keys) > 1000:
                 self._bar_keys.clear()
+            if (pace := SLOW_BAR_RE.search(text)) is not None and self.current is not None and (
+                    self.current.inner or self.inner is not None):
+                self.bar_pace = float(pace.group(1))
         return True
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
@@ -490,6 +496,8 @@ class PhaseEngine:
             within, since = rule.name, self.inner_since
             rule = expected = self.inner
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
+        if within is not None or (rule is not None and rule.inner and (span is None or span.end is None)):
+            stall_after = max(stall_after, self._step_limit())
         hint = expected.hint if expected is not None else None
 
         if rule is not None and rule.terminal:
@@ -547,6 +555,17 @@ class PhaseEngine:
         except ValueError:
             return None
         return self.rules[i + 1] if i + 1 < len(self.rules) else None
+
+    def _step_limit(self) -> float:
+        """In a phase that steps: silence of twice the slowest pace the run has shown is still a step (verl
+        prints nothing inside one; a 218 s step is not a stall at 120 s). The last step's time, the run's
+        p95, the last slow bar's s/it and the spacing of the last step lines; 0 before any is known."""
+        paces = [self._step_time() or 0.0, self.bar_pace or 0.0]
+        steps = self.recent_steps  # a job that logs every N steps (Megatron's --log-interval) is silent N steps
+        paces += [steps[i][1] - steps[i - 1][1] for i in range(max(1, len(steps) - 3), len(steps))]
+        if self.stats.count >= 2:
+            paces.append(self.stats.summary().get("p95_s") or 0.0)
+        return STEP_STALL_FACTOR * max(paces)
 
     def _step_time(self) -> float | None:
         last = self.last_step

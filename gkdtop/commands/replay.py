@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
     parser.add_argument("--why", action="store_true",
                         help="also print the log lines each statement stands on (file:line and the line)")
+    parser.add_argument("--alerts", action="store_true",
+                        help="instead, the events `gkdtop watch` would have sent while each log was written, "
+                        "at the pace of its own stamps (docs/alerts.md)")
     return parser
 
 
@@ -34,6 +37,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if (problem := rp.check_input(path)) is not None:
             print(f"gkdtop replay: {problem}", file=sys.stderr)
             return 2
+    if args.alerts:
+        return _alerts(args, config)
     try:
         report = rp.replay(args.files, config, ahead=True)
     except OSError as exc:
@@ -44,4 +49,29 @@ def run(args: argparse.Namespace, config: Config) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(rp.report_text(report, why=args.why))
+    return 0
+
+
+def _alerts(args: argparse.Namespace, config: Config) -> int:
+    from gkdtop import jsonout
+    from gkdtop.alerts.paced import paced_events
+    from gkdtop.commands.watch import print_event
+
+    found = []
+    for path in args.files:
+        try:
+            events = paced_events(path, config)
+        except OSError as exc:
+            print(f"gkdtop replay: {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        if args.json:
+            found += [{"file": path, **event.as_json()} for event in events]
+        else:
+            for event in events:
+                print_event(event, as_json=False)
+            if not events:
+                print(f"{path}: no event")
+    if args.json:
+        jsonout.dump(found, sys.stdout, indent=1)
+        sys.stdout.write("\n")
     return 0

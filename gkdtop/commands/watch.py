@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 2
 
 
-def _print_event(event: AlertEvent, as_json: bool) -> None:
+def print_event(event: AlertEvent, as_json: bool) -> None:
     import time
 
     if as_json:
@@ -65,7 +65,7 @@ async def _watch(args: argparse.Namespace, config: Config) -> int:
     monitor = Monitor(config, logs=args.log or None, ray_address=args.ray_address, ray_logs=args.ray_logs)
     try:
         alerts = alerts_loop.start(monitor.store, options, config.stall_stacks,
-                                   on_event=lambda event: _print_event(event, args.json),
+                                   on_event=lambda event: print_event(event, args.json),
                                    on_error=lambda line: print(f"gkdtop watch: {line}", file=sys.stderr))
     except OSError as exc:
         print(f"gkdtop watch: cannot serve metrics on {options.metrics_host}:{options.metrics_port}: "

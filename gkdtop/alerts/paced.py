@@ -1,0 +1,88 @@
+"""What `watch` would have told while a finished log was being written, at the pace of its own stamps
+(`gkdtop replay --alerts`): the check that a healthy run pages nobody, and a way to tune stall_after
+on a log that did page."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gkdtop.alerts.events import AlertEvent, AlertWatcher
+from gkdtop.analysis.lines import clean_line, parse_line
+from gkdtop.collectors.logs import LogBatch
+from gkdtop.model import LogFileState, LogLine
+from gkdtop.store import Store
+
+if TYPE_CHECKING:
+    from gkdtop.config import Config
+
+GAP = 1.0  # seconds between two lines' stamps worth asking "was it stalled just before the second?"
+READ_MAX = 256 << 20  # a log read whole here; longer ones are read up to this much
+
+
+def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
+    """Feed `path` line by line as if each line arrived at its own stamp (lines with none at the last
+    stamp before them) and collect the events a watcher would have sent. The log's end is not a
+    silence: nothing is checked past its last line."""
+    from gkdtop.safeopen import open_regular
+
+    with open_regular(path) as fh:
+        data = fh.read(READ_MAX) or b""
+    mtime = os.stat(path).st_mtime
+    store = Store(config)
+    store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
+    watcher = AlertWatcher(store, job or os.path.basename(path), config.notify_every)
+    files = [LogFileState(path, "following")]
+    events: list[AlertEvent] = []
+    pending: list[LogLine] = []
+    undated: list[LogLine] = []  # lines before the first stamp: they arrived with it
+    last: float | None = None
+    zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        # A year-less stamp (vLLM's `INFO 06-09 05:36:49`) is placed by the line before it, not by the
+        # file's mtime, which may be a checkout's.
+        line = parse_line(clean_line(raw), path, mtime if last is None else min(mtime, last + 3600))
+        stamp = line.ts
+        if stamp is not None:
+            stamp -= _zone(zones, (line.worker, line.pid), stamp, last)
+            if stamp > mtime + 5:
+                stamp = None  # ahead of the file's own last write: not a time this line was written
+        if stamp is None and last is None:
+            undated.append(line)
+            continue
+        at = last if stamp is None else stamp if last is None else max(stamp, last)  # a stamp never rewinds
+        for early in undated:
+            early.seen = early.ts = at
+        pending += undated
+        undated = []
+        line.seen = line.ts = at
+        if last is not None and at - last >= GAP and pending:
+            store.write_logs(LogBatch(pending, {}, files), local=False)
+            pending = []
+            events += watcher.check(at - 1e-3)
+        pending.append(line)
+        last = at
+    for early in undated:  # no stamp at all: every line at the file's last write
+        early.seen = early.ts = mtime
+    pending += undated
+    if pending:
+        store.write_logs(LogBatch(pending, {}, files), local=False)
+        events += watcher.check(last or mtime)
+    return events
+
+
+def _zone(zones: dict[tuple[str, int | None], float], writer: tuple[str, int | None], ts: float,
+          last: float | None) -> float:
+    """A writer's offset, fixed by its first stamp: a driver in UTC and workers in UTC+8 in one file
+    jump whole hours at the first worker line, which is a zone, not eight hours of silence."""
+    if writer in zones:
+        return zones[writer]
+    zones[writer] = 0.0
+    if last is not None and abs(ts - last) >= 3000:
+        # Whole half-hours are the zone; what is left (up to a quarter hour) is time that really passed.
+        halves = int((ts - last + 300) // 1800)
+        if halves and -300 <= ts - last - halves * 1800 <= 900:
+            zones[writer] = halves * 1800.0
+    return zones[writer]
