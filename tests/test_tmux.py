@@ -94,3 +94,28 @@ def test_gpu_pane_through_real_pynvml_and_a_gpu_lost_mid_run(tmp_path: Path, tmu
     assert "4 Logs" in screen  # and so does the rest of the dashboard
     tmux.keys("q")
     tmux.wait_for("EXITED 0", timeout=60)
+
+
+def test_a_stall_rings_the_bell_and_is_said_on_tmux_status_line(tmp_path: Path, tmux: Tmux) -> None:
+    """Inside tmux the dashboard tells a stall where the user looks: the status line of the tmux they
+    are attached to (`display-message`) and its bell. A real client is attached from a second tmux,
+    whose screen and bell flag show what the user's terminal got."""
+    log = tmp_path / "train.log"
+    go = tmp_path / "go"
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path), "LD_LIBRARY_PATH": str(tmp_path)}
+    # gkdtop starts once the client is attached: a status message reaches the clients attached when it is said.
+    tmux.start(["bash", "-c", f'until [ -e {go} ]; do sleep 0.05; done; exec "$0" "$@"', GKDTOP, "--log", str(log),
+                "--stall-after", "3"], env=env)
+    outer = Tmux(width=130, height=44)
+    try:
+        outer.start(["tmux", "-L", tmux.socket, "attach", "-t", tmux.session])
+        outer.wait_for("[t]")  # the inner session's status line, seen through the attached client
+        lines, _ = startup(time.time() - 100, upto="sync")
+        log.write_text("".join(line + "\n" for line in lines))
+        go.touch()
+        screen = outer.wait_for("gkdtop: train.log STALLED in weight sync", timeout=90)
+        assert screen.rstrip().splitlines()[-1].startswith("gkdtop: train.log STALLED"), screen  # the status line
+        bell = outer._run("list-windows", "-t", outer.session, "-F", "#{window_bell_flag}").strip()
+        assert bell == "1", "the bell reached the attached terminal"
+    finally:
+        outer.kill()

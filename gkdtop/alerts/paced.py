@@ -61,7 +61,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         if last is not None and at - last >= GAP and pending:
             store.write_logs(LogBatch(pending, {}, files), local=False)
             pending = []
-            events += watcher.check(at - 1e-3)
+            events += watcher.check(_fired(store, at - 1e-3))
         pending.append(line)
         last = at
     for early in undated:  # no stamp at all: every line at the file's last write
@@ -71,6 +71,15 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         store.write_logs(LogBatch(pending, {}, files), local=False)
         events += watcher.check(last or mtime)
     return events
+
+
+def _fired(store: Store, before: float) -> float:
+    """When a stall that holds at `before` was first declared (its limit past its last progress): the
+    time watch would have told it, with the silence it had then, not the whole gap's."""
+    status = store.phase_status(before)
+    if status.state == "stalled" and status.last_progress is not None:
+        return min(before, status.last_progress + status.stall_after + GAP)
+    return before
 
 
 def _zone(zones: dict[tuple[str, int | None], float], writer: tuple[str, int | None], ts: float,
@@ -83,6 +92,6 @@ def _zone(zones: dict[tuple[str, int | None], float], writer: tuple[str, int | N
     if last is not None and abs(ts - last) >= 3000:
         # Whole half-hours are the zone; what is left (up to a quarter hour) is time that really passed.
         halves = int((ts - last + 300) // 1800)
-        if halves and -300 <= ts - last - halves * 1800 <= 900:
+        if halves and abs(halves) <= 28 and -300 <= ts - last - halves * 1800 <= 900:  # zones: within 14 h
             zones[writer] = halves * 1800.0
     return zones[writer]
