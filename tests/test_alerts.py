@@ -92,3 +92,33 @@ async def test_the_dashboard_tells_a_webhook_and_shows_a_toast_when_its_log_stal
             assert any("gkd-run STALLED in weight sync" in str(n.message) for n in app._notifications)
     finally:
         hook.close()
+
+
+async def test_gkdtop_run_tells_a_webhook_how_the_job_it_started_ended(tmp_path: Path) -> None:
+    """`gkdtop run --notify URL -- CMD`: the job's own exit status is a `failed` message naming it."""
+    from argparse import Namespace
+
+    from gkdtop import jobrun
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+
+    hook = Webhook()
+    script = tmp_path / "job.py"
+    script.write_text("import sys\nprint('step:1 - loss:0.5', flush=True)\nsys.exit(3)\n")
+    plan = jobrun.plan_run(jobrun.RunOptions([sys.executable, str(script)], probe=False), run_dir=tmp_path / "run")
+    job = jobrun.start(plan)
+    config = load_config(None)
+    config.stall_stacks = config.stack_phase = False
+    app = GkdtopApp(config, Monitor(config, logs=[str(plan.log_path)], root_pids=(job.pid,)), job=job,
+                    alert_args=Namespace(notify=[hook.url], job_name="sft"))
+    try:
+        async with app.run_test(size=(140, 40)) as pilot:
+            deadline = time.monotonic() + 90
+            while hook.posts.empty() and time.monotonic() < deadline:
+                await pilot.pause(0.2)
+            message = hook.next(timeout=1)
+            assert message["type"] == "failure" and message["title"].startswith("gkdtop: sft FAILED"), message
+            assert "culprit: the job exited with code 3" in message["message"], message
+    finally:
+        hook.close()
+        job.wait(10)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,8 @@ class AlertWatcher:
     """Turns the store's verdict into events. `check(now)` once a second; it never blocks."""
 
     def __init__(self, store: Store, job: str = "", every: float = 600.0, heartbeat: float = 0.0,
-                 wait_for_dump: bool = False) -> None:
+                 wait_for_dump: bool = False, job_ended: Callable[[], tuple[int, str] | None] | None = None) -> None:
+        """`job_ended`: for a job gkdtop started (`gkdtop run`), its exit status and how it ended, once it has."""
         self.store = store
         self.job = job
         self.every = every
@@ -110,6 +112,8 @@ class AlertWatcher:
         self.failed_told = False
         self.finished_told = False
         self.tasks_told: set[str] = set()  # failed Ray tasks already told
+        self.job_ended = job_ended
+        self.exit_told = False
         self.stall_seen: float | None = None  # when the current stall was first seen
         self.started = time.time()
 
@@ -140,6 +144,16 @@ class AlertWatcher:
             if cause not in self.tasks_told and not self.failed_told and self._due("failed", now):
                 self.tasks_told.add(cause)
                 events.append(self._event("failed", status, now, culprit=cause))
+        ended = self.job_ended() if self.job_ended is not None and not self.exit_told else None
+        if ended is not None:
+            self.exit_told = True
+            code, outcome = ended
+            if code != 0 and not self.failed_told:
+                self.failed_told = self.stall_told = True
+                events.append(self._event("failed", status, now, culprit=f"the job {outcome}"))
+            elif code == 0 and status.state != "done":
+                self.finished_told = True
+                events.append(self._event("finished", status, now))
         if status.state == "done":
             if not self.finished_told:
                 self.finished_told = True

@@ -109,7 +109,7 @@ class Alerts:
 
 def start(store: Store, options: AlertOptions, stall_stacks: bool,
           on_event: Callable[[AlertEvent], None] | None = None, on_error: Callable[[str], None] | None = None,
-          tmux: bool = False) -> Alerts:
+          tmux: bool = False, job_ended: Callable[[], tuple[int, str] | None] | None = None) -> Alerts:
     """Build the loop from the options: raises NotifyError for a URL apprise cannot use and OSError
     for a metrics port that cannot be bound, each said in one line by the caller."""
     notifier = metrics = None
@@ -121,5 +121,6 @@ def start(store: Store, options: AlertOptions, stall_stacks: bool,
         from gkdtop.alerts.metrics import MetricsExporter
 
         metrics = MetricsExporter(options.metrics_host, options.metrics_port)
-    watcher = AlertWatcher(store, options.job, options.every, options.heartbeat, wait_for_dump=stall_stacks)
+    watcher = AlertWatcher(store, options.job, options.every, options.heartbeat, wait_for_dump=stall_stacks,
+                           job_ended=job_ended)
     return Alerts(store, watcher, notifier, metrics, on_event, on_error, tmux)

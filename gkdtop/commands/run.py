@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from gkdtop.commands.options import add_common, add_refresh
+from gkdtop.commands.options import add_alerts, add_common, add_refresh
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
@@ -17,6 +17,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                             "(docs/run.md)", usage="gkdtop run [options] -- CMD [ARG ...]")
     add_common(parser)
     add_refresh(parser)
+    add_alerts(parser)
     parser.add_argument("--log-file", metavar="PATH", help="the job's log (default: job.log in a new run directory)")
     parser.add_argument("--nccl-debug", metavar="LEVEL", type=str.upper,
                         choices=("VERSION", "WARN", "INFO", "TRACE"),
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     choice = None
     steady_heap()
     try:
-        choice = GkdtopApp(config, monitor, refresh=args.refresh, job=job).run()
+        choice = GkdtopApp(config, monitor, refresh=args.refresh, job=job, alert_args=args).run()
     finally:
         if choice == "stop" and job.running():
             print(f"gkdtop run: stopping job {job.pid} (SIGTERM, SIGKILL after {jobrun.STOP_GRACE_S:g} s) ...",

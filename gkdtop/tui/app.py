@@ -262,9 +262,16 @@ class GkdtopApp(App[str | None]):
             if options.wanted or os.environ.get("TMUX"):
                 self.alerts = loop.start(self.store, options, self.config.stall_stacks, on_event=self._alerted,
                                          on_error=lambda line: self.notify(line, severity="error", timeout=10),
-                                         tmux=True)
+                                         tmux=True, job_ended=self._job_ended if self.job is not None else None)
         except (NotifyError, OSError) as exc:
             self.notify(f"alerts are off: {exc}", severity="error", timeout=15)
+
+    def _job_ended(self) -> tuple[int, str] | None:
+        """`gkdtop run`'s job, once it has exited: its status and how it ended (`failed` names a crash)."""
+        job = self.job
+        if job is None or job.running():
+            return None
+        return job.exit_status or 0, job.outcome()
 
     def _alerted(self, event: AlertEvent) -> None:
         if event.kind in ("stalled", "failed"):
