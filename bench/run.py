@@ -24,6 +24,7 @@ from common import MARK, RAY_ENV, machine, ray_available  # noqa: E402
 SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("first_frame.py", ["--runs", "7"], ["--runs", "3"]),
     ("idle_cpu.py", ["--seconds", "30"], ["--seconds", "10"]),
+    ("watch_idle.py", ["--seconds", "30"], ["--seconds", "10", "--rounds", "1", "--warmup", "5"]),
     ("cpu.py", ["--seconds", "15"], ["--seconds", "5", "--rates", "0,100000"]),
     ("flood_ui.py", [], ["--seconds", "8", "--presses", "8"]),
     ("flood_ui.py", ["--rate", "10000"], ["--rate", "10000", "--seconds", "8", "--presses", "8"]),

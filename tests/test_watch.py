@@ -97,3 +97,21 @@ def test_bad_notify_url_and_unset_variable_are_one_line_errors(tmp_path: Path) -
         assert proc.returncode == 2
         assert said in err and len(err.strip().splitlines()) == 1, err
         assert "token123" not in err
+
+
+def test_serve_serves_the_same_metrics(tmp_path: Path) -> None:
+    from tests.test_serve import Served
+
+    served = Served(tmp_path, "--metrics-port", "0")
+    try:
+        assert served.proc.stderr is not None
+        line = served.proc.stderr.readline()  # said before the page's URL, so already in the pipe
+        found = METRICS_URL.search(line)
+        assert found, line
+        deadline = time.monotonic() + 60
+        while not (metrics := scrape(found.group(1))).get("gkdtop_steps_total") and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first values come with the monitor's first look at the log
+        assert metrics['gkdtop_phase_info{framework="verl",phase="training loop",state="running"}'] == 1, metrics
+        assert metrics["gkdtop_steps_total"] == 3
+    finally:
+        served.stop()
