@@ -43,7 +43,7 @@ def load(args: argparse.Namespace) -> Config:
 
     config = load_config(args.config)
     if getattr(args, "stall_after", None) is not None:
-        config.stall_after = args.stall_after
+        config.stall_after, config.stall_fixed = args.stall_after, True
         for rule in config.phases:  # said on the command line: it holds for every phase, the slow ones too
             rule.stall_after = None
     if getattr(args, "filter", None) is not None:

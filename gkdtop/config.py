@@ -78,6 +78,7 @@ DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.
 @dataclass(slots=True)
 class Config:
     stall_after: float = 120.0
+    stall_fixed: bool = False  # set by --stall-after: one limit for every phase, the stepping ones too
     stall_stacks: bool = True  # dump the job's stacks once when a stall is declared
     stack_phase: bool = True  # read the driver's stack for the phase while the log cannot say (docs/stack-phases.md)
     phases: list[PhaseRule] = field(default_factory=list)
@@ -104,7 +105,7 @@ class Config:
         from gkdtop.analysis.rules import RuleSet
 
         return RuleSet(list(self.phases), list(self.findings), self.fail_pattern, list(self.idle_patterns),
-                       self.stall_after)
+                       self.stall_after, self.stall_fixed)
 
     @property
     def default_filter(self) -> str:

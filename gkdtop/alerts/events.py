@@ -160,7 +160,8 @@ class AlertWatcher:
                 events.append(self._event("finished", status, now))
         else:
             self.finished_told = False
-        if self.heartbeat and now - self.sent.get("heartbeat", self.started) >= self.heartbeat and not events:
+        quiet_since = max([self.started, *self.sent.values()])  # any message says it is alive
+        if self.heartbeat and now - quiet_since >= self.heartbeat and not events:
             events.append(self._event("heartbeat", status, now))
         for event in events:
             self.sent[event.kind] = now

@@ -55,6 +55,7 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
+FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
 BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
@@ -101,6 +102,7 @@ class PhaseEngine:
     def __init__(self, rules: RuleSet, register: Callable[[str | Pattern], int]) -> None:
         self.rules = list(rules.phases)
         self.stall_after = rules.stall_after
+        self.stall_fixed = rules.stall_fixed
         # The matcher's ids of every pattern this engine reads.
         self.step_id = register(STEP_PATTERN)
         self.record_step_id = register(RECORD_STEP_PATTERN)
@@ -496,7 +498,9 @@ class PhaseEngine:
             within, since = rule.name, self.inner_since
             rule = expected = self.inner
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
-        if within is not None or (rule is not None and rule.inner and (span is None or span.end is None)):
+        stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
+        own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
+        if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
         hint = expected.hint if expected is not None else None
 
@@ -559,7 +563,10 @@ class PhaseEngine:
     def _step_limit(self) -> float:
         """In a phase that steps: silence of twice the slowest pace the run has shown is still a step (verl
         prints nothing inside one; a 218 s step is not a stall at 120 s). The last step's time, the run's
-        p95, the last slow bar's s/it and the spacing of the last step lines; 0 before any is known."""
+        p95, the last slow bar's s/it and the spacing of the last step lines; before the first step,
+        FIRST_STEP_STALL (Megatron's first line comes after --log-interval steps)."""
+        if not self.stats.count:
+            return FIRST_STEP_STALL  # the first step compiles, warms the engines and generates a whole batch
         paces = [self._step_time() or 0.0, self.bar_pace or 0.0]
         steps = self.recent_steps  # a job that logs every N steps (Megatron's --log-interval) is silent N steps
         paces += [steps[i][1] - steps[i - 1][1] for i in range(max(1, len(steps) - 3), len(steps))]

@@ -60,6 +60,7 @@ class RuleSet:
     fail_pattern: str | Pattern = ""  # a line that ends the run as failed ("": none)
     idle_patterns: list[str | Pattern] = field(default_factory=list)  # lines that are no progress
     stall_after: float = 120.0  # seconds without progress before a phase with no limit of its own stalls
+    stall_fixed: bool = False  # `--stall-after` said it for every phase: no pace or first-step allowance
 
 
 # --- YAML nodes with line numbers ----------------------------------------------------------------
