@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
+from gkdtop.model import Hint
 
 if TYPE_CHECKING:
     from gkdtop.config import Config
-    from gkdtop.model import Finding, Hint, PhaseStatus
+    from gkdtop.model import Finding, PhaseStatus
 
 SCHEMA = 2
 
@@ -88,14 +89,21 @@ class OpenEnd:
 
     phase: str
     after: str  # the last line a rule knew
-    hint: Hint | None
+    hint: Hint | None  # what to check if the job did stop there (no causes: nothing says it stopped)
+    stepping: bool = False  # the log steps to its last line
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")
+    STEPPING = ("the job was stepping to the last line: nothing in the file says it stopped"
+                " (`gkdtop snapshot --log FILE` judges a live file's silence)")
+
+    @property
+    def note(self) -> str:
+        return self.STEPPING if self.stepping else self.NOTE
 
     @property
     def text(self) -> str:
-        return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + f": {self.NOTE}"
+        return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + f": {self.note}"
 
     def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
@@ -106,11 +114,18 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     lines true of `frameworks`, the detected one and its bases)."""
     if status.state not in ("running", "waiting"):
         return None
+    after = status.recognised_last.strip()[:200]
+    last = status.last_step
+    if (last is not None and status.unrecognised == 0 and status.last_progress is not None
+            and last.time >= status.last_progress):
+        # Stepping to its last line: nothing in the file says the job stopped, so no hang is guessed at.
+        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True)
     name = status.expected or status.current
     rule = next((r for r in config.phases if r.name == name), None)
     hint = rule.hint.for_framework(frameworks) if rule is not None else None
-    hint = hint if hint is not None and (hint.causes or hint.actions) else None
-    return OpenEnd(phase=status.current or "no known phase", after=status.recognised_last.strip()[:200], hint=hint)
+    # What to check, not why it stopped: no line says it did, so a cause would be a guess.
+    hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
+    return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint)
 
 
 def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayReport:
@@ -195,7 +210,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         out += hint_text(st.hint.causes, st.hint.actions)
     if report.open_end is not None:
         end = report.open_end
-        out.append(f"  {'after `' + end.after + '`: ' if end.after else ''}{end.NOTE}")
+        out.append(f"  {'after `' + end.after + '`: ' if end.after else ''}{end.note}")
         if end.hint is not None:
             out.append("  if it stopped there:")
             out += hint_text(end.hint.causes, end.hint.actions, indent="    ")

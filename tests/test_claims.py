@@ -335,3 +335,45 @@ def test_a_healthy_day_long_log_stamped_with_the_time_alone_is_not_stalled(tmp_p
     report = replay([str(log)], Config(phases=builtin_phases()))
     assert report.status.state == "running", (report.status.state, report.status.stalled_for)
     assert report.ended == pytest.approx(end, abs=1.0)
+
+
+def megatron_run(tmp_path: Path, iterations: int = 12) -> Path:
+    """Megatron's iteration lines, each stamped after a leading space, to the file's end (a copy taken
+    mid-run, long after: the mtime is today's)."""
+    t0 = datetime(2024, 3, 30, 14, 13, 38).timestamp()
+    began = datetime.fromtimestamp(t0)
+    lines = ["training ...", f"[before the start of training step] datetime: {began:%Y-%m-%d %H:%M:%S} "]
+    for i in range(1, iterations + 1):
+        at = datetime.fromtimestamp(t0 + 30 + 9.7 * i)
+        lines.append(f" [{at:%Y-%m-%d %H:%M:%S}] iteration {i:8d}/     400 | consumed samples: {128 * i:12d} | "
+                     f"elapsed time per iteration (ms): 9700.0 | lm loss: {2.4 - i / 100:.6E} | grad norm: 1.2 |")
+    log = tmp_path / "pretrain.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    return log
+
+
+def test_a_log_stepping_to_its_end_gets_no_hang_guess(tmp_path: Path) -> None:
+    report = replay([str(megatron_run(tmp_path))], load_config(None))
+    from gkdtop.replay import report_text
+
+    text = report_text(report)
+    assert report.open_end is not None and report.open_end.stepping, text
+    assert "nothing in the file says it stopped" in text
+    assert "if it stopped there" not in text and "stacks" not in text and "collective" not in text, text
+    # Its last line's own stamp is its time, not the copy's mtime (the tail was read as undated before).
+    assert report.status.last_progress == pytest.approx(report.ended)
+
+
+def test_a_log_ending_mid_phase_says_what_to_check_not_why_it_stopped(tmp_path: Path) -> None:
+    """After vLLM's engines came up nothing followed: no line says the job stopped, let alone that the
+    next model ran out of memory; replay says where to look."""
+    t0 = time.time() - 7200
+    lines = ["(LLMRayActor pid=4242) creating LLM with bundle_indices=[0, 1]",
+             f"(LLMRayActor pid=4242) INFO {datetime.fromtimestamp(t0):%m-%d %H:%M:%S} [core.py:151] init engine "
+             "(profile, create kv cache, warmup model) took 41.62 seconds"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    from gkdtop.replay import report_text
+
+    text = report_text(replay([str(log)], load_config(None)))
+    assert "out of memory" not in text and "cause:" not in text, text

@@ -38,7 +38,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
-from gkdtop.analysis.time import TAIL_BYTES, parse_timestamp, yearless_reference
+from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -316,9 +316,10 @@ class HistoryReader:
         if state.newest is not None:
             self.analysis.skew.observe_written(part.path, state.newest, part.mtime)
         if state.tail:  # an untimed last line (a bar, a metrics line) was written when the file last was
-            text = split_prefix(clean_line(state.tail))[1]
-            ids = self.matcher.scan_texts([text]).get(0, ())
-            if parse_timestamp(text, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
+            raw = clean_line(state.tail)
+            ids = self.matcher.scan_texts([split_prefix(raw)[1]]).get(0, ())
+            # Its own stamp, read as every line's is (` [2024-03-30 14:22:03] iteration 52/…` has one).
+            if raw_stamp_time(raw, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
                 self.phases.note_skipped(part.mtime)
         for line, ids, number, step in state.waiting:  # no timestamp anywhere: the file's own time
             self.analysis.feed_one(line, part.mtime, ids, number, step)
