@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.capture.proc import owner, process_environ
 from gkdtop.model.collectives import FrDump, who
 from gkdtop.model.stacks import NcclTrace
+from gkdtop.safeopen import Untrusted, read_owned
 
 if TYPE_CHECKING:
     from gkdtop.model import ProcInfo
@@ -160,38 +161,112 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
     return out
 
 
-def _read_regular(path: str | Path) -> bytes:
-    """A regular file's first MAX_DUMP_BYTES + 1 bytes; a FIFO or device put in its place never blocks the read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        return f.read(MAX_DUMP_BYTES + 1)
-
-
 def _read_probe_answer(proc: ProcInfo, path: Path, token: str) -> FrDump | None:
+    """The probe's answer to our request, or None while there is none; a file the process's user did not
+    write, or one of the wrong shape, is a failed dump saying why (one line)."""
     try:
-        raw = _read_regular(path)
+        raw = read_owned(path, owner(proc.pid), MAX_DUMP_BYTES)
+    except Untrusted as exc:
+        return FrDump(proc.pid, who(proc), "probe", False, str(exc), source=str(path))
     except OSError:
         return None
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # an answer to another request being replaced, or not yet complete
     if not isinstance(doc, dict) or doc.get("token") != token:
         return None
-    if len(raw) > MAX_DUMP_BYTES:
-        return FrDump(proc.pid, who(proc), "probe", False, source=str(path),
-                      error=f"dump larger than {MAX_DUMP_BYTES >> 20} MB, not read")
-    ident = doc.get("identity") or {}
-    trace = doc.get("trace") if isinstance(doc.get("trace"), dict) else {}
-    dump = FrDump(proc.pid, who(proc), "probe", bool(trace) and not doc.get("error"), str(doc.get("error") or ""),
-                  rank=ident.get("rank") if isinstance(ident.get("rank"), int) else None,
-                  groups=[g for g in doc.get("groups") or [] if isinstance(g, dict)], trace=trace or {},
-                  raw=raw, source=str(path))
+    ident = doc.get("identity") if isinstance(doc.get("identity"), dict) else {}
+    rank = ident.get("rank")
+    try:
+        trace = well_typed(doc["trace"]) if doc.get("trace") is not None else {}
+        groups = _groups(doc.get("groups"))
+    except ValueError as exc:
+        return FrDump(proc.pid, who(proc), "probe", False, f"{path}: not a probe answer: {exc}", source=str(path))
+    error = doc.get("error")
+    dump = FrDump(proc.pid, who(proc), "probe", bool(trace) and not error, str(error or "")[:300],
+                  rank=rank if type(rank) is int else None, groups=groups, trace=trace, raw=raw, source=str(path))
     if not dump.ok and not dump.error:
         dump.error = "the dump has no trace"
     return dump
+
+
+def _groups(value: Any) -> list[dict[str, Any]]:
+    """The probe's process groups, each with a str name, an int rank and a list of int ranks; others dropped."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"groups is {type(value).__name__}, not a list")
+    out = []
+    for g in value:
+        if (isinstance(g, dict) and isinstance(g.get("name"), str) and type(g.get("rank")) is int
+                and isinstance(g.get("ranks"), list) and all(type(r) is int for r in g["ranks"])):
+            out.append({**g, "desc": str(g.get("desc") or ""), "size": g.get("size") if type(g.get("size")) is int
+                        else len(g["ranks"])})
+    return out
+
+
+MAX_DEPTH = 64  # a Flight Recorder dump nests five or six levels; deeper is not one (and would blow a recursion)
+
+
+def _check_depth(doc: Any) -> None:
+    todo = [(doc, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            todo += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, (list, tuple)):
+            todo += [(v, depth + 1) for v in node]
+
+
+def _scalar_key(value: Any) -> Any:
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+
+def well_typed(doc: Any) -> dict[str, Any]:
+    """A Flight Recorder document with the fields the analysis reads in the types it expects.
+
+    Raises ValueError for what is no dump at all (not a dict, entries not a list, too deep); entries
+    without an int `collective_seq_id` and mistyped side fields are dropped, so a hostile or damaged
+    dump can make the analysis wrong about that rank but never crash it.
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"the trace is {type(doc).__name__}, not a mapping")
+    _check_depth(doc)
+    entries = doc.get("entries", [])
+    if not isinstance(entries, list):
+        raise ValueError("entries is not a list")
+    clean: list[dict[str, Any]] = []
+    for e in entries:
+        if not isinstance(e, dict) or type(e.get("collective_seq_id")) is not int:
+            continue
+        pg = e.get("process_group")
+        pg = [str(pg[0]), str(pg[1]) if len(pg) > 1 else ""] if isinstance(pg, (list, tuple)) and pg else ["", ""]
+        frames = e.get("frames")
+        clean.append({**e, "process_group": pg, "pg_id": _scalar_key(e.get("pg_id")),
+                      "record_id": e.get("record_id") if type(e.get("record_id")) is int else 0,
+                      "profiling_name": str(e.get("profiling_name") or "?"),
+                      "frames": [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []})
+    out = {**doc, "entries": clean}
+    for name in ("pg_config", "pg_status"):
+        value = doc.get(name)
+        out[name] = {str(k): v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
+    out["version"] = str(doc.get("version") or "")
+    return out
+
+
+# The opcodes of plain data: containers, strings, numbers, None, booleans, the memo. Nothing that names a
+# class or calls one (GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID): those could run code.
+_PLAIN_OPS = frozenset({
+    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP", "NONE", "NEWTRUE", "NEWFALSE", "INT", "BININT",
+    "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT", "STRING", "BINSTRING", "SHORT_BINSTRING",
+    "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
+    "BYTEARRAY8", "EMPTY_LIST", "APPEND", "APPENDS", "LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
+    "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS", "EMPTY_SET", "ADDITEMS", "FROZENSET", "GET", "BINGET",
+    "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+})
 
 
 class _DataOnly(pickle.Unpickler):
@@ -201,16 +276,31 @@ class _DataOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused {module}.{name}: a Flight Recorder dump holds plain data only")
 
 
+def _plain_pickle(raw: bytes) -> Any:
+    """Unpickle plain data only, after walking the opcodes: each length a string declares must be in the
+    data (a 13-byte pickle declaring a 2^62-byte string is refused here, never allocated)."""
+    import pickletools
+
+    for op, _arg, _pos in pickletools.genops(raw):  # ValueError on a length the data does not hold
+        if op.name not in _PLAIN_OPS:
+            raise ValueError(f"refused opcode {op.name}: a Flight Recorder dump holds plain data only")
+    return _DataOnly(io.BytesIO(raw)).load()
+
+
 def parse_trace(raw: bytes) -> dict[str, Any]:
+    """A Flight Recorder dump (torch's pickle, or JSON) as well-typed plain data; ValueError (one line) if not one."""
     if len(raw) > MAX_DUMP_BYTES:
         raise ValueError(f"larger than {MAX_DUMP_BYTES >> 20} MB")
     try:
-        doc = json.loads(raw) if raw[:1] in (b"{", b" ", b"\n") else _DataOnly(io.BytesIO(raw)).load()
-    except (ValueError, pickle.UnpicklingError, EOFError) as exc:
+        doc = json.loads(raw) if raw.lstrip()[:1] in (b"{", b"[") else _plain_pickle(raw)
+    except (ValueError, pickle.UnpicklingError, EOFError, RecursionError, MemoryError, OverflowError, TypeError,
+            KeyError, IndexError, AttributeError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc) or type(exc).__name__
+        raise ValueError(f"not a Flight Recorder dump: {reason}"[:300]) from None
+    try:
+        return well_typed(doc)
+    except ValueError as exc:
         raise ValueError(f"not a Flight Recorder dump: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
-        raise ValueError("not a Flight Recorder dump: no entries")
-    return doc
 
 
 def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[FrDump]:
@@ -222,12 +312,12 @@ def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[Fr
             continue
         proc = by_pid.get(trace.pid)
         label = who(proc) if proc else str(trace.pid)
-        try:
-            raw = _read_regular(trace.file)
+        try:  # torch's default /tmp/nccl_trace_rank_N is anyone's to write: only the rank's user's file is its dump
+            raw = read_owned(trace.file, owner(trace.pid), MAX_DUMP_BYTES)
             doc = parse_trace(raw)
         except (OSError, ValueError) as exc:
-            out.append(FrDump(trace.pid, label, "nccl-pipe", False, f"{trace.file}: {exc}", rank=trace.rank,
-                              source=trace.file))
+            why = str(exc) if isinstance(exc, Untrusted) else f"{trace.file}: {exc}"
+            out.append(FrDump(trace.pid, label, "nccl-pipe", False, why, rank=trace.rank, source=trace.file))
             continue
         out.append(FrDump(trace.pid, label, "nccl-pipe", True, rank=trace.rank, trace=doc, raw=raw,
                           source=trace.file))
