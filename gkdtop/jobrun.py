@@ -485,8 +485,10 @@ def run_no_ui(plan: RunPlan) -> int:
                 threading.Thread(target=job.stop, name="gkdtop-run-stop", daemon=True).start()
             interrupts.append(signum)
             return
-        if signum == signal.SIGINT:
+        if signum == signal.SIGINT and job.send_signal(signum):
             interrupts.append(signum)
+            print("gkdtop run: Ctrl-C passed to the job; press it again to stop the job", file=sys.stderr)
+            return
         job.send_signal(signum)
 
     if in_main:

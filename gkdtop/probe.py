@@ -64,7 +64,7 @@ FR_MAX_REQUEST = 256
 NOT_DISTRIBUTED = "no process group in this process"
 TAG = "[gkdtop]"
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # install() logs while it holds it
 _stack_out: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _stack_path: Path | None = None
 _signum: int = STACK_SIGNAL

@@ -140,28 +140,26 @@ def private_dir(path: str | os.PathLike[str]) -> str:
     euid = os.geteuid()
     missing = []
     probe = path
-    while not os.path.lexists(probe):
+    while not os.path.lexists(probe) and os.path.dirname(probe) != probe:
         missing.append(probe)
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-    parts = [path]
+        probe = os.path.dirname(probe)
+    # What exists is checked before anything is made in it; then each folder made is ours, 0700.
+    parts = [probe]
     while os.path.dirname(parts[-1]) != parts[-1]:
         parts.append(os.path.dirname(parts[-1]))
     for i, folder in enumerate(parts):
         st = os.lstat(folder)
+        final = i == 0 and not missing
         if stat.S_ISLNK(st.st_mode):
-            if i == 0:
+            if final:
                 raise Untrusted(folder, "a symbolic link where a private directory was expected: refused")
-            target = os.stat(folder)  # a link above ours (/var/tmp -> ..., a home on another disk): its owner counts
             if st.st_uid not in (euid, 0):
                 raise Untrusted(folder, f"a link owned by {user_name(st.st_uid)}: refused")
-            st = target
-        _check_dir(folder, st, euid, final=i == 0)
+            st = os.stat(folder)  # a link above ours (/var/tmp -> ..., a home on another disk): its target counts
+        _check_dir(folder, st, euid, final=final)
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)

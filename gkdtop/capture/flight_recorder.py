@@ -8,6 +8,7 @@ data only; actions/collectives analyses the dumps.
 
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
@@ -107,6 +108,29 @@ def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Nc
                 break
             time.sleep(0.1)
     return [t for t, _ in asked]
+
+
+def dump_paths(prefix: str, limit: int = 1024) -> tuple[list[Path], list[Path], list[Path]]:
+    """What a dump prefix matches: the files torch names `<prefix><rank>` (the prefix is a string, not a
+    folder: `/d/` names `/d/0`), its trigger pipes `<prefix><rank>.pipe`, and anything else; `limit` each."""
+    folder, stem = os.path.split(prefix)
+    try:
+        found = sorted(Path(folder or ".").glob(glob.escape(stem) + "*"))
+    except (OSError, ValueError):
+        return [], [], []
+    dumps: list[Path] = []
+    pipes: list[Path] = []
+    others: list[Path] = []
+    for path in found:
+        rank = path.name[len(stem):]
+        pipe = rank.removesuffix(".pipe")
+        if rank.isascii() and rank.isdigit():
+            dumps.append(path)
+        elif pipe != rank and pipe.isascii() and pipe.isdigit():
+            pipes.append(path)
+        else:
+            others.append(path)
+    return dumps[:limit], pipes[:limit], others[:limit]
 
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump

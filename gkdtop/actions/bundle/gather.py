@@ -11,7 +11,6 @@ A step that fails is noted by build.py and the others go on, so no step may depe
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
 import platform
@@ -339,13 +338,15 @@ class Gatherer:
         """Add one dump if it is a regular file of one of `uids`, under the size cap, and parses as plain data;
         otherwise one note naming it and why. Returns the bytes read."""
         from gkdtop.capture.flight_recorder import parse_trace
-        from gkdtop.safeopen import read_owned
+        from gkdtop.safeopen import Untrusted, read_owned
 
         try:
             raw = read_owned(path, uids, TRACE_FILE_MAX)
             doc = parse_trace(raw)
-        except (OSError, ValueError) as exc:
-            self.notes.append(f"Flight Recorder dump left out: {shown(str(exc))}")
+        except (OSError, ValueError) as exc:  # the path last: `credentials: why` would read as a secret
+            why = exc.why if isinstance(exc, Untrusted) else str(exc) if isinstance(exc, ValueError) \
+                else exc.strerror or str(exc)
+            self.notes.append(f"Flight Recorder dump left out, {shown(why)}: {shown(str(path))}")
             return 0
         name = name if name.endswith(".json") else name + ".json"
         w.add(name, json_bytes(self.redactor.obj(doc, name)), what, path=str(path))
@@ -356,7 +357,7 @@ class Gatherer:
         torch's default) for this user; each job process's own (`gkdtop run` puts it in the run directory)
         or, unset, torch's default, for that process's user. Only the user whose process named a prefix
         wrote its dumps: a file there of anyone else is not the rank's."""
-        from gkdtop.actions.stacks import TRACE_FILE_DEFAULT, TRACE_FILE_ENVS
+        from gkdtop.capture.flight_recorder import TRACE_FILE_DEFAULT, TRACE_FILE_ENVS
         from gkdtop.capture.proc import owner, process_environ
 
         prefixes: dict[str, set[int]] = {self.trace_prefix: {os.geteuid()}}
@@ -372,25 +373,16 @@ class Gatherer:
     def flight_recorder(self, w: ArchiveWriter) -> None:
         """The dumps torch left at each prefix: `<prefix><rank>` only, owned by the user whose process named the
         prefix, regular, capped, parsed as plain data and redacted; anything else there is named in a note."""
+        from gkdtop.capture.flight_recorder import dump_paths
+
         total = 0
         found: dict[Path, set[int]] = {}
         for prefix, uids in self.trace_prefixes().items():
-            base = Path(prefix)
-            try:
-                paths = sorted(base.parent.glob(glob.escape(base.name) + "*"))
-            except OSError:
-                continue
-            if len(paths) > TRACE_FILES_MAX:
-                self.notes.append(f"{shown(prefix)}*: {len(paths)} files, only the first {TRACE_FILES_MAX} "
-                                  "looked at")
-            for path in paths[:TRACE_FILES_MAX]:
-                rank = path.name[len(base.name):]
-                if rank.endswith(".pipe") and rank[:-5].isdigit():
-                    continue  # torch's trigger pipes: nothing to read (and reading one would block)
-                if not (rank.isascii() and rank.isdigit()):
-                    self.notes.append(f"{shown(str(path))}: not a Flight Recorder dump name ({shown(prefix)}"
-                                      "<rank>): left out")
-                    continue
+            dumps, _pipes, others = dump_paths(prefix, TRACE_FILES_MAX)  # pipes: nothing to read
+            for path in others:
+                self.notes.append(f"Flight Recorder dump left out, not named {shown(prefix)}<rank>: "
+                                  f"{shown(str(path))}")
+            for path in dumps:
                 found.setdefault(path, set()).update(uids)
         for path, uids in sorted(found.items()):
             if total >= TRACE_TOTAL_MAX:
