@@ -414,8 +414,8 @@ def start(plan: RunPlan, tee: bool = False) -> JobRun:
         private_dir(plan.run_dir)
         if plan.probe:
             _bootstrap(plan.run_dir)
-    except Untrusted as exc:
-        raise SetupError(f"the run directory is not private: {exc}") from None
+    except Untrusted as exc:  # (another user's folder, or one others can write: not ours to trust)
+        raise SetupError(f"cannot create the run directory {plan.run_dir}: {exc}") from None
     except OSError as exc:
         raise SetupError(f"cannot create the run directory {plan.run_dir}: {exc.strerror or exc}") from None
     log = open_log(plan.log_path)

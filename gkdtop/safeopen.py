@@ -118,7 +118,8 @@ def read_owned(path: str | os.PathLike[str], uid: int | Collection[int], max_byt
 
 def _check_dir(path: str, st: os.stat_result, euid: int, final: bool) -> None:
     if not stat.S_ISDIR(st.st_mode):
-        raise Untrusted(path, f"{kind_of(st.st_mode)} where a directory was expected")
+        kind = "a file" if stat.S_ISREG(st.st_mode) else kind_of(st.st_mode)
+        raise Untrusted(path, f"{kind} where a directory was expected")
     if final:
         if st.st_uid != euid:
             raise Untrusted(path, f"owned by {user_name(st.st_uid)}, not by you ({user_name(euid)}): refused")

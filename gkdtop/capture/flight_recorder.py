@@ -305,9 +305,13 @@ def _plain_pickle(raw: bytes) -> Any:
     data (a 13-byte pickle declaring a 2^62-byte string is refused here, never allocated)."""
     import pickletools
 
-    for op, _arg, _pos in pickletools.genops(raw):  # ValueError on a length the data does not hold
+    strings: list[str] = []  # the last two, which STACK_GLOBAL would take as module and name
+    for op, arg, _pos in pickletools.genops(raw):  # ValueError on a length the data does not hold
+        if isinstance(arg, str):
+            strings = [*strings[-1:], arg]
         if op.name not in _PLAIN_OPS:
-            raise ValueError(f"refused opcode {op.name}: a Flight Recorder dump holds plain data only")
+            what = {"GLOBAL": str(arg).replace(" ", "."), "STACK_GLOBAL": ".".join(strings)}.get(op.name, op.name)
+            raise ValueError(f"refused {what}: a Flight Recorder dump holds plain data only")
     return _DataOnly(io.BytesIO(raw)).load()
 
 

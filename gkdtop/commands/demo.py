@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             return main_no_ui(opts)
         job = start_demo(opts)
     except Untrusted as exc:  # the runs folder is another user's, or open to them
-        print(f"gkdtop demo: the run directory is not private: {exc}", file=sys.stderr)
+        print(f"gkdtop demo: cannot create the run directory: {exc}", file=sys.stderr)
         return 2
     print(f"gkdtop demo: run directory {job.run_dir}, log {job.log_path}", file=sys.stderr)
     try:
