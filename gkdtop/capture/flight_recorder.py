@@ -80,9 +80,12 @@ def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Nc
             before = os.stat(trace.file).st_mtime_ns
         except OSError:
             before = 0
-        try:
-            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads it: no watchdog
+        try:  # ENXIO when nobody reads it: no watchdog. Only the rank's own FIFO, never through a link.
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
             try:
+                st = os.fstat(fd)
+                if not stat.S_ISFIFO(st.st_mode) or st.st_uid != owner(proc.pid):
+                    raise OSError(0, "not a FIFO of the rank's user")
                 os.write(fd, b"1\n")
             finally:
                 os.close(fd)
