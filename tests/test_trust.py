@@ -139,16 +139,21 @@ def test_bundle_names_and_skips_links_fifos_and_others_files_at_our_prefix(tmp_p
     planted(shared / "nccl_trace_rank_1", SSH_KEY.encode())  # torch's default name, rewritten by another user
     os.mkfifo(shared / "nccl_trace_rank_2")  # would block a plain open
     (shared / "nccl_trace_rank_3").write_bytes(b"\x80\x04\x8e" + struct.pack("<Q", 1 << 62) + b".")
+    stacks = tmp_path / "stacks"  # the stack dumps' folder, where another user left a link to root's file
+    stacks.mkdir()
+    (tmp_path / "plain").write_text("root-only-content-7f3a\n")
+    (stacks / "stacks-20990101-000000.txt").symlink_to(tmp_path / "plain")
     config_path = tmp_path / "config.yaml"
     config_path.write_text("stall_after: 60\n")
     monitor = Monitor(load_config(config_path), logs=[], ray_address="http://127.0.0.1:9")
-    out = build_bundle(monitor.store, tmp_path / "b.tar.gz", stacks_dir=tmp_path / "no-stacks",
+    out = build_bundle(monitor.store, tmp_path / "b.tar.gz", stacks_dir=stacks,
                        trace_prefix=str(shared / "nccl_trace_rank_"), ray_tmp=tmp_path / "no-ray")
     members = _members(out)
     assert not [n for n in members if n.startswith("flight-recorder/")]
-    assert all(b"OPENSSH" not in data for data in members.values())
+    assert all(b"OPENSSH" not in data and b"root-only-content" not in data for data in members.values())
     notes = "\n".join(json.loads(members["manifest.json"])["notes"])
     assert f"left out, a symbolic link, not followed: {shared}/nccl_trace_rank_0" in notes
+    assert f"stack dump left out, a symbolic link, not followed: {stacks}/stacks-20990101-000000.txt" in notes
     assert ("left out, owned by nobody (uid 65534), not by root (uid 0): not trusted: "
             f"{shared}/nccl_trace_rank_1") in notes
     assert f"left out, a FIFO, not read: {shared}/nccl_trace_rank_2" in notes

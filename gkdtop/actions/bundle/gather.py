@@ -313,13 +313,14 @@ class Gatherer:
                 return 0.0
 
         files.sort(key=mtime, reverse=True)
+        from gkdtop.safeopen import read_owned
+
         for path in files[:STACK_FILES]:
-            try:
-                if path.stat().st_size > STACK_FILE_MAX:
-                    self.notes.append(f"{path}: stack dump left out (over {STACK_FILE_MAX} bytes)")
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            try:  # ours only: a link or another user's file planted there is not a stack dump of ours
+                text = read_owned(path, os.geteuid(), STACK_FILE_MAX).decode("utf-8", errors="replace")
+            except OSError as exc:
+                self.notes.append(f"stack dump left out, {shown(getattr(exc, 'why', '') or exc.strerror or str(exc))}: "
+                                  f"{shown(str(path))}")
                 continue
             name = f"stacks/{safe_name(path.name)}"
             w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
