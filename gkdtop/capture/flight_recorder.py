@@ -237,15 +237,17 @@ MAX_DEPTH = 64  # a Flight Recorder dump nests five or six levels; deeper is not
 
 
 def _check_depth(doc: Any) -> None:
-    todo = [(doc, 1)]
-    while todo:
-        node, depth = todo.pop()
-        if depth > MAX_DEPTH:
-            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, dict):
-            todo += [(v, depth + 1) for v in node.values()]
-        elif isinstance(node, (list, tuple)):
-            todo += [(v, depth + 1) for v in node]
+    """Refuse a document nested deeper than MAX_DEPTH (iteratively: a deep one must not blow our stack)."""
+    level = [doc]
+    for _ in range(MAX_DEPTH):
+        below = []
+        for node in level:
+            values = node.values() if type(node) is dict else node
+            below += [v for v in values if type(v) in (dict, list, tuple)]
+        if not below:
+            return
+        level = below
+    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
 
 
 def _scalar_key(value: Any) -> Any:
@@ -284,18 +286,6 @@ def well_typed(doc: Any) -> dict[str, Any]:
     return out
 
 
-# The opcodes of plain data: containers, strings, numbers, None, booleans, the memo. Nothing that names a
-# class or calls one (GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ, EXT*, PERSID): those could run code.
-_PLAIN_OPS = frozenset({
-    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP", "NONE", "NEWTRUE", "NEWFALSE", "INT", "BININT",
-    "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT", "STRING", "BINSTRING", "SHORT_BINSTRING",
-    "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
-    "BYTEARRAY8", "EMPTY_LIST", "APPEND", "APPENDS", "LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
-    "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS", "EMPTY_SET", "ADDITEMS", "FROZENSET", "GET", "BINGET",
-    "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
-})
-
-
 class _DataOnly(pickle.Unpickler):
     """A Flight Recorder pickle holds dicts, lists and strings only: refuse anything that would run code."""
 
@@ -303,30 +293,17 @@ class _DataOnly(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused {module}.{name}: a Flight Recorder dump holds plain data only")
 
 
-def _plain_pickle(raw: bytes) -> Any:
-    """Unpickle plain data only, after walking the opcodes: each length a string declares must be in the
-    data (a 13-byte pickle declaring a 2^62-byte string is refused here, never allocated)."""
-    import pickletools
-
-    strings: list[str] = []  # the last two, which STACK_GLOBAL would take as module and name
-    for op, arg, _pos in pickletools.genops(raw):  # ValueError on a length the data does not hold
-        if isinstance(arg, str):
-            strings = [*strings[-1:], arg]
-        if op.name not in _PLAIN_OPS:
-            what = {"GLOBAL": str(arg).replace(" ", "."), "STACK_GLOBAL": ".".join(strings)}.get(op.name, op.name)
-            raise ValueError(f"refused {what}: a Flight Recorder dump holds plain data only")
-    return _DataOnly(io.BytesIO(raw)).load()
-
-
 def parse_trace(raw: bytes) -> dict[str, Any]:
     """A Flight Recorder dump (torch's pickle, or JSON) as well-typed plain data; ValueError (one line) if not one."""
     if len(raw) > MAX_DUMP_BYTES:
         raise ValueError(f"larger than {MAX_DUMP_BYTES >> 20} MB")
-    try:
-        doc = json.loads(raw) if raw.lstrip()[:1] in (b"{", b"[") else _plain_pickle(raw)
+    try:  # after the size cap, so what a pickle builds is bounded by the file (memo GETs share, never copy)
+        doc = json.loads(raw) if raw.lstrip()[:1] in (b"{", b"[") else _DataOnly(io.BytesIO(raw)).load()
     except (ValueError, pickle.UnpicklingError, EOFError, RecursionError, MemoryError, OverflowError, TypeError,
             KeyError, IndexError, AttributeError) as exc:
-        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc) or type(exc).__name__
+        reason = ("nested too deep" if isinstance(exc, RecursionError)
+                  else "declares a string larger than memory (a length the file does not hold)"
+                  if isinstance(exc, MemoryError) else str(exc) or type(exc).__name__)
         raise ValueError(f"not a Flight Recorder dump: {reason}"[:300]) from None
     try:
         return well_typed(doc)
