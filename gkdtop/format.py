@@ -66,3 +66,22 @@ def hint_lines(causes: Iterable[str], actions: Iterable[str]) -> list[tuple[str,
 def hint_text(causes: Iterable[str], actions: Iterable[str], indent: str = "  ") -> list[str]:
     """The hint as plain lines: `  cause: ...`, `  try: ...`."""
     return [f"{indent}{label}: {text}" for label, text in hint_lines(causes, actions)]
+
+
+def shown(text: str) -> str:
+    """A file name or message as it may reach a terminal or a JSON document: control characters (ESC, BEL,
+    a line break) and undecodable bytes (lone surrogates from os.fsdecode) written as backslash escapes."""
+    if text.isprintable() and text.isascii():
+        return text
+    out = []
+    for c in text:
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as surrogateescape keeps it
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append(f"\\u{code:04x}")
+        elif c.isprintable() or c == " ":
+            out.append(c)
+        else:
+            out.append(c.encode("unicode_escape").decode("ascii"))
+    return "".join(out)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from gkdtop.format import human_duration
+from gkdtop.format import human_duration, shown
+from gkdtop.safeopen import Untrusted, private_dir, read_owned, write_private
 
 NCCL_DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "TRACE")
 TRACE_BUFFER_SIZE = 2000  # entries kept per process group: torch's own default when enabled
@@ -335,6 +336,25 @@ class JobRun:
         proctree.terminate(left, grace=3.0)
         return self.exit_status
 
+    def survivors(self) -> list[tuple[int, str]]:
+        """(PID, name) of this user's processes still running from the job after it ended: its process group,
+        and any process whose environment names the run directory (a daemon that left the group with setsid)."""
+        import psutil
+
+        run_dir = str(self.plan.run_dir)
+        found = []
+        for proc in psutil.process_iter(["pid", "name", "uids", "create_time"]):
+            info = proc.info
+            if info["pid"] == os.getpid() or not info["uids"] or info["uids"].real != os.getuid() \
+                    or (info["create_time"] or 0) < self.started - 1:
+                continue
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                if os.getpgid(info["pid"]) == self.pid or any(v.startswith(run_dir) for v in proc.environ().values()):
+                    found.append((info["pid"], info["name"] or "?"))
+        return found
+
     def finish_output(self, timeout: float = 5.0) -> None:
         """Wait for the log pumps (the job's output after its exit), then close the log."""
         deadline = time.monotonic() + timeout
@@ -390,10 +410,12 @@ def start(plan: RunPlan, tee: bool = False) -> JobRun:
     The job's stdin is /dev/null: it is not the terminal's foreground job, so reading it would stop it.
     """
     started = time.time()
-    try:
-        plan.run_dir.mkdir(parents=True, exist_ok=True)
+    try:  # the job's dumps and probe answers are read back as this user's: nobody else may write here
+        private_dir(plan.run_dir)
         if plan.probe:
             _bootstrap(plan.run_dir)
+    except Untrusted as exc:  # (another user's folder, or one others can write: not ours to trust)
+        raise SetupError(f"cannot create the run directory {plan.run_dir}: {exc}") from None
     except OSError as exc:
         raise SetupError(f"cannot create the run directory {plan.run_dir}: {exc.strerror or exc}") from None
     log = open_log(plan.log_path)
@@ -426,7 +448,7 @@ def start(plan: RunPlan, tee: bool = False) -> JobRun:
             "started": started, "env_set": plan.env_set, "env_kept": plan.env_kept,
             "trace_prefix": plan.trace_prefix, "launcher_pid": os.getpid()}
     with contextlib.suppress(OSError):
-        (plan.run_dir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+        write_private(plan.run_dir / "run.json", (json.dumps(info, indent=1) + "\n").encode())
     return job
 
 
@@ -434,10 +456,10 @@ def record_end(job: JobRun) -> None:
     """Add how the job ended to run.json (for the bundle and for whoever looks at the run later)."""
     path = job.plan.run_dir / "run.json"
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads(path.read_text())
+        info = json.loads(read_owned(path, os.geteuid(), 1 << 20))
         info.update(ended=job.ended, returncode=job.returncode, exit_status=job.exit_status, outcome=job.outcome(),
                     stopped_by_gkdtop=job.stopped_by_us)
-        path.write_text(json.dumps(info, indent=1) + "\n")
+        write_private(path, (json.dumps(info, indent=1) + "\n").encode())
 
 
 def run_no_ui(plan: RunPlan) -> int:
@@ -451,11 +473,28 @@ def run_no_ui(plan: RunPlan) -> int:
     except OSError as exc:
         print(f"gkdtop run: cannot start {plan.command[0]}: {exc.strerror or exc}", file=sys.stderr)
         return 127 if isinstance(exc, FileNotFoundError) else 126
-    print(f"gkdtop run: job pid {job.pid}, run directory {plan.run_dir}, log {plan.log_path}", file=sys.stderr)
     previous: dict[int, object] = {}
+    interrupts: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        """Each signal to the job's group, as a shell does; a second Ctrl-C the job ignored stops it."""
+        if signum == signal.SIGINT and interrupts and job.running():
+            if len(interrupts) == 1:
+                print(f"gkdtop run: Ctrl-C again, and the job is still running: SIGTERM to its processes, SIGKILL "
+                      f"in {STOP_GRACE_S:g} s", file=sys.stderr)
+                threading.Thread(target=job.stop, name="gkdtop-run-stop", daemon=True).start()
+            interrupts.append(signum)
+            return
+        if signum == signal.SIGINT and job.send_signal(signum):
+            interrupts.append(signum)
+            print("gkdtop run: Ctrl-C passed to the job; press it again to stop the job", file=sys.stderr)
+            return
+        job.send_signal(signum)
+
     if in_main:
         for signum in FORWARDED_SIGNALS:
-            previous[signum] = signal.signal(signum, lambda n, _frame: job.send_signal(n))
+            previous[signum] = signal.signal(signum, forward)
+    print(f"gkdtop run: job pid {job.pid}, run directory {plan.run_dir}, log {plan.log_path}", file=sys.stderr)
     try:
         job.wait()
     finally:
@@ -464,4 +503,15 @@ def run_no_ui(plan: RunPlan) -> int:
     job.finish_output()
     record_end(job)
     print(f"gkdtop run: job {job.outcome()}; log {plan.log_path}", file=sys.stderr)
+    left = job.survivors()
+    if left:
+        print(f"gkdtop run: {survivors_line(left)}", file=sys.stderr)
     return job.exit_status or 0
+
+
+def survivors_line(procs: Sequence[tuple[int, str]]) -> str:
+    """One line naming what the job left running (a daemon, a server started with setsid)."""
+    named = ", ".join(f"{pid} ({shown(name)})" for pid, name in procs[:8])
+    more = f" and {len(procs) - 8} more" if len(procs) > 8 else ""
+    return (f"the job left {len(procs)} process{'es' if len(procs) > 1 else ''} running: {named}{more} "
+            "(still running; `kill` them, or `gkdtop cleanup` for Ray and engine debris)")

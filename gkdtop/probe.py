@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from stat import S_IMODE, S_ISDIR
 from typing import IO, Any
 
 __all__ = ["STACK_SIGNAL", "flight_record", "fr_file", "fr_pipe", "install", "installed_file", "log", "log_gpu_info",
@@ -63,7 +64,7 @@ FR_MAX_REQUEST = 256
 NOT_DISTRIBUTED = "no process group in this process"
 TAG = "[gkdtop]"
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # install() logs while it holds it
 _stack_out: IO[str] | None = None  # kept open: faulthandler writes to its descriptor from the signal handler
 _stack_path: Path | None = None
 _signum: int = STACK_SIGNAL
@@ -124,9 +125,13 @@ def install(signum: int = STACK_SIGNAL) -> Path | None:
             return None  # the job uses this signal itself
         path = stack_file(pid)
         _signum = signum
+        if not _private_dir(path.parent):
+            return None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - must stay open for the signal handler
+            with suppress(FileNotFoundError):
+                path.unlink()  # an earlier process's file with this PID
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            out = open(fd, "w", encoding="utf-8")  # noqa: SIM115 - must stay open for the signal handler
             out.write(f"{HEADER} pid={pid} start={process_start()} signal={int(signum)} "
                       f"main=0x{threading.main_thread().ident or 0:016x}\n")
             out.flush()
@@ -161,8 +166,9 @@ def _start_fr_listener(pid: int) -> None:
         return
     _fr_pid = pid
     path = fr_pipe(pid)
+    if not _private_dir(path.parent):
+        return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with suppress(FileNotFoundError):
             path.unlink()  # an earlier process's FIFO with this PID
         os.mkfifo(path, 0o600)
@@ -190,9 +196,36 @@ def _fr_loop(path: Path, pid: int) -> None:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    """A new 0600 file of a random name, never through a link, then renamed over `path`."""
+    tmp = path.with_name(f"{path.name}.{os.urandom(8).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)
+
+
+_refused: set[str] = set()
+
+
+def _private_dir(path: Path) -> bool:
+    """Make the probe directory 0700, or check the one there is ours and private; one line in the log if not.
+
+    gkdtop reads the probe's answers as this user's, so they must live where no other user can write.
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+        why = ("not a directory (a link?)" if not S_ISDIR(st.st_mode)
+               else f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})" if st.st_uid != os.geteuid()
+               else f"writable by other users (mode {S_IMODE(st.st_mode):04o})" if st.st_mode & 0o022 else "")
+        if not why and st.st_mode & 0o077:
+            os.chmod(path, 0o700, follow_symlinks=False)  # ours, only readable by others: made private
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+    if why and str(path) not in _refused:
+        _refused.add(str(path))
+        log(f"probe off: {path}: {why}")
+    return not why
 
 
 def flight_record(token: str = "") -> dict[str, Any]:

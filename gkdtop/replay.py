@@ -8,6 +8,8 @@ engine follows live logs, so replay and the dashboard agree on a file.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
+from gkdtop.format import shown
 from gkdtop.model import Hint
 
 if TYPE_CHECKING:
@@ -34,6 +37,15 @@ _NOT_TEXT = (
 )
 _CHECK_BYTES = 16 * 1024  # read of each input's start, to tell what it is
 _BINARY = bytes(c for c in range(32) if c not in b"\t\n\r\x0b\x0c\x1b")  # control bytes no log is made of
+_NUL_RUN = re.compile(rb"\x00{16,}")  # a crash leaves a block of NULs where the last writes were lost
+
+
+def utf16(head: bytes) -> bool:
+    """UTF-16 text (Windows tools, PowerShell's `>`): a byte-order mark, or a NUL beside nearly every ASCII byte."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return True
+    pairs = len(head) // 2
+    return pairs >= 8 and max(head[0::2].count(0), head[1::2].count(0)) >= 0.9 * pairs
 
 
 def check_input(path: str) -> str | None:
@@ -62,8 +74,26 @@ def check_input(path: str) -> str | None:
     for magic, what in _NOT_TEXT:
         if head.startswith(magic):
             return f"{path}: {what.replace('FILE', path)}"
-    if head and sum(head.count(c) for c in _BINARY) * 20 > len(head):  # over 5%: no log looks like this
+    text = _NUL_RUN.sub(b"", head)  # a crashed log's NUL tail is no reason to refuse it (snapshot reads it)
+    if utf16(text):
+        return None  # read as snapshot reads it (input_note says what that misses)
+    if text and sum(text.count(c) for c in _BINARY) * 20 > len(text):  # over 5%: no log looks like this
         return f"{path}: a binary file, not a text log"
+    return None
+
+
+def input_note(path: str) -> str | None:
+    """A line to say about an input replay reads but not fully: UTF-16, whose text the rules (UTF-8) miss."""
+    from gkdtop.safeopen import open_regular
+
+    try:
+        with open_regular(path) as fh:
+            head = fh.read(_CHECK_BYTES) or b""
+    except (OSError, ValueError):
+        return None
+    if utf16(_NUL_RUN.sub(b"", head)):
+        return (f"{shown(path)}: UTF-16 text, read as snapshot reads it; the rules match UTF-8, so convert it for a "
+                f"full reading (iconv -f UTF-16 -t UTF-8 {shlex.quote(path)} > copy.log)")
     return None
 
 
@@ -183,7 +213,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
     else:
         span = "no timestamps: duration unknown"
-    out = [f"{', '.join(report.files)}: {span}"]
+    out = [f"{', '.join(shown(f) for f in report.files)}: {span}"]  # a name's ESC or BEL never reaches the terminal
     if report.framework.label:
         out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
     out += ["", "timeline:"]
@@ -216,7 +246,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             out += hint_text(end.hint.causes, end.hint.actions, indent="    ")
     if report.errors:
         out += ["", "errors:"]
-        out += [f"  x{g.count}  {g.exception}  (first at {Path(g.source).name}:{g.first_line or '?'})"
+        out += [f"  x{g.count}  {g.exception}  (first at {shown(Path(g.source).name)}:{g.first_line or '?'})"
                 for g in report.errors]
     if report.findings:
         out += ["", "findings:"]
@@ -228,11 +258,11 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None)]
         if report.framework.evidence:
             out.append(f"  framework {report.framework.name}: `{report.framework.evidence[0][:200]}`")
-        shown: set[tuple[str, str, int | None]] = set()
+        once: set[tuple[str, str, int | None]] = set()
         for e in cited:  # a phase's start is cited once, in the verdict's order
-            if (e.claim, e.source, e.line) not in shown:
-                shown.add((e.claim, e.source, e.line))
-                out.append(f"  {e.claim}: {e.where()}  `{e.text}`")
+            if (e.claim, e.source, e.line) not in once:
+                once.add((e.claim, e.source, e.line))
+                out.append(f"  {e.claim}: {shown(e.where())}  `{e.text}`")
         if not cited:
             out.append("  no line: nothing above stands on a line of the log")
     return "\n".join(out) + "\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
 import stat
 import string
 import subprocess
@@ -95,7 +96,9 @@ def _fixtures_around(tmp: Path) -> dict[str, object]:
     stacks.mkdir()
     (stacks / "stacks-1.txt").write_text(f"Thread 1 main\n  all_reduce (torch/distributed.py:10)\n"
                                          f"  cmd: run --password={STACK_PASSWORD}\n")
-    (tmp / "nccl_trace_rank_0").write_bytes(b"\x80\x04dump of rank 0")
+    dump = {"version": "2.10", "entries": [{"collective_seq_id": 3, "profiling_name": "nccl:all_reduce",
+                                            "frames": [{"name": f"run --password={STACK_PASSWORD}", "line": 1}]}]}
+    (tmp / "nccl_trace_rank_0").write_bytes(pickle.dumps(dump))  # torch's own format: a pickle of plain data
     os.mkfifo(tmp / "nccl_trace_rank_0.pipe")  # the trigger pipe must not be read (it would block)
     return {"stacks_dir": stacks, "trace_prefix": str(tmp / "nccl_trace_rank_"), "ray_tmp": tmp / "ray"}
 
@@ -140,7 +143,7 @@ def test_bundle_has_the_job_and_no_secret(job: Job) -> None:
     assert {f["name"] for f in manifest["files"]} >= {
         "snapshot.json", "phases.json", "logs/filtered.log", "gpus.json", "ray.json", "processes.json",
         "processes.txt", "environ.json", "packages.json", "config.json", "config.yaml",
-        "flight-recorder/nccl_trace_rank_0", "stacks/stacks-1.txt"}
+        "flight-recorder/nccl_trace_rank_0.json", "stacks/stacks-1.txt"}
     redacted = {r["name"] for r in manifest["redacted"]}
     assert {"HF_TOKEN", "--token", "api_key", "private key block", "AWS access key id",
             "AWS_SECRET_ACCESS_KEY", "--password"} <= redacted, redacted
@@ -164,7 +167,8 @@ def test_bundle_has_the_job_and_no_secret(job: Job) -> None:
     worker = [n for n in members if n.startswith("logs/ray-session/")]
     assert len(worker) == 1 and b"step ok" in members[worker[0]]  # the empty .err is left out
     assert b"[ACTOR] init model" in members["logs/filtered.log"]
-    assert members["flight-recorder/nccl_trace_rank_0"] == b"\x80\x04dump of rank 0"
+    fr = json.loads(members["flight-recorder/nccl_trace_rank_0.json"])  # parsed, redacted (the frame's password)
+    assert fr["entries"][0]["collective_seq_id"] == 3 and fr["version"] == "2.10"
     assert json.loads(members["snapshot.json"])["schema"] == 1
     # The framework, told from the job's command line too; that evidence is redacted like the rest.
     framework = json.loads(members["phases.json"])["framework"]

@@ -59,7 +59,7 @@ HANGS = textwrap.dedent("""
 # What torch's watchdog does with TORCH_NCCL_DEBUG_INFO_PIPE_FILE: make `<prefix><rank>.pipe`, keep it open
 # for reading, and write the Flight Recorder dump to `<temp file prefix><rank>` when something arrives.
 WATCHDOG = textwrap.dedent("""
-    import os, sys, time
+    import os, pickle, sys, time
     prefix, dump = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"], os.environ["TORCH_NCCL_DEBUG_INFO_TEMP_FILE"]
     rank = os.environ["RANK"]
     os.mkfifo(prefix + rank + ".pipe")
@@ -72,7 +72,7 @@ WATCHDOG = textwrap.dedent("""
             got = b""
         if got:
             with open(dump + rank, "wb") as f:
-                f.write(b"\\x80\\x04flight recorder of rank " + rank.encode())
+                f.write(pickle.dumps({"version": "2.10", "rank": int(rank), "entries": []}))
         time.sleep(0.1)
 """)
 
@@ -198,9 +198,9 @@ def test_flight_recorder_dump_through_the_trigger_pipe_and_into_the_bundle(
                        trace_prefix=str(tmp_path / "elsewhere" / "nccl_trace_rank_"), ray_tmp=tmp_path / "no-ray")
     with tarfile.open(out) as tar:
         names = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if "/" in m.name}
-        assert "flight-recorder/nccl_trace_rank_1" in names
-        member = tar.extractfile(names["flight-recorder/nccl_trace_rank_1"])
-        assert member is not None and member.read() == b"\x80\x04flight recorder of rank 1"
+        assert "flight-recorder/nccl_trace_rank_1.json" in names  # the pickle, read as plain data, redacted
+        member = tar.extractfile(names["flight-recorder/nccl_trace_rank_1.json"])
+        assert member is not None and json.loads(member.read())["rank"] == 1
     assert not any(".pipe" in n for n in names)  # the FIFO is never read
 
 

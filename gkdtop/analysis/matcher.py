@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -195,20 +194,25 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False) -> Any:
 
 def _cached_db(expressions: list[bytes]) -> Any:
     """The database for these expressions, from the cache when it was compiled before: compiling
-    takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature)."""
+    takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature).
+
+    The cache is this user's private state (safeopen.cache_load): an entry another user could have
+    planted or changed is never loaded, and a cache folder that is not private is not used at all."""
+    from gkdtop.safeopen import cache_load, cache_store
+
     key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", *expressions]))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "gkdtop", "hyperscan", key.hexdigest()[:32] + ".db")
-    with contextlib.suppress(OSError, hyperscan.error), open(path, "rb") as fh:
-        return hyperscan.loadb(fh.read(), hyperscan.HS_MODE_BLOCK)
+    name = key.hexdigest()[:32] + ".db"
+    with contextlib.suppress(OSError, hyperscan.error):
+        blob = cache_load("hyperscan", name, CACHE_MAX_BYTES)
+        if blob is not None:
+            return hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
     db = _hyperscan_db(expressions, plain_check=True)
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(hyperscan.dumpb(db))
-        os.replace(tmp, path)
+        cache_store("hyperscan", name, hyperscan.dumpb(db))
     return db
+
+
+CACHE_MAX_BYTES = 256 << 20  # a compiled database larger than this is not a rule set's
 
 
 def _hs_reason(exc: Exception) -> str:

@@ -10,8 +10,11 @@ import os
 import re
 import time
 
-from gkdtop.capture.proc import process_environ
+from gkdtop.capture.proc import owner, process_environ
 from gkdtop.model.stacks import StackFrame, ThreadStack
+from gkdtop.safeopen import Untrusted, open_owned
+
+MAX_STACK_BYTES = 16 << 20  # every thread of a big job is a few hundred KB
 
 STDLIB_RE = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")  # a standard library file
 FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
@@ -56,10 +59,13 @@ def faulthandler_dump(pid: int, timeout: float = 5.0) -> tuple[list[ThreadStack]
     from gkdtop import probe
 
     path = probe.stack_file(pid, process_environ(pid))
-    try:
-        with open(path, "rb") as f:
-            header = f.readline().decode(errors="replace")
+    uid = owner(pid)
+    try:  # the process's own file only: another user's could name any signal (SIGKILL) for us to send
+        with open_owned(path, uid) as f:
+            header = f.readline(4096).decode(errors="replace")
             before = f.seek(0, os.SEEK_END)
+    except Untrusted as exc:
+        return [], str(exc)
     except OSError:
         return [], "no gkdtop.probe stack file (the job does not import gkdtop.probe)"
     m = FH_HEADER_RE.search(header)
@@ -85,9 +91,12 @@ def faulthandler_dump(pid: int, timeout: float = 5.0) -> tuple[list[ThreadStack]
             break
     if size <= before:
         return [], f"faulthandler wrote nothing within {timeout:g} s"
-    with open(path, "rb") as f:
-        f.seek(before)
-        text = f.read(size - before).decode(errors="replace")
+    try:
+        with open_owned(path, uid) as f:
+            f.seek(before)
+            text = f.read(min(size - before, MAX_STACK_BYTES)).decode(errors="replace")
+    except OSError as exc:
+        return [], str(exc) if isinstance(exc, Untrusted) else f"{path}: {exc.strerror or exc}"
     try:
         return parse_faulthandler(text, int(m.group(4), 16)), ""
     except ValueError as exc:

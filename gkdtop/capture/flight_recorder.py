@@ -8,6 +8,7 @@ data only; actions/collectives analyses the dumps.
 
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.capture.proc import owner, process_environ
 from gkdtop.model.collectives import FrDump, who
 from gkdtop.model.stacks import NcclTrace
+from gkdtop.safeopen import Untrusted, read_owned
 
 if TYPE_CHECKING:
     from gkdtop.model import ProcInfo
@@ -78,9 +80,12 @@ def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Nc
             before = os.stat(trace.file).st_mtime_ns
         except OSError:
             before = 0
-        try:
-            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO when nobody reads it: no watchdog
+        try:  # ENXIO when nobody reads it: no watchdog. Only the rank's own FIFO, never through a link.
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
             try:
+                st = os.fstat(fd)
+                if not stat.S_ISFIFO(st.st_mode) or st.st_uid != owner(proc.pid):
+                    raise OSError(0, "not a FIFO of the rank's user")
                 os.write(fd, b"1\n")
             finally:
                 os.close(fd)
@@ -106,6 +111,29 @@ def trigger_nccl_traces(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Nc
                 break
             time.sleep(0.1)
     return [t for t, _ in asked]
+
+
+def dump_paths(prefix: str, limit: int = 1024) -> tuple[list[Path], list[Path], list[Path]]:
+    """What a dump prefix matches: the files torch names `<prefix><rank>` (the prefix is a string, not a
+    folder: `/d/` names `/d/0`), its trigger pipes `<prefix><rank>.pipe`, and anything else; `limit` each."""
+    folder, stem = os.path.split(prefix)
+    try:
+        found = sorted(Path(folder or ".").glob(glob.escape(stem) + "*"))
+    except (OSError, ValueError):
+        return [], [], []
+    dumps: list[Path] = []
+    pipes: list[Path] = []
+    others: list[Path] = []
+    for path in found:
+        rank = path.name[len(stem):]
+        pipe = rank.removesuffix(".pipe")
+        if rank.isascii() and rank.isdigit():
+            dumps.append(path)
+        elif pipe != rank and pipe.isascii() and pipe.isdigit():
+            pipes.append(path)
+        else:
+            others.append(path)
+    return dumps[:limit], pipes[:limit], others[:limit]
 
 
 MAX_DUMP_BYTES = 32 << 20  # a 2,000-entry buffer with stack frames is a few MB; more is not a dump
@@ -160,38 +188,102 @@ def request_probe_dumps(procs: Sequence[ProcInfo], wait: float = 5.0) -> list[Fr
     return out
 
 
-def _read_regular(path: str | Path) -> bytes:
-    """A regular file's first MAX_DUMP_BYTES + 1 bytes; a FIFO or device put in its place never blocks the read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path}: not a regular file")
-        return f.read(MAX_DUMP_BYTES + 1)
-
-
 def _read_probe_answer(proc: ProcInfo, path: Path, token: str) -> FrDump | None:
+    """The probe's answer to our request, or None while there is none; a file the process's user did not
+    write, or one of the wrong shape, is a failed dump saying why (one line)."""
     try:
-        raw = _read_regular(path)
+        raw = read_owned(path, owner(proc.pid), MAX_DUMP_BYTES)
+    except Untrusted as exc:
+        return FrDump(proc.pid, who(proc), "probe", False, str(exc), source=str(path))
     except OSError:
         return None
     try:
         doc = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # an answer to another request being replaced, or not yet complete
     if not isinstance(doc, dict) or doc.get("token") != token:
         return None
-    if len(raw) > MAX_DUMP_BYTES:
-        return FrDump(proc.pid, who(proc), "probe", False, source=str(path),
-                      error=f"dump larger than {MAX_DUMP_BYTES >> 20} MB, not read")
-    ident = doc.get("identity") or {}
-    trace = doc.get("trace") if isinstance(doc.get("trace"), dict) else {}
-    dump = FrDump(proc.pid, who(proc), "probe", bool(trace) and not doc.get("error"), str(doc.get("error") or ""),
-                  rank=ident.get("rank") if isinstance(ident.get("rank"), int) else None,
-                  groups=[g for g in doc.get("groups") or [] if isinstance(g, dict)], trace=trace or {},
-                  raw=raw, source=str(path))
+    ident = doc.get("identity") if isinstance(doc.get("identity"), dict) else {}
+    rank = ident.get("rank")
+    try:
+        trace = well_typed(doc["trace"]) if doc.get("trace") is not None else {}
+        groups = _groups(doc.get("groups"))
+    except ValueError as exc:
+        return FrDump(proc.pid, who(proc), "probe", False, f"{path}: not a probe answer: {exc}", source=str(path))
+    error = doc.get("error")
+    dump = FrDump(proc.pid, who(proc), "probe", bool(trace) and not error, str(error or "")[:300],
+                  rank=rank if type(rank) is int else None, groups=groups, trace=trace, raw=raw, source=str(path))
     if not dump.ok and not dump.error:
         dump.error = "the dump has no trace"
     return dump
+
+
+def _groups(value: Any) -> list[dict[str, Any]]:
+    """The probe's process groups, each with a str name, an int rank and a list of int ranks; others dropped."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"groups is {type(value).__name__}, not a list")
+    out = []
+    for g in value:
+        if (isinstance(g, dict) and isinstance(g.get("name"), str) and type(g.get("rank")) is int
+                and isinstance(g.get("ranks"), list) and all(type(r) is int for r in g["ranks"])):
+            out.append({**g, "desc": str(g.get("desc") or ""), "size": g.get("size") if type(g.get("size")) is int
+                        else len(g["ranks"])})
+    return out
+
+
+MAX_DEPTH = 64  # a Flight Recorder dump nests five or six levels; deeper is not one (and would blow a recursion)
+
+
+def _check_depth(doc: Any) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH (iteratively: a deep one must not blow our stack)."""
+    level = [doc]
+    for _ in range(MAX_DEPTH):
+        below = []
+        for node in level:
+            values = node.values() if type(node) is dict else node
+            below += [v for v in values if type(v) in (dict, list, tuple)]
+        if not below:
+            return
+        level = below
+    raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _scalar_key(value: Any) -> Any:
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+
+def well_typed(doc: Any) -> dict[str, Any]:
+    """A Flight Recorder document with the fields the analysis reads in the types it expects.
+
+    Raises ValueError for what is no dump at all (not a dict, entries not a list, too deep); entries
+    without an int `collective_seq_id` and mistyped side fields are dropped, so a hostile or damaged
+    dump can make the analysis wrong about that rank but never crash it.
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"the trace is {type(doc).__name__}, not a mapping")
+    _check_depth(doc)
+    entries = doc.get("entries", [])
+    if not isinstance(entries, list):
+        raise ValueError("entries is not a list")
+    clean: list[dict[str, Any]] = []
+    for e in entries:
+        if not isinstance(e, dict) or type(e.get("collective_seq_id")) is not int:
+            continue
+        pg = e.get("process_group")
+        pg = [str(pg[0]), str(pg[1]) if len(pg) > 1 else ""] if isinstance(pg, (list, tuple)) and pg else ["", ""]
+        frames = e.get("frames")
+        clean.append({**e, "process_group": pg, "pg_id": _scalar_key(e.get("pg_id")),
+                      "record_id": e.get("record_id") if type(e.get("record_id")) is int else 0,
+                      "profiling_name": str(e.get("profiling_name") or "?"),
+                      "frames": [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []})
+    out = {**doc, "entries": clean}
+    for name in ("pg_config", "pg_status"):
+        value = doc.get(name)
+        out[name] = {str(k): v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
+    out["version"] = str(doc.get("version") or "")
+    return out
 
 
 class _DataOnly(pickle.Unpickler):
@@ -202,15 +294,21 @@ class _DataOnly(pickle.Unpickler):
 
 
 def parse_trace(raw: bytes) -> dict[str, Any]:
+    """A Flight Recorder dump (torch's pickle, or JSON) as well-typed plain data; ValueError (one line) if not one."""
     if len(raw) > MAX_DUMP_BYTES:
         raise ValueError(f"larger than {MAX_DUMP_BYTES >> 20} MB")
+    try:  # after the size cap, so what a pickle builds is bounded by the file (memo GETs share, never copy)
+        doc = json.loads(raw) if raw.lstrip()[:1] in (b"{", b"[") else _DataOnly(io.BytesIO(raw)).load()
+    except (ValueError, pickle.UnpicklingError, EOFError, RecursionError, MemoryError, OverflowError, TypeError,
+            KeyError, IndexError, AttributeError) as exc:
+        reason = ("nested too deep" if isinstance(exc, RecursionError)
+                  else "declares a string larger than memory (a length the file does not hold)"
+                  if isinstance(exc, MemoryError) else str(exc) or type(exc).__name__)
+        raise ValueError(f"not a Flight Recorder dump: {reason}"[:300]) from None
     try:
-        doc = json.loads(raw) if raw[:1] in (b"{", b" ", b"\n") else _DataOnly(io.BytesIO(raw)).load()
-    except (ValueError, pickle.UnpicklingError, EOFError) as exc:
+        return well_typed(doc)
+    except ValueError as exc:
         raise ValueError(f"not a Flight Recorder dump: {exc}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
-        raise ValueError("not a Flight Recorder dump: no entries")
-    return doc
 
 
 def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[FrDump]:
@@ -222,12 +320,12 @@ def read_pipe_dumps(traces: Sequence[Any], procs: Sequence[ProcInfo]) -> list[Fr
             continue
         proc = by_pid.get(trace.pid)
         label = who(proc) if proc else str(trace.pid)
-        try:
-            raw = _read_regular(trace.file)
+        try:  # torch's default /tmp/nccl_trace_rank_N is anyone's to write: only the rank's user's file is its dump
+            raw = read_owned(trace.file, owner(trace.pid), MAX_DUMP_BYTES)
             doc = parse_trace(raw)
         except (OSError, ValueError) as exc:
-            out.append(FrDump(trace.pid, label, "nccl-pipe", False, f"{trace.file}: {exc}", rank=trace.rank,
-                              source=trace.file))
+            why = str(exc) if isinstance(exc, Untrusted) else f"{trace.file}: {exc}"
+            out.append(FrDump(trace.pid, label, "nccl-pipe", False, why, rank=trace.rank, source=trace.file))
             continue
         out.append(FrDump(trace.pid, label, "nccl-pipe", True, rank=trace.rank, trace=doc, raw=raw,
                           source=trace.file))

@@ -30,12 +30,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
 def run(args: argparse.Namespace, config: Config) -> int:
     from gkdtop.cli import dashboard
     from gkdtop.demo.launcher import DemoOptions, main_no_ui, start_demo
+    from gkdtop.safeopen import Untrusted
 
     opts = DemoOptions(steps=args.steps, log_file=args.log_file, fault=args.fault, ray_address=args.ray_address,
                        markers=args.markers)
-    if args.no_ui:
-        return main_no_ui(opts)
-    job = start_demo(opts)
+    try:
+        if args.no_ui:
+            return main_no_ui(opts)
+        job = start_demo(opts)
+    except Untrusted as exc:  # the runs folder is another user's, or open to them
+        print(f"gkdtop demo: cannot create the run directory: {exc}", file=sys.stderr)
+        return 2
     print(f"gkdtop demo: run directory {job.run_dir}, log {job.log_path}", file=sys.stderr)
     try:
         args.log = [str(job.log_path), *list(args.log)]

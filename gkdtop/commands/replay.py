@@ -37,6 +37,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
         if (problem := rp.check_input(path)) is not None:
             print(f"gkdtop replay: {problem}", file=sys.stderr)
             return 2
+        if (note := rp.input_note(path)) is not None:
+            print(f"gkdtop replay: {note}", file=sys.stderr)
     if args.alerts:
         return _alerts(args, config)
     try:

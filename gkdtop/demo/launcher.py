@@ -41,6 +41,7 @@ import psutil
 
 from gkdtop import proctree
 from gkdtop.demo import FAULT_HELP, FAULTS
+from gkdtop.safeopen import private_dir, write_private
 
 __all__ = ["FAULTS", "DemoOptions", "DemoRun", "find_processes", "free_port", "main_no_ui", "remove_debris",
            "runs_root", "short_temp_dir", "start_demo", "terminate"]
@@ -159,13 +160,13 @@ def runs_root() -> Path:
 
 
 def _new_run_dir() -> Path:
-    root = runs_root()
-    root.mkdir(parents=True, exist_ok=True)
+    """A new 0700 run directory in this user's private runs folder (Untrusted, one line, if it is not private)."""
+    root = Path(private_dir(runs_root()))
     stamp = time.strftime("demo-%Y%m%d-%H%M%S")
     for n in range(1000):
         path = root / (stamp if n == 0 else f"{stamp}-{n}")
         try:
-            path.mkdir()
+            path.mkdir(mode=0o700)
             return path
         except FileExistsError:
             continue
@@ -362,7 +363,7 @@ def start_demo(opts: DemoOptions) -> DemoRun:
             "steps": opts.steps, "ray_address": ray_address, "dashboard_url": dashboard,
             "ray_temp_dir": str(ray_temp_dir) if ray_temp_dir else None, "started": started,
             "launcher_pid": os.getpid(), "options": asdict(opts)}
-    (run_dir / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    write_private(run_dir / "run.json", (json.dumps(info, indent=1) + "\n").encode())
     atexit.register(run._stop_at_exit)  # a demo must not outlive the gkdtop that started it
     return run
 

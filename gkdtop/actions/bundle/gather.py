@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import shutil
-import stat
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any
 from gkdtop.actions.bundle.write import ArchiveWriter, json_bytes, safe_name
 from gkdtop.actions.redact import Redactor
 from gkdtop.analysis.matcher import compile_pattern
+from gkdtop.format import shown
 
 TAIL_LINES = 2000
 TAIL_BYTES = 4 * 1024 * 1024  # read at most this much of a log's end
@@ -36,6 +36,7 @@ STACK_FR_FILES = 64  # Flight Recorder dumps kept per stack dump (one per rank)
 STACK_FILE_MAX = 16 * 1024 * 1024
 TRACE_FILE_MAX = 64 * 1024 * 1024
 TRACE_TOTAL_MAX = 256 * 1024 * 1024
+TRACE_FILES_MAX = 1024  # files looked at per prefix (one per rank)
 NVIDIA_SMI_TIMEOUT = 15.0
 RAY_TIMEOUT = 10.0
 
@@ -312,13 +313,14 @@ class Gatherer:
                 return 0.0
 
         files.sort(key=mtime, reverse=True)
+        from gkdtop.safeopen import read_owned
+
         for path in files[:STACK_FILES]:
-            try:
-                if path.stat().st_size > STACK_FILE_MAX:
-                    self.notes.append(f"{path}: stack dump left out (over {STACK_FILE_MAX} bytes)")
-                    continue
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+            try:  # ours only: a link or another user's file planted there is not a stack dump of ours
+                text = read_owned(path, os.geteuid(), STACK_FILE_MAX).decode("utf-8", errors="replace")
+            except OSError as exc:
+                self.notes.append(f"stack dump left out, {shown(getattr(exc, 'why', '') or exc.strerror or str(exc))}: "
+                                  f"{shown(str(path))}")
                 continue
             name = f"stacks/{safe_name(path.name)}"
             w.add(name, "".join(f"{ln}\n" for ln in self.redactor.lines(text.split("\n"), name)).rstrip("\n")
@@ -329,56 +331,68 @@ class Gatherer:
                     self.saved_fr_dump(w, dump, f"flight-recorder/{safe_name(kept.name)}/{safe_name(dump.name)}")
 
     def saved_fr_dump(self, w: ArchiveWriter, path: Path, name: str) -> None:
+        """A dump our stack action kept (so ours): taken only as this user's regular file, parsed and redacted."""
+        self._fr_member(w, path, {os.geteuid()}, name, "a Flight Recorder dump kept by a stack dump (its analysis "
+                        "is the report's `collectives`), as JSON, redacted")
+
+    def _fr_member(self, w: ArchiveWriter, path: Path, uids: set[int], name: str, what: str) -> int:
+        """Add one dump if it is a regular file of one of `uids`, under the size cap, and parses as plain data;
+        otherwise one note naming it and why. Returns the bytes read."""
+        from gkdtop.capture.flight_recorder import parse_trace
+        from gkdtop.safeopen import Untrusted, read_owned
+
         try:
-            if not path.is_file() or path.stat().st_size > TRACE_FILE_MAX:
-                self.notes.append(f"{path}: Flight Recorder dump left out (not a file, or over the limit)")
-                return
-            data = path.read_bytes()
-        except OSError as exc:
-            self.notes.append(f"{path}: not read ({exc.strerror or exc})")
-            return
-        w.add(name, data, "a Flight Recorder dump kept by a stack dump (its analysis is the report's "
-              "`collectives`; JSON from gkdtop.probe, or torch's pickle from the NCCL trigger pipe)", path=str(path))
+            raw = read_owned(path, uids, TRACE_FILE_MAX)
+            doc = parse_trace(raw)
+        except (OSError, ValueError) as exc:  # the path last: `credentials: why` would read as a secret
+            why = exc.why if isinstance(exc, Untrusted) else str(exc) if isinstance(exc, ValueError) \
+                else exc.strerror or str(exc)
+            self.notes.append(f"Flight Recorder dump left out, {shown(why)}: {shown(str(path))}")
+            return 0
+        name = name if name.endswith(".json") else name + ".json"
+        w.add(name, json_bytes(self.redactor.obj(doc, name)), what, path=str(path))
+        return len(raw)
 
-    def trace_prefixes(self) -> list[str]:
-        """The dump prefix we were given (or ours, or torch's default), plus each job process's own (`gkdtop run`
-        puts it in the run directory, set only in the job's environment)."""
-        from gkdtop.actions.stacks import TRACE_FILE_ENVS
-        from gkdtop.capture.proc import process_environ
+    def trace_prefixes(self) -> dict[str, set[int]]:
+        """Each Flight Recorder dump prefix and whose files it names: the prefix we were given (or ours, or
+        torch's default) for this user; each job process's own (`gkdtop run` puts it in the run directory)
+        or, unset, torch's default, for that process's user. Only the user whose process named a prefix
+        wrote its dumps: a file there of anyone else is not the rank's."""
+        from gkdtop.capture.flight_recorder import TRACE_FILE_DEFAULT, TRACE_FILE_ENVS
+        from gkdtop.capture.proc import owner, process_environ
 
-        prefixes = [self.trace_prefix]
+        prefixes: dict[str, set[int]] = {self.trace_prefix: {os.geteuid()}}
         for p in self.store.processes:
+            uid = owner(p.pid)
+            if uid < 0:
+                continue
             env = process_environ(p.pid)
-            prefixes += [env[k] for k in TRACE_FILE_ENVS if env.get(k)]
-        return list(dict.fromkeys(prefixes))
+            for prefix in [env[k] for k in TRACE_FILE_ENVS if env.get(k)] or [TRACE_FILE_DEFAULT]:
+                prefixes.setdefault(prefix, set()).add(uid)
+        return prefixes
 
     def flight_recorder(self, w: ArchiveWriter) -> None:
+        """The dumps torch left at each prefix: `<prefix><rank>` only, owned by the user whose process named the
+        prefix, regular, capped, parsed as plain data and redacted; anything else there is named in a note."""
+        from gkdtop.capture.flight_recorder import dump_paths
+
         total = 0
-        paths: list[Path] = []
-        for prefix in self.trace_prefixes():
-            base = Path(prefix)
-            try:
-                paths += sorted(p for p in base.parent.glob(base.name + "*") if p not in paths)
-            except OSError:
+        found: dict[Path, set[int]] = {}
+        for prefix, uids in self.trace_prefixes().items():
+            dumps, _pipes, others = dump_paths(prefix, TRACE_FILES_MAX)  # pipes: nothing to read
+            for path in others:
+                self.notes.append(f"Flight Recorder dump left out, not named {shown(prefix)}<rank>: "
+                                  f"{shown(str(path))}")
+            for path in dumps:
+                found.setdefault(path, set()).update(uids)
+        for path, uids in sorted(found.items()):
+            if total >= TRACE_TOTAL_MAX:
+                self.notes.append(f"{shown(str(path))}: Flight Recorder dump left out (the bundle's "
+                                  f"{TRACE_TOTAL_MAX >> 20} MB for dumps is full)")
                 continue
-        for path in paths:
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue  # the trigger pipes: nothing to read (and reading one would block)
-            if st.st_size > TRACE_FILE_MAX or total + st.st_size > TRACE_TOTAL_MAX:
-                self.notes.append(f"{path}: Flight Recorder dump left out ({st.st_size} bytes, over the limit)")
-                continue
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                self.notes.append(f"{path}: not read ({exc.strerror or exc})")
-                continue
-            total += len(data)
-            w.add(f"flight-recorder/{safe_name(path.name)}", data, "a PyTorch Flight Recorder dump (pickle; binary, "
-                  "not redacted: it holds collectives and stack frames, not the environment)", path=str(path))
+            total += self._fr_member(w, path, uids, f"flight-recorder/{safe_name(path.name)}",
+                                     "a PyTorch Flight Recorder dump, as JSON, redacted (collectives and stack "
+                                     "frames; its user's own file, checked)")
 
     def packages(self, w: ArchiveWriter) -> None:
         from importlib import metadata

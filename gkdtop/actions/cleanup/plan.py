@@ -203,10 +203,12 @@ def _session_items(machine: Machine, ray_tmp: Path, now: float) -> list[CleanupI
 
 
 def _flight_recorder_items(prefix: str, uid: int, now: float) -> list[CleanupItem]:
-    base = Path(prefix)
+    from gkdtop.capture.flight_recorder import dump_paths
+
+    dumps, pipes, _others = dump_paths(prefix)
     items = []
     with contextlib.suppress(OSError):
-        for path in sorted(base.parent.glob(base.name + "*")):
+        for path in sorted(dumps + pipes):  # the rank's files, nothing else the prefix happens to match
             with contextlib.suppress(OSError):
                 st = path.lstat()
                 if st.st_uid != uid:

@@ -117,8 +117,10 @@ def save_dumps(report: CollectiveReport, folder: Path) -> None:
     for dump in report.dumps:
         if not dump.raw:
             continue
-        folder.mkdir(parents=True, exist_ok=True)
+        from gkdtop.safeopen import write_private
+
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         name = f"fr-{dump.pid}.json" if dump.method == "probe" else f"{Path(dump.source).name}-{dump.pid}"
         path = folder / name
-        path.write_bytes(dump.raw)
+        write_private(path, dump.raw)
         dump.saved = str(path)

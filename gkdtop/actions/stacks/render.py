@@ -131,8 +131,13 @@ def default_directory() -> Path:
 
 def write_report(report: StackReport, directory: Path | str | None = None) -> Path:
     """Save `stacks-YYYYmmdd-HHMMSS.json` and its `.txt` twin; returns the JSON file's path."""
-    folder = Path(directory) if directory is not None else default_directory()
-    folder.mkdir(parents=True, exist_ok=True)
+    from gkdtop.safeopen import private_dir, write_private
+
+    if directory is None:  # ours: private (the bundle takes its dumps back as this user's files)
+        folder = Path(private_dir(default_directory()))
+    else:
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
     stem = "stacks-" + time.strftime("%Y%m%d-%H%M%S", time.localtime(report.time))
     path, n = folder / f"{stem}.json", 1
     while path.exists() or path.with_suffix(".txt").exists():  # two dumps in one second keep both
@@ -141,6 +146,6 @@ def write_report(report: StackReport, directory: Path | str | None = None) -> Pa
         from gkdtop.actions import collectives
 
         collectives.save_dumps(report.collectives, path.with_name(path.stem + "-fr"))
-    path.with_suffix(".txt").write_text(report_text(report), encoding="utf-8")
-    path.write_text(json.dumps(report_json(report), indent=1) + "\n", encoding="utf-8")
+    write_private(path.with_suffix(".txt"), report_text(report).encode())
+    write_private(path, (json.dumps(report_json(report), indent=1) + "\n").encode())
     return path
