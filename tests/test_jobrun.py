@@ -38,6 +38,11 @@ JOB = textwrap.dedent("""
     elif mode == "sleep":
         print("sleeping", flush=True)
         time.sleep(600)  # the test stops it; it must outlast a slow test on a loaded machine
+    elif mode == "deaf":
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("ignoring ctrl-c", flush=True)
+        time.sleep(600)
     elif mode == "kill":
         import signal
         os.kill(os.getpid(), signal.SIGTERM)
@@ -279,6 +284,22 @@ async def test_q_while_the_job_runs_asks_stop_or_leave(job_script: Path, tmp_pat
         assert app.return_value == "stop"  # `gkdtop run` stops the job after the dashboard closed
         assert job.running()
         assert job.stop(grace=5) == 128 + signal.SIGTERM
+    finally:
+        if job.running():
+            os.killpg(job.pid, signal.SIGKILL)
+
+
+async def test_a_second_ctrl_c_stops_a_job_that_ignored_the_first(job_script: Path, tmp_path: Path) -> None:
+    app, job = run_mode_app(tmp_path, job_script, "deaf")
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, lambda: any("ignoring ctrl-c" in line.text for line in app.store.lines))
+            await pilot.press("ctrl+c")
+            await settle(pilot, lambda: any("ctrl+c again stops it" in str(n.message) for n in app._notifications))
+            assert job.running()  # it ignores SIGINT
+            await pilot.press("ctrl+c")
+            await settle(pilot, lambda: not job.running(), timeout=60)
+        assert job.exit_status == 128 + signal.SIGTERM
     finally:
         if job.running():
             os.killpg(job.pid, signal.SIGKILL)

@@ -74,4 +74,6 @@ def run(args: argparse.Namespace, config: Config) -> int:
         else:
             jobrun.record_end(job)
             print(f"gkdtop run: job {job.outcome()}; log {plan.log_path}", file=sys.stderr)
+            if left := job.survivors():
+                print(f"gkdtop run: {jobrun.survivors_line(left)}", file=sys.stderr)
     return job.exit_status or 0

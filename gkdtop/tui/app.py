@@ -181,6 +181,7 @@ class GkdtopApp(App[str | None]):
         self.first_frame_at: float | None = None
         self.alert_args = alert_args  # --notify, --metrics-port: read with the config when the monitor starts
         self.alerts: Alerts | None = None
+        self._interrupted = False  # `gkdtop run`: a Ctrl-C was passed to the job
 
     def _attach(self, monitor: Monitor) -> None:
         self.monitor = monitor
@@ -389,8 +390,19 @@ class GkdtopApp(App[str | None]):
         """ctrl+c: in `gkdtop run`, SIGINT to the job's process group, as a shell would; else Textual's hint."""
         if self.job is not None and self.job.running() and self.refused("job_control"):
             return
+        if self.job is not None and self._interrupted and self.job.running():
+            import threading
+
+            from gkdtop.jobrun import STOP_GRACE_S
+
+            # The job ignored the first: as `gkdtop run --no-ui` does, a second stops it.
+            self.notify(f"Ctrl-C again and job {self.job.pid} still runs: SIGTERM to its processes, SIGKILL in "
+                        f"{STOP_GRACE_S:g} s", severity="warning", timeout=8)
+            threading.Thread(target=self.job.stop, name="gkdtop-run-stop", daemon=True).start()
+            return
         if self.job is not None and self.job.interrupt():
-            self.notify(f"SIGINT sent to job {self.job.pid}", timeout=3)
+            self._interrupted = True
+            self.notify(f"SIGINT sent to job {self.job.pid}; ctrl+c again stops it", timeout=3)
             return
         super().action_help_quit()
 
