@@ -47,6 +47,16 @@ class MetricsExporter:
         self.port: int = self.server.server_port
 
     @property
+    def exposed(self) -> bool:
+        """Listening beyond this machine (--metrics-host 0.0.0.0): said when it starts."""
+        import ipaddress
+
+        try:
+            return not ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return self.host != "localhost"
+
+    @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/metrics"

@@ -81,6 +81,8 @@ async def _watch(args: argparse.Namespace, config: Config) -> int:
         told.append(f"notifying {len(options.urls)} URL(s)")
     if alerts.metrics is not None:
         told.append(f"metrics on {alerts.metrics.url}")
+        if alerts.metrics.exposed:
+            told.append("reachable from other machines (phase, step metrics, GPU use; no log line)")
     print(f"gkdtop watch: {', '.join(told)} (SIGTERM or Ctrl+C stops)", file=sys.stderr, flush=True)
     ticking = asyncio.create_task(alerts.run())
     try:
