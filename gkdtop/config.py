@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.anomalies import AnomalyLimits
 from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class Config:
     source: str = ""  # the file it was read from, if any
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
     task_phases: list[TaskPhaseRule] = field(default_factory=list)  # the user's, tried before the built-ins
+    metrics: list[str] = field(default_factory=list)  # the Metrics pane's charts; []: the framework's defaults
+    anomalies: AnomalyLimits = field(default_factory=AnomalyLimits)  # thresholds (analysis/anomalies.py)
 
     def rules(self) -> RuleSet:
         """What the analysis takes from the config: the parsed rules and the stall threshold."""
@@ -162,6 +165,8 @@ TOP_KEYS = {
     "driver_patterns", "logs", "backlog", "max_line", "refresh", "findings", "stall_stacks", "stack_phase",
     "framework", "task_phases",
 }
+TOP_KEYS |= {"metrics", "anomalies"}  # the Metrics pane and the anomaly thresholds (docs/configuration.md)
+MAX_METRICS_SHOWN = 12
 
 
 def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
@@ -252,6 +257,12 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
         from gkdtop.analysis.taskphases import parse_task_phases
 
         cfg.task_phases = parse_task_phases(n, where)
+    if (n := get(doc, "metrics")) is not None:
+        cfg.metrics = [m.strip() for m in strings(n, where, "metrics") if m.strip()][:MAX_METRICS_SHOWN]
+    if (n := get(doc, "anomalies")) is not None:
+        from gkdtop.analysis.anomalies import parse_limits
+
+        cfg.anomalies = parse_limits(n, where)
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

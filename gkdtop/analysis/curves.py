@@ -1,0 +1,276 @@
+"""Every step metric over the whole run, in bounded memory: the Metrics pane's curves, snapshot's
+`metrics` and the anomaly scan's input.
+
+A metric's history is at most MAX_BUCKETS buckets of consecutive steps; each keeps its lowest,
+highest and last value, so a one-step spike survives any amount of down-sampling. When the buckets
+are full, neighbours merge in pairs and a bucket stands for twice as many steps. Steps arrive as
+rows of a key set (verl prints the same keys every step): a row is one C-level `extend`, and rows are
+folded into the buckets a block at a time, column by column, so 100,000 steps of sixty metrics cost
+a fraction of a second and under 4 MB.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+from operator import itemgetter
+from typing import Any
+
+MAX_BUCKETS = 1024  # per metric: 3 doubles and a step each (32 KB)
+MAX_METRICS = 256  # a run prints sixty or so; past this new names are not kept
+FOLD_ROWS = 512  # rows of a key set held before they are folded into the buckets
+# `key:value` (verl's ` - ` separated line) and `'key': value` (a metric dict), as phases.METRIC_RE reads them.
+METRIC_BYTES_RE = re.compile(rb"([\w./@-]+)['\"]?:[\t ]*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)\b")
+METRIC_TEXT_RE = re.compile(METRIC_BYTES_RE.pattern.decode())
+Sink = Callable[[int, tuple[str, ...], Sequence[float]], None]  # one step's row, as it lands (replay --csv)
+
+
+def _lower(a: float, b: float) -> float:
+    """min() where a NaN (an empty bucket, or no finite value) loses."""
+    return b if a != a or b < a else a
+
+
+def _higher(a: float, b: float) -> float:
+    return b if a != a or b > a else a
+
+
+def _bounds(chunk: array) -> tuple[float, float, int]:
+    """Lowest and highest finite value of a chunk (NaN, NaN where none is) and how many were not finite."""
+    total = sum(chunk)
+    if math.isfinite(total):
+        return min(chunk), max(chunk), 0
+    finite = [v for v in chunk if math.isfinite(v)]
+    if not finite:
+        return math.nan, math.nan, len(chunk)
+    return min(finite), max(finite), len(chunk) - len(finite)
+
+
+class Series:
+    """One metric: exact count/first/last/min/max, the non-finite values, and the buckets."""
+
+    __slots__ = (
+        "count",
+        "first",
+        "hi_all",
+        "highs",
+        "last",
+        "last_step",
+        "lasts",
+        "lo_all",
+        "lows",
+        "nonfinite",
+        "nonfinite_step",
+        "open",
+        "steps",
+        "width",
+    )
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first = self.last = math.nan
+        self.lo_all = self.hi_all = math.nan  # over finite values
+        self.nonfinite = 0
+        self.nonfinite_step: tuple[int, float] | None = None  # the first NaN/inf: its step and value
+        self.width = 1  # steps per bucket
+        self.steps = array("q")  # each bucket's last step
+        self.lows, self.highs, self.lasts = array("d"), array("d"), array("d")
+        self.last_step = 0
+        self.open = [0, math.nan, math.nan, math.nan]  # the unfinished bucket: values, lo, hi, last
+
+    def extend(self, steps: Sequence[int], values: array) -> None:
+        """Values of consecutive steps, in order (`steps` as long as `values`). Whole buckets are
+        cut with C-level slices; only the unfinished one is stepped through."""
+        n = len(values)
+        if not n:
+            return
+        if self.count == 0:
+            self.first = values[0]
+        self.count += n
+        self.last, self.last_step = values[-1], steps[-1]
+        finite = math.isfinite(sum(values))
+        lo, hi, bad = (min(values), max(values), 0) if finite else _bounds(values)
+        self.lo_all, self.hi_all = _lower(self.lo_all, lo), _higher(self.hi_all, hi)
+        if bad:
+            self.nonfinite += bad
+            if self.nonfinite_step is None:
+                at = next(i for i, v in enumerate(values) if not math.isfinite(v))
+                self.nonfinite_step = (steps[at], values[at])
+        done = 0
+        bucket = self.open
+        while done < n:
+            w = self.width
+            if not bucket[0] and finite and (full := min((n - done) // w, MAX_BUCKETS - len(self.steps))):
+                end = done + full * w
+                if w == 1:
+                    self.lows.extend(values[done:end])
+                    self.highs.extend(values[done:end])
+                else:
+                    starts = range(done, end, w)
+                    self.lows.extend([min(values[i : i + w]) for i in starts])
+                    self.highs.extend([max(values[i : i + w]) for i in starts])
+                self.lasts.extend(values[done + w - 1 : end : w])
+                self.steps.extend(steps[done + w - 1 : end : w])
+            else:
+                end = min(n, done + w - bucket[0])
+                chunk = values[done:end]
+                lo, hi, _ = _bounds(chunk)
+                bucket[0] += end - done
+                bucket[1], bucket[2], bucket[3] = _lower(bucket[1], lo), _higher(bucket[2], hi), chunk[-1]
+                if bucket[0] == w:
+                    self.steps.append(steps[end - 1])
+                    self.lows.append(bucket[1])
+                    self.highs.append(bucket[2])
+                    self.lasts.append(bucket[3])
+                    bucket[:] = [0, math.nan, math.nan, math.nan]
+            if len(self.steps) >= MAX_BUCKETS:
+                self._halve()
+            done = end
+
+    def _halve(self) -> None:
+        """Neighbours merge: half the buckets, each twice as wide, every extreme kept."""
+        lo, hi = self.lows, self.highs
+        self.lows = array("d", map(_lower, lo[::2], lo[1::2]))
+        self.highs = array("d", map(_higher, hi[::2], hi[1::2]))
+        self.lasts, self.steps = self.lasts[1::2], self.steps[1::2]
+        self.width *= 2
+
+    def points(self) -> list[tuple[int, float, float, float]]:
+        """(last step, lowest, highest, last value) of every bucket, the unfinished one included."""
+        out = list(zip(self.steps, self.lows, self.highs, self.lasts, strict=True))
+        if self.open[0]:
+            out.append((self.last_step, self.open[1], self.open[2], self.open[3]))
+        return out
+
+    def as_json(self, points: int = 200) -> dict[str, Any]:
+        """count, first, last, min, max, the non-finite values and at most `points` buckets
+        ([step, min, max, last], merged further where there are more)."""
+        series = self.points()
+        group = max(1, math.ceil(len(series) / points))
+        if group > 1:
+            merged = []
+            for i in range(0, len(series), group):
+                part = series[i : i + group]
+                lo = hi = math.nan
+                for _, a, b, _ in part:
+                    lo, hi = _lower(lo, a), _higher(hi, b)
+                merged.append((part[-1][0], lo, hi, part[-1][3]))
+            series = merged
+        return {"count": self.count, "first": _value(self.first), "last": _value(self.last),
+                "min": _num(self.lo_all), "max": _num(self.hi_all), "nonfinite": self.nonfinite,
+                "first_nonfinite_step": self.nonfinite_step[0] if self.nonfinite_step else None,
+                "steps_per_point": self.width * group,
+                "series": [[s, _num(lo), _num(hi), _value(last)] for s, lo, hi, last in series]}
+
+
+def _num(value: float) -> float | None:
+    """A lowest or highest value JSON can carry: None where there was no finite one."""
+    return value if math.isfinite(value) else None
+
+
+def _value(value: float) -> float | str:
+    """A value as printed: NaN and inf as the strings verl prints ("nan", "inf", "-inf")."""
+    return value if math.isfinite(value) else str(value)
+
+
+class Curves:
+    """Every metric of every step, fed as rows; read as Series (`series()` folds what is pending).
+    Each metric holds its own pending values, so key sets that interleave (a validation step's extra
+    keys every tenth step) keep every metric in step order."""
+
+    def __init__(self) -> None:
+        self._series: dict[str, Series] = {}
+        self._pending: dict[str, tuple[array, array]] = {}  # per metric: steps, values not yet folded
+        self.last_step: int | None = None
+        self.count = 0  # steps added (a step printed twice in a row counts once)
+        self.sink: Sink | None = None
+
+    # --- input ----------------------------------------------------------------------------------
+
+    def add(self, step: int, keys: Sequence[str], values: Sequence[float]) -> None:
+        """One step's metrics (its keys in printed order)."""
+        if step == self.last_step:
+            return
+        self.last_step = step
+        self.count += 1
+        for key, value in zip(keys, values, strict=True):
+            if (pending := self._pending_of(key)) is not None:
+                pending[0].append(step)
+                pending[1].append(value)
+                if len(pending[0]) >= FOLD_ROWS:
+                    self._fold(key)
+        if self.sink is not None:
+            self.sink(step, tuple(keys), values)
+
+    def add_text(self, step: int, text: str) -> None:
+        """A step line's metrics part as text (`key:value - …`, or a metric dict's `'key': value, …`)."""
+        pairs = METRIC_TEXT_RE.findall(text)
+        self.add(step, list(map(itemgetter(0), pairs)), array("d", map(float, map(itemgetter(1), pairs))))
+
+    def add_bytes(self, steps: Sequence[int], lines: Sequence[bytes]) -> None:
+        """Step lines' metrics parts as bytes (history's fast path): one regex pass over all of them
+        and a C-level extend per metric when they print the same keys in the same order, as a run
+        does, no step twice; else line by line."""
+        if not steps:
+            return
+        first = METRIC_BYTES_RE.findall(lines[0])
+        width = len(first)
+        if len(lines) > 1 and width and steps[0] != self.last_step and all(
+                a != b for a, b in pairwise(steps)):
+            pairs = METRIC_BYTES_RE.findall(b"\n".join(lines))
+            names = [key for key, _ in first]
+            if len(pairs) == width * len(lines) and list(map(itemgetter(0), pairs)) == names * len(lines):
+                keys = [key.decode() for key in names]
+                values = array("d", map(float, map(itemgetter(1), pairs)))
+                at = array("q", steps)
+                for i, key in enumerate(keys):
+                    if (pending := self._pending_of(key)) is not None:
+                        pending[0].extend(at)
+                        pending[1].extend(values[i::width])
+                        if len(pending[0]) >= FOLD_ROWS:
+                            self._fold(key)
+                self.count += len(steps)
+                self.last_step = steps[-1]
+                if self.sink is not None:
+                    for k, step in enumerate(steps):
+                        self.sink(step, tuple(keys), values[k * width : (k + 1) * width])
+                return
+        for step, line in zip(steps, lines, strict=True):
+            found = first if line is lines[0] else METRIC_BYTES_RE.findall(line)
+            self.add(step, [k.decode() for k, _ in found], array("d", map(float, map(itemgetter(1), found))))
+
+    def _pending_of(self, key: str) -> tuple[array, array] | None:
+        pending = self._pending.get(key)
+        if pending is None:
+            if len(self._pending) >= MAX_METRICS:
+                return None
+            pending = self._pending[key] = (array("q"), array("d"))
+            self._series[key] = Series()
+        return pending
+
+    def _fold(self, key: str) -> None:
+        steps, values = self._pending[key]
+        self._series[key].extend(steps, values)
+        del steps[:]
+        del values[:]
+
+    def flush(self) -> None:
+        """Fold every pending value into its series."""
+        for key, (steps, _values) in self._pending.items():
+            if steps:
+                self._fold(key)
+
+    # --- output ---------------------------------------------------------------------------------
+
+    def series(self) -> dict[str, Series]:
+        """Every metric, in the order first seen."""
+        self.flush()
+        return self._series
+
+    def get(self, name: str) -> Series | None:
+        return self.series().get(name)
+
+    def as_json(self, points: int = 200) -> dict[str, Any]:
+        return {name: s.as_json(points) for name, s in self.series().items()}
