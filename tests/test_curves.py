@@ -28,6 +28,7 @@ from tests.corpus.frameworks import Verl, verl_startup
 from tests.corpus.logkit import Log
 from tests.corpus.make_corpus import run_steps
 from tests.gkdlog import asctime, ray, startup
+from tests.tmux import Tmux, tmux_available
 
 CORPUS = Path(__file__).parent / "corpus"
 RUNNER = ("TaskRunner", 133947)
@@ -141,7 +142,8 @@ def test_generation_that_doubles_is_a_change_point_found_where_it_began(tmp_path
     gen = found[0]
     assert gen["kind"] == "slower" and 400 <= gen["step"] <= 403, gen
     assert gen["before"] == pytest.approx(10.0, rel=0.05) and gen["after"] == pytest.approx(20.0, rel=0.05)
-    assert re.fullmatch(r"generation \(timing_s/gen\) 2\.0x slower since step 40\d \(10\.0 s → 2[01]\.\d s\)", gen["text"])
+    assert re.fullmatch(r"generation \(timing_s/gen\) 2\.0x slower since step 40\d \(10\.0 s → 2[01]\.\d s\)",
+                        gen["text"])
     text = gkdtop("replay", str(log)).stdout
     assert "anomalies:\n  generation (timing_s/gen) 2.0x slower since step 40" in text
 
@@ -211,3 +213,68 @@ def test_csv_has_one_row_per_step_and_every_metric_a_column(tmp_path: Path) -> N
     assert all(math.isfinite(float(r["timing_s/gen"])) for r in rows)
     bad = gkdtop("replay", "--csv", str(tmp_path / "no" / "such" / "dir.csv"), str(log))
     assert bad.returncode == 2 and bad.stderr.startswith("gkdtop replay: --csv") and "Traceback" not in bad.stderr
+
+
+# --- the Metrics pane ----------------------------------------------------------------------------
+
+async def test_metrics_pane_charts_the_run_and_pages_with_m(tmp_path: Path) -> None:
+    from textual_plotext import PlotextPlot
+
+    from gkdtop.tui.metrics_pane import MetricsPane
+    from gkdtop.tui.phases_pane import PhasesPane
+    from tests.test_app import make_app, pane_text, settle
+
+    log_lines: list[str] = []
+    app, log = make_app(tmp_path, log_lines)
+    verl_run(log, 120, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 60 else 10.0, 0.5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(MetricsPane)
+        assert not pane.display or pane.size.height == 0  # not in the layout until maximized
+        await settle(pilot, lambda: "anomalies (1)" in pane_text(app, PhasesPane))
+        assert "generation (timing_s/gen) 2.0x slower since step 6" in pane_text(app, PhasesPane)
+        await pilot.press("6")
+        assert app.screen.maximized is pane
+        await settle(pilot, lambda: len(pane.query(PlotextPlot)) == 6 and "120 steps" in str(
+            pane.query_one("#metrics-head").render()))
+        await pilot.pause()
+        plots = [p for p in pane.query(PlotextPlot) if p.display]
+        assert len(plots) == 4 and all(p.size.width >= 30 and p.size.height >= 8 for p in plots)
+        rendered = [str(p.render()) for p in plots]
+        assert "step time (s), parts stacked" in rendered[0]
+        assert "critic/score/mean" in rendered[1] and "response_length/mean" in rendered[2]
+        assert "clip_ratio 0.0" in rendered[3]  # the name's head goes where the chart is narrow
+        await pilot.press("m")
+        await pilot.pause()
+        rendered = [str(p.render()) for p in pane.query(PlotextPlot) if p.display]
+        assert "actor/entropy" in rendered[1] and "perf/throughput" in rendered[2]
+        assert "actor/pg_loss" in rendered[3]  # after the defaults, every other metric the run printed
+        drawn = pane._drawn
+        await pilot.pause(0.3)  # ticks with no new step: nothing redrawn
+        assert pane._drawn is drawn
+        await pilot.press("6")
+        assert app.screen.maximized is None
+
+
+@pytest.mark.tmux
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+def test_metrics_pane_in_tmux_at_80x24(tmp_path: Path) -> None:
+    """The real command in a real 80x24 terminal: 6 shows the charts, m the next metrics, 6 restores."""
+    log = tmp_path / "train.log"
+    verl_run(log, 200, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 120 else 10.0, 0.5))
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path), "LD_LIBRARY_PATH": str(tmp_path)}
+    tmux = Tmux(width=80, height=24)
+    try:
+        tmux.start([str(Path(sys.executable).with_name("gkdtop")), "--log", str(log)], env=env)
+        tmux.wait_for("training loop", timeout=30)
+        tmux.keys("6")
+        screen = tmux.wait_for("parts stacked")
+        assert "6 Metrics" in screen and "200 steps" in screen and "1 Phases" not in screen
+        assert "score/mean" in screen and sum(ch in screen for ch in "⣀⣤⠤⡇⢸⠉") >= 3  # braille curves
+        assert max(len(row) for row in screen.splitlines()) <= 80
+        tmux.keys("m")
+        assert "entropy" in tmux.wait_for("page 2/")
+        tmux.keys("6")
+        screen = tmux.wait_for("1 Phases")
+        assert "6 Metrics" not in screen
+    finally:
+        tmux.kill()
