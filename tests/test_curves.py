@@ -27,42 +27,11 @@ from gkdtop.store import Store
 from tests.corpus.frameworks import Verl, verl_startup
 from tests.corpus.logkit import Log
 from tests.corpus.make_corpus import run_steps
-from tests.gkdlog import asctime, ray, startup
+from tests.gkdlog import startup
 from tests.tmux import Tmux, tmux_available
+from tests.verlrun import step_line, verl_run
 
 CORPUS = Path(__file__).parent / "corpus"
-RUNNER = ("TaskRunner", 133947)
-
-
-def step_line(step: int, gen: float, rng: random.Random, score: float = 0.6, extra: str = "") -> str:
-    """A verl metrics line (our own numbers, verl's key names and ` - ` layout), Ray-prefixed."""
-    update = rng.gauss(20.0, 1.0)
-    total = gen + update + 2.0
-    parts = [f"step:{step}", f"actor/entropy:{rng.uniform(0.4, 0.6):.6f}",
-             f"actor/pg_loss:{rng.uniform(-0.05, 0.05):.6f}", f"actor/grad_norm:{rng.uniform(0.1, 0.4):.6f}",
-             f"critic/score/mean:{score * rng.uniform(0.9, 1.1):.6f}",
-             f"response_length/mean:{rng.uniform(380, 420):.3f}",
-             f"response_length/clip_ratio:{rng.uniform(0.0, 0.01):.7f}",
-             f"timing_s/gen:{gen:.9f}", "timing_s/reward:2.000000000", f"timing_s/update_actor:{update:.9f}",
-             f"timing_s/step:{total:.9f}", f"perf/throughput:{1.8e6 / total * rng.uniform(0.95, 1.05):.6f}"]
-    return ray(*RUNNER, " - ".join(parts) + extra, color=False)
-
-
-def verl_run(path: Path, steps: int, gen_at=lambda step, rng: rng.gauss(10.0, 0.6), seed: int = 7,
-             every: int = 0) -> int:
-    """A verl log of `steps` steps after the start-up; `every`: a validation step's extra keys that often."""
-    rng = random.Random(seed)
-    lines, t = startup(time.time() - 86400, steps=0)
-    for step in range(1, steps + 1):
-        gen = gen_at(step, rng)
-        t += gen + 22
-        lines.append(ray(*RUNNER, f"{asctime(t)} root INFO Training Progress: {step}/{steps}", color=False))
-        extra = f" - val-core/acc/mean@1:{rng.uniform(0.3, 0.5):.4f}" if every and step % every == 0 else ""
-        lines.append(step_line(step, gen, rng, extra=extra))
-    path.write_text("".join(line + "\n" for line in lines))
-    return steps
-
-
 def gkdtop(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gkdtop", *args], capture_output=True, text=True, timeout=120)
 
@@ -268,11 +237,12 @@ def test_metrics_pane_in_tmux_at_80x24(tmp_path: Path) -> None:
         tmux.wait_for("training loop", timeout=30)
         tmux.keys("6")
         screen = tmux.wait_for("parts stacked")
-        assert "6 Metrics" in screen and "200 steps" in screen and "1 Phases" not in screen
+        assert "6 Metrics" in screen and "200 steps · 1/3 (m: next) · parts: gen reward update_actor step" in screen
+        assert "1 Phases" not in screen
         assert "score/mean" in screen and sum(ch in screen for ch in "⣀⣤⠤⡇⢸⠉") >= 3  # braille curves
         assert max(len(row) for row in screen.splitlines()) <= 80
         tmux.keys("m")
-        assert "entropy" in tmux.wait_for("page 2/")
+        assert "entropy" in tmux.wait_for("2/3 (m: next)")
         tmux.keys("6")
         screen = tmux.wait_for("1 Phases")
         assert "6 Metrics" not in screen

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.widgets import Static
@@ -28,7 +29,8 @@ DEFAULTS = {
 }
 FALLBACK = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "actor/entropy",
             "perf/throughput", "loss", "grad_norm", "learning_rate")
-MAX_POINTS = 240  # per chart: a wide terminal has fewer columns than this
+MAX_POINTS = 240  # per chart, at most: two per column of a wide chart (braille draws two dots a column)
+PART_COLORS = ("cyan", "green", "magenta", "yellow", "blue", "red")  # plotext's names, Rich's too
 TALL = 40  # rows from which six charts fit (two columns of three), else four
 
 
@@ -50,7 +52,7 @@ def thinned(series: Series, points: int = MAX_POINTS) -> tuple[list[int], list[f
     return steps, lows, highs, lasts
 
 
-def stacked(curves: Curves) -> list[tuple[str, list[int], list[float]]]:
+def stacked(curves: Curves, points: int = MAX_POINTS) -> list[tuple[str, list[int], list[float]]]:
     """Step time as its parts piled up (each line the sum of the parts below it), the parts every step
     printed; `timing_s/step` on top, its highest value of each point (a slow step shows at any length)."""
     found = curves.series()
@@ -60,11 +62,11 @@ def stacked(curves: Curves) -> list[tuple[str, list[int], list[float]]]:
     out: list[tuple[str, list[int], list[float]]] = []
     total: list[float] | None = None
     for key, series in parts:
-        steps, _, _, lasts = thinned(series)
+        steps, _, _, lasts = thinned(series, points)
         total = lasts if total is None else [a + b for a, b in zip(total, lasts, strict=False)]
         out.append((key[len("timing_s/") :], steps, total))
     if step is not None:
-        steps, _, highs, _ = thinned(step)
+        steps, _, highs, _ = thinned(step, points)
         out.append(("step", steps, highs))
     return out
 
@@ -111,16 +113,21 @@ class MetricsPane(Vertical):
         if key == self._drawn:
             return  # no step landed: nothing to draw
         self._drawn = key
-        head = f"{curves.count} steps · page {self.page + 1}/{pages} (m: next)" if names else \
-            "no step metrics yet: charts appear when the job prints its first step line"
-        self.query_one("#metrics-head", Static).update(head)
+        head = Text(f"{curves.count} steps · {self.page + 1}/{pages} (m: next)" if names else
+                    "no step metrics yet: charts appear when the job prints its first step line")
         plots = self._plots(charts + 1)
+        room = (self.size.width - 4) // 2 - 10  # a chart's title row, less its y axis' labels
+        points = min(MAX_POINTS, max(20, 2 * room))
+        if names:
+            parts = self._draw_steps(plots[0], curves, points)
+            head.append(" · parts:" if parts else "")
+            for label, color in parts:
+                head.append(f" {label}", color)
+        self.query_one("#metrics-head", Static).update(head)
         if not names:
             return
-        self._draw_steps(plots[0], curves)
-        room = (self.size.width - 4) // 2 - 10  # a chart's title row, less its y axis' labels
         for plot, name in zip(plots[1:], [*shown, *[""] * charts], strict=False):
-            self._draw_metric(plot, name, curves.get(name) if name else None, room)
+            self._draw_metric(plot, name, curves.get(name) if name else None, room, points)
 
     def _plots(self, count: int) -> list[Any]:
         """The chart widgets (textual-plotext, imported here: the first frame does without it)."""
@@ -139,18 +146,23 @@ class MetricsPane(Vertical):
         return plots[:count]
 
     @staticmethod
-    def _draw_steps(plot: Any, curves: Curves) -> None:
+    def _draw_steps(plot: Any, curves: Curves, points: int) -> list[tuple[str, str]]:
+        """The stacked step time; its lines' names and colours, for the pane's head (a legend inside
+        the chart would hide its top left)."""
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        lines = stacked(curves)
+        lines = stacked(curves, points)
         plt.title("step time (s), parts stacked" if lines else "step time: no timing_s/* keys")
-        for label, steps, values in reversed(lines):  # the total first, so the parts draw over it
-            plt.plot(steps, values, label=label, marker="braille")
+        plt.yscale("log")  # a slow step of 300 s and parts of 2 s and 20 s, each readable
+        shown = [(label, PART_COLORS[i % len(PART_COLORS)]) for i, (label, _, _) in enumerate(lines)]
+        for (_, steps, values), (_, color) in reversed(list(zip(lines, shown, strict=True))):  # parts over the total
+            plt.plot(steps, values, marker="braille", color=color)
         plot.refresh()
+        return shown
 
     @staticmethod
-    def _draw_metric(plot: Any, name: str, series: Series | None, room: int) -> None:
+    def _draw_metric(plot: Any, name: str, series: Series | None, room: int, points: int) -> None:
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
@@ -158,7 +170,7 @@ class MetricsPane(Vertical):
             plt.title(name or "")
             plot.refresh()
             return
-        steps, lows, highs, lasts = thinned(series)
+        steps, lows, highs, lasts = thinned(series, points)
         last = lasts[-1] if lasts else float("nan")
         plt.title(title(name, f"{last:.4g}", room))
         if series.width > 1 or len(steps) < series.count:  # a point stands for several steps: show their range
