@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.anomalies import watched
+from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
@@ -82,7 +84,6 @@ class ReplayReport:
     framework: Framework = field(default_factory=Framework)
     open_end: OpenEnd | None = None  # the log ends mid-phase (state running): said, with what to check
     anomalies: list[Anomaly] = field(default_factory=list)  # slow failures: analysis/anomalies.py
-    metrics: dict[str, Any] = field(default_factory=dict)  # every step metric, down-sampled (Curves.as_json)
 
 
 @dataclass
@@ -126,6 +127,8 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     if csv_path is not None:
         table = StepTable()
         analysis.phases.curves.sink = table.add
+    else:  # the metrics the anomalies read, not all sixty: a dense log's replay would take twice as long
+        analysis.phases.curves = Curves(only=watched())
     if ahead:
         from gkdtop.heap import reuse_chunks
 
@@ -142,7 +145,7 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
                         open_end=open_end(status, config, analysis.profiles.lineage(framework.name)),
-                        anomalies=analysis.anomalies(config.anomalies), metrics=analysis.phases.curves.as_json())
+                        anomalies=analysis.anomalies(config.anomalies))
 
 
 class StepTable:
@@ -208,7 +211,6 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "errors": [asdict(e) for e in report.errors],
         "findings": [f.as_json() for f in report.findings],
         "anomalies": [a.as_json() for a in report.anomalies],
-        "metrics": report.metrics,
         "lines_read": report.lines_read,
         "method": report.method,
     }

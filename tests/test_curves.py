@@ -19,6 +19,8 @@ import pytest
 
 from gkdtop.analysis.anomalies import AnomalyLimits
 from gkdtop.analysis.curves import MAX_BUCKETS, Curves, Series
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.history import file_range
 from gkdtop.analysis.rules import builtin_phases
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, load_config
@@ -81,7 +83,9 @@ def test_live_lines_and_history_make_the_same_curves(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     verl_run(log, 300, every=10)
     text = log.read_text()
-    history = replay([str(log)], Config(phases=builtin_phases())).metrics
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    analysis.read_history([file_range(str(log))])
+    history = analysis.phases.curves.as_json()
     live_log = tmp_path / "live.log"
     live_log.write_text("")
     store = Store(Config(phases=builtin_phases()))
@@ -138,6 +142,21 @@ def test_healthy_noisy_runs_raise_no_anomaly(tmp_path: Path, seed: int, kw: dict
     path.write_text(log.text())
     report = replay([str(path)], load_config(None))
     assert report.steps["count"] == 300 and report.anomalies == []
+
+
+@pytest.mark.parametrize("shape", ["doubled", "nan", "validation"])
+def test_replay_reading_only_the_watched_metrics_finds_what_reading_all_does(tmp_path: Path, shape: str) -> None:
+    """Replay without --csv reads only the metrics anomalies need (curves.Curves `only`): the same anomalies."""
+    log = tmp_path / "train.log"
+    if shape == "nan":
+        log = CORPUS / "verl_grpo_nan_loss.log"
+    else:
+        verl_run(log, 400, every=10 if shape == "validation" else 0,
+                 gen_at=lambda step, rng: rng.gauss(25.0 if step >= 300 else 10.0, 0.5))
+    config = load_config(None)
+    watched = [a.as_json() for a in replay([str(log)], config).anomalies]
+    every = [a.as_json() for a in replay([str(log)], config, csv_path=str(tmp_path / "all.csv")).anomalies]
+    assert watched == every and watched
 
 
 def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:

@@ -115,6 +115,11 @@ def _curve(series: Series) -> tuple[list[int], list[float]]:
     return [p[0] for p in points], [p[3] for p in points]
 
 
+def watched() -> tuple[str, ...]:
+    """The metrics the checks read (losses and grad norms, for NaN, are watched by name: curves.py)."""
+    return (*THROUGHPUT, *SCORE, *CLIP_RATIO, *LENGTH)
+
+
 def _first(curves: Curves, names: Sequence[str]) -> tuple[str, Series] | None:
     found = curves.series()
     return next(((name, found[name]) for name in names if name in found), None)
@@ -157,11 +162,11 @@ def _nonfinite(curves: Curves) -> list[Anomaly]:
            if s.nonfinite_step is not None and ("loss" in name or "grad_norm" in name)]
     if not bad:
         return []
-    (step, value), name, series = min(bad, key=lambda b: b[0][0])  # type: ignore[index]
+    (step, value), name, series = min(bad, key=lambda b: b[0][0])  # type: ignore[index,type-var]
     others = [n for _, n, _ in bad if n != name]
     also = f" (also {', '.join(others[:4])}{' …' if len(others) > 4 else ''})" if others else ""
     return [Anomaly("nonfinite", name, step, None, value,
-                    f"{name} is {value} from step {step}, {series.nonfinite} of {series.count} steps{also}")]
+                    f"{name} is {value} from step {step} ({series.nonfinite} steps){also}")]
 
 
 def scan(stats: StepStats, curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:

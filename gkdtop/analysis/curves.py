@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable, Sequence
-from itertools import pairwise
+from collections.abc import Callable, Collection, Sequence
+from itertools import chain, pairwise
 from operator import itemgetter
 from typing import Any
 
@@ -25,6 +25,7 @@ FOLD_ROWS = 512  # rows of a key set held before they are folded into the bucket
 # `key:value` (verl's ` - ` separated line) and `'key': value` (a metric dict), as phases.METRIC_RE reads them.
 METRIC_BYTES_RE = re.compile(rb"([\w./@-]+)['\"]?:[\t ]*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)\b")
 METRIC_TEXT_RE = re.compile(METRIC_BYTES_RE.pattern.decode())
+VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"  # a value as verl prints it
 Sink = Callable[[int, tuple[str, ...], Sequence[float]], None]  # one step's row, as it lands (replay --csv)
 
 
@@ -180,7 +181,11 @@ class Curves:
     Each metric holds its own pending values, so key sets that interleave (a validation step's extra
     keys every tenth step) keep every metric in step order."""
 
-    def __init__(self) -> None:
+    def __init__(self, only: Collection[str] | None = None) -> None:
+        """`only`: keep these metrics and any loss or grad norm (for NaN), not every one (replay's
+        anomalies need no more; reading all sixty costs it about as much as the rest of the log)."""
+        self.only = None if only is None else tuple(only)
+        self._skeletons: dict[bytes, re.Pattern[bytes]] = {}  # patterns of a run's line text (_run_values)
         self._series: dict[str, Series] = {}
         self._pending: dict[str, tuple[array, array]] = {}  # per metric: steps, values not yet folded
         self.last_step: int | None = None
@@ -210,41 +215,96 @@ class Curves:
         self.add(step, list(map(itemgetter(0), pairs)), array("d", map(float, map(itemgetter(1), pairs))))
 
     def add_bytes(self, steps: Sequence[int], lines: Sequence[bytes]) -> None:
-        """Step lines' metrics parts as bytes (history's fast path): one regex pass over all of them
-        and a C-level extend per metric when they print the same keys in the same order, as a run
-        does, no step twice; else line by line."""
+        """Step lines' metrics parts as bytes (history's fast path). Lines that print the same keys
+        with the same text between them, as a run does, no step twice: one pass of a pattern of that
+        text over all of them, values as its groups, and a C-level extend per metric; else line by line."""
         if not steps:
             return
-        first = METRIC_BYTES_RE.findall(lines[0])
-        width = len(first)
-        if len(lines) > 1 and width and steps[0] != self.last_step and all(
-                a != b for a, b in pairwise(steps)):
-            pairs = METRIC_BYTES_RE.findall(b"\n".join(lines))
-            names = [key for key, _ in first]
-            if len(pairs) == width * len(lines) and list(map(itemgetter(0), pairs)) == names * len(lines):
-                keys = [key.decode() for key in names]
-                values = array("d", map(float, map(itemgetter(1), pairs)))
-                at = array("q", steps)
-                for i, key in enumerate(keys):
-                    if (pending := self._pending_of(key)) is not None:
-                        pending[0].extend(at)
-                        pending[1].extend(values[i::width])
-                        if len(pending[0]) >= FOLD_ROWS:
-                            self._fold(key)
-                self.count += len(steps)
-                self.last_step = steps[-1]
-                if self.sink is not None:
-                    for k, step in enumerate(steps):
-                        self.sink(step, tuple(keys), values[k * width : (k + 1) * width])
+        if len(lines) > 1 and steps[0] != self.last_step and all(a != b for a, b in pairwise(steps)):
+            joined = b"\n".join(lines)
+            if self.only is not None and self._add_only(steps, joined):
+                return
+            found = self._run_values(lines, joined)
+            if found is not None:
+                self._extend(steps, *found)
                 return
         for step, line in zip(steps, lines, strict=True):
-            found = first if line is lines[0] else METRIC_BYTES_RE.findall(line)
-            self.add(step, [k.decode() for k, _ in found], array("d", map(float, map(itemgetter(1), found))))
+            pairs = METRIC_BYTES_RE.findall(line)
+            self.add(step, [k.decode() for k, _ in pairs], array("d", map(float, map(itemgetter(1), pairs))))
+
+    def _run_values(self, lines: Sequence[bytes], joined: bytes) -> tuple[list[str], array] | None:
+        """The keys and the values (row after row) of lines that each print the first one's keys with
+        the very text between them; None when one differs (a validation step's extra keys)."""
+        first = list(METRIC_BYTES_RE.finditer(lines[0]))
+        if not first:
+            return None
+        between = [lines[0][first[0].start() : first[0].start(2)]]
+        between += [lines[0][a.end(2) : b.start(2)] for a, b in pairwise(first)]
+        skeleton = b"\0".join(between)
+        pattern = self._skeletons.get(skeleton)
+        if pattern is None:
+            if len(self._skeletons) > 32:
+                self._skeletons.clear()
+            pattern = self._skeletons[skeleton] = re.compile(
+                VALUE.join(map(re.escape, between)) + VALUE + rb"\b")
+        rows = pattern.findall(joined)
+        # A line with keys of its own after the shared ones has more colons than the first.
+        if len(rows) != len(lines) or joined.count(b":") != lines[0].count(b":") * len(lines):
+            return None
+        keys = [m.group(1).decode() for m in first]
+        values = array("d", map(float, chain.from_iterable(rows) if len(first) > 1 else rows))
+        return keys, values
+
+    def _add_only(self, steps: Sequence[int], joined: bytes) -> bool:
+        """`only` (replay without --csv: the metrics anomalies read): each one's values, one pattern
+        pass each; a run with a NaN or inf anywhere goes line by line (a loss that went NaN is read
+        from it). False where a metric is missing from some lines."""
+        if b"nan" in joined or b"inf" in joined:
+            return False
+        found = []
+        for key in self.only or ():
+            pattern = self._skeletons.get(key.encode())
+            if pattern is None:
+                # A literal first, so the search skips ahead (a look-behind for the key's start would
+                # try every byte): a longer key that ends in this one is caught by the count below.
+                pattern = self._skeletons[key.encode()] = re.compile(
+                    re.escape(key.encode()) + rb"['\"]?:[\t ]*" + VALUE + rb"\b")
+            values = pattern.findall(joined)
+            if values and len(values) != len(steps):
+                return False
+            if values:
+                found.append((key, array("d", map(float, values))))
+        at = array("q", steps)
+        for key, values in found:
+            self._extend_one(key, at, values)
+        self.count += len(steps)
+        self.last_step = steps[-1]
+        return True
+
+    def _extend(self, steps: Sequence[int], keys: list[str], values: array) -> None:
+        """Rows of the same keys (`values` row after row), as add() would take them one by one."""
+        width = len(keys)
+        at = array("q", steps)
+        for i, key in enumerate(keys):
+            self._extend_one(key, at, values[i::width])
+        self.count += len(steps)
+        self.last_step = steps[-1]
+        if self.sink is not None:
+            for k, step in enumerate(steps):
+                self.sink(step, tuple(keys), values[k * width : (k + 1) * width])
+
+    def _extend_one(self, key: str, steps: array, values: array) -> None:
+        if (pending := self._pending_of(key)) is not None:
+            pending[0].extend(steps)
+            pending[1].extend(values)
+            if len(pending[0]) >= FOLD_ROWS:
+                self._fold(key)
 
     def _pending_of(self, key: str) -> tuple[array, array] | None:
         pending = self._pending.get(key)
         if pending is None:
-            if len(self._pending) >= MAX_METRICS:
+            if len(self._pending) >= MAX_METRICS or (
+                    self.only is not None and key not in self.only and "loss" not in key and "grad_norm" not in key):
                 return None
             pending = self._pending[key] = (array("q"), array("d"))
             self._series[key] = Series()
