@@ -159,6 +159,20 @@ def test_replay_reading_only_the_watched_metrics_finds_what_reading_all_does(tmp
     assert watched == every and watched
 
 
+def test_metrics_as_noisy_as_their_level_raise_nothing_at_60k_steps() -> None:
+    """bench's dense log prints every metric uniform in 0..10: no window is a change, however many."""
+    from gkdtop.analysis.anomalies import scan
+    from gkdtop.analysis.steps import StepStats
+
+    rng = random.Random(11)
+    curves, stats = Curves(), StepStats()
+    keys = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "perf/throughput")
+    for step in range(1, 60_001):
+        curves.add(step, keys, [rng.uniform(0, 10) for _ in keys])
+        stats.add(step, None, {"gen": rng.uniform(0, 10), "step": rng.uniform(10, 20)})
+    assert scan(stats, curves, AnomalyLimits()) == []
+
+
 def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:
     config = load_config(None)
     fired = {}

@@ -5,7 +5,8 @@ length that jumped, and NaN/inf in a loss. Each is stated with the step it began
 A change is a change point, not one slow step: the run is cut into windows, each window's median
 stands for it (a validation or checkpoint step every N steps moves no median), and a change is where
 the medians of the windows after a boundary differ from those before it by the threshold, and the
-latest window still does (a transient that recovered is not an anomaly); the numbers stated are
+latest window still does (a transient that recovered is not an anomaly), by more than window
+medians move by chance (a metric as noisy as its level is not read as changing); the numbers stated are
 those medians. Then the boundary is pinned to the first step that looks like the new level. A run
 that drifts (responses growing step by step) moves little from one window to the next: no change.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from gkdtop.analysis.steps import StepStats
 
 NEIGHBOURS = 3  # windows each side of a boundary that are compared
+NOISE_SIGMAS = 4.0  # a change stands this far out of how much window medians move by chance
 # Which metrics each check reads, by the names frameworks print (verl, then TRL's).
 THROUGHPUT = ("perf/throughput",)
 SCORE = ("critic/score/mean", "reward")
@@ -65,11 +68,15 @@ def change_point(values: Sequence[float], limits: AnomalyLimits, changed: Callab
     w = max(limits.window, n // 64)
     medians = [median(values[i : i + w]) for i in range(0, n - w + 1, w)]
     latest = median(values[-w:])
+    # How much a window's median moves by chance: from the steps between neighbours (one change
+    # point is one big step among many small ones, so it barely moves their median).
+    steps = sorted(abs(b - a) for a, b in pairwise(medians))
+    noise = 1.4826 * steps[len(steps) // 2] / math.sqrt(2) if steps else 0.0
     best = None
     for b in range(1, len(medians)):
         before = median(medians[max(0, b - NEIGHBOURS) : b])
         after = median(medians[b : b + NEIGHBOURS])
-        if changed(before, after) and changed(before, latest):
+        if changed(before, after) and changed(before, latest) and abs(after - before) >= NOISE_SIGMAS * noise:
             strength = abs(after - before)
             if best is None or strength > best[0]:
                 best = (strength, b, before, after)
