@@ -61,7 +61,8 @@ def change_point(values: Sequence[float], limits: AnomalyLimits, changed: Callab
                  ) -> tuple[int, float, float] | None:
     """Where a run's level changed so that `changed(before, after)` holds, and still holds for its
     latest window: (the index it began at, the median before, the median after), or None."""
-    values = [v for v in values if math.isfinite(v)]
+    if not math.isfinite(sum(values)):  # a NaN or inf is no level: left out (a loss's own anomaly says it)
+        values = [v for v in values if math.isfinite(v)]
     n = len(values)
     if n < max(limits.min_steps, 2 * limits.window):
         return None

@@ -222,7 +222,7 @@ class Curves:
             return
         if len(lines) > 1 and steps[0] != self.last_step and all(a != b for a, b in pairwise(steps)):
             joined = b"\n".join(lines)
-            if self.only is not None and self._add_only(steps, joined):
+            if self.only is not None and self._add_only(steps, lines, joined):
                 return
             found = self._run_values(lines, joined)
             if found is not None:
@@ -255,12 +255,20 @@ class Curves:
         values = array("d", map(float, chain.from_iterable(rows) if len(first) > 1 else rows))
         return keys, values
 
-    def _add_only(self, steps: Sequence[int], joined: bytes) -> bool:
+    def _add_only(self, steps: Sequence[int], lines: Sequence[bytes], joined: bytes) -> bool:
         """`only` (replay without --csv: the metrics anomalies read): each one's values, one pattern
-        pass each; a run with a NaN or inf anywhere goes line by line (a loss that went NaN is read
-        from it). False where a metric is missing from some lines."""
+        pass each, of every step while the run fits the buckets, then of every `stride`-th (a change
+        point is read from about a thousand points, as the buckets keep them); a run with a NaN or
+        inf anywhere goes line by line (a loss that went NaN is read from it). False where a metric
+        is missing from some lines."""
         if b"nan" in joined or b"inf" in joined:
             return False
+        counted, last = len(steps), steps[-1]
+        stride = 1 << max(0, (self.count // MAX_BUCKETS).bit_length() - 1)
+        if stride > 1:
+            first = (-self.count - 1) % stride  # the lines whose place in the run is a multiple of stride
+            lines, steps = lines[first::stride], steps[first::stride]
+            joined = b"\n".join(lines)
         found = []
         for key in self.only or ():
             pattern = self._skeletons.get(key.encode())
@@ -277,8 +285,8 @@ class Curves:
         at = array("q", steps)
         for key, values in found:
             self._extend_one(key, at, values)
-        self.count += len(steps)
-        self.last_step = steps[-1]
+        self.count += counted
+        self.last_step = last
         return True
 
     def _extend(self, steps: Sequence[int], keys: list[str], values: array) -> None:
