@@ -29,9 +29,9 @@ from gkdtop.store import Store
 from tests.corpus.frameworks import Verl, verl_startup
 from tests.corpus.logkit import Log
 from tests.corpus.make_corpus import run_steps
-from tests.gkdlog import startup
+from tests.gkdlog import ray, startup
 from tests.tmux import Tmux, tmux_available
-from tests.verlrun import step_line, verl_run
+from tests.verlrun import RUNNER, step_line, verl_run
 
 CORPUS = Path(__file__).parent / "corpus"
 def gkdtop(*args: str) -> subprocess.CompletedProcess[str]:
@@ -250,9 +250,17 @@ async def test_metrics_pane_charts_the_run_and_pages_with_m(tmp_path: Path) -> N
         rendered = [str(p.render()) for p in pane.query(PlotextPlot) if p.display]
         assert "actor/entropy" in rendered[1] and "perf/throughput" in rendered[2]
         assert "actor/pg_loss" in rendered[3]  # after the defaults, every other metric the run printed
+        # A line that is not a step moves the pane's source: it is asked, and draws nothing.
         drawn = pane._drawn
-        await pilot.pause(0.3)  # ticks with no new step: nothing redrawn
+        moved = app.store.versions.get("logs", 0)
+        with log.open("a") as fh:
+            fh.write(ray(*RUNNER, "INFO rollout: generated 1024 sequences", color=False) + "\n")
+        await settle(pilot, lambda: app.store.versions.get("logs", 0) > moved and app._drawn.get(pane) == tuple(
+            app.store.versions.get(s, 0) for s in pane.SOURCES))
         assert pane._drawn is drawn
+        with log.open("a") as fh:  # a step: drawn again
+            fh.write(step_line(121, 20.0, random.Random(1)) + "\n")
+        await settle(pilot, lambda: "121 steps" in str(pane.query_one("#metrics-head").render()))
         await pilot.press("6")
         assert app.screen.maximized is None
 
