@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.anomalies import AnomalyLimits
 from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
+    from gkdtop.analysis.anomalies import AnomalyLimits
     from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature
     from gkdtop.analysis.taskphases import TaskPhaseRule
 
@@ -95,7 +95,7 @@ class Config:
     framework: str = ""  # a profile name from data/frameworks.yaml that overrides detection; "": detect
     task_phases: list[TaskPhaseRule] = field(default_factory=list)  # the user's, tried before the built-ins
     metrics: list[str] = field(default_factory=list)  # the Metrics pane's charts; []: the framework's defaults
-    anomalies: AnomalyLimits = field(default_factory=AnomalyLimits)  # thresholds (analysis/anomalies.py)
+    anomalies: AnomalyLimits = field(default_factory=lambda: _limits())  # thresholds (analysis/anomalies.py)
 
     def rules(self) -> RuleSet:
         """What the analysis takes from the config: the parsed rules and the stall threshold."""
@@ -107,6 +107,13 @@ class Config:
     @property
     def default_filter(self) -> str:
         return self.filters.get("default", DEFAULT_FILTER)
+
+
+def _limits() -> AnomalyLimits:
+    """The anomaly thresholds' defaults, imported when a Config is made (not with this module)."""
+    from gkdtop.analysis.anomalies import AnomalyLimits
+
+    return AnomalyLimits()
 
 
 def default_config_path() -> Path:

@@ -38,7 +38,7 @@ async def shoot_scenes(out_dir: Path) -> None:
             app, now = curves_scene(Path(tmp))
             async with app.run_test(size=size) as pilot:
                 await settle_then_pin(now)(pilot)
-                await wait(pilot, "800 steps", lambda: app.store.phase_status().steps_done == 800, 60)
+                await wait(pilot, "800 steps", lambda: pilot.app.store.phase_status().steps_done == 800, 60)
                 await pilot.press("6")
                 await pilot.pause(0.5)
                 app.save_screenshot(filename=name, path=str(out_dir))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from itertools import pairwise
-from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.model import Anomaly
@@ -55,6 +54,14 @@ class AnomalyLimits:
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle ones): statistics.median, without importing
+    statistics (fractions, decimal) into the dashboard's first frame, which builds a Config."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def change_point(values: Sequence[float], limits: AnomalyLimits, changed: Callable[[float, float], bool]
