@@ -3,10 +3,12 @@
 
 A metric's history is at most MAX_BUCKETS buckets of consecutive steps; each keeps its lowest,
 highest and last value, so a one-step spike survives any amount of down-sampling. When the buckets
-are full, neighbours merge in pairs and a bucket stands for twice as many steps. Steps arrive as
-rows of a key set (verl prints the same keys every step): a row is one C-level `extend`, and rows are
-folded into the buckets a block at a time, column by column, so 100,000 steps of sixty metrics cost
-a fraction of a second and under 4 MB.
+are full, neighbours merge in pairs and a bucket stands for twice as many steps. History's step
+lines come in runs that print the same keys with the same text between them: one pattern of that
+text reads a run's values, and each metric takes its column in one C-level `extend`; values are
+folded into the buckets FOLD_ROWS at a time, whole buckets by slices. 100,000 steps of 61 metrics
+hold 1.5 MiB (bench/bench_curves.py); reading a verl line's sixty values costs ~20 us, which is why
+replay reads only the metrics its anomaly checks need (`only`).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Any
 
 MAX_BUCKETS = 1024  # per metric: 3 doubles and a step each (32 KB)
 MAX_METRICS = 256  # a run prints sixty or so; past this new names are not kept
-FOLD_ROWS = 512  # rows of a key set held before they are folded into the buckets
-# `key:value` (verl's ` - ` separated line) and `'key': value` (a metric dict), as phases.METRIC_RE reads them.
-METRIC_BYTES_RE = re.compile(rb"([\w./@-]+)['\"]?:[\t ]*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)\b")
-METRIC_TEXT_RE = re.compile(METRIC_BYTES_RE.pattern.decode())
+FOLD_ROWS = 512  # values of a metric held before they are folded into its buckets
 VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"  # a value as verl prints it
+# `key:value` (verl's ` - ` separated line) and `'key': value` (a metric dict), as phases.METRIC_RE reads them.
+METRIC_BYTES_RE = re.compile(rb"([\w./@-]+)['\"]?:[\t ]*" + VALUE + rb"\b")
+METRIC_TEXT_RE = re.compile(METRIC_BYTES_RE.pattern.decode())
 Sink = Callable[[int, tuple[str, ...], Sequence[float]], None]  # one step's row, as it lands (replay --csv)
 
 
