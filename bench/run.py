@@ -33,6 +33,7 @@ SCRIPTS: list[tuple[str, list[str], list[str]]] = [
     ("bench_stacks.py", [], ["--rounds", "1"]),
     ("bench_stack_phase.py", [], ["--seconds", "20", "--samples", "5"]),
     ("bench_ray_pane.py", [], ["--runs", "3"]),
+    ("bench_curves.py", [], ["--steps", "20000", "--runs", "3"]),
     ("snapshot_latency.py", [], ["--runs", "3"]),
     ("redaction.py", [], ["--per-syntax", "3"]),
     ("bench_ray_tasks.py", [], ["--tasks", "2000", "--polls", "5"]),  # after the others that use the cluster

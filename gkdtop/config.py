@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
+    from gkdtop.analysis.anomalies import AnomalyLimits
     from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature
     from gkdtop.analysis.taskphases import TaskPhaseRule
 
@@ -99,6 +100,8 @@ class Config:
     notify: list[str] = field(default_factory=list)
     notify_every: float = 600.0
     heartbeat: float = 0.0
+    metrics: list[str] = field(default_factory=list)  # the Metrics pane's charts; []: the framework's defaults
+    anomalies: AnomalyLimits = field(default_factory=lambda: _limits())  # thresholds (analysis/anomalies.py)
 
     def rules(self) -> RuleSet:
         """What the analysis takes from the config: the parsed rules and the stall threshold."""
@@ -110,6 +113,13 @@ class Config:
     @property
     def default_filter(self) -> str:
         return self.filters.get("default", DEFAULT_FILTER)
+
+
+def _limits() -> AnomalyLimits:
+    """The anomaly thresholds' defaults, imported when a Config is made (not with this module)."""
+    from gkdtop.analysis.anomalies import AnomalyLimits
+
+    return AnomalyLimits()
 
 
 def default_config_path() -> Path:
@@ -169,6 +179,8 @@ TOP_KEYS = {
     "framework", "task_phases",
     "notify", "notify_every", "heartbeat",
 }
+TOP_KEYS |= {"metrics", "anomalies"}  # the Metrics pane and the anomaly thresholds (docs/configuration.md)
+MAX_METRICS_SHOWN = 12
 
 
 def _count(node: Any, where: str, key: str, low: int, high: int) -> int:
@@ -270,6 +282,12 @@ def _apply(cfg: Config, doc: Any, where: str) -> None:
             if not 0 <= value <= 1e6:
                 raise node_error(where, n, key, f"expected 0 to 1000000 seconds, got {n.value}")
             setattr(cfg, key, value)
+    if (n := get(doc, "metrics")) is not None:
+        cfg.metrics = [m.strip() for m in strings(n, where, "metrics") if m.strip()][:MAX_METRICS_SHOWN]
+    if (n := get(doc, "anomalies")) is not None:
+        from gkdtop.analysis.anomalies import parse_limits
+
+        cfg.anomalies = parse_limits(n, where)
     if (n := get(doc, "refresh")) is not None:
         check_keys(n, where, "refresh", set(cfg.refresh))
         for k, v in n.value:

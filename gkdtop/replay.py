@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.anomalies import watched
+from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
@@ -21,8 +23,10 @@ from gkdtop.format import shown
 from gkdtop.model import Hint
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from gkdtop.config import Config
-    from gkdtop.model import Finding, PhaseStatus
+    from gkdtop.model import Anomaly, Finding, PhaseStatus
 
 SCHEMA = 2
 
@@ -110,6 +114,7 @@ class ReplayReport:
     method: str = "hyperscan"
     framework: Framework = field(default_factory=Framework)
     open_end: OpenEnd | None = None  # the log ends mid-phase (state running): said, with what to check
+    anomalies: list[Anomaly] = field(default_factory=list)  # slow failures: analysis/anomalies.py
 
 
 @dataclass
@@ -158,10 +163,17 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint)
 
 
-def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayReport:
+def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str | None = None) -> ReplayReport:
     """`ahead` (`gkdtop replay`, a process with no other thread, which exits after): large files are
-    scanned by a forked reader while this process applies, and freed chunks stay in the heap."""
+    scanned by a forked reader while this process applies, and freed chunks stay in the heap.
+    `csv_path`: every step's metrics are written there, a row per step (StepTable)."""
     analysis = Analysis(config.rules())
+    table = None
+    if csv_path is not None:
+        table = StepTable()
+        analysis.phases.curves.sink = table.add
+    else:  # the metrics the anomalies read, not all sixty: a dense log's replay would take twice as long
+        analysis.phases.curves = Curves(only=watched())
     if ahead:
         from gkdtop.heap import reuse_chunks
 
@@ -172,10 +184,54 @@ def replay(paths: list[str], config: Config, ahead: bool = False) -> ReplayRepor
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     framework = analysis.profiles.result(pinned=config.framework)
     status = analysis.status(at, framework)
+    if table is not None:
+        table.write(csv_path)  # type: ignore[arg-type]
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
-                        open_end=open_end(status, config, analysis.profiles.lineage(framework.name)))
+                        open_end=open_end(status, config, analysis.profiles.lineage(framework.name)),
+                        anomalies=analysis.anomalies(config.anomalies))
+
+
+class StepTable:
+    """`replay --csv`: one row per step, every metric a column. Rows go to a spooled temporary file
+    as they land (the key sets a run prints change: validation steps add keys), so memory stays
+    bounded; the header is the union of every key, known at the end."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.rows = tempfile.TemporaryFile("w+", encoding="utf-8")  # noqa: SIM115 (closed by write)
+        self.keysets: dict[tuple[str, ...], int] = {}
+        self.columns: dict[str, None] = {}
+
+    def add(self, step: int, keys: tuple[str, ...], values: Sequence[float]) -> None:
+        index = self.keysets.get(keys)
+        if index is None:
+            index = self.keysets[keys] = len(self.keysets)
+            self.columns.update(dict.fromkeys(keys))
+        self.rows.write(f"{step}\t{index}\t" + "\t".join(map(repr, values)) + "\n")
+
+    def write(self, path: str) -> int:
+        """The CSV at `path`; how many rows."""
+        import csv
+
+        columns = list(self.columns)
+        where = {name: i for i, name in enumerate(columns, 1)}
+        keysets = {index: [where[k] for k in keys] for keys, index in self.keysets.items()}
+        self.rows.seek(0)
+        n = 0
+        with open(path, "w", newline="", encoding="utf-8") as out, self.rows:
+            writer = csv.writer(out)
+            writer.writerow(["step", *columns])
+            for line in self.rows:
+                step, index, *values = line.rstrip("\n").split("\t")
+                row = [step] + [""] * len(columns)
+                for at, value in zip(keysets[int(index)], values, strict=False):
+                    row[at] = value
+                writer.writerow(row)
+                n += 1
+        return n
 
 
 def report_json(report: ReplayReport) -> dict[str, Any]:
@@ -199,6 +255,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "steps": report.steps,
         "errors": [asdict(e) for e in report.errors],
         "findings": [f.as_json() for f in report.findings],
+        "anomalies": [a.as_json() for a in report.anomalies],
         "lines_read": report.lines_read,
         "method": report.method,
     }
@@ -248,6 +305,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         out += ["", "errors:"]
         out += [f"  x{g.count}  {g.exception}  (first at {shown(Path(g.source).name)}:{g.first_line or '?'})"
                 for g in report.errors]
+    if report.anomalies:
+        out += ["", "anomalies:"]
+        out += [f"  {a.text}" for a in report.anomalies]
     if report.findings:
         out += ["", "findings:"]
         for f in report.findings:

@@ -38,6 +38,8 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
             if store.task_phase else None,
         },
         "findings": [f.as_json() for f in store.findings()],
+        "anomalies": [a.as_json() for a in store.anomalies()],
+        "metrics": store.phases.curves.as_json(),
         "errors_seen": [asdict(g) for g in store.analysis.error_groups()],
         "logs": {
             "filter": filter_pattern or "",

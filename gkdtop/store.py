@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
     from gkdtop.config import Config
+    from gkdtop.model import Anomaly
     from gkdtop.model.stacks import StallStacks
     from gkdtop.model.tasks import Straggler, TaskPhase
 
@@ -315,6 +316,10 @@ class Store:
 
     def findings(self) -> list[Finding]:
         return self.analysis.findings()
+
+    def anomalies(self) -> list[Anomaly]:
+        """The run's slow failures at the config's thresholds (analysis/anomalies.py)."""
+        return self.analysis.anomalies(self.config.anomalies)
 
     @property
     def phases(self) -> PhaseEngine:  # the phase engine (timeline, steps): tests and the bundle read it

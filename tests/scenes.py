@@ -111,3 +111,25 @@ def settle_then_pin(now: float):  # type: ignore[no-untyped-def]
         await pilot.pause(0.3)
 
     return run_before
+
+
+def curves_scene(directory: Path) -> tuple[GkdtopApp, float]:
+    """A verl run of 800 steps whose generation got twice as slow at step 500 (and one slow step at
+    333): the Metrics pane's picture, and the anomaly the Phases pane states."""
+    from gkdtop.collectors.gpu import RecordedBackend
+    from tests.verlrun import verl_run
+
+    last = verl_run(directory / "train.log", 800, t0=T0 - 800 * 40, gen_at=lambda step, rng: 300.0 if step == 333
+                    else rng.gauss(20.0 if step >= 500 else 10.0, 0.6))
+    log = directory / "train.log"
+    os.utime(log, (last, last))
+    gpus = directory / "gpus.json"
+    gpus.write_text(json.dumps(gpu_frame()))
+    now = last + 20
+    config = Config(phases=builtin_phases())
+    config.refresh.update({"gpus": 600.0, "ray": 600.0})
+    config.stack_phase = False
+    monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9",
+                      gpu_backend=RecordedBackend(str(gpus)))
+    monitor.collectors = [c if c.name != "procs" else FixedProcs(now) for c in monitor.collectors]
+    return GkdtopApp(config, monitor), now

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.scenes import settle_then_pin, stalled_scene
+from tests.scenes import curves_scene, settle_then_pin, stalled_scene
 
 SCENE_SHOTS = [("stalled.svg", (150, 45)), ("stalled-80x24.svg", (80, 24))]
+METRICS_SHOTS = [("metrics.svg", (150, 45)), ("metrics-80x24.svg", (80, 24))]
 DEMO_SIZE = (160, 48)
 
 
@@ -30,6 +31,16 @@ async def shoot_scenes(out_dir: Path) -> None:
             app, now = stalled_scene(Path(tmp))
             async with app.run_test(size=size) as pilot:
                 await settle_then_pin(now)(pilot)
+                app.save_screenshot(filename=name, path=str(out_dir))
+        print(out_dir / name)
+    for name, size in METRICS_SHOTS:  # the Metrics pane (6) on a run whose generation got slower
+        with tempfile.TemporaryDirectory() as tmp:
+            app, now = curves_scene(Path(tmp))
+            async with app.run_test(size=size) as pilot:
+                await settle_then_pin(now)(pilot)
+                await wait(pilot, "800 steps", lambda: pilot.app.store.phase_status().steps_done == 800, 60)
+                await pilot.press("6")
+                await pilot.pause(0.5)
                 app.save_screenshot(filename=name, path=str(out_dir))
         print(out_dir / name)
 

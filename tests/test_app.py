@@ -232,7 +232,8 @@ async def test_maximize_help_and_focus(tmp_path: Path) -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         text = str(app.screen.query_one(Static).render())
-        for keys in ("q", "?", "/", "f", "space", "tab / shift+tab", "1 2 3 4 5", "o", "s", "c", "e", "n", "ctrl+c"):
+        for keys in ("q", "?", "/", "f", "space", "tab / shift+tab", "1 2 3 4 5 6", "o", "m", "s", "c", "e", "n",
+                     "ctrl+c"):
             assert f"  {keys:<16} " in text, keys  # every key the app and its panes bind, told once
         assert "the same key or escape restores" in text and "Processes: cycle the sort column" in text
         await pilot.press("escape")

@@ -27,10 +27,11 @@ from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import ClockSkew
 
 if TYPE_CHECKING:
+    from gkdtop.analysis.anomalies import AnomalyLimits
     from gkdtop.analysis.history import HistoryRange
     from gkdtop.analysis.profiles import Framework
     from gkdtop.analysis.rules import RuleSet
-    from gkdtop.model import Finding, LogLine, PhaseStatus
+    from gkdtop.model import Anomaly, Finding, LogLine, PhaseStatus
 
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -67,6 +68,7 @@ class Analysis:
         self.started: float | None = None  # the earliest and latest timestamps seen
         self.ended: float | None = None
         self.history = HistoryReader(self)  # files as already written: analysis/history.py
+        self._anomalies: tuple[tuple[int, int, AnomalyLimits], list[Anomaly]] | None = None
 
     def register(self, pattern: str | Pattern) -> int:
         """The matcher id of a pattern (one id per distinct pattern text)."""
@@ -187,6 +189,15 @@ class Analysis:
             source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
             status.clock_offset, status.clock_source = offset, source
         return status
+
+    def anomalies(self, limits: AnomalyLimits) -> list[Anomaly]:
+        """The run's slow failures (analysis/anomalies.py), scanned again only when a step landed."""
+        key = (self.phases.stats.count, self.phases.curves.count, limits)
+        if self._anomalies is None or self._anomalies[0] != key:
+            from gkdtop.analysis.anomalies import scan
+
+            self._anomalies = (key, scan(self.phases.stats, self.phases.curves, limits))
+        return self._anomalies[1]
 
     def findings(self) -> list[Finding]:
         return self.findings_engine.findings()

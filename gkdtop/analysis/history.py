@@ -416,6 +416,7 @@ class HistoryReader:
         names = tuple(key.decode() for key in keys)
         last = len(run) - 1
         stats.add_run(steps, times.get(0), times.get(last), names, values)
+        self.phases.curves.add_bytes(steps, [data[record[4] : record[3]] for record in run])
         phases = self.phases
         for k in dated:
             phases.note_skipped(times[k])  # activity and progress, as feed() counts a step line
@@ -461,6 +462,7 @@ class HistoryReader:
                         names.clear()
                 timings[name] = float(value)
         phases = self.phases
+        phases.curves.add_bytes((step,), (data[metrics_at:end],))
         t = state.before(data, start)  # never None here: _fast_run saw a stamp before the run
         if t is not None:
             phases.note_skipped(t)  # activity and progress, as feed() counts a step line

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
@@ -148,6 +149,7 @@ class PhaseEngine:
         self._failure_line: LogLine | None = None
         self._progress_line: LogLine | None = None
         self.stats = StepStats()
+        self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
@@ -455,6 +457,7 @@ class PhaseEngine:
         step, metrics_at, timings = parsed
         if "step" in timings:
             self._own_seconds = (step, timings["step"])
+        self.curves.add_text(step, text[metrics_at:])
         self.add_step(step, t, timings, text[metrics_at:])
 
     def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None) -> None:

@@ -160,6 +160,20 @@ class StepStats:
             rows.thin()
         self.stride *= 2
 
+    def timing_keys(self) -> list[str]:
+        """Every `timing_s/*` key the run printed, in the order first seen."""
+        return list(dict.fromkeys(k for rows in self.rows for k in rows.keys))
+
+    def column(self, key: str) -> tuple[array, array]:
+        """One timing key's values and their steps, the whole run (thinned by `stride`)."""
+        values, steps = array("d"), array("q")
+        for rows in sorted(self.rows, key=lambda r: r.steps[0] if r.steps else 0):
+            if key in rows.keys:
+                column, at = rows.column(key)
+                values.extend(column)
+                steps.extend(at)
+        return values, steps
+
     def summary(self) -> dict[str, Any]:
         """Computed when asked for, then kept until the next step: a view asks every second."""
         if not self.count:
@@ -171,14 +185,8 @@ class StepStats:
         out.update(summarize(self.seconds, self.seconds_steps, self.stride))
         out["count"] = self.count  # steps, not the steps that had a duration
         timing: dict[str, dict[str, Any]] = {}
-        for key in dict.fromkeys(k for rows in self.rows for k in rows.keys):
-            values, steps = array("d"), array("q")
-            for rows in sorted(self.rows, key=lambda r: r.steps[0] if r.steps else 0):
-                if key in rows.keys:
-                    column, at = rows.column(key)
-                    values.extend(column)
-                    steps.extend(at)
-            timing[key] = summarize(values, steps, self.stride)
+        for key in self.timing_keys():
+            timing[key] = summarize(*self.column(key), self.stride)
         out["timing"] = timing
         out["timing_mean_s"] = {key: s["mean_s"] for key, s in timing.items() if s["count"]}
         self._summary = (self.count, out)

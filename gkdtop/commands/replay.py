@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser.add_argument("--config", metavar="FILE")
     parser.add_argument("--stall-after", type=SECONDS, metavar="SECONDS")
     parser.add_argument("--json", action="store_true", help="print JSON (schema in docs/replay.md)")
+    parser.add_argument("--csv", metavar="FILE",
+                        help="also write every step's metrics to FILE, one row per step (docs/replay.md)")
     parser.add_argument("--why", action="store_true",
                         help="also print the log lines each statement stands on (file:line and the line)")
     parser.add_argument("--alerts", action="store_true",
@@ -39,10 +41,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
             return 2
         if (note := rp.input_note(path)) is not None:
             print(f"gkdtop replay: {note}", file=sys.stderr)
+    if args.csv is not None:
+        try:
+            with open(args.csv, "a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            print(f"gkdtop replay: --csv {args.csv}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     if args.alerts:
         return _alerts(args, config)
     try:
-        report = rp.replay(args.files, config, ahead=True)
+        report = rp.replay(args.files, config, ahead=True, csv_path=args.csv)
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ so the documents agree on its shape.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -324,6 +325,24 @@ class PhaseStatus:
             "timeline": [span.as_json() for span in self.timeline],
             "evidence": [e.as_json() for e in self.evidence],
         }
+
+
+@dataclass(slots=True)
+class Anomaly:
+    """A slow failure of a run that raised nothing (analysis/anomalies.py): what changed, from which
+    step, and the numbers that say so."""
+
+    kind: str  # slower | throughput | score | clip_ratio | length | nonfinite
+    metric: str  # the metric it was read from: timing_s/gen, critic/score/mean, actor/pg_loss
+    step: int  # the step it began at
+    before: float | None  # the median before (None for nonfinite)
+    after: float | str  # the median since (nonfinite: the value, "nan" / "inf")
+    text: str  # "generation (timing_s/gen) 2.0x slower since step 400 (10.1 s → 20.3 s)"
+
+    def as_json(self) -> dict[str, Any]:
+        after = self.after if not isinstance(self.after, float) or math.isfinite(self.after) else str(self.after)
+        return {"kind": self.kind, "metric": self.metric, "step": self.step, "before": self.before,
+                "after": after, "text": self.text}
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from gkdtop.tui.filter_screen import FilterScreen
 from gkdtop.tui.gpu_pane import GpuPane
 from gkdtop.tui.help_screen import HelpScreen
 from gkdtop.tui.logs_pane import LogsPane
+from gkdtop.tui.metrics_pane import MetricsPane
 from gkdtop.tui.phases_pane import PhasesPane, headline
 from gkdtop.tui.procs_pane import ProcsPane
 from gkdtop.tui.ray_pane import RayPane
@@ -42,9 +43,9 @@ QUICK_BEAT = 0.25  # seconds: a followed log's lines reach the Logs pane at most
 # on the machine (ptrace, kill, files) or on what the shared monitor follows, not just on this view.
 ACTIONS_OFF = {"stacks": "stacks", "cleanup": "cleanup", "bundle": "export", "pick_sources": "picking log sources",
                "job_control": "job control"}
-PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane}
+PANES = {"1": PhasesPane, "2": GpuPane, "3": ProcsPane, "4": LogsPane, "5": RayPane, "6": MetricsPane}
 FOCUS_HELP = "move focus between panes"
-MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray; the same key or escape restores"
+MAXIMIZE_HELP = "maximize Phases / GPUs / Processes / Logs / Ray / Metrics; the same key or escape restores"
 
 
 class SourcePane(Protocol):
@@ -149,8 +150,8 @@ class GkdtopApp(App[str | None]):
                 tooltip="pick log files of Ray nodes (remote workers) to follow in the Logs pane"),
         Binding("tab", "app.focus_next", "Focus", show=False, tooltip=FOCUS_HELP),
         Binding("shift+tab", "app.focus_previous", "Focus", show=False, tooltip=FOCUS_HELP),
-        Binding("escape", "restore", "Restore", show=False),  # told with 1-5
-        *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-5", tooltip=MAXIMIZE_HELP)
+        Binding("escape", "restore", "Restore", show=False),  # told with 1-6
+        *[Binding(key, f"maximize('{key}')", "Max", show=key == "1", key_display="1-6", tooltip=MAXIMIZE_HELP)
           for key in PANES],
         Binding("ctrl+c", "help_quit", show=False, system=True,  # Textual's own key, with what it does here
                 tooltip="in `gkdtop run`: send SIGINT to the job, as a shell would"),
@@ -204,6 +205,7 @@ class GkdtopApp(App[str | None]):
                 yield ProcsPane(id="procs")
                 yield LogsPane(self.config.default_filter, id="logs")
         yield RayPane(id="ray")
+        yield MetricsPane(id="metrics")  # shown maximized (6)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -407,7 +409,8 @@ class GkdtopApp(App[str | None]):
         super().action_help_quit()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS, *RayPane.BINDINGS]))
+        self.push_screen(HelpScreen(self.config.source, [*self.BINDINGS, *ProcsPane.BINDINGS, *RayPane.BINDINGS,
+                                                         *MetricsPane.BINDINGS]))
 
     @needs_monitor
     def action_edit_filter(self) -> None:

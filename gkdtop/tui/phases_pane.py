@@ -15,7 +15,7 @@ from gkdtop.tui.repaint import repaint_rows
 if TYPE_CHECKING:
     from textual.geometry import Region
 
-    from gkdtop.model import Finding, PhaseStatus, StackPhase
+    from gkdtop.model import Anomaly, Finding, PhaseStatus, StackPhase
     from gkdtop.store import Store
 
 STATE_STYLE = {
@@ -55,6 +55,7 @@ class PhasesPane(Static):
                              width=self.content_size.width or None)
         if store.history_pending:
             text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
+        text.append_text(render_anomalies(store.anomalies()))
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
             rows = repaint_rows(self._shown, text.plain, self.content_size.width, self.styles)
@@ -175,6 +176,18 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
 
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+
+
+def render_anomalies(anomalies: list[Anomaly]) -> Text:
+    """The run's slow failures (analysis/anomalies.py), each with the step it began at and the numbers."""
+    text = Text()
+    if not anomalies:
+        return text
+    text.append(f"anomalies ({len(anomalies)})\n", "bold")
+    for anomaly in anomalies[:6]:
+        text.append("  ANOMALY ", "bold yellow")
+        text.append(f"{anomaly.text}\n")
+    return text
 
 
 def render_findings(findings: list[Finding], full: bool = False) -> Text:

@@ -1,0 +1,208 @@
+"""The slow failures of a run that never raises: a step (or one of its `timing_s/*` parts) that got
+slower and stayed slower, throughput that dropped, a score that collapsed, clip ratio or response
+length that jumped, and NaN/inf in a loss. Each is stated with the step it began at and the numbers.
+
+A change is a change point, not one slow step: the run is cut into windows, each window's median
+stands for it (a validation or checkpoint step every N steps moves no median), and a change is where
+the medians of the windows after a boundary differ from those before it by the threshold, and the
+latest window still does (a transient that recovered is not an anomaly), by more than window
+medians move by chance (a metric as noisy as its level is not read as changing); the numbers stated are
+those medians. Then the boundary is pinned to the first step that looks like the new level. A run
+that drifts (responses growing step by step) moves little from one window to the next: no change.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+from gkdtop.model import Anomaly
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from gkdtop.analysis.curves import Curves, Series
+    from gkdtop.analysis.steps import StepStats
+
+NEIGHBOURS = 3  # windows each side of a boundary that are compared
+NOISE_SIGMAS = 4.0  # a change stands this far out of how much window medians move by chance
+# Which metrics each check reads, by the names frameworks print (verl, then TRL's).
+THROUGHPUT = ("perf/throughput",)
+SCORE = ("critic/score/mean", "reward")
+CLIP_RATIO = ("response_length/clip_ratio", "completions/clipped_ratio")
+LENGTH = ("response_length/mean", "completions/mean_length")
+PART_NAMES = {"gen": "generation", "step": "step time", "update_actor": "actor update",
+              "old_log_prob": "old log-prob", "ref": "reference", "update_weights": "weight sync"}
+
+
+@dataclass(frozen=True, slots=True)
+class AnomalyLimits:
+    """The thresholds (config `anomalies:`; docs/configuration.md). Defaults stay quiet on every
+    healthy run of tests/corpus."""
+
+    slower: float = 1.5  # step time or a timing_s/* part: this many times its earlier median
+    min_share: float = 0.05  # ... and grown by at least this share of the step time (not a 0.3 s part)
+    throughput_drop: float = 0.4  # throughput fell by this fraction
+    score_drop: float = 0.5  # the score fell by this fraction of its earlier level
+    clip_jump: float = 0.1  # the clip ratio rose by this much (a fraction: 0.004 -> 0.2)
+    length_jump: float = 1.5  # response length this many times its earlier median
+    min_steps: int = 20  # steps before any change is judged
+    window: int = 5  # the fewest steps a window holds (a run of n steps: n/64 at least)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the mean of the two middle ones): statistics.median, without importing
+    statistics (fractions, decimal) into the dashboard's first frame, which builds a Config."""
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def change_point(values: Sequence[float], limits: AnomalyLimits, changed: Callable[[float, float], bool]
+                 ) -> tuple[int, float, float] | None:
+    """Where a run's level changed so that `changed(before, after)` holds, and still holds for its
+    latest window: (the index it began at, the median before, the median after), or None."""
+    if not math.isfinite(sum(values)):  # a NaN or inf is no level: left out (a loss's own anomaly says it)
+        values = [v for v in values if math.isfinite(v)]
+    n = len(values)
+    if n < max(limits.min_steps, 2 * limits.window):
+        return None
+    w = max(limits.window, n // 64)
+    medians = [median(values[i : i + w]) for i in range(0, n - w + 1, w)]
+    latest = median(values[-w:])
+    # How much a window's median moves by chance: from the steps between neighbours (one change
+    # point is one big step among many small ones, so it barely moves their median).
+    steps = sorted(abs(b - a) for a, b in pairwise(medians))
+    noise = 1.4826 * steps[len(steps) // 2] / math.sqrt(2) if steps else 0.0
+    best = None
+    for b in range(1, len(medians)):
+        before = median(medians[max(0, b - NEIGHBOURS) : b])
+        after = median(medians[b : b + NEIGHBOURS])
+        if changed(before, after) and changed(before, latest) and abs(after - before) >= NOISE_SIGMAS * noise:
+            strength = abs(after - before)
+            if best is None or strength > best[0]:
+                best = (strength, b, before, after)
+    if best is None:
+        return None
+    _, b, before, after = best
+    # Pinned: the first step of the boundary's neighbourhood that is nearer the new level, with most
+    # of the window after it nearer too.
+    def new(v: float) -> bool:
+        return abs(v - after) < abs(v - before)
+
+    start = next((i for i in range(max(1, (b - 1) * w), min(n, (b + 1) * w))
+                  if new(values[i]) and 2 * sum(map(new, values[i : i + w])) > len(values[i : i + w])), b * w)
+    return start, before, after
+
+
+def _slower(limits: AnomalyLimits, floor: float) -> Callable[[float, float], bool]:
+    return lambda before, after: before > 0 and after >= limits.slower * before and after - before >= floor
+
+
+def _timing(stats: StepStats, limits: AnomalyLimits) -> list[Anomaly]:
+    out = []
+    seconds, steps = stats.seconds, stats.seconds_steps
+    base = median(seconds) if len(seconds) else 0.0
+    parts = [("step", seconds, steps)] + [(key, *stats.column(key)) for key in stats.timing_keys() if key != "step"]
+    for key, values, at in parts:
+        found = change_point(values, limits, _slower(limits, limits.min_share * base))
+        if found is None:
+            continue
+        i, before, after = found
+        finite = [s for s, v in zip(at, values, strict=True) if math.isfinite(v)]
+        name = PART_NAMES.get(key, key)
+        label = name if key == "step" else f"{name} (timing_s/{key})"
+        out.append(Anomaly("slower", "timing_s/" + key, finite[i], before, after,
+                           f"{label} {after / before:.1f}x slower since step {finite[i]} "
+                           f"({before:.1f} s → {after:.1f} s)"))
+    return out
+
+
+def _curve(series: Series) -> tuple[list[int], list[float]]:
+    """A metric's samples: each bucket's last value (every step's, while the run fits the buckets)."""
+    points = series.points()
+    return [p[0] for p in points], [p[3] for p in points]
+
+
+def watched() -> tuple[str, ...]:
+    """The metrics the checks read (losses and grad norms, for NaN, are watched by name: curves.py)."""
+    return (*THROUGHPUT, *SCORE, *CLIP_RATIO, *LENGTH)
+
+
+def _first(curves: Curves, names: Sequence[str]) -> tuple[str, Series] | None:
+    found = curves.series()
+    return next(((name, found[name]) for name in names if name in found), None)
+
+
+def _level_checks(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
+    checks: list[tuple[str, Sequence[str], Callable[[float, float], bool], str]] = [
+        ("throughput", THROUGHPUT, lambda b, a: b > 0 and a <= (1 - limits.throughput_drop) * b,
+         "throughput dropped {pct} since step {step} ({before:.4g} → {after:.4g})"),
+        ("score", SCORE, lambda b, a: b > 0 and b - a >= limits.score_drop * b,
+         "score collapsed {pct} since step {step} ({before:.4g} → {after:.4g})"),
+        ("clip_ratio", CLIP_RATIO, lambda b, a: a - b >= limits.clip_jump,
+         "clip ratio jumped since step {step} ({before:.3g} → {after:.3g})"),
+        ("length", LENGTH, lambda b, a: b > 0 and a >= limits.length_jump * b,
+         "response length {ratio:.1f}x since step {step} ({before:.0f} → {after:.0f} tokens)"),
+    ]
+    out = []
+    for kind, names, changed, text in checks:
+        found = _first(curves, names)
+        if found is None:
+            continue
+        name, series = found
+        steps, values = _curve(series)
+        finite_steps = [s for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+        point = change_point(values, limits, changed)
+        if point is None:
+            continue
+        i, before, after = point
+        step = finite_steps[i]
+        pct = f"{100 * (1 - after / before):.0f}%" if before else ""
+        ratio = after / before if before else math.inf
+        out.append(Anomaly(kind, name, step, before, after,
+                           f"{name}: " + text.format(pct=pct, step=step, before=before, after=after, ratio=ratio)))
+    return out
+
+
+def _nonfinite(curves: Curves) -> list[Anomaly]:
+    """One anomaly for the losses (and grad norms) that went NaN or inf, from the first step one did."""
+    bad = [(s.nonfinite_step, name, s) for name, s in curves.series().items()
+           if s.nonfinite_step is not None and ("loss" in name or "grad_norm" in name)]
+    if not bad:
+        return []
+    (step, value), name, series = min(bad, key=lambda b: b[0][0])  # type: ignore[index,type-var]
+    others = [n for _, n, _ in bad if n != name]
+    also = f" (also {', '.join(others[:4])}{' …' if len(others) > 4 else ''})" if others else ""
+    return [Anomaly("nonfinite", name, step, None, value,
+                    f"{name} is {value} from step {step} ({series.nonfinite} steps){also}")]
+
+
+def scan(stats: StepStats, curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
+    """Every anomaly of the run so far, in the order it began."""
+    found = _timing(stats, limits) + _level_checks(curves, limits) + _nonfinite(curves)
+    return sorted(found, key=lambda a: a.step)
+
+
+def parse_limits(node: Any, where: str) -> AnomalyLimits:
+    """Config `anomalies:` (a map of the AnomalyLimits fields), each a positive number."""
+    from gkdtop.analysis.rules import check_keys, node_error, number
+
+    check_keys(node, where, "anomalies", set(AnomalyLimits.keys()))
+    values: dict[str, Any] = {}
+    for k, v in node.value:
+        value = number(v, where, f"anomalies.{k.value}")
+        if value <= 0:
+            raise node_error(where, v, f"anomalies.{k.value}", f"expected a positive number, got {v.value}")
+        if k.value in ("min_steps", "window"):
+            if value != int(value):
+                raise node_error(where, v, f"anomalies.{k.value}", f"expected a whole number, got {v.value}")
+            value = int(value)
+        values[k.value] = value
+    return AnomalyLimits(**values)

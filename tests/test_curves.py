@@ -1,0 +1,291 @@
+"""Training curves and anomalies (issue 28): every step metric over the whole run, down-sampled so a
+spike survives; a change point in a timing part found near where it began, and nothing on healthy
+runs; replay's CSV; the Metrics pane in the real app."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import re
+import subprocess
+import sys
+import time
+from array import array
+from pathlib import Path
+
+import pytest
+
+from gkdtop.analysis.anomalies import AnomalyLimits
+from gkdtop.analysis.curves import MAX_BUCKETS, Curves, Series
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.history import file_range
+from gkdtop.analysis.rules import builtin_phases
+from gkdtop.collectors.logs import LogCollector
+from gkdtop.config import Config, load_config
+from gkdtop.replay import replay
+from gkdtop.store import Store
+from tests.corpus.frameworks import Verl, verl_startup
+from tests.corpus.logkit import Log
+from tests.corpus.make_corpus import run_steps
+from tests.gkdlog import ray, startup
+from tests.tmux import Tmux, tmux_available
+from tests.verlrun import RUNNER, step_line, verl_run
+
+CORPUS = Path(__file__).parent / "corpus"
+def gkdtop(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gkdtop", *args], capture_output=True, text=True, timeout=120)
+
+
+# --- the history -----------------------------------------------------------------------------------
+
+def test_downsampling_keeps_a_one_step_spike() -> None:
+    """100,000 steps in at most MAX_BUCKETS buckets; the one step at 50x stays the maximum, at its step."""
+    rng = random.Random(3)
+    values = array("d", (rng.uniform(0.9, 1.1) for _ in range(100_000)))
+    values[61_234] = 50.0
+    series = Series()
+    for start in range(0, len(values), 777):  # in uneven pieces, as blocks of steps arrive
+        series.extend(range(start + 1, min(start + 778, len(values) + 1)), values[start : start + 777])
+    points = series.points()
+    assert len(points) <= MAX_BUCKETS and series.width >= 64
+    spike = max(points, key=lambda p: p[2])
+    assert spike[2] == 50.0 and spike[0] - series.width < 61_235 <= spike[0]
+    assert series.as_json(100)["max"] == 50.0 and max(p[2] for p in series.as_json(100)["series"]) == 50.0
+    assert series.count == 100_000 and series.lo_all == min(values)
+
+
+def test_a_spike_in_a_long_run_survives_into_snapshot_json(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    verl_run(log, 5000, gen_at=lambda step, rng: 500.0 if step == 3210 else rng.gauss(10.0, 0.6))
+    proc = gkdtop("snapshot", "--json", "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    gen = json.loads(proc.stdout)["metrics"]["timing_s/gen"]
+    assert gen["count"] == 5000 and gen["max"] == 500.0 and len(gen["series"]) <= 200
+    assert any(point[2] == 500.0 and point[0] >= 3210 for point in gen["series"])
+
+
+def test_curves_stay_bounded_at_100k_steps() -> None:
+    """Sixty metrics of 100,000 steps, through the bulk path history uses."""
+    curves = Curves()
+    line = " - ".join(f"m/{i}:{i * 1.5:.6f}" for i in range(60)).encode()
+    for start in range(0, 100_000, 500):
+        curves.add_bytes(list(range(start + 1, start + 501)), [line] * 500)
+    series = curves.series()
+    assert curves.count == 100_000 and len(series) == 60
+    assert all(len(s.steps) <= MAX_BUCKETS and s.count == 100_000 for s in series.values())
+    assert series["m/3"].points()[-1] == (100_000, 4.5, 4.5, 4.5)
+
+
+def test_live_lines_and_history_make_the_same_curves(tmp_path: Path) -> None:
+    """The dashboard's live feed and replay's chunked reader (its bulk path) agree on every metric."""
+    log = tmp_path / "train.log"
+    verl_run(log, 300, every=10)
+    text = log.read_text()
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    analysis.read_history([file_range(str(log))])
+    history = analysis.phases.curves.as_json()
+    live_log = tmp_path / "live.log"
+    live_log.write_text("")
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(live_log)], backlog=0)
+    try:
+        store.put("logs", collector.collect())
+        with live_log.open("a") as fh:
+            fh.write(text)
+        while store.phases.stats.count < 300:
+            store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    live = store.phases.curves.as_json()
+    assert live.keys() == history.keys() and "val-core/acc/mean@1" in live
+    assert live == history
+
+
+# --- anomalies -----------------------------------------------------------------------------------
+
+def test_generation_that_doubles_is_a_change_point_found_where_it_began(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    verl_run(log, 600, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 400 else 10.0, 0.6))
+    proc = gkdtop("replay", "--json", str(log))
+    assert proc.returncode == 0, proc.stderr
+    found = [a for a in json.loads(proc.stdout)["anomalies"] if a["metric"] == "timing_s/gen"]
+    assert len(found) == 1, found
+    gen = found[0]
+    assert gen["kind"] == "slower" and 400 <= gen["step"] <= 403, gen
+    assert gen["before"] == pytest.approx(10.0, rel=0.05) and gen["after"] == pytest.approx(20.0, rel=0.05)
+    assert re.fullmatch(r"generation \(timing_s/gen\) 2\.0x slower since step 40\d \(10\.0 s → 2[01]\.\d s\)",
+                        gen["text"])
+    text = gkdtop("replay", str(log)).stdout
+    assert "anomalies:\n  generation (timing_s/gen) 2.0x slower since step 40" in text
+
+
+def test_one_slow_step_and_slow_validation_steps_are_no_change_point(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    verl_run(log, 400, gen_at=lambda step, rng: 90.0 if step % 10 == 0 or step == 250 else rng.gauss(10.0, 0.6))
+    assert replay([str(log)], Config(phases=builtin_phases())).anomalies == []
+
+
+@pytest.mark.parametrize(("seed", "kw"), [(1, {}), (2, {"algo": "ppo", "critic": True}), (3, {"engine": "sglang"}),
+                                          (5, {"algo": "ppo", "strategy": "megatron", "nodes": 2, "critic": True})])
+def test_healthy_noisy_runs_raise_no_anomaly(tmp_path: Path, seed: int, kw: dict) -> None:
+    """300 steps of the corpus's verl generator: every metric uniformly noisy, validation every 5 steps,
+    a checkpoint at step 10."""
+    log = Log("2025-03-04 10:00:00", seed)
+    verl = Verl(log, steps=300, **kw)
+    verl_startup(verl)
+    verl.validate(initial=True)
+    run_steps(verl, 300)
+    verl.finish()
+    path = tmp_path / "train.log"
+    path.write_text(log.text())
+    report = replay([str(path)], load_config(None))
+    assert report.steps["count"] == 300 and report.anomalies == []
+
+
+@pytest.mark.parametrize("shape", ["doubled", "nan", "validation"])
+def test_replay_reading_only_the_watched_metrics_finds_what_reading_all_does(tmp_path: Path, shape: str) -> None:
+    """Replay without --csv reads only the metrics anomalies need (curves.Curves `only`): the same anomalies."""
+    log = tmp_path / "train.log"
+    if shape == "nan":
+        log = CORPUS / "verl_grpo_nan_loss.log"
+    else:
+        verl_run(log, 400, every=10 if shape == "validation" else 0,
+                 gen_at=lambda step, rng: rng.gauss(25.0 if step >= 300 else 10.0, 0.5))
+    config = load_config(None)
+    watched = [a.as_json() for a in replay([str(log)], config).anomalies]
+    every = [a.as_json() for a in replay([str(log)], config, csv_path=str(tmp_path / "all.csv")).anomalies]
+    assert watched == every and watched
+
+
+def test_metrics_as_noisy_as_their_level_raise_nothing_at_60k_steps() -> None:
+    """bench's dense log prints every metric uniform in 0..10: no window is a change, however many."""
+    from gkdtop.analysis.anomalies import scan
+    from gkdtop.analysis.steps import StepStats
+
+    rng = random.Random(11)
+    curves, stats = Curves(), StepStats()
+    keys = ("critic/score/mean", "response_length/mean", "response_length/clip_ratio", "perf/throughput")
+    for step in range(1, 60_001):
+        curves.add(step, keys, [rng.uniform(0, 10) for _ in keys])
+        stats.add(step, None, {"gen": rng.uniform(0, 10), "step": rng.uniform(10, 20)})
+    assert scan(stats, curves, AnomalyLimits()) == []
+
+
+def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:
+    config = load_config(None)
+    fired = {}
+    for path in sorted([*CORPUS.glob("*.log"), *(CORPUS / "posted").glob("*.log")]):
+        report = replay([str(path)], config)
+        if report.anomalies:
+            fired[path.name] = [a.kind for a in report.anomalies]
+    assert fired == {"verl_grpo_nan_loss.log": ["nonfinite"]}
+
+
+def test_score_collapse_and_thresholds_from_the_config(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    lines, _ = startup(time.time() - 86400, steps=0)
+    lines += [step_line(s, rng.gauss(10.0, 0.5), rng, score=0.7 if s < 150 else 0.1) for s in range(1, 301)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    found = replay([str(log)], load_config(None)).anomalies
+    assert [(a.kind, a.metric) for a in found] == [("score", "critic/score/mean")]
+    assert 150 <= found[0].step <= 152 and "score collapsed 86% since step 15" in found[0].text
+    config = tmp_path / "gkdtop.yaml"
+    config.write_text("anomalies:\n  score_drop: 0.9\n")
+    assert replay([str(log)], load_config(config)).anomalies == []
+    assert load_config(config).anomalies == AnomalyLimits(score_drop=0.9)
+
+
+# --- replay --csv ------------------------------------------------------------------------------------
+
+def test_csv_has_one_row_per_step_and_every_metric_a_column(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    verl_run(log, 250, every=10)
+    out = tmp_path / "steps.csv"
+    proc = gkdtop("replay", "--csv", str(out), "--json", str(log))
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(proc.stdout)["steps"]["count"]
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert steps == 250 and len(rows) == steps
+    assert [int(r["step"]) for r in rows] == list(range(1, 251))
+    assert rows[9]["val-core/acc/mean@1"] != "" and rows[10]["val-core/acc/mean@1"] == ""
+    assert all(math.isfinite(float(r["timing_s/gen"])) for r in rows)
+    bad = gkdtop("replay", "--csv", str(tmp_path / "no" / "such" / "dir.csv"), str(log))
+    assert bad.returncode == 2 and bad.stderr.startswith("gkdtop replay: --csv") and "Traceback" not in bad.stderr
+
+
+# --- the Metrics pane ----------------------------------------------------------------------------
+
+async def test_metrics_pane_charts_the_run_and_pages_with_m(tmp_path: Path) -> None:
+    from textual_plotext import PlotextPlot
+
+    from gkdtop.tui.metrics_pane import MetricsPane
+    from gkdtop.tui.phases_pane import PhasesPane
+    from tests.test_app import make_app, pane_text, settle
+
+    log_lines: list[str] = []
+    app, log = make_app(tmp_path, log_lines)
+    verl_run(log, 120, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 60 else 10.0, 0.5))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(MetricsPane)
+        assert not pane.display or pane.size.height == 0  # not in the layout until maximized
+        await settle(pilot, lambda: "anomalies (1)" in pane_text(app, PhasesPane))
+        assert "generation (timing_s/gen) 2.0x slower since step 6" in pane_text(app, PhasesPane)
+        await pilot.press("6")
+        assert app.screen.maximized is pane
+        await settle(pilot, lambda: len(pane.query(PlotextPlot)) == 6 and "120 steps" in str(
+            pane.query_one("#metrics-head").render()))
+        await pilot.pause()
+        plots = [p for p in pane.query(PlotextPlot) if p.display]
+        assert len(plots) == 4 and all(p.size.width >= 30 and p.size.height >= 8 for p in plots)
+        rendered = [str(p.render()) for p in plots]
+        assert "step time (s), parts stacked" in rendered[0]
+        assert "critic/score/mean" in rendered[1] and "response_length/mean" in rendered[2]
+        assert "clip_ratio 0.0" in rendered[3]  # the name's head goes where the chart is narrow
+        await pilot.press("m")
+        await pilot.pause()
+        rendered = [str(p.render()) for p in pane.query(PlotextPlot) if p.display]
+        assert "actor/entropy" in rendered[1] and "perf/throughput" in rendered[2]
+        assert "actor/pg_loss" in rendered[3]  # after the defaults, every other metric the run printed
+        # A line that is not a step moves the pane's source: it is asked, and draws nothing.
+        drawn = pane._drawn
+        moved = app.store.versions.get("logs", 0)
+        with log.open("a") as fh:
+            fh.write(ray(*RUNNER, "INFO rollout: generated 1024 sequences", color=False) + "\n")
+        await settle(pilot, lambda: app.store.versions.get("logs", 0) > moved and app._drawn.get(pane) == tuple(
+            app.store.versions.get(s, 0) for s in pane.SOURCES))
+        assert pane._drawn is drawn
+        with log.open("a") as fh:  # a step: drawn again
+            fh.write(step_line(121, 20.0, random.Random(1)) + "\n")
+        await settle(pilot, lambda: "121 steps" in str(pane.query_one("#metrics-head").render()))
+        await pilot.press("6")
+        assert app.screen.maximized is None
+
+
+@pytest.mark.tmux
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+def test_metrics_pane_in_tmux_at_80x24(tmp_path: Path) -> None:
+    """The real command in a real 80x24 terminal: 6 shows the charts, m the next metrics, 6 restores."""
+    log = tmp_path / "train.log"
+    verl_run(log, 200, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 120 else 10.0, 0.5))
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path), "LD_LIBRARY_PATH": str(tmp_path)}
+    tmux = Tmux(width=80, height=24)
+    try:
+        tmux.start([str(Path(sys.executable).with_name("gkdtop")), "--log", str(log)], env=env)
+        tmux.wait_for("training loop", timeout=30)
+        tmux.keys("6")
+        screen = tmux.wait_for("parts stacked")
+        assert "6 Metrics" in screen and "200 steps · 1/3 (m: next) · parts: gen reward update_actor step" in screen
+        assert "1 Phases" not in screen
+        assert "score/mean" in screen and sum(ch in screen for ch in "⣀⣤⠤⡇⢸⠉") >= 3  # braille curves
+        assert max(len(row) for row in screen.splitlines()) <= 80
+        tmux.keys("m")
+        assert "entropy" in tmux.wait_for("2/3 (m: next)")
+        tmux.keys("6")
+        screen = tmux.wait_for("1 Phases")
+        assert "6 Metrics" not in screen
+    finally:
+        tmux.kill()
