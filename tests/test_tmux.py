@@ -115,7 +115,10 @@ def test_a_stall_rings_the_bell_and_is_said_on_tmux_status_line(tmp_path: Path, 
         go.touch()
         screen = outer.wait_for("gkdtop: train.log STALLED in weight sync", timeout=90)
         assert screen.rstrip().splitlines()[-1].startswith("gkdtop: train.log STALLED"), screen  # the status line
-        bell = outer._run("list-windows", "-t", outer.session, "-F", "#{window_bell_flag}").strip()
+        deadline = time.monotonic() + 30  # the bell travels with the app's next write, through two tmux servers
+        while (bell := outer._run("list-windows", "-t", outer.session, "-F", "#{window_bell_flag}").strip()) != "1" \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert bell == "1", "the bell reached the attached terminal"
     finally:
         outer.kill()
