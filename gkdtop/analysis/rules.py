@@ -60,6 +60,7 @@ class RuleSet:
     fail_pattern: str | Pattern = ""  # a line that ends the run as failed ("": none)
     idle_patterns: list[str | Pattern] = field(default_factory=list)  # lines that are no progress
     stall_after: float = 120.0  # seconds without progress before a phase with no limit of its own stalls
+    max_line: int = 16384  # characters kept of a line read as history (config `max_line`, as live)
 
 
 # --- YAML nodes with line numbers ----------------------------------------------------------------
