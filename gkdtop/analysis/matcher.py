@@ -34,9 +34,11 @@ import re2
 from gkdtop.analysis.lines import KUBECTL_STAMP, PREFIX_MAX, plain_ascii
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
-# Seconds a user's rule may take Hyperscan to compile on its own (the built-in rules take ~2 ms each;
-# 40 rules of 1.2 KB of repeats and alternatives took 85 s). A rule over it is refused, in one line.
-RULE_COMPILE_S = 0.25
+# CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, a
+# phase's 300-character alternation, takes 0.02-0.16 s; 40 rules of 1.2 KB of repeats before
+# alternatives took 97 s to load). A rule over it is refused, in one line. CPU, not wall time: a
+# busy machine slows a compile's wall time, not its CPU time, so a rule is refused or not alike.
+RULE_COMPILE_S = 0.5
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
 
 _OPTIONS = re2.Options()
@@ -135,29 +137,57 @@ _WIDE = "[\\x80-\\xff]" + _TAIL  # any character that is not ASCII (or, in bytes
 _HEX = re.compile(r"\\x(?:([0-9a-fA-F]{2})|\{([0-9a-fA-F]{1,6})\})")
 
 
-def _one_of(byte_class: str, text: str, at: int) -> str:
-    """A class of bytes that stands for one character: where a repeat without bound follows, its bytes
-    alone (any number of them is any number of characters), else one byte and a UTF-8 tail."""
+_BOUNDS = re.compile(r"\{(\d+)(,(\d*))?\}")
+
+
+def _one_of(byte_class: str, text: str, at: int) -> tuple[str, int, bool]:
+    """A class of bytes that stands for one character, the repeat after it at `text[at]`: (the bytes,
+    where the pattern goes on, whether the bytes match more than RE2 on an ASCII line too). After `*`
+    or `+` its bytes alone (any number of bytes is any number of characters); after `{m,n}` its bytes
+    m to 4n times (UTF-8 takes up to 4 a character; RE2 confirms every hit: a repeat of characters
+    costs Hyperscan 20 times as long to compile); else one byte and a UTF-8 tail."""
     if text[at : at + 1] in ("*", "+"):
-        return byte_class
-    return f"(?:{byte_class}{_TAIL})"
+        return byte_class, at, False
+    bounds = _BOUNDS.match(text, at)
+    if bounds is not None:
+        low, comma, high = bounds.groups()
+        if comma is not None and not high:  # `{m,}`: m bytes at least, as exact as `+` on ASCII
+            return f"{byte_class}{{{low},}}", bounds.end(), False
+        most = 4 * int(high or low)
+        return f"{byte_class}{{{low},{most if most <= 256 else ''}}}", bounds.end(), True
+    return f"(?:{byte_class}{_TAIL})", at, False
 
 
 def _utf8(char: str) -> str:
     return "(?:" + "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass")) + ")"
 
 
+# Characters whose case fold is a letter that does not map back to them (the Kelvin sign folds to k,
+# the long s to s, final sigma to sigma): Python's str.casefold over the Basic Multilingual Plane.
+_FOLDS_TO = dict(zip(
+    "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f4\u03f5\u1c80\u1c81"
+    "\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88\u1e9b\u1e9e\u1fbe\u2126\u212a\u212b",
+    "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b8\u03b5\u0432\u0434"
+    "\u043e\u0441\u0442\u0442\u044a\u0463\ua64b\u1e61\u00df\u03b9\u03c9\u006b\u00e5",
+    strict=True))
+
+
 def _cases(char: str) -> str:
-    """A character that is not ASCII, under `(?i)`: RE2 folds its case, bytes cannot."""
+    """A letter under `(?i)` whose cases are not all ASCII: each of them (RE2 folds case, bytes cannot).
+    A superset of RE2's fold at most (RE2 confirms on such a line)."""
     forms = {char}
     for _ in range(2):
-        forms |= {f for c in list(forms) for f in (c.lower(), c.upper(), c.casefold()) if len(f) == 1}
+        for c in list(forms):
+            forms |= {f for f in (c.lower(), c.upper(), c.casefold(), c.title()) if len(f) == 1}
+            forms.add(_FOLDS_TO.get(c, c))
+        forms |= {c for c, fold in _FOLDS_TO.items() if fold in forms}
     return _utf8(char) if len(forms) == 1 else "(?:" + "|".join(_utf8(c) for c in sorted(forms)) + ")"
 
 
-def _class(text: str, i: int) -> tuple[str, int, bool]:
-    """The class at `text[i]` (`[`) for bytes: (its translation, where it ends, whether it stands for
-    characters that are not ASCII). A byte engine holds only ASCII members: a negated class keeps out
+def _class(text: str, i: int, caseless: bool = False) -> tuple[str, int, bool, bool]:
+    """The class at `text[i]` (`[`) for bytes: (its translation, where the pattern goes on, whether it
+    stands for characters that are not ASCII, whether it matches more than RE2 on ASCII too).
+    A byte engine holds only ASCII members: a negated class keeps out
     only those (a superset), a class with other members also takes any character that is not ASCII."""
     j = i + 1
     negated = text[j : j + 1] == "^"
@@ -205,10 +235,11 @@ def _class(text: str, i: int) -> tuple[str, int, bool]:
     body = "".join(members)
     after = j + 1
     if negated:
-        return _one_of(f"[^{body}\\n]", text, after), after, True
-    if not wide:
-        return f"[{body}]", after, False
-    return (f"(?:[{body}]|{_WIDE})" if body else f"(?:{_WIDE})"), after, True
+        translated, after, loose = _one_of(f"[^{body}\\n]", text, after)
+        return translated, after, True, loose
+    if not wide and not caseless:  # (under `(?i)` a letter's other cases may not be ASCII: `K` for k)
+        return f"[{body}]", after, False, False
+    return (f"(?:[{body}]|{_WIDE})" if body else f"(?:{_WIDE})"), after, True, False
 
 
 def for_chunks(text: str) -> tuple[bytes, str]:
@@ -247,29 +278,35 @@ def for_chunks(text: str) -> tuple[bytes, str]:
             i += 2
             if escape in ("p", "P"):  # a Unicode class: any one character (RE2 confirms)
                 i = (text.find("}", i) + 1 or len(text)) if text[i : i + 1] == "{" else i + 1
-                out.append(_one_of("[^\\n]", text, i))
-                wide = True
+                translated, i, loose = _one_of("[^\\n]", text, i)
+                out.append(translated)
+                wide, always = True, always or loose
+            elif escape == "s":
+                out.append(f"[{_NOT_NEWLINE[escape]}]")
             elif escape in _NOT_NEWLINE:
-                wide |= escape != "s"
-                members = _NOT_NEWLINE[escape]
-                out.append(f"[{members}]" if escape == "s" else _one_of(f"[^{members}]", text, i))
+                translated, i, loose = _one_of(f"[^{_NOT_NEWLINE[escape]}]", text, i)
+                out.append(translated)
+                wide, always = True, always or loose
             else:
                 out.append("\\" + escape)
             continue
         if c == "[":
-            translated, i, is_wide = _class(text, i)
+            translated, i, is_wide, loose = _class(text, i, caseless)
             out.append(translated)
-            wide |= is_wide
+            wide, always = wide or is_wide, always or loose
             continue
         if c == ".":
-            i += 1
-            out.append(_one_of("[^\\n]", text, i))
-            wide = True
+            translated, i, loose = _one_of("[^\\n]", text, i + 1)
+            out.append(translated)
+            wide, always = True, always or loose
             continue
         if c == "^":
             out.append("^" + RAY_HEAD)
         elif not c.isascii():
             out.append(_cases(c) if caseless else _utf8(c))
+        elif caseless and c in "kKsS":  # the Kelvin sign and the long s fold to k and s in RE2
+            out.append(_cases(c))
+            wide = True
         else:
             out.append(c)
         i += 1
@@ -306,11 +343,11 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
 
     worker = threading.Thread(target=compile_db, name="gkdtop-compile", daemon=True)
     worker.start()
-    deadline = None if budget is None else time.monotonic() + budget
+    spent = _cpu_clock(worker)
     while worker.is_alive():
         worker.join(0.05)  # a timed wait: SIGINT's KeyboardInterrupt is raised here
-        if deadline is not None and worker.is_alive() and time.monotonic() > deadline:
-            raise PatternError(f"too costly to compile (over {budget:g} s for Hyperscan): "
+        if budget is not None and worker.is_alive() and spent() > budget:
+            raise PatternError(f"too costly to compile (over {budget:g} s of CPU for Hyperscan): "
                                "use fewer repeats and alternatives, or split it into rules")
     if failed:
         exc = failed[0]
@@ -318,6 +355,23 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
             raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
         raise exc
     return db
+
+
+def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
+    """The CPU seconds `thread` has used so far (wall seconds since now where the OS cannot say)."""
+    started = time.monotonic()
+    try:
+        clock = time.pthread_getcpuclockid(thread.ident or 0)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return lambda: time.monotonic() - started
+
+    def spent() -> float:
+        try:
+            return time.clock_gettime(clock)
+        except OSError:  # it ended a moment ago
+            return 0.0
+
+    return spent
 
 
 def _cached_db(expressions: list[bytes]) -> Any:
