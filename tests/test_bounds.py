@@ -10,6 +10,7 @@ Every file is real (tmp_path), every CLI case a real subprocess.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.analysis import matcher
-from gkdtop.analysis.matcher import Matcher, compile_pattern
+from gkdtop.analysis.matcher import Matcher, PatternError, compile_pattern
 from gkdtop.config import load_config
 from gkdtop.replay import replay
 
@@ -87,21 +88,32 @@ def test_a_line_that_is_not_ascii_matches_through_hyperscan_as_through_re2(text:
 
 @needs_hyperscan
 def test_random_patterns_and_lines_agree_with_re2() -> None:
-    """Seeded: patterns built of the atoms that differ by engine, over lines of mixed scripts."""
+    """Seeded: patterns built of the atoms that differ by engine, over lines of mixed scripts, and raw
+    bytes that are not UTF-8 (the chunk scan of history: no line RE2 matches is missed)."""
     rng = random.Random(30)
-    atoms = [".", r"\W", r"\S", r"\D", "[^a]", "[^训]", "[a训]", r"\s", "a", "训", "(?i)é", "b", ".{2}", "[^ ]+"]
-    chars = ["a", "b", " ", "训", "练", "é", "É", "x", "_", "3", "٣", "\ufffd"]
+    atoms = [".", r"\W", r"\S", r"\D", r"\w", r"\s", "[^a]", "[^训]", "[a训]", "[a-é]", "[\\W_]", "a", "训", "é",
+             "k", "s", ".{2}", ".{0,3}", "[^ ]{1,2}", r"\S{2,}", "(?:a|训)", r"\xe9", r"\x{8bad}", r"\b"]
+    chars = ["a", "b", " ", "训", "练", "é", "É", "x", "_", "3", "٣", "\ufffd", "K", "\u212a", "k", "s", "ſ", "-"]
     patterns = []
-    for _ in range(60):
-        text = "".join(rng.choice(atoms) for _ in range(rng.randint(2, 4)))
-        text = text.replace("(?i)", "") if text.count("(?i)") > 1 or not text.startswith("(?i)") else text
-        patterns.append(compile_pattern(text, every_engine=False))
+    while len(patterns) < 150:
+        text = ("(?i)" if rng.random() < 0.25 else "") + ("^" if rng.random() < 0.1 else "")
+        text += "".join(rng.choice(atoms) for _ in range(rng.randint(1, 4))) + ("$" if rng.random() < 0.1 else "")
+        with contextlib.suppress(PatternError):  # an empty match, or a `\b` that can never match
+            patterns.append(compile_pattern(text))
     scan = Matcher(patterns)
-    lines = ["".join(rng.choice(chars) for _ in range(rng.randint(1, 8))) for _ in range(400)]
+    lines = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 8))) for _ in range(600)]
     found = scan.scan_texts(lines)
     for i, line in enumerate(lines):
         want = [k for k, p in enumerate(patterns) if p.search(line) is not None]
         assert sorted(found.get(i, [])) == want, (line, [patterns[k].text for k in set(want) ^ set(found.get(i, []))])
+    raw = [line.encode() + bytes([rng.choice([0x80, 0xFF, 0xC3])]) for line in lines]
+    hits = {start: set(ids) for start, _end, ids in scan.scan(b"\n".join(raw))}
+    start = 0
+    for line in raw:
+        text = line.decode("utf-8", "replace")
+        want_ids = {k for k, p in enumerate(patterns) if p.search(text) is not None}
+        assert want_ids <= hits.get(start, set()), (line, [patterns[k].text for k in want_ids - hits.get(start, set())])
+        start += len(line) + 1
 
 
 def test_replay_finds_a_rule_of_chinese_text_with_a_dot(tmp_path: Path) -> None:

@@ -270,8 +270,12 @@ def for_chunks(text: str) -> tuple[bytes, str]:
             m = _HEX.match(text, i)
             if m is not None:
                 value = int(m.group(1) or m.group(2), 16)
-                out.append(m.group(0) if value < 0x80 else _utf8(chr(value)))
-                wide |= value >= 0x80
+                char = chr(min(value, 0x10FFFF))
+                if value < 0x80 and not (caseless and char in "kKsS"):
+                    out.append(m.group(0))
+                else:
+                    out.append(_cases(char) if caseless else _utf8(char))
+                    wide = True
                 i = m.end()
                 continue
             escape = text[i + 1 : i + 2]
@@ -283,6 +287,9 @@ def for_chunks(text: str) -> tuple[bytes, str]:
                 wide, always = True, always or loose
             elif escape == "s":
                 out.append(f"[{_NOT_NEWLINE[escape]}]")
+            elif escape == "w" and caseless:  # RE2 folds k and s in \w to the Kelvin sign and the long s
+                out.append(f"(?:\\w|{_cases('k')}|{_cases('s')})")
+                wide = True
             elif escape in _NOT_NEWLINE:
                 translated, i, loose = _one_of(f"[^{_NOT_NEWLINE[escape]}]", text, i)
                 out.append(translated)
@@ -527,7 +534,7 @@ class Matcher:
             return ids
         else:
             check = [i for i in ids if i in confirm]
-        if not message.isascii() and not self._confirm_utf8.isdisjoint(ids):
+        if self._confirm_utf8 and not message.isascii() and not self._confirm_utf8.isdisjoint(ids):
             check = check + [i for i in ids if i in self._confirm_utf8 and i not in check]
         if not check:
             return ids
