@@ -135,8 +135,6 @@ _ASCII_OF = {"D": "\\x00-\\x09\\x0b-\\x2f\\x3a-\\x7f",
 _TAIL = "[\\x80-\\xbf]*"  # a UTF-8 character's tail bytes
 _WIDE = "[\\x80-\\xff]" + _TAIL  # any character that is not ASCII (or, in bytes that are not UTF-8, any high byte)
 _HEX = re.compile(r"\\x(?:([0-9a-fA-F]{2})|\{([0-9a-fA-F]{1,6})\})")
-
-
 _BOUNDS = re.compile(r"\{(\d+)(,(\d*))?\}")
 
 
@@ -144,7 +142,7 @@ def _one_of(byte_class: str, text: str, at: int) -> tuple[str, int, bool]:
     """A class of bytes that stands for one character, the repeat after it at `text[at]`: (the bytes,
     where the pattern goes on, whether the bytes match more than RE2 on an ASCII line too). After `*`
     or `+` its bytes alone (any number of bytes is any number of characters); after `{m,n}` its bytes
-    m to 4n times (UTF-8 takes up to 4 a character; RE2 confirms every hit: a repeat of characters
+    m to 4n times (UTF-8 takes up to 4 bytes a character; RE2 confirms every hit: a repeat of characters
     costs Hyperscan 20 times as long to compile); else one byte and a UTF-8 tail."""
     if text[at : at + 1] in ("*", "+"):
         return byte_class, at, False
