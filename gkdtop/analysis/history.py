@@ -158,7 +158,8 @@ class HistoryReader:
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
-        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1), path)
+        marks = _newline_marks(data)
+        out = _Extract(marks[-1] + (0 if data.endswith(b"\n") else 1), path, marks=marks)
         out.hits, out.plain = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         out.data = data
@@ -510,11 +511,16 @@ class _Extract:
     progress: float | None = None  # the time of its last line no rule names
     progress_line: tuple[int, bytes] | None = None  # that line: its number in the chunk, its bytes
     counted: tuple[int, int] = (0, 0)  # (offset, newlines before it): number_at counts on from there
+    marks: list[int] = field(default_factory=list)  # newlines before each MARK bytes, and in all (_newline_marks)
 
     def number_at(self, start: int) -> int:
-        """The number in the chunk of the line at `start` (1-based), counted from the last one asked,
-        forwards or back: only the bytes between them are read."""
+        """The number in the chunk of the line at `start` (1-based), counted from the last one asked
+        or the mark nearest before it, whichever is closer: only the bytes between are read (the
+        scan counted the marks, in the reader that runs ahead)."""
         at, newlines = self.counted
+        mark = min(start // MARK, len(self.marks) - 2)
+        if mark >= 0 and abs(start - mark * MARK) < abs(start - at):
+            at, newlines = mark * MARK, self.marks[mark]
         if start >= at:
             newlines += self.data.count(b"\n", at, start)
         else:
@@ -523,6 +529,20 @@ class _Extract:
         return newlines + 1
     tail: bytes = b""  # its last line
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
+
+
+MARK = 256 << 10  # bytes between the newline counts a chunk's scan keeps (_Extract.number_at)
+
+
+def _newline_marks(data: bytes) -> list[int]:
+    """The newlines in data[:k * MARK] for each k, then in all of it: one pass, as counting them did."""
+    marks = [0]
+    count = data.count
+    for at in range(0, len(data), MARK):
+        marks.append(marks[-1] + count(b"\n", at, at + MARK))
+    if len(marks) == 1:
+        marks.append(0)
+    return marks
 
 
 def _read_chunks(part: HistoryRange, cap: int = 1 << 16) -> Iterator[bytes]:
