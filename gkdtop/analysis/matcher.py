@@ -328,6 +328,23 @@ def for_chunks(text: str) -> tuple[bytes, str]:
 _NOT_PLAIN = [rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", rb"[\x80-\xff]"]
 
 
+def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
+    """The CPU seconds `thread` has used so far (wall seconds since now where the OS cannot say)."""
+    started = time.monotonic()
+    try:
+        clock = time.pthread_getcpuclockid(thread.ident or 0)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return lambda: time.monotonic() - started
+
+    def spent() -> float:
+        try:
+            return time.clock_gettime(clock)
+        except OSError:  # it ended a moment ago
+            return 0.0
+
+    return spent
+
+
 def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None) -> Any:
     """The compiled database. Compiled in a thread while this one waits (Hyperscan lets go of the GIL):
     Ctrl-C here stops gkdtop at once rather than after the compile; a compile over `budget` seconds is
@@ -360,23 +377,6 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
             raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
         raise exc
     return db
-
-
-def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
-    """The CPU seconds `thread` has used so far (wall seconds since now where the OS cannot say)."""
-    started = time.monotonic()
-    try:
-        clock = time.pthread_getcpuclockid(thread.ident or 0)
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return lambda: time.monotonic() - started
-
-    def spent() -> float:
-        try:
-            return time.clock_gettime(clock)
-        except OSError:  # it ended a moment ago
-            return 0.0
-
-    return spent
 
 
 def _cached_db(expressions: list[bytes]) -> Any:
