@@ -108,7 +108,7 @@ class Config:
         from gkdtop.analysis.rules import RuleSet
 
         return RuleSet(list(self.phases), list(self.findings), self.fail_pattern, list(self.idle_patterns),
-                       self.stall_after, self.stall_fixed)
+                       self.stall_after, self.stall_fixed, self.max_line)
 
     @property
     def default_filter(self) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
 SLOTS = 3  # chunks the reader may run ahead
-SLOT = 6 << 20  # bytes per slot: a chunk (4 MiB), or a line longer than one; a larger one is pickled
+SLOT = 6 << 20  # bytes per slot: a chunk (4 MiB) and the kept start of a longer line; a larger one is pickled
 
 
 class Scanned(Protocol):

@@ -67,7 +67,7 @@ class Analysis:
         self.lines_read = 0  # lines that went through the matcher
         self.started: float | None = None  # the earliest and latest timestamps seen
         self.ended: float | None = None
-        self.history = HistoryReader(self)  # files as already written: analysis/history.py
+        self.history = HistoryReader(self, rules.max_line)  # files as already written: analysis/history.py
         self._anomalies: tuple[tuple[int, int, AnomalyLimits], list[Anomaly]] | None = None
 
     def register(self, pattern: str | Pattern) -> int:

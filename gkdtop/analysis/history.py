@@ -29,6 +29,7 @@ from gkdtop.analysis.lines import (
     STAMP_FIRST,
     clean_line,
     collapse_lines,
+    collapse_unfinished,
     may_carry_stamp,
     message_start,
     parse_line,
@@ -36,6 +37,7 @@ from gkdtop.analysis.lines import (
     raw_stamp_time,
     split_prefix,
     strip_escapes,
+    utf8_cut,
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
@@ -98,8 +100,12 @@ class HistoryReader:
     """Files as already written, into one analysis, in file order. One per Analysis: the timing text
     of a run's step lines, learnt from one file, serves the next (`_run_values`)."""
 
-    def __init__(self, analysis: Target) -> None:
+    def __init__(self, analysis: Target, max_line: int = 16384) -> None:
         self.analysis = analysis
+        # At most max_line characters of a line are kept, as the follower keeps them live: the bytes of
+        # that many in any UTF-8 (`cap`); a longer line is read past, never held (_read_chunks).
+        self.max_line = max_line
+        self.cap = max(max_line * 4, 4096)
         self.matcher, self.phases = analysis.matcher, analysis.phases
         # Lines with only these ids (and no stamp, no control bytes) are history's fast path (_fast_run).
         self.quick_ids = analysis.phases.quick_ids - analysis.findings_engine.match_ids - {analysis.traceback_id}
@@ -135,9 +141,9 @@ class HistoryReader:
         state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
         base = 0
         if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
-            scanned = scan_ahead(_read_chunks(part), partial(self._scan_chunk, part.path))
+            scanned = scan_ahead(_read_chunks(part, self.cap), partial(self._scan_chunk, part.path))
         else:
-            scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part))
+            scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part, self.cap))
         for extract in scanned:
             self._sort_hits(extract)
             self._date_chunk(extract, state)
@@ -152,7 +158,8 @@ class HistoryReader:
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
-        out = _Extract(data.count(b"\n") + (0 if data.endswith(b"\n") else 1), path)
+        marks = _newline_marks(data)
+        out = _Extract(marks[-1] + (0 if data.endswith(b"\n") else 1), path, marks=marks)
         out.hits, out.plain = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         out.data = data
@@ -173,6 +180,7 @@ class HistoryReader:
         plain_end = -1  # the end of the last line no rule names: its time is the run's progress
         previous = -1
         recognised = self.analysis.recognised_ids
+        cap = self.cap
         for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
@@ -183,7 +191,8 @@ class HistoryReader:
             raw = data[start:end]
             # A line that may carry its own stamp is read the careful way (lines.may_carry_stamp; its
             # common tests inline here: this runs for every step and bar line of a run).
-            if (quick.issuperset(ids) and (chunk_plain or plain_ascii(raw)) and not raw.startswith(b"(autoscaler")
+            if (quick.issuperset(ids) and end - start <= cap and (chunk_plain or plain_ascii(raw))
+                    and not raw.startswith(b"(autoscaler")
                     and raw[(msg := message_start(raw)) : msg + 1] not in stamp_first and raw[:1] not in digits
                     and (raw.find(b": ", msg + 1, msg + 130) < 0 or not may_carry_stamp(raw, msg))):
                 # The run's bulk: a metrics line per step, a rollout bar per step, each also the start
@@ -226,7 +235,7 @@ class HistoryReader:
         for k in extract.careful:
             start, end, ids = records[k]
             raw = data[start:end]
-            line = parse_line(clean_line(raw), path, state.mtime)
+            line = parse_line(self._clean(raw), path, state.mtime)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
             ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
             if not ids:
@@ -257,7 +266,7 @@ class HistoryReader:
             text = last_known[1]
             if text is None:  # a fast step line: its message
                 end = data.find(b"\n", last_known[0])
-                text = split_prefix(clean_line(data[last_known[0] : end if end >= 0 else len(data)]))[1]
+                text = split_prefix(self._clean(data[last_known[0] : end if end >= 0 else len(data)]))[1]
             newlines = extract.lines - (0 if data.endswith(b"\n") else 1)
             extract.recognised = (newlines - data.count(b"\n", last_known[0]) + 1, text)  # its line number
 
@@ -316,7 +325,7 @@ class HistoryReader:
         if state.newest is not None:
             self.analysis.skew.observe_written(part.path, state.newest, part.mtime)
         if state.tail:  # an untimed last line (a bar, a metrics line) was written when the file last was
-            raw = clean_line(state.tail)
+            raw = self._clean(state.tail)
             ids = self.matcher.scan_texts([split_prefix(raw)[1]]).get(0, ())
             # Its own stamp, read as every line's is (` [2024-03-30 14:22:03] iteration 52/…` has one).
             if raw_stamp_time(raw, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
@@ -324,6 +333,10 @@ class HistoryReader:
         for line, ids, number, step in state.waiting:  # no timestamp anywhere: the file's own time
             self.analysis.feed_one(line, part.mtime, ids, number, step)
         state.waiting.clear()
+
+    def _clean(self, raw: bytes) -> str:
+        """clean_line, of at most max_line characters (as the follower delivers a line live)."""
+        return clean_line(raw[: self.cap])[: self.max_line]
 
     # --- the fast path: runs of step, bar and repeated-start lines, read from the bytes ---------
 
@@ -474,7 +487,7 @@ class HistoryReader:
         other named line (a fast line has no stamp of its own: it is dated by the one before it)."""
         _, ids, start, end, _metrics_at, _step = record
         data = extract.data
-        line = parse_line(clean_line(data[start:end]), extract.path, state.mtime)
+        line = parse_line(self._clean(data[start:end]), extract.path, state.mtime)
         line.backlog = True
         ts = state.before(data, start)
         line.seen = ts if ts is not None else -1.0
@@ -501,11 +514,16 @@ class _Extract:
     progress: float | None = None  # the time of its last line no rule names
     progress_line: tuple[int, bytes] | None = None  # that line: its number in the chunk, its bytes
     counted: tuple[int, int] = (0, 0)  # (offset, newlines before it): number_at counts on from there
+    marks: list[int] = field(default_factory=list)  # newlines before each MARK bytes, and in all (_newline_marks)
 
     def number_at(self, start: int) -> int:
-        """The number in the chunk of the line at `start` (1-based), counted from the last one asked,
-        forwards or back: only the bytes between them are read."""
+        """The number in the chunk of the line at `start` (1-based), counted from the last one asked
+        or the mark nearest before it, whichever is closer: only the bytes between are read (the
+        scan counted the marks, in the reader that runs ahead)."""
         at, newlines = self.counted
+        mark = min(start // MARK, len(self.marks) - 2)
+        if mark >= 0 and abs(start - mark * MARK) < abs(start - at):
+            at, newlines = mark * MARK, self.marks[mark]
         if start >= at:
             newlines += self.data.count(b"\n", at, start)
         else:
@@ -516,32 +534,63 @@ class _Extract:
     recognised: tuple[int, str] | None = None  # the last line a rule knew: its number in the chunk, its text
 
 
-def _read_chunks(part: HistoryRange) -> Iterator[bytes]:
+MARK = 256 << 10  # bytes between the newline counts a chunk's scan keeps (_Extract.number_at)
+
+
+def _newline_marks(data: bytes) -> list[int]:
+    """The newlines in data[:k * MARK] for each k, then in all of it: one pass, as counting them did."""
+    marks = [0]
+    count = data.count
+    for at in range(0, len(data), MARK):
+        marks.append(marks[-1] + count(b"\n", at, at + MARK))
+    if len(marks) == 1:
+        marks.append(0)
+    return marks
+
+
+def _read_chunks(part: HistoryRange, cap: int = 1 << 16) -> Iterator[bytes]:
     """The bytes [start, end) of a file in chunks of whole lines; at the end of a range that is not
     `final` (a file still being written) an unterminated last line is left for later, unless the
-    range's last read holds no line break at all."""
+    range's last read holds no line break at all. A line longer than a chunk keeps its first `cap`
+    bytes, its `\\r` redraws collapsed as they come (a bar's latest, as the follower keeps it live);
+    the rest is read past, never held: memory stays flat on a 1 GiB line or a file of bars."""
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fd = fh.fileno()
         pos = part.start
-        carry = b""  # a line longer than a chunk, so far
+        carry = b""  # a line longer than a chunk, so far (at most `cap` bytes of it)
+        over = False  # ... and it reached `cap`: the rest of the line is skipped
         while pos < part.end:
             data = os.pread(fd, min(CHUNK, part.end - pos), pos)
             if not data:
                 break
             pos += len(data)
-            if carry:
-                data, carry = carry + data, b""
-            cut = data.rfind(b"\n")
             more = pos < part.end
+            if carry or over:
+                nl = data.find(b"\n")
+                if not over:
+                    carry, over = _bounded(carry, data if nl < 0 else data[:nl], cap)
+                if nl < 0 and more:
+                    continue
+                data, carry, over = carry + (data[nl:] if nl >= 0 else b""), b"", False
+            cut = data.rfind(b"\n")
             if more or (not part.final and cut >= 0):
                 if cut < 0:
-                    carry = data
+                    carry, over = _bounded(b"", data, cap)
                     continue
                 if cut + 1 < len(data):
                     if more:  # the partial last line: read again with the next chunk (no copy)
                         pos -= len(data) - cut - 1
                     data = data[: cut + 1]  # (at the end of a file not final: not history yet)
             yield data
+
+
+def _bounded(kept: bytes, more: bytes, cap: int) -> tuple[bytes, bool]:
+    """An unfinished line's bytes `kept` so far and `more` of it, as kept: `\\r` redraws collapsed, at
+    most `cap` bytes; and whether it reached `cap` (what follows is then skipped, as live)."""
+    buf = collapse_unfinished(kept + more) if b"\r" in more else kept + more[: cap + 1 - len(kept)]
+    if len(buf) > cap:
+        return buf[: utf8_cut(buf, cap)], True
+    return buf, False
 
 
 def _clock_of(part: HistoryRange) -> tuple[float, float | None]:

@@ -102,6 +102,29 @@ def collapse_lines(data: bytes) -> bytes:
     return b"".join(pieces)
 
 
+def collapse_unfinished(buf: bytes) -> bytes:
+    """An unfinished line's `\\r` redraws dropped, keeping the last visible one (with a `\\r` before it
+    where one was, and after it where blank redraws followed), so the bytes still to come complete it
+    as they would the whole line. From the end: a bar's latest redraw is usually last."""
+    end = len(buf)
+    while True:
+        cr = buf.rfind(b"\r", 0, end)
+        part = buf[cr + 1 : end]
+        if part.strip() and (b"\x1b" not in part or strip_ansi(part.decode("utf-8", "replace")).strip()):
+            return (b"\r" if cr >= 0 else b"") + part + (b"\r" if end < len(buf) else b"")
+        if cr < 0:
+            return b"\r"
+        end = cr
+
+
+def utf8_cut(buf: bytes, limit: int) -> int:
+    """A cut position <= limit that does not split a UTF-8 sequence."""
+    cut = limit
+    while cut > limit - 3 and cut > 0 and cut < len(buf) and 0x80 <= buf[cut] < 0xC0:
+        cut -= 1
+    return cut
+
+
 # --- parsing -------------------------------------------------------------------------------------
 
 # `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per

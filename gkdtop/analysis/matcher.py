@@ -19,6 +19,7 @@ import functools
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,11 @@ import re2
 from gkdtop.analysis.lines import KUBECTL_STAMP, PREFIX_MAX, plain_ascii
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
+# CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, a
+# phase's 300-character alternation, takes 0.02-0.16 s; 40 rules of 1.2 KB of repeats before
+# alternatives took 97 s to load). A rule over it is refused, in one line. CPU, not wall time: a
+# busy machine slows a compile's wall time, not its CPU time, so a rule is refused or not alike.
+RULE_COMPILE_S = 0.5
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
 
 _OPTIONS = re2.Options()
@@ -106,71 +112,214 @@ def _explain(text: str, exc: Exception) -> str:
 def compile_pattern(text: str, every_engine: bool = True, lazy: bool = False) -> Pattern:
     """A rule pattern, checked by every engine that will run it; PatternError (one line) if refused.
     Built-in rules, which the tests compile, skip the checks (`every_engine=False`, `lazy`): start-up
-    stays fast; a pattern from a user is always checked by RE2 at once."""
+    stays fast; a pattern from a user is always checked by RE2 at once, and refused when it matches
+    every line (an empty match) or takes Hyperscan over RULE_COMPILE_S to compile."""
     pattern = Pattern(text, lazy=lazy)
-    if every_engine and hyperscan is not None:
-        _hyperscan_db([for_chunks(text)[0]])  # refused here, not at the first scan: the user sees why now
+    if every_engine:
+        if pattern.search("\x01 gkdtop") is not None and pattern.search("") is not None:
+            raise PatternError("matches an empty string, so every line: write what the line holds")
+        if hyperscan is not None:  # refused here, not at the first scan: the user sees why now
+            _hyperscan_db([for_chunks(text)[0]], budget=RULE_COMPILE_S)
     return pattern
 
 
-_NOT_NEWLINE = {"s": "[\\t\\x0b\\x0c\\r ]", "D": "[^\\d\\n]", "W": "[^\\w\\n]"}
+# Outside a class: an escape that matches any character but some ASCII ones, as the bytes of one
+# character at most (never a newline): where the character is not ASCII, its UTF-8 tail bytes too.
+_NOT_NEWLINE = {"s": "\\t\\x0b\\x0c\\r ", "D": "\\d\\n", "W": "\\w\\n", "S": "\\s\\n"}
 _SPACE_IN_CLASS = "\\t\\x0b\\x0c\\r "
+# The ASCII members of `\\D`, `\\W`, `\\S` in a class (without `\\n`): their other members are not ASCII.
+_ASCII_OF = {"D": "\\x00-\\x09\\x0b-\\x2f\\x3a-\\x7f",
+             "W": "\\x00-\\x09\\x0b-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\x7f",
+             "S": "\\x00-\\x08\\x0e-\\x1f\\x21-\\x7f"}
+_TAIL = "[\\x80-\\xbf]*"  # a UTF-8 character's tail bytes
+_WIDE = "[\\x80-\\xff]" + _TAIL  # any character that is not ASCII (or, in bytes that are not UTF-8, any high byte)
+_HEX = re.compile(r"\\x(?:([0-9a-fA-F]{2})|\{([0-9a-fA-F]{1,6})\})")
+_BOUNDS = re.compile(r"\{(\d+)(,(\d*))?\}")
+
+
+def _one_of(byte_class: str, text: str, at: int) -> tuple[str, int, bool]:
+    """A class of bytes that stands for one character, the repeat after it at `text[at]`: (the bytes,
+    where the pattern goes on, whether the bytes match more than RE2 on an ASCII line too). After `*`
+    or `+` its bytes alone (any number of bytes is any number of characters); after `{m,n}` its bytes
+    m to 4n times (UTF-8 takes up to 4 bytes a character; RE2 confirms every hit: a repeat of characters
+    costs Hyperscan 20 times as long to compile); else one byte and a UTF-8 tail."""
+    if text[at : at + 1] in ("*", "+"):
+        return byte_class, at, False
+    bounds = _BOUNDS.match(text, at)
+    if bounds is not None:
+        low, comma, high = bounds.groups()
+        if comma is not None and not high:  # `{m,}`: m bytes at least, as exact as `+` on ASCII
+            return f"{byte_class}{{{low},}}", bounds.end(), False
+        most = 4 * int(high or low)
+        return f"{byte_class}{{{low},{most if most <= 256 else ''}}}", bounds.end(), True
+    return f"(?:{byte_class}{_TAIL})", at, False
+
+
+def _utf8(char: str) -> str:
+    return "(?:" + "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass")) + ")"
+
+
+# Characters whose case fold is a letter that does not map back to them (the Kelvin sign folds to k,
+# the long s to s, final sigma to sigma): Python's str.casefold over the Basic Multilingual Plane.
+_FOLDS_TO = dict(zip(
+    "\u00b5\u017f\u0345\u03c2\u03d0\u03d1\u03d5\u03d6\u03f0\u03f1\u03f4\u03f5\u1c80\u1c81"
+    "\u1c82\u1c83\u1c84\u1c85\u1c86\u1c87\u1c88\u1e9b\u1e9e\u1fbe\u2126\u212a\u212b",
+    "\u03bc\u0073\u03b9\u03c3\u03b2\u03b8\u03c6\u03c0\u03ba\u03c1\u03b8\u03b5\u0432\u0434"
+    "\u043e\u0441\u0442\u0442\u044a\u0463\ua64b\u1e61\u00df\u03b9\u03c9\u006b\u00e5",
+    strict=True))
+
+
+def _cases(char: str) -> str:
+    """A letter under `(?i)` whose cases are not all ASCII: each of them (RE2 folds case, bytes cannot).
+    A superset of RE2's fold at most (RE2 confirms on such a line)."""
+    forms = {char}
+    for _ in range(2):
+        for c in list(forms):
+            forms |= {f for f in (c.lower(), c.upper(), c.casefold(), c.title()) if len(f) == 1}
+            forms.add(_FOLDS_TO.get(c, c))
+        forms |= {c for c, fold in _FOLDS_TO.items() if fold in forms}
+    return _utf8(char) if len(forms) == 1 else "(?:" + "|".join(_utf8(c) for c in sorted(forms)) + ")"
+
+
+def _class(text: str, i: int, caseless: bool = False) -> tuple[str, int, bool, bool]:
+    """The class at `text[i]` (`[`) for bytes: (its translation, where the pattern goes on, whether it
+    stands for characters that are not ASCII, whether it matches more than RE2 on ASCII too).
+    A byte engine holds only ASCII members: a negated class keeps out
+    only those (a superset), a class with other members also takes any character that is not ASCII."""
+    j = i + 1
+    negated = text[j : j + 1] == "^"
+    j += negated
+    members: list[str] = []
+    wide = False
+    first = True
+    while j < len(text) and (text[j] != "]" or first):
+        first = False
+        c = text[j]
+        if c == "[" and text[j + 1 : j + 2] == ":" and (close := text.find(":]", j + 2)) > 0:
+            members.append(text[j : close + 2])  # [:alpha:]: ASCII in both engines
+            j = close + 2
+            continue
+        start: int | None = None  # the member's code point, where it may begin a range
+        if c == "\\":
+            m = _HEX.match(text, j)
+            if m is not None:
+                start, j = int(m.group(1) or m.group(2), 16), m.end()
+                token = m.group(0) if start < 0x80 else ""
+            else:
+                escape = text[j + 1 : j + 2]
+                j += 2
+                if escape in _ASCII_OF:
+                    token, wide = _ASCII_OF[escape], True
+                elif escape == "s":
+                    token = _SPACE_IN_CLASS
+                elif escape in ("p", "P"):  # a Unicode class: any character stands for it (or, negated, none)
+                    j = (text.find("}", j) + 1 or len(text)) if text[j : j + 1] == "{" else j + 1
+                    token, wide = "" if negated else "\\x00-\\x09\\x0b-\\x7f", True
+                else:
+                    token = "\\" + escape
+        else:
+            start, token, j = ord(c), c, j + 1
+        if start is not None:
+            top = start
+            if text[j : j + 1] == "-" and text[j + 1 : j + 2] not in ("]", ""):  # `a-z`, `\\x41-\\x5a`, `一-龥`
+                m = _HEX.match(text, j + 1)
+                top, j = (int(m.group(1) or m.group(2), 16), m.end()) if m is not None else (ord(text[j + 1]), j + 2)
+                token = f"\\x{start:02x}-\\x{min(top, 0x7f):02x}" if start < 0x80 else ""
+            elif start >= 0x80:
+                token = ""
+            wide |= top >= 0x80  # a byte engine holds the ASCII members only
+        members.append(token)
+    body = "".join(members)
+    after = j + 1
+    if negated:
+        translated, after, loose = _one_of(f"[^{body}\\n]", text, after)
+        return translated, after, True, loose
+    if not wide and not caseless:  # (under `(?i)` a letter's other cases may not be ASCII: `K` for k)
+        return f"[{body}]", after, False, False
+    return (f"(?:[{body}]|{_WIDE})" if body else f"(?:{_WIDE})"), after, True, False
 
 
 def for_chunks(text: str) -> tuple[bytes, str]:
     """The pattern as Hyperscan runs it on a chunk of raw lines, and when its hits need confirming.
 
     - each `^` may be followed by a Ray prefix (rules read the message after it);
-    - nothing may match a newline (`\\s`, `\\D`, `\\W`, `[^...]` are kept off it), so no match runs
-      from one line into the next;
+    - nothing may match a newline (`.`, `\\s`, `\\S`, `\\D`, `\\W`, `[^...]` are kept off it), so no
+      match runs from one line into the next;
+    - Hyperscan matches bytes, RE2 characters: what stands for one character (`.`, `\\S`, `\\W`,
+      `\\D`, `[^...]`, a class) also takes a character's UTF-8 tail bytes, a character that is not
+      ASCII is one unit (`训{2}`), `\\xe8` its UTF-8 bytes, and under `(?i)` such a letter each of its
+      cases, so a line RE2 matches is never missed; the scan is exact on ASCII lines and a superset on
+      others, which RE2 confirms ("utf8");
     - `[^\\n]*$` takes the match to the end of its line: Hyperscan reports each end offset once, so a
       line reports each pattern once, at its end, however many matches it holds.
-    Hits need confirming by RE2 on the message where these do not make the answer exact: "always"
-    for `(?s)`, `\\n`-like escapes and non-ASCII text (Hyperscan matches bytes, RE2 characters);
-    "^" for a `^` anchor, only on a message that itself begins with `(` (it could pass for a prefix).
+    Hits need confirming by RE2 on the message where these do not make the answer exact (the flags
+    returned): "always" for `(?s)` and `\\n`-like escapes; "utf8" on a message that is not ASCII; "^"
+    for a `^` anchor, only on a message that itself begins with `(` (it could pass for a prefix).
     """
     out: list[str] = []
-    always = not text.isascii() or bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
-    i, in_class, negated = 0, False, False
+    always = bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
+    caseless = "(?i" in text or re.search(r"\(\?[a-z]*i", text) is not None
+    wide = not text.isascii()
+    i = 0
     while i < len(text):
         c = text[i]
         if c == "\\":
-            escape = text[i : i + 2]
-            if not in_class and escape[1:] in _NOT_NEWLINE:
-                escape = _NOT_NEWLINE[escape[1:]]
-            elif in_class and escape == "\\s":
-                escape = _SPACE_IN_CLASS
-            elif in_class and escape[1:] in ("D", "W"):
-                always = True
-            out.append(escape)
+            m = _HEX.match(text, i)
+            if m is not None:
+                value = int(m.group(1) or m.group(2), 16)
+                char = chr(min(value, 0x10FFFF))
+                if value < 0x80 and not (caseless and char in "kKsS"):
+                    out.append(m.group(0))
+                else:
+                    out.append(_cases(char) if caseless else _utf8(char))
+                    wide = True
+                i = m.end()
+                continue
+            escape = text[i + 1 : i + 2]
             i += 2
+            if escape in ("p", "P"):  # a Unicode class: any one character (RE2 confirms)
+                i = (text.find("}", i) + 1 or len(text)) if text[i : i + 1] == "{" else i + 1
+                translated, i, loose = _one_of("[^\\n]", text, i)
+                out.append(translated)
+                wide, always = True, always or loose
+            elif escape == "s":
+                out.append(f"[{_NOT_NEWLINE[escape]}]")
+            elif escape == "w" and caseless:  # RE2 folds k and s in \w to the Kelvin sign and the long s
+                out.append(f"(?:\\w|{_cases('k')}|{_cases('s')})")
+                wide = True
+            elif escape in _NOT_NEWLINE:
+                translated, i, loose = _one_of(f"[^{_NOT_NEWLINE[escape]}]", text, i)
+                out.append(translated)
+                wide, always = True, always or loose
+            else:
+                out.append("\\" + escape)
             continue
-        if in_class:
-            if c == "]":
-                in_class = False
-                if negated:
-                    out.append("\\n")
-        elif c == "[":
-            in_class = True
-            j = i + 1
-            negated = text[j : j + 1] == "^"
-            if negated:
-                j += 1
-            if text[j : j + 1] == "]":  # `[]...]` and `[^]...]` begin with a literal ]
-                j += 1
-            out.append(text[i:j])
-            i = j
+        if c == "[":
+            translated, i, is_wide, loose = _class(text, i, caseless)
+            out.append(translated)
+            wide, always = wide or is_wide, always or loose
             continue
-        elif c == "^":
+        if c == ".":
+            translated, i, loose = _one_of("[^\\n]", text, i + 1)
+            out.append(translated)
+            wide, always = True, always or loose
+            continue
+        if c == "^":
             out.append("^" + RAY_HEAD)
-            i += 1
-            continue
-        out.append(c)
+        elif not c.isascii():
+            out.append(_cases(c) if caseless else _utf8(c))
+        elif caseless and c in "kKsS":  # the Kelvin sign and the long s fold to k and s in RE2
+            out.append(_cases(c))
+            wide = True
+        else:
+            out.append(c)
         i += 1
     chunked = "".join(out)
     if not _DOLLAR.search(text):  # Hyperscan takes no `$` inside a pattern: one with its own ends lines already
         chunked = f"(?:{chunked})[^\\n]*$"
-    return chunked.encode(), "always" if always else "^" if "^" in text else ""
+    if always:
+        return chunked.encode(), "always"
+    return chunked.encode(), ("utf8" if wide else "") + ("^" if "^" in text else "")
 
 
 # Not rules: whether a chunk holds bytes that cleaning changes (controls) or non-ASCII text, found in
@@ -178,17 +327,54 @@ def for_chunks(text: str) -> tuple[bytes, str]:
 _NOT_PLAIN = [rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", rb"[\x80-\xff]"]
 
 
-def _hyperscan_db(expressions: list[bytes], plain_check: bool = False) -> Any:
+def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
+    """The CPU seconds `thread` has used so far (wall seconds since now where the OS cannot say)."""
+    started = time.monotonic()
+    try:
+        clock = time.pthread_getcpuclockid(thread.ident or 0)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return lambda: time.monotonic() - started
+
+    def spent() -> float:
+        try:
+            return time.clock_gettime(clock)
+        except OSError:  # it ended a moment ago
+            return 0.0
+
+    return spent
+
+
+def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None) -> Any:
+    """The compiled database. Compiled in a thread while this one waits (Hyperscan lets go of the GIL):
+    Ctrl-C here stops gkdtop at once rather than after the compile; a compile over `budget` seconds is
+    refused (its thread is left to finish: Hyperscan cannot be stopped)."""
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY] * len(expressions)
     if plain_check:
         expressions = expressions + _NOT_PLAIN
         flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(_NOT_PLAIN)
-    try:
-        db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
-                   flags=flags)
-    except hyperscan.error as exc:
-        raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
+    failed: list[Exception] = []
+
+    def compile_db() -> None:
+        try:
+            db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
+                       flags=flags)
+        except Exception as exc:  # hyperscan.error, MemoryError: said in the waiting thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=compile_db, name="gkdtop-compile", daemon=True)
+    worker.start()
+    spent = _cpu_clock(worker)
+    while worker.is_alive():
+        worker.join(0.05)  # a timed wait: SIGINT's KeyboardInterrupt is raised here
+        if budget is not None and worker.is_alive() and spent() > budget:
+            raise PatternError(f"too costly to compile (over {budget:g} s of CPU for Hyperscan): "
+                               "use fewer repeats and alternatives, or split it into rules")
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, hyperscan.error):
+            raise PatternError(f"invalid regular expression: {_hs_reason(exc)}") from None
+        raise exc
     return db
 
 
@@ -255,7 +441,9 @@ class Matcher:
         chunked = [for_chunks(p.text) for p in patterns]
         self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when == "always")
         self._own_dollar = frozenset(i for i, p in enumerate(patterns) if _DOLLAR.search(p.text))
-        self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if when == "^"}
+        self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if "^" in when}
+        # ids whose scan is a superset on a line that is not ASCII (for_chunks): RE2 confirms them there
+        self._confirm_utf8 = frozenset(i for i, (_, when) in enumerate(chunked) if "utf8" in when)
         # (Ray prefix, message begins with "(", *ids) -> the ids to check on the message: those that
         # match inside the prefix itself, and those for_chunks says need it
         self._in_prefix: dict[tuple[Any, ...], list[int]] = {}
@@ -344,10 +532,12 @@ class Matcher:
                     self._in_prefix.clear()
                 check = self._in_prefix[key] = [i for i in ids if i in confirm
                                                 or self.patterns[i].search(prefix) is not None]
-        elif confirm.isdisjoint(ids):
+        elif confirm.isdisjoint(ids) and (self._confirm_utf8.isdisjoint(ids) or message.isascii()):
             return ids
         else:
             check = [i for i in ids if i in confirm]
+        if self._confirm_utf8 and not message.isascii() and not self._confirm_utf8.isdisjoint(ids):
+            check = check + [i for i in ids if i in self._confirm_utf8 and i not in check]
         if not check:
             return ids
         patterns = self.patterns

@@ -61,6 +61,7 @@ class RuleSet:
     idle_patterns: list[str | Pattern] = field(default_factory=list)  # lines that are no progress
     stall_after: float = 120.0  # seconds without progress before a phase with no limit of its own stalls
     stall_fixed: bool = False  # `--stall-after` said it for every phase: no pace or first-step allowance
+    max_line: int = 16384  # characters kept of a line read as history (config `max_line`, as live)
 
 
 # --- YAML nodes with line numbers ----------------------------------------------------------------

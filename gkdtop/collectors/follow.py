@@ -19,10 +19,11 @@ from gkdtop.analysis.lines import (
     clean_bytes,
     clean_line,
     collapse_lines,
+    collapse_unfinished,
     decode,
     parse_into,
     parse_line,
-    strip_ansi,
+    utf8_cut,
 )
 from gkdtop.model import LogFileState, LogLine
 from gkdtop.safeopen import kind_of, open_regular
@@ -425,9 +426,9 @@ class Follower:
             return
         buf = self.partial + data if self.partial else data
         if b"\r" in data:
-            buf = _collapse(buf)
+            buf = collapse_unfinished(buf)
         if len(buf) > self.cap:
-            keep = _utf8_boundary(buf, self.cap)
+            keep = utf8_cut(buf, self.cap)
             self.over = len(buf) - keep
             buf = buf[:keep]
         self.partial = buf
@@ -447,9 +448,9 @@ class Follower:
         else:
             buf, dropped = self.partial + rest, 0
             if b"\r" in rest:
-                buf = _collapse(buf)
+                buf = collapse_unfinished(buf)
             if len(buf) > self.cap:
-                keep = _utf8_boundary(buf, self.cap)
+                keep = utf8_cut(buf, self.cap)
                 buf, dropped = buf[:keep], len(buf) - keep
         text, dropped = self._text_of(buf, dropped)
         line = parse_line(text, self.path, seen)
@@ -495,26 +496,6 @@ class Follower:
     def snapshot(self) -> LogFileState:
         s = self.state
         return LogFileState(s.path, s.state, s.error, s.size, s.lines, s.rotations, s.truncations, s.mtime)
-
-
-def _collapse(buf: bytes) -> bytes:
-    """Drop the `\\r`-overwritten segments of a line, keeping the last visible one (and a trailing \\r)."""
-    parts = buf.split(b"\r")
-    for i in range(len(parts) - 1, -1, -1):
-        part = parts[i]
-        if part.strip() and (b"\x1b" not in part or strip_ansi(part.decode("utf-8", "replace")).strip()):
-            head = b"\r" if i else b""
-            tail = b"\r" if i < len(parts) - 1 else b""
-            return head + part + tail
-    return b"\r"
-
-
-def _utf8_boundary(buf: bytes, limit: int) -> int:
-    """A cut position <= limit that does not split a UTF-8 sequence."""
-    cut = limit
-    while cut > limit - 3 and cut > 0 and 0x80 <= buf[cut] < 0xC0:
-        cut -= 1
-    return cut
 
 
 def _date_untimed(lines: list[LogLine], mtime: float) -> None:
