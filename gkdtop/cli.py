@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     for name in commands.NAMES:
         commands.module(name).add_parser(sub)
+    # `gkdtop --config X replay LOG` means what `gkdtop replay --config X LOG` does: an option the
+    # subcommand shares with the dashboard keeps the value given before it unless given again after.
+    shared = {action.dest for action in parser._actions if action.option_strings and action.dest != "help"}
+    for subparser in sub.choices.values():
+        for action in subparser._actions:
+            if action.option_strings and action.dest in shared:
+                action.default = argparse.SUPPRESS
     return parser
 
 

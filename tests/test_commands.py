@@ -37,3 +37,19 @@ def test_help_imports_no_command_s_work(tmp_path: Path) -> None:
                           env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_shared_option_before_the_subcommand_counts(tmp_path: Path) -> None:
+    """`gkdtop --config X replay LOG` reads X as `gkdtop replay --config X LOG` does (the subcommand's
+    default used to overwrite it: the config was silently ignored)."""
+    args = build_parser().parse_args(["--config", "x.yaml", "--stall-after", "7", "replay", "train.log"])
+    assert args.config == "x.yaml" and args.stall_after == 7
+    assert build_parser().parse_args(["--config", "x.yaml", "replay", "--config", "y.yaml", "a"]).config == "y.yaml"
+    assert build_parser().parse_args(["replay", "a"]).config is None
+    bad = tmp_path / "config.yaml"
+    bad.write_text("stall_after: nope\n")
+    log = tmp_path / "train.log"
+    log.write_text("hello\n")
+    done = subprocess.run([sys.executable, "-m", "gkdtop", "--config", str(bad), "replay", str(log)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "stall_after: expected a number" in done.stderr, done.stderr
