@@ -402,6 +402,26 @@ def _redact_lines(lines: Iterable[str]) -> tuple[list[str], list[str]]:
     return out, found
 
 
+def secret_spans(line: str) -> list[tuple[int, int]]:
+    """Where one line's secrets are, merged and in order: for a view that keeps its own styling around
+    them (the web view). What lies past MAX_LINE counts as secret: it is never searched."""
+    if not line or not _maybe_secret(line):
+        return []
+    norm, where = normalise(line[:MAX_LINE])
+    spans = [s for s in _spans(norm, []) if s[1] > s[0]]
+    if where is not None:
+        spans = [(where[start], where[end - 1] + 1) for start, end in spans]
+    if len(line) > MAX_LINE:
+        spans.append((MAX_LINE, len(line)))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def redact_text(text: str) -> tuple[str, list[str]]:
     """One line or a whole document (a private key spanning lines included)."""
     if not text or not _maybe_secret(text):

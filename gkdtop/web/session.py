@@ -25,6 +25,8 @@ from textual.geometry import Size
 if TYPE_CHECKING:
     from textual.app import App
 
+MAX_COLS, MAX_ROWS = 400, 150  # a tab's screen at most: 15 tabs at 1000x1000 took a core and 1 GB; a 4K
+# monitor at a small font is about 380x120
 MAX_PENDING = 8 << 20  # bytes drawn but not yet taken by the tab: past this the tab is too slow and is closed
 ESC_TIMEOUT = constants.ESCAPE_DELAY + 0.05  # a lone ESC is the Escape key once no more bytes came for this long
 
@@ -84,8 +86,8 @@ class Link:
             driver.feed(body)
         elif kind == "resize" and isinstance(body, dict):
             width, height = body.get("width"), body.get("height")
-            if isinstance(width, int) and isinstance(height, int) and 0 < width <= 1000 and 0 < height <= 1000:
-                driver.resize(width, height)
+            if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+                driver.resize(min(width, MAX_COLS), min(height, MAX_ROWS))
         elif kind == "focus":
             driver.send_message(events.AppFocus())
         elif kind == "blur":
@@ -158,7 +160,10 @@ class SessionDriver(Driver):
         binary.close()
         self._app.call_later(self._app.notify, "A browser view saves nothing on the server (use the browser's own "
                              "screenshot).", severity="warning")
-        self._delivery_failed(delivery_key, exception=PermissionError("browser view"), name=None)
+        # Not Driver._delivery_failed: it posts through call_from_thread, which raises on the app's own
+        # thread (this one) and killed the tab.
+        self._app.post_message(events.DeliveryFailed(key=delivery_key, exception=PermissionError("browser view"),
+                                                     name=None))
 
     def open_url(self, url: str, new_tab: bool = True) -> None:
         """Textual's default starts a browser where the server runs; a browser view has no business there."""
