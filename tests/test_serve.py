@@ -761,3 +761,59 @@ def test_a_malformed_request_gets_a_400_and_no_traceback(served: Callable[..., S
             assert re.match(rb"HTTP/1\.[01] 4\d\d", sock.recv(100)), request
     server.stop()
     assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def test_closed_tabs_leave_no_view_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: memory tabs took was never returned. Each tab's app pointed sys.stdout at itself and, the
+    tabs ending out of order, sys.stdout kept a closed one's app and every app before it; Textual's
+    `StylesCache.get_inner_outer` cache kept each widget's drawn lines. After the tabs close, none is left."""
+    import gc
+
+    import aiohttp
+    from textual._styles_cache import StylesCache
+
+    from gkdtop.config import load_config
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+    from gkdtop.web.server import ServeOptions, Server
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _plant_secrets(tmp_path)
+    streams = sys.stdout, sys.stderr
+
+    async def tabs_open_and_close() -> tuple[int, int]:
+        config = load_config(None)
+        monitor = Monitor(config, logs=[str(tmp_path / "train.log")], ray_address="http://127.0.0.1:9")
+        server = Server(lambda: GkdtopApp(config, monitor, read_only=True, owns_monitor=False, redact=True),
+                        ServeOptions(port=0), Guard.for_server("127.0.0.1", None, token="t"))
+        await server.start()
+        monitor.start()
+        url = f"ws://127.0.0.1:{server.port}/t/ws?width=200&height=60"
+        try:
+            async with aiohttp.ClientSession() as session:
+                sockets = [await session.ws_connect(url, headers={"Origin": f"http://127.0.0.1:{server.port}"})
+                           for _ in range(3)]
+                for ws in sockets:  # each drawn
+                    drawn = ""
+                    while "Phases" not in drawn:
+                        message = await ws.receive(timeout=60)
+                        assert message.type == aiohttp.WSMsgType.BINARY, message
+                        drawn += message.data.decode("utf-8", "replace")
+                for ws in sockets:  # closed in the order they opened: the apps end in the order they started
+                    await ws.close()
+            deadline = time.monotonic() + 60
+            while True:
+                await asyncio.sleep(0.2)
+                gc.collect()
+                apps = sum(isinstance(o, GkdtopApp) for o in gc.get_objects())
+                caches = sum(isinstance(o, StylesCache) for o in gc.get_objects())
+                if (apps == caches == 0 and not server.sessions) or time.monotonic() > deadline:
+                    return apps, caches
+        finally:
+            await server.stop()
+            await monitor.stop()
+
+    try:
+        assert in_thread(tabs_open_and_close()) == (0, 0)
+    finally:
+        sys.stdout, sys.stderr = streams
