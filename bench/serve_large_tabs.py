@@ -4,8 +4,9 @@ Usage: .venv/bin/python bench/serve_large_tabs.py [--tabs 15] [--seconds 10] [--
 
 For this tree (and, with --against REV, gkdtop as it was at REV, run from a `git archive` of it in the same
 run, on the same machine): the server's RSS with one normal tab, with the large tabs drawn too, and a few
-seconds after they all closed; its CPU over S seconds with them open; how long a normal tab's first frame
-takes while they are open; and the stop (SIGTERM -> exit). The clients are raw WebSockets (what an
+seconds after they all closed, for each of --rounds rounds of opening and closing them; its CPU over S
+seconds with them open; how long a normal tab's first frame takes while they are open; and the stop
+(SIGTERM -> exit) with them open. The clients are raw WebSockets (what an
 attacker's script would be), each reading every frame, so none is closed for falling behind.
 """
 
@@ -74,7 +75,7 @@ def rss(proc: psutil.Process) -> float:
     return proc.memory_info().rss / 2**20
 
 
-async def measure(name: str, root: Path, log: Path, tabs: int, seconds: float) -> dict[str, Any]:
+async def measure(name: str, root: Path, log: Path, tabs: int, seconds: float, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         proc, url = start(root, log, Path(tmp))
         me = psutil.Process(proc.pid)
@@ -82,38 +83,49 @@ async def measure(name: str, root: Path, log: Path, tabs: int, seconds: float) -
             normal = Client(url, 160, 48)
             await asyncio.wait_for(normal.drawn.wait(), 60)
             one = rss(me)
+            afters: list[float] = []
+            for round_ in range(rounds):
+                large = [Client(url, 1000, 1000) for _ in range(tabs)]
+                waits = [asyncio.create_task(c.drawn.wait()) for c in large]
+                await asyncio.wait(waits, timeout=300)
+                if round_ == 0:
+                    drew = sum(c.drawn.is_set() for c in large)
+                    many = rss(me)
+                    before = sum(me.cpu_times()[:2])
+                    await asyncio.sleep(seconds)
+                    load = 100 * (sum(me.cpu_times()[:2]) - before) / seconds
+                    opened = time.perf_counter()
+                    viewer = Client(url, 160, 48)
+                    await asyncio.wait_for(viewer.drawn.wait(), 120)
+                    first = time.perf_counter() - opened
+                    await viewer.close()
+                for client in large:
+                    await client.close()
+                await asyncio.sleep(5)  # the tabs' apps end, their memory is (or is not) given back
+                afters.append(rss(me))
+            after = afters[-1]
+            # The stop with the large tabs open, as a hostile viewer would leave them.
             large = [Client(url, 1000, 1000) for _ in range(tabs)]
-            waits = [asyncio.create_task(c.drawn.wait()) for c in large]
-            await asyncio.wait(waits, timeout=300)
-            drew = sum(c.drawn.is_set() for c in large)
-            many = rss(me)
-            before = sum(me.cpu_times()[:2])
-            await asyncio.sleep(seconds)
-            load = 100 * (sum(me.cpu_times()[:2]) - before) / seconds
-            opened = time.perf_counter()
-            viewer = Client(url, 160, 48)
-            await asyncio.wait_for(viewer.drawn.wait(), 120)
-            first = time.perf_counter() - opened
-            await viewer.close()
-            for client in large:
-                await client.close()
-            await asyncio.sleep(5)  # the tabs' apps end, their memory is (or is not) given back
-            after = rss(me)
+            await asyncio.wait([asyncio.create_task(c.drawn.wait()) for c in large], timeout=300)
             stopping = time.perf_counter()
             proc.send_signal(signal.SIGTERM)
             while proc.poll() is None and time.perf_counter() - stopping < 60:
                 await asyncio.sleep(0.01)
             stop = time.perf_counter() - stopping
             await normal.close()
+            for client in large:
+                await client.close()
         finally:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
-    result = {"one": one, "many": many, "after": after, "cpu": load, "first": first, "stop": stop}
+    result = {"one": one, "many": many, "after": after, "cpu": load, "first": first, "stop": stop,
+              "afters": afters}
     print(f"{name}: RSS 1 tab {one:.0f} MiB, +{tabs} tabs of 1000x1000 ({drew} drawn) {many:.0f} MiB, "
-          f"5 s after they closed "
-          f"{after:.0f} MiB; CPU with them open {load:.0f}% of a core; a normal tab's first frame {first:.2f} s; "
-          f"stop {stop:.2f} s")
+          f"5 s after they closed, round by round "
+          f"{', '.join(f'{a:.0f}' for a in afters)} MiB; CPU with them open {load:.0f}% of a core; "
+          f"a normal tab's first frame {first:.2f} s; "
+          f"stop with them open {stop:.2f} s")
     return result
 
 
@@ -127,6 +139,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tabs", type=int, default=15)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=3, help="times the large tabs open and close")
     ap.add_argument("--against", metavar="REV", help="also measure gkdtop as it was at REV (e.g. main)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,13 +147,14 @@ def main() -> None:
         lines, last = startup(time.time() - 200, steps=3, step_s=30)
         log.write_text("".join(line + "\n" for line in lines))
         os.utime(log, (last, last))
-        ours = asyncio.run(measure("this tree", ROOT, log, args.tabs, args.seconds))
+        ours = asyncio.run(measure("this tree", ROOT, log, args.tabs, args.seconds, args.rounds))
         then = None
         if args.against:
-            then = asyncio.run(measure(args.against, checkout(args.against, Path(tmp)), log, args.tabs, args.seconds))
+            then = asyncio.run(measure(args.against, checkout(args.against, Path(tmp)), log, args.tabs, args.seconds,
+                                       args.rounds))
 
     def row(r: dict[str, Any]) -> str:
-        return (f"{r['many']:.0f} MiB, {r['cpu']:.0f}% CPU, {r['after']:.0f} MiB after; "
+        return (f"{r['many']:.0f} MiB, {r['cpu']:.0f}% CPU, {r['after']:.0f} MiB after {len(r['afters'])} rounds; "
                 f"normal tab {r['first']:.1f} s; stop {r['stop']:.1f} s")
 
     report(f"serve: {args.tabs} tabs of 1000x1000 (RSS, CPU, RSS after they close, a normal tab's first frame)",

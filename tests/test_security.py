@@ -427,3 +427,20 @@ def test_ray_json_has_no_secret_from_a_job(ray_cluster, tmp_path: Path) -> None:
     assert found == []
     assert set(ids) <= set(jobs) and "--wandb-key" in jobs[ids[0]]["entrypoint"]
     assert jobs[ids[1]]["entrypoint"].endswith(" …")
+
+
+def test_secret_spans_are_what_redact_text_hides() -> None:
+    """The web view keeps its styles around the spans; they must hide what redact_text hides."""
+    from gkdtop.actions.redact import MAX_LINE, secret_spans
+
+    for line in [text for text, _ in ISSUE30_CASES if "\n" not in text] + [f"a {HF_LIKE} b password={V} c"]:
+        spans = secret_spans(line)
+        kept, pos = [], 0
+        for start, end in spans:
+            kept.append(line[pos:start])
+            pos = end
+        assert REDACTED.join([*kept, line[pos:]]) == redact_text(line)[0], line
+    assert secret_spans("x" * MAX_LINE + "token=abc") == [(MAX_LINE, MAX_LINE + 9)]  # never searched: hidden
+
+
+HF_LIKE = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"
