@@ -140,8 +140,8 @@ class LogsPane(Vertical):
     def _matches(self, line: LogLine, pattern: Pattern | None) -> bool:
         if pattern is None:
             return True
-        text = line.raw or line.text
-        return pattern.search(hide_secrets(text) if self.redact else text) is not None
+        text = line.raw or line.text  # the raw line first (a flood is mostly misses): redaction only for a hit
+        return pattern.search(text) is not None and (not self.redact or pattern.search(hide_secrets(text)) is not None)
 
     @property
     def pattern(self) -> Pattern | None:

@@ -116,7 +116,9 @@ class Server:
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        logging.getLogger("aiohttp.server").addFilter(_NoTraceback())
+        server_log = logging.getLogger("aiohttp.server")
+        if not any(isinstance(f, _NoTraceback) for f in server_log.filters):
+            server_log.addFilter(_NoTraceback())
         self.web_server = _CappedServer(self.handle, MAX_CONNECTIONS, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
         self.runner = web.ServerRunner(self.web_server, handle_signals=False, shutdown_timeout=STOP_GRACE)
         await self.runner.setup()
