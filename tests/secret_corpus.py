@@ -220,7 +220,91 @@ SINGLE_LINE: list[Callable[[random.Random], Plant]] = [
     _one("wandb 40-hex", lambda r, v: r.choice([f"wandb login {v}", f"wandb: using key {v}",
                                                 f"wandb.login(relogin=True) {v}"]), wandb_key),
 ]
-MULTI_LINE: list[Callable[[random.Random], Plant]] = [_pem_cut, _pem_whole, _pem_json, _several]
+# Shapes the second adversarial pass (issue 30) found leaking: plurals, other operators, known tools' short
+# flags, presigned URLs, `wandb login V`, block scalars, disguised names, URL user names, a far AWS secret.
+PLURAL_NAMES = ["HF_HUB_TOKENS", "API_KEYS", "DB_PASSWORDS", "access_tokens", "apiKeys", "SECRETS", "clientSecrets",
+                "AUTH_TOKENS", "refreshTokens", "PASSWDS"]
+OPERATORS = [" := ", ":=", " => ", "=>", "\t", " \t", "\t\t"]
+ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]
+
+
+def _tool(rng: random.Random) -> Plant:
+    v = password(rng)
+    body = rng.choice([f"mysql -h db -u root -p{v} train", f"mysql -u root -p {v} -e 'select 1'",
+                       f"mysqldump -uroot -p{v} gkd", f"sshpass -p {v} ssh node2 hostname",
+                       f"sshpass -p{v} scp a node2:", f"redis-cli -h r -a {v} ping", f"curl -s -u admin:{v} http://x/api",
+                       f"docker login -u me -p {v} registry.example", f"mongosh --host h -u u -p {v}",
+                       f"/usr/bin/mysql --user=root -p{v} -P 3306"])
+    return Plant("--flag: a known tool's short flag", (_line(rng, body),), (v,))
+
+
+def _presigned(rng: random.Random) -> Plant:
+    sig = _s(rng, HEX, 64)
+    key_id = aws_pair(rng)[0]
+    body = rng.choice([
+        f"downloading https://ckpt.s3.amazonaws.com/run/model.pt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential="
+        f"{key_id}%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600"
+        f"&X-Amz-SignedHeaders=host&X-Amz-Signature={sig}",
+        f"GET https://storage.googleapis.com/b/o.bin?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=svc%40p.iam."
+        f"gserviceaccount.com%2F20260101%2Fauto%2Fstorage%2Fgoog4_request&X-Goog-Expires=900&X-Goog-Signature={sig}",
+        f"sas url: https://acct.blob.core.windows.net/c/ckpt.pt?sv=2022-11-02&sp=r&se=2026-01-02T00:00:00Z&sig={sig}",
+        f"cdn https://d111.cloudfront.net/x.tar?Expires=1700000000&Signature={sig}&Key-Pair-Id=K2JCJMDEHXQW5F"])
+    return Plant("presigned URL", (_line(rng, body),), (sig,))
+
+
+def _wandb_login(rng: random.Random) -> Plant:
+    v = rng.choice([wandb_key, lambda r: "local-" + wandb_key(r), opaque])(rng)
+    if not any(c.isdigit() for c in v):
+        v += "7"
+    body = rng.choice([f"wandb login {v}", f"$ wandb login --relogin {v}", f"running: wandb login {v} && python t.py"])
+    return Plant("wandb login V", (_line(rng, body),), (v,))
+
+
+def _block_scalar(rng: random.Random) -> Plant:
+    values = tuple(rng.choice([opaque, password])(rng) for _ in range(rng.randint(1, 3)))
+    indent = rng.choice(["", "  ", "    "])
+    name = rng.choice([*KEY_NAMES, "service_account_json", "credentials", "sshPrivateKey"])
+    lines = (f"{indent}{name}: {rng.choice(['|', '>', '|-', '>-', '|+'])}", *(f"{indent}  {v}" for v in values),
+             f"{indent}lr: 0.001")
+    return Plant("YAML block scalar", lines, values)
+
+
+def _disguised(rng: random.Random) -> Plant:
+    """A secret name with a zero-width character inside or in fullwidth letters: a human reads it as the name."""
+    v, name = rng.choice([password, opaque])(rng), rng.choice(ENV_NAMES + KEY_NAMES)
+    if rng.random() < 0.5:
+        at = rng.randint(1, len(name) - 1)
+        name = name[:at] + rng.choice(ZERO_WIDTH) + name[at:]
+    else:
+        name = "".join(chr(ord(c) + 0xFEE0) if rng.random() < 0.7 else c for c in name)
+    return Plant("disguised name", (_line(rng, f"{name}{rng.choice(['=', ': '])}{v}"),), (v,))
+
+
+def _url_user(rng: random.Random) -> Plant:
+    v = rng.choice([opaque, github, glpat])(rng)
+    body = rng.choice([f"git clone https://{v}@git.example.com/org/repo.git", f"remote: https://{v}@github.com/o/r",
+                       f"pip install git+https://{v}@gitlab.example.com/o/r.git@v1"])
+    return Plant("URL user name", (_line(rng, body),), (v,))
+
+
+def _aws_far(rng: random.Random) -> Plant:
+    key_id, secret = aws_pair(rng)
+    lines = rng.choice([(f"aws_secret_access_key {secret}",), (f"{key_id} for region us-east-1 with secret {secret}",),
+                        (f"using access key {key_id}", f"and its secret {secret}"),
+                        (f"export AWS_ACCESS_KEY_ID={key_id}", f"echo {secret} > /tmp/s")])
+    lines = tuple(_line(rng, line) for line in lines)
+    return Plant("AWS secret away from its key id", lines, tuple(v for v in (key_id, secret) if v in "".join(lines)))
+
+
+SINGLE_LINE += [
+    _one("plural name", lambda r, v: f"{r.choice(PLURAL_NAMES)}{r.choice(['=', ': ', ' = '])}{v}",
+         lambda r: r.choice([password, opaque])(r)),
+    _one("other operators", lambda r, v: f"{r.choice(KEY_NAMES + ENV_NAMES)}{r.choice(OPERATORS)}{v}",
+         lambda r: r.choice([password, opaque])(r)),
+    _tool, _presigned, _wandb_login, _disguised, _url_user,
+]
+MULTI_LINE: list[Callable[[random.Random], Plant]] = [_pem_cut, _pem_whole, _pem_json, _several, _block_scalar,
+                                                      _aws_far]
 
 
 def corpus(seed: int = 16, per_syntax: int = 10) -> list[Plant]:
@@ -291,4 +375,14 @@ BENIGN = [
     "sort_by: tokens/s, throughput (tokens/s): 1234",
     "max_num_seqs: 256, max_num_batched_tokens: 8192, block_size: 16",
     "bypass=False passes=3 compiled 12 graphs",
+    # ... and beside the shapes issue 30 added: a port, counts in plural, a login hint, a git user, a date.
+    "docker run -p 8080:80 -p 6379:6379 redis:7",
+    "mysql -P 3306 -h db.internal --protocol=tcp",
+    "generated tokens: 512, prompt tokens: 1024, cached_tokens=4096",
+    "wandb: Currently logged in as: gkd-team. Use `wandb login --relogin` to force relogin",
+    "Use wandb login to sign in again",
+    "pip install git+ssh://git@github.com/org/repo.git@v1.2.0",
+    "https://ckpt.s3.amazonaws.com/run/model.pt?X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600",
+    "def forward(self, x): signature mismatch in traced graph",
+    "curl -s http://127.0.0.1:8265/api/jobs/ | jq .",
 ]

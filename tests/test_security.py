@@ -41,7 +41,10 @@ CUT_KEY = sc.pem_body(random.Random(3), 12)  # the followed log's tail starts in
 
 
 def test_the_corpus_is_big_and_varied() -> None:
-    assert len(VALUES) >= 200 and len({p.syntax for p in CORPUS}) >= 15
+    syntaxes = {p.syntax for p in CORPUS}
+    assert len(VALUES) >= 500 and len(syntaxes) >= 35
+    assert {"plural name", "other operators", "--flag: a known tool's short flag", "presigned URL", "wandb login V",
+            "YAML block scalar", "disguised name", "URL user name", "AWS secret away from its key id"} <= syntaxes
 
 
 # --- the rules -------------------------------------------------------------------------------------
@@ -67,6 +70,65 @@ ISSUE_CASES = [  # (line, the value that must go), as the issue reported them le
 def test_each_case_from_the_issue(line: str, value: str) -> None:
     clean, names = redact_text(line)
     assert value not in clean and REDACTED in clean and names
+
+
+V = "Xq7TzY2kLm9PwR4s"
+AWS_ID, AWS_SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+ISSUE30_CASES = [  # (text, the value that must go): the shapes issue 30 found leaking
+    *((f"{name}={V}", V) for name in ("HF_HUB_TOKENS", "API_KEYS", "DB_PASSWORDS", "apiKeys", "clientSecrets")),
+    (f"access_tokens: {V}", V),
+    (f"token := {V}", V), (f"PASSWORD => {V}", V), (f"api_key\t{V}", V),
+    (f"mysql -u root -p{V} train", V), (f"mysql -u root -p {V}", V), (f"sshpass -p {V} ssh node2", V),
+    (f"redis-cli -a {V} ping", V), (f"curl -u admin:{V} https://x/api", V), (f"docker login -u me -p {V} reg", V),
+    (f"https://b.s3.amazonaws.com/x?X-Amz-Signature={V}&X-Amz-Date=1", V),
+    (f"https://acct.blob.core.windows.net/c?sv=2020-01-01&sig={V}", V),
+    (f"https://storage.googleapis.com/b/o?X-Goog-Signature={V}", V),
+    (f"wandb login {V}", V), (f"wandb login --relogin {V}", V),
+    (f"TO\u200bKEN={V}", V), (f"HF\u2060_TOKEN={V}", V), (f"\uff34\uff2f\uff2b\uff25\uff2e={V}", V),
+    (f"git clone https://{V}@github.com/org/repo", V), (f"https://user:{V}@host/x", V),
+    (f"aws_secret_access_key {AWS_SECRET}", AWS_SECRET),
+    (f"using access key {AWS_ID}\nand its secret {AWS_SECRET}", AWS_SECRET),
+    (f"password: |\n  {V}\n  second line\nlr: 0.1", V),
+]
+
+
+@pytest.mark.parametrize(("text", "value"), ISSUE30_CASES)
+def test_each_shape_from_issue_30(text: str, value: str) -> None:
+    clean, names = redact_text(text)
+    assert value not in clean and REDACTED in clean and names, clean
+    assert value not in "\n".join(Redactor().lines(text.split("\n"), "x"))
+
+
+def test_a_block_scalar_hides_its_lines_and_no_more() -> None:
+    out = Redactor().lines(["db:", "  password: >-", f"    {V}", "", "    more", "  host: db.internal"], "x")
+    assert out == ["db:", f"  password: {REDACTED}", f"    {REDACTED}", "", f"    {REDACTED}", "  host: db.internal"]
+
+
+def test_known_tools_flags_as_argv_words() -> None:
+    assert redact_argv(["mysql", "-u", "root", f"-p{V}", "-P", "3306"])[0] == [
+        "mysql", "-u", "root", f"-p{REDACTED}", "-P", "3306"]
+    assert redact_argv(["/usr/bin/sshpass", "-p", V, "ssh"])[0] == ["/usr/bin/sshpass", "-p", REDACTED, "ssh"]
+    assert redact_argv(["wandb", "login", V])[0] == ["wandb", "login", REDACTED]
+    # ... and only theirs: `docker run -p` is a port, `mysql -p` alone prompts.
+    assert redact_argv(["docker", "run", "-p", "8080:80", "img"])[0] == ["docker", "run", "-p", "8080:80", "img"]
+    assert redact_argv(["mysql", "-p", "--host", "db"])[0] == ["mysql", "-p", "--host", "db"]
+
+
+def test_a_disguised_name_keeps_the_rest_of_the_line() -> None:
+    """Names are matched normalised; the text around the value comes out as it went in."""
+    line = f"\u00e9t\u00e9 TO\u200bKEN={V} caf\u00e9"
+    assert redact_text(line)[0] == f"\u00e9t\u00e9 TO\u200bKEN={REDACTED} caf\u00e9"
+
+
+def test_a_huge_line_is_cut_before_it_is_searched() -> None:
+    """Issue 30: a 1 MB line of `pass:` made redaction quadratic (the bundle hung). Lines are cut at
+    MAX_LINE first; within it every pattern is linear (bench/redaction.py measures both)."""
+    from gkdtop.actions.redact import MAX_LINE
+
+    line = "pass:" * ((1 << 20) // 5)
+    clean = Redactor().line(line, "x")
+    assert len(clean) < MAX_LINE + 100 and clean.endswith("more characters>")
+    assert redact_text(f"token={V}\n{line}")[0].startswith(f"token={REDACTED}\n")
 
 
 def test_names_and_shapes_both_apply_to_one_line() -> None:
@@ -140,14 +202,16 @@ def test_generated_keys_in_random_context_never_survive(make: Callable[[random.R
 
 NAME_WORDS = st.lists(st.sampled_from(["db", "hf", "wandb", "openai", "smtp", "client", "app", "access", "my"]),
                       max_size=2)
+PLURALS = ["tokens", "keys", "secrets", "passwords", "api_keys", "apiKeys"]
 SECRET_WORD = st.sampled_from(["token", "key", "secret", "password", "pass", "pwd", "auth", "credential", "passwd",
-                               "api_key", "credentials"])
+                               "api_key", "credentials", *PLURALS])
 
 
 @settings(max_examples=400, deadline=None)
 @given(words=NAME_WORDS, secret=SECRET_WORD, upper=st.booleans(), sep=st.sampled_from(["_", "-", "."]),
        syntax=st.sampled_from(["{n}={v}", "{n}: {v}", '"{n}": "{v}"', "'{n}': '{v}'", '{n} = "{v}"', "--{n}={v}",
-                               "--{n} {v}", "export {n}={v}"]),
+                               "--{n} {v}", "export {n}={v}", "{n} := {v}", "{n} => {v}", "{n}\t{v}",
+                               "{n}:={v}"]),
        prefix=st.sampled_from(sc.PREFIXES), suffix=st.sampled_from(sc.SUFFIXES),
        # A decimal number is taken for a measurement (`Time to first token: 45.1 ms`), not a secret.
        value=st.text(sc.ALNUM + "!#$%^&*_+.@", min_size=8, max_size=40).filter(
@@ -158,6 +222,8 @@ def test_generated_named_secrets_never_survive(words: list[str], secret: str, up
     name = name.upper() if upper else name
     if syntax.startswith("--"):
         value = "x" + value  # a value after `--flag ` that starts with `-` is the next flag
+    if secret in PLURALS and value.isdigit():
+        value += "x"  # `tokens: 512` is a count
     line = prefix + syntax.format(n=name, v=value) + suffix
     assert value not in redact_text(line)[0], line
 
@@ -250,7 +316,8 @@ def test_no_planted_secret_reaches_the_bundle(planted: Planted, capsys: pytest.C
     files = {str(p.relative_to(dest)): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     leaks = [(name, v) for name, data in files.items() for v in values
              if v.encode() in data or json.dumps(v)[1:-1].encode() in data]
-    assert leaks == [], f"{len(leaks)} planted values leaked: {sorted({n for n, _ in leaks})}"
+    syn = {v: p.syntax for p in CORPUS for v in p.values}
+    assert leaks == [], sorted({(n, syn.get(v)) for n, v in leaks})
 
     # ... and the bundle still holds what a diagnosis needs, from each place the secrets were planted.
     root = next(iter({name.split("/")[0] for name in files}))
@@ -360,3 +427,20 @@ def test_ray_json_has_no_secret_from_a_job(ray_cluster, tmp_path: Path) -> None:
     assert found == []
     assert set(ids) <= set(jobs) and "--wandb-key" in jobs[ids[0]]["entrypoint"]
     assert jobs[ids[1]]["entrypoint"].endswith(" …")
+
+
+def test_secret_spans_are_what_redact_text_hides() -> None:
+    """The web view keeps its styles around the spans; they must hide what redact_text hides."""
+    from gkdtop.actions.redact import MAX_LINE, secret_spans
+
+    for line in [text for text, _ in ISSUE30_CASES if "\n" not in text] + [f"a {HF_LIKE} b password={V} c"]:
+        spans = secret_spans(line)
+        kept, pos = [], 0
+        for start, end in spans:
+            kept.append(line[pos:start])
+            pos = end
+        assert REDACTED.join([*kept, line[pos:]]) == redact_text(line)[0], line
+    assert secret_spans("x" * MAX_LINE + "token=abc") == [(MAX_LINE, MAX_LINE + 9)]  # never searched: hidden
+
+
+HF_LIKE = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"

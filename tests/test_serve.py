@@ -10,6 +10,7 @@ those headers, an attacker's script need not be a browser.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import select
@@ -575,3 +576,244 @@ def test_lines_shown_before_a_resize_fold_again_at_the_new_width(tmp_path: Path,
     since = len(tab.frames)
     tab.page.set_viewport_size({"width": 1900, "height": 900})
     drawn(f"039 {ruler}", since, "the last line was not drawn whole in the wider tab")
+
+
+# --- issue 30: hostile viewers and clients ------------------------------------------------------
+
+SECRET = "Xq7TzY2kLm9PwR4s"
+HF = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"
+
+
+def _plant_secrets(tmp_path: Path) -> None:
+    lines, last = startup(time.time() - 200, steps=3, step_s=30)
+    lines += [f"ERROR connecting with password={SECRET} to the store", f"[ACTOR] downloading with {HF}", "END step:3"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last, last))
+
+
+@needs_browser
+def test_the_web_view_shows_log_lines_redacted(tmp_path: Path, served: Callable[..., Served], browser: Any) -> None:
+    """Issue 30: the bundle of a log redacted its secrets while the browser view of the same log showed them."""
+    _plant_secrets(tmp_path)
+    tab = Tab(browser, served().url)
+    tab.first_frame()
+    tab.wait_text("password=<redacted>")
+    tab.wait_text("downloading with <redacted>")
+    assert SECRET not in tab.text() and HF not in tab.text()
+    tab.page.close()
+
+
+@needs_browser
+def test_show_secrets_on_loopback_only(tmp_path: Path, served: Callable[..., Served], browser: Any) -> None:
+    _plant_secrets(tmp_path)
+    tab = Tab(browser, served("--show-secrets").url)  # the control: the user alone on loopback asked for them
+    tab.first_frame()
+    tab.wait_text(f"password={SECRET}")
+    tab.page.close()
+    for extra in (["--host", "0.0.0.0"], ["--public-url", "https://proxy.example/g/"]):
+        run = subprocess.run([sys.executable, "-m", "gkdtop", "serve", "--show-secrets", "--port", "0", "--log",
+                              str(tmp_path / "train.log"), *extra], capture_output=True, text=True, timeout=120,
+                             cwd=tmp_path, env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+        assert run.returncode == 2 and "--show-secrets is only for a view on loopback" in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+
+
+@needs_browser
+def test_a_filter_matches_what_the_view_shows(tmp_path: Path, served: Callable[..., Served], browser: Any) -> None:
+    """A filter on the raw line would be an oracle: `password=Xq7` shows the line, `password=Xq8` does not,
+    and the secret is guessed a character at a time. A redacted view's filter sees the redacted line."""
+    _plant_secrets(tmp_path)
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "gkdtop").mkdir(exist_ok=True)
+    (tmp_path / "config" / "gkdtop" / "config.yaml").write_text(f"filters:\n  default: 'password={SECRET[:6]}|END'\n")
+    tab = Tab(browser, served().url)
+    tab.first_frame()
+    tab.wait_text(re.compile(r"END(\x1b\[[0-9;]*m)* step:3"))  # the filter is on: the last line (it matches) is shown
+    assert "to the store" not in tab.text()
+
+
+@needs_browser
+def test_screenshot_from_the_palette_answers_with_a_notice(served: Callable[..., Served], browser: Any) -> None:
+    """Issue 30: the palette's Screenshot killed the tab (Textual's driver reports a failed delivery through
+    call_from_thread, which raises on the app's own thread)."""
+    tab = Tab(browser, served().url)
+    tab.first_frame()
+    tab.press("Control+p")
+    since = len(tab.frames)
+    tab.page.keyboard.type("Screenshot")
+    tab.wait_text("Screenshot", since)
+    since = tab.press("Enter")
+    tab.wait_text("saves nothing on the server", since)
+    since = tab.press("?")
+    tab.wait_text("this help", since)  # the tab is alive: its app answers a key
+    assert "dashboard stopped" not in tab.text()
+    tab.page.close()
+
+
+def _rows_and_columns(drawn: str) -> tuple[int, int]:
+    """The largest row and column the frames moved the cursor to (CSI row;col H)."""
+    moves = [(int(r), int(c)) for r, c in re.findall(r"\x1b\[(\d+);(\d+)H", drawn)]
+    return max(r for r, _ in moves), max(c for _, c in moves)
+
+
+def test_a_tabs_screen_is_capped(served: Callable[..., Served]) -> None:
+    """Issue 30: 15 tabs asking for 1000x1000 took a core and 1 GB. A tab gets at most MAX_COLS x MAX_ROWS."""
+    import aiohttp
+
+    from gkdtop.web.session import MAX_COLS, MAX_ROWS
+
+    server = served()
+
+    async def huge() -> str:
+        url = f"{server.origin.replace('http', 'ws', 1)}/{server.token}/ws?width=1000&height=1000"
+        drawn = ""
+        async with aiohttp.ClientSession() as session, \
+                session.ws_connect(url, headers={"Origin": server.origin}) as ws:
+            deadline = time.monotonic() + 60
+            while "Phases" not in drawn and time.monotonic() < deadline:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    message = await ws.receive(timeout=1)
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        drawn += message.data.decode("utf-8", "replace")
+            await ws.send_str('["resize", {"width": 1000, "height": 1000}]')
+            since = len(drawn)
+            while len(drawn) - since < 2000 and time.monotonic() < deadline:  # the screen drawn again
+                with contextlib.suppress(asyncio.TimeoutError):
+                    message = await ws.receive(timeout=1)
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        drawn += message.data.decode("utf-8", "replace")
+        return drawn
+
+    rows, columns = _rows_and_columns(in_thread(huge()))
+    assert rows <= MAX_ROWS and columns <= MAX_COLS, (rows, columns)
+    assert rows > 24  # the control: it drew past the default 80x24
+
+
+def test_half_sent_requests_are_closed_and_capped(served: Callable[..., Served]) -> None:
+    """Issue 30: 1,100 connections that never finish their headers held a descriptor each, without a token,
+    until the server had none left. Now they are capped (MAX_CONNECTIONS) and closed after IDLE_TIMEOUT."""
+    import socket
+    import urllib.request
+
+    from gkdtop.web.server import MAX_CONNECTIONS
+
+    server = served()
+    port = urlsplit(server.url).port
+    me = psutil.Process(server.proc.pid)
+    before = me.num_fds()
+    sockets = []
+    for _ in range(MAX_CONNECTIONS + 150):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        sockets.append(sock)
+    try:
+        # Every one ends: the ones past the cap at once, the rest once their headers are late.
+        open_ = set(sockets)
+        deadline = time.monotonic() + 90
+        held = None  # the server's descriptors for them once those past the cap are gone
+        while open_:
+            if held is None and len(open_) <= MAX_CONNECTIONS:
+                held = me.num_fds() - before
+            assert time.monotonic() < deadline, f"{len(open_)} half-sent connections still open"
+            for sock in select.select(list(open_), [], [], 0.5)[0]:
+                try:
+                    ended = sock.recv(4096) == b""
+                except ConnectionResetError:
+                    ended = True
+                if ended:
+                    open_.discard(sock)
+        assert held is not None and held <= MAX_CONNECTIONS + 20, held
+    finally:
+        for sock in sockets:
+            sock.close()
+    with urllib.request.urlopen(f"{server.origin}/{server.token}/", timeout=30) as response:
+        assert response.status == 200  # and the server still serves
+
+
+def test_bind_addresses_are_checked_and_printed_as_urls(tmp_path: Path, served: Callable[..., Served]) -> None:
+    """Issue 30: `--host 0` and `'*'` were bound and printed as `http://0:...`; `[::]` said "unknown error -2"."""
+    import socket
+
+    for host in ("0", "*", "127.1", "no-such-host.invalid"):
+        run = subprocess.run([sys.executable, "-m", "gkdtop", "serve", "--host", host, "--port", "0", "--log",
+                              str(tmp_path / "x.log")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                             env={**os.environ, "XDG_CONFIG_HOME": str(tmp_path)})
+        assert run.returncode == 2 and run.stderr.startswith("gkdtop serve: --host: "), (host, run.stderr)
+        assert len(run.stderr.strip().splitlines()) == 1 and run.stdout == ""
+    server = served("--host", "[::]")
+    assert urlsplit(server.url).hostname == socket.gethostname().lower()
+    with socket.create_connection(("::1", urlsplit(server.url).port)) as sock:  # it listens on IPv6
+        sock.sendall(f"GET /{server.token}/ HTTP/1.0\r\nHost: localhost\r\n\r\n".encode())
+        assert sock.recv(100).startswith(b"HTTP/1.0 200")
+
+
+def test_a_malformed_request_gets_a_400_and_no_traceback(served: Callable[..., Served]) -> None:
+    """Issue 30: an empty or malformed request line made aiohttp print a traceback on serve's stderr."""
+    import socket
+
+    server = served()
+    port = urlsplit(server.url).port
+    for request in (b"GET * HTTP/1.1\r\nHost:\r\n\r\n", b"GET http:///x HTTP/1.1\r\nHost:\r\n\r\n",
+                    b"GET / HTTP/1.1\r\nHost:\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(request)
+            assert re.match(rb"HTTP/1\.[01] 4\d\d", sock.recv(100)), request
+    server.stop()
+    assert "Traceback" not in server.stderr(), server.stderr()
+
+
+def test_closed_tabs_leave_no_view_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: memory tabs took was never returned. Each tab's app pointed sys.stdout at itself and, the
+    tabs ending out of order, sys.stdout kept a closed one's app and every app before it; Textual's
+    `StylesCache.get_inner_outer` cache kept each widget's drawn lines. After the tabs close, none is left."""
+    import gc
+
+    import aiohttp
+    from textual._styles_cache import StylesCache
+
+    from gkdtop.config import load_config
+    from gkdtop.monitor import Monitor
+    from gkdtop.tui.app import GkdtopApp
+    from gkdtop.web.server import ServeOptions, Server
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _plant_secrets(tmp_path)
+    streams = sys.stdout, sys.stderr
+
+    async def tabs_open_and_close() -> tuple[int, int]:
+        config = load_config(None)
+        monitor = Monitor(config, logs=[str(tmp_path / "train.log")], ray_address="http://127.0.0.1:9")
+        server = Server(lambda: GkdtopApp(config, monitor, read_only=True, owns_monitor=False, redact=True),
+                        ServeOptions(port=0), Guard.for_server("127.0.0.1", None, token="t"))
+        await server.start()
+        monitor.start()
+        url = f"ws://127.0.0.1:{server.port}/t/ws?width=200&height=60"
+        try:
+            async with aiohttp.ClientSession() as session:
+                sockets = [await session.ws_connect(url, headers={"Origin": f"http://127.0.0.1:{server.port}"})
+                           for _ in range(3)]
+                for ws in sockets:  # each drawn
+                    drawn = ""
+                    while "Phases" not in drawn:
+                        message = await ws.receive(timeout=60)
+                        assert message.type == aiohttp.WSMsgType.BINARY, message
+                        drawn += message.data.decode("utf-8", "replace")
+                for ws in sockets:  # closed in the order they opened: the apps end in the order they started
+                    await ws.close()
+            deadline = time.monotonic() + 60
+            while True:
+                await asyncio.sleep(0.2)
+                gc.collect()
+                apps = sum(isinstance(o, GkdtopApp) for o in gc.get_objects())
+                caches = sum(isinstance(o, StylesCache) for o in gc.get_objects())
+                if (apps == caches == 0 and not server.sessions) or time.monotonic() > deadline:
+                    return apps, caches
+        finally:
+            await server.stop()
+            await monitor.stop()
+
+    try:
+        assert in_thread(tabs_open_and_close()) == (0, 0)
+    finally:
+        sys.stdout, sys.stderr = streams

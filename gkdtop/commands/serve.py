@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser.add_argument("--allow-actions", action="store_true",
                         help="let browser views take stacks, clean up, export bundles and pick log sources "
                         "(default: read-only)")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="show log lines as written, secrets included (default: redacted as in a bundle); only "
+                        "with the default --host 127.0.0.1 and no --public-url: for a user alone on this machine")
     parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16, metavar="N",
                         help="most browser tabs served at once (default 16); each is a view, not a monitor")
     return parser
@@ -55,8 +58,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(f"gkdtop serve: needs the 'serve' extra ({exc.name} is missing): pip install 'gkdtop[serve]'",
               file=sys.stderr)
         return 2
-    from gkdtop.web.guard import Guard, check_public_url
+    from gkdtop.web.guard import Guard, bind_address, check_public_url, is_loopback
 
+    try:
+        args.host = bind_address(args.host)
+    except ValueError as exc:
+        print(f"gkdtop serve: --host: {exc}", file=sys.stderr)
+        return 2
     public_url = None
     if args.public_url:
         try:
@@ -64,6 +72,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
         except ValueError as exc:
             print(f"gkdtop serve: --public-url: {exc}", file=sys.stderr)
             return 2
+    if args.show_secrets and (not is_loopback(args.host) or public_url):
+        print("gkdtop serve: --show-secrets is only for a view on loopback (--host 127.0.0.1, no --public-url): "
+              "others could read the secrets in the logs", file=sys.stderr)
+        return 2
     guard = Guard.for_server(args.host, public_url)
     # The views draw for xterm.js, which shows 24-bit colour whatever this process's terminal is.
     os.environ.setdefault("COLORTERM", "truecolor")
@@ -93,7 +105,7 @@ async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions
 
     def view() -> GkdtopApp:
         return GkdtopApp(config, monitor, refresh=args.refresh, read_only=not options.allow_actions,
-                         owns_monitor=False)
+                         owns_monitor=False, redact=not args.show_secrets)
 
     try:
         server = Server(view, options, guard)
@@ -109,7 +121,8 @@ async def _serve(args: argparse.Namespace, config: Config, options: ServeOptions
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    mode = "actions allowed" if options.allow_actions else "read-only"
+    mode = ("actions allowed" if options.allow_actions else "read-only") + \
+        ("; secrets shown" if args.show_secrets else "; secrets redacted")
     if not is_loopback(options.host):
         print(f"gkdtop serve: listening on {options.host}: anyone who can reach port {server.port} and has the URL "
               "can view", file=sys.stderr)

@@ -159,10 +159,12 @@ class GkdtopApp(App[str | None]):
 
     def __init__(self, config: Config, monitor: Monitor | Callable[[], Monitor], refresh: float | None = None,
                  job: JobRun | None = None, read_only: bool = False, owns_monitor: bool = True,
-                 alert_args: object = None) -> None:
+                 alert_args: object = None, redact: bool = False) -> None:
         """`monitor` may be a function that makes one: it is then called just after the first frame,
-        so the frame does not wait for the data layer's imports, the rules and the collectors."""
+        so the frame does not wait for the data layer's imports, the rules and the collectors.
+        `redact`: log text shown with its secrets redacted (a browser view, unless --show-secrets)."""
         super().__init__()
+        self.redact = redact
         self.job = job  # `gkdtop run`: the job this dashboard started
         self.read_only = read_only  # a viewer, not an operator: ACTIONS_OFF say so instead of acting
         self.owns_monitor = owns_monitor  # False when several views share one running monitor (gkdtop serve)

@@ -29,16 +29,45 @@ LEVEL_STYLES = [
 ]
 
 
-def _parts(line: LogLine) -> tuple[str, str, str, str]:
-    """(clock, worker prefix, body, cut note) as shown; tabs as spaces, so the width is known before styling."""
+def hide_secrets(text: str) -> str:
+    """A line as a browser view shows it: its secrets redacted (actions/redact.py, the bundle's rules)."""
+    from gkdtop.actions.redact import redact_text
+
+    return redact_text(text)[0]
+
+
+def hide_secrets_styled(text: Text) -> Text:
+    """A styled text with its secrets redacted, line by line, the styles around them kept."""
+    from gkdtop.actions.redact import REDACTED, secret_spans
+
+    found = [secret_spans(line) for line in text.plain.split("\n")]
+    if not any(found):
+        return text
+    out = Text(end=text.end)
+    for i, (line, spans) in enumerate(zip(text.split("\n", allow_blank=True), found, strict=True)):
+        if i:
+            out.append("\n")
+        pos = 0
+        for start, end in spans:
+            out.append_text(line[pos:start])
+            out.append(REDACTED, "dim")
+            pos = end
+        out.append_text(line[pos:])
+    return out
+
+
+def _parts(line: LogLine, redact: bool = False) -> tuple[str, str, str, str]:
+    """(clock, worker prefix, body, cut note) as shown; tabs as spaces, so the width is known before styling.
+    `redact`: a browser view's, the secrets in the body redacted."""
     prefix = f"({line.worker or 'pid'}{f' {line.pid}' if line.pid else ''}) " if line.worker or line.pid else ""
     cut = f" …[+{line.truncated} bytes cut]" if line.truncated else ""
-    body = line.text.expandtabs(4) if "\t" in line.text else line.text
+    body = hide_secrets(line.text) if redact else line.text
+    body = body.expandtabs(4) if "\t" in body else body
     return clock(line.time) + " ", prefix, body, cut  # (raylet): a worker, no pid
 
 
-def render_line(line: LogLine, pattern: re.Pattern[str] | None) -> Text:
-    stamp, prefix, body_text, cut = _parts(line)
+def render_line(line: LogLine, pattern: re.Pattern[str] | None, redact: bool = False) -> Text:
+    stamp, prefix, body_text, cut = _parts(line, redact)
     text = Text(stamp, "dim", no_wrap=False)
     if prefix:
         text.append(prefix, "cyan")
@@ -60,15 +89,16 @@ class ShownLine:
     """A log line in the scrollback: its plain text now (how many rows it takes), its styles only
     when it scrolls into view (most lines of a flood never do)."""
 
-    __slots__ = ("line", "pattern", "plain")
+    __slots__ = ("line", "pattern", "plain", "redact")
 
-    def __init__(self, line: LogLine, pattern: re.Pattern[str] | None) -> None:
+    def __init__(self, line: LogLine, pattern: re.Pattern[str] | None, redact: bool = False) -> None:
         self.line = line
         self.pattern = pattern
-        self.plain = "".join(_parts(line))
+        self.redact = redact
+        self.plain = "".join(_parts(line, redact))
 
     def styled(self) -> Text:
-        return render_line(self.line, self.pattern)
+        return render_line(self.line, self.pattern, self.redact)
 
 
 class LogsPane(Vertical):
@@ -102,6 +132,18 @@ class LogsPane(Vertical):
         return self.query_one(LogView)
 
     @property
+    def redact(self) -> bool:
+        """A browser view (`gkdtop serve`) shows lines redacted: what a filter matches, too, so a filter
+        cannot be used to guess a secret a character at a time."""
+        return bool(getattr(self.app, "redact", False))
+
+    def _matches(self, line: LogLine, pattern: Pattern | None) -> bool:
+        if pattern is None:
+            return True
+        text = line.raw or line.text  # the raw line first (a flood is mostly misses): redaction only for a hit
+        return pattern.search(text) is not None and (not self.redact or pattern.search(hide_secrets(text)) is not None)
+
+    @property
     def pattern(self) -> Pattern | None:
         if self._pattern is False:
             from gkdtop.analysis.matcher import compile_pattern
@@ -116,8 +158,10 @@ class LogsPane(Vertical):
         view = self.log_view
         view.clear()
         found = store.matching(self.pattern, limit=2000)
+        if self.redact:
+            found = [line for line in found if self._matches(line, self.pattern)]
         if found:
-            view.write_lines([ShownLine(line, self.pattern) for line in found])
+            view.write_lines([ShownLine(line, self.pattern, self.redact) for line in found])
         self._seen, self._skipped_seen = store.total_lines, store.skipped_lines
         self._held = 0
         self._update_title(store)
@@ -146,7 +190,7 @@ class LogsPane(Vertical):
         sieved, self._skipped_seen = store.skipped_lines - self._skipped_seen, store.skipped_lines
         if new or sieved:
             pattern = self.pattern
-            matched = [ln for ln in new if pattern is None or pattern.search(ln.raw or ln.text)]
+            matched = [ln for ln in new if self._matches(ln, pattern)]
             notes = []
             # A flood (more than MAX_PER_REFRESH since the last look, or sieved): a screenful is all
             # anyone can read, and drawing more costs the UI its responsiveness (~0.15 ms a line).
@@ -156,12 +200,13 @@ class LogsPane(Vertical):
                 matched = matched[-most:]
             if sieved:  # lines the flood sieve dropped: checked against every phase and finding rule
                 notes.append(f"{sieved:,} lines no rule needs")
-            shown: list[Shown] = [ShownLine(line, pattern) for line in matched]
+            shown: list[Shown] = [ShownLine(line, pattern, self.redact) for line in matched]
             if notes:
                 shown.insert(0, Note(f"… {' and '.join(notes)} not shown (flood; `gkdtop replay` reads them all)",
                                      "dim italic"))
             self.log_view.write_lines(shown)
-        bars = "\n".join(f"⟳ {ln.text[:200]}" for ln in list(store.progress.values())[-3:])
+        bars = "\n".join(f"⟳ {hide_secrets(ln.text) if self.redact else ln.text[:200]}"[:202]
+                         for ln in list(store.progress.values())[-3:])
         if bars != self._bars:
             progress = self.query_one("#progress", Static)
             progress.update(bars, layout=reshaped(self._bars, bars, progress.content_size.width, progress.styles))

@@ -57,6 +57,10 @@ class PhasesPane(Static):
             text.append("  reading what the logs held before gkdtop opened them …\n", "dim")
         text.append_text(render_anomalies(store.anomalies()))
         text.append_text(render_findings(store.findings(), full=self.has_class("-maximized")))
+        if getattr(self.app, "redact", False):  # a browser view: a failure's line, findings' fields and samples
+            from gkdtop.tui.logs_pane import hide_secrets_styled
+
+            text = hide_secrets_styled(text)
         if text.plain != self._shown:  # a stalled job's text changes once a second, an idle one's never
             rows = repaint_rows(self._shown, text.plain, self.content_size.width, self.styles)
             layout = rows is None

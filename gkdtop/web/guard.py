@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import secrets
 import socket
 from dataclasses import dataclass, field
@@ -48,6 +49,32 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+_NAME_RE = re.compile(r"(?=.{1,253}$)(?!-)[A-Za-z0-9-]{1,63}(?<!-)(?:\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def bind_address(host: str) -> str:
+    """A --host as the server will listen on it: an IP address (`[::]` as `::`) or a host name that resolves;
+    ValueError, in words a user can act on, for `0`, `*`, `` and other shorthands the URL could not carry."""
+    given = host
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host in ("", "*", "0", "any", "all"):
+        raise ValueError(f"{given!r} is not an address: use 0.0.0.0 (every IPv4 interface), :: (every interface) "
+                         "or 127.0.0.1 (this machine only)")
+    try:
+        return str(ipaddress.ip_address(host.split("%", 1)[0])) + (f"%{host.split('%', 1)[1]}" if "%" in host else "")
+    except ValueError:
+        pass
+    if re.fullmatch(r"[\d.]+", host) or not _NAME_RE.fullmatch(host):  # `127.1`: a shorthand, not a name
+        raise ValueError(f"{given!r} is neither an IP address nor a host name")
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise ValueError(f"{given!r} cannot be resolved to an address") from None
+    return host
 
 
 def machine_names(bind: str) -> set[str]:

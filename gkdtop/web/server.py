@@ -4,6 +4,11 @@ Every path starts with `/<token>/`; anything else is a bare 404. Files are serve
 list (no directory listings, no path from the request reaches the file system). The page loads
 nothing from elsewhere (textual-serve's client script and fonts come from the installed package)
 and its Content-Security-Policy forbids it to.
+
+Under load, without the token: a connection must finish its request's headers within IDLE_TIMEOUT
+(and an idle keep-alive one is closed after it); past MAX_CONNECTIONS a new connection is closed at
+once, so half-sent requests cannot use up the file descriptors. A tab's screen is capped at
+MAX_COLS x MAX_ROWS; memory is given back to the system once tabs close.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import string
 import sys
 from collections.abc import Callable
@@ -20,14 +26,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from gkdtop.web.session import Link, Session
+from gkdtop.web.session import MAX_COLS, MAX_ROWS, Link, Session
 
 if TYPE_CHECKING:
+    from aiohttp.web_protocol import RequestHandler
+
     from gkdtop.web.guard import Guard
 
 STOP_GRACE = 1.0  # seconds each tab's app gets to end when the server stops, then it is cancelled
 SEND_TIMEOUT = 5.0  # a tab that takes no bytes for this long is gone
+IDLE_TIMEOUT = 10.0  # seconds a connection may take to send its request's headers, or sit idle between requests
+MAX_CONNECTIONS = 128  # open at once (tabs, page loads, whatever else connects); past it a new one is closed
+TRIM_AFTER = 1.0  # seconds after the last tab closed, its memory is given back (once for a burst of closes)
 
 HERE = Path(__file__).parent / "static"
 
@@ -43,6 +55,31 @@ def _client_files() -> dict[str, tuple[Path, str]]:
         "RobotoMono.ttf": (client / "fonts" / "RobotoMono-VariableFont_wght.ttf", "font/ttf"),
         "RobotoMono-Italic.ttf": (client / "fonts" / "RobotoMono-Italic-VariableFont_wght.ttf", "font/ttf"),
     }
+
+
+class _CappedServer(web.Server):
+    """aiohttp's low-level server with a cap on open connections: one past it is closed as it opens."""
+
+    def __init__(self, handler: Callable[[web.BaseRequest], Any], max_connections: int, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self.max_connections = max_connections
+        self.refused = 0
+
+    def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
+        super().connection_made(handler, transport)
+        if len(self.connections) > self.max_connections:
+            self.refused += 1
+            # Closed once aiohttp has finished opening it (closing it in here leaves its handler half made).
+            asyncio.get_running_loop().call_soon(handler.force_close)
+
+
+class _NoTraceback(logging.Filter):
+    """A malformed request (`GET *`, `GET http:///x`) is answered 400 by aiohttp, which also logs a traceback
+    to our stderr for each: anyone who can connect could fill the terminal. It is dropped; the client has its 400."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, HttpProcessingError)
 
 
 @dataclass
@@ -70,16 +107,20 @@ class Server:
         self.sessions: set[Session] = set()
         self.sockets: set[web.WebSocketResponse] = set()
         self.handlers: set[asyncio.Task[Any]] = set()  # the WebSocket handlers still running
-        self.runner: web.AppRunner | None = None
+        self.runner: web.ServerRunner | None = None
+        self.web_server: _CappedServer | None = None
         self.port = options.port
         self.stopping = False
+        self._trim: asyncio.TimerHandle | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 << 10)
-        app.router.add_route("GET", "/{path:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=STOP_GRACE)
+        server_log = logging.getLogger("aiohttp.server")
+        if not any(isinstance(f, _NoTraceback) for f in server_log.filters):
+            server_log.addFilter(_NoTraceback())
+        self.web_server = _CappedServer(self.handle, MAX_CONNECTIONS, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
+        self.runner = web.ServerRunner(self.web_server, handle_signals=False, shutdown_timeout=STOP_GRACE)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.options.host, self.options.port, reuse_address=True)
         await site.start()
@@ -115,15 +156,19 @@ class Server:
         for ws in list(self.sockets):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(code=1001, message=b"server stopped"), STOP_GRACE)
+        if self._trim is not None:
+            self._trim.cancel()
         if self.runner is not None:
             await self.runner.cleanup()
 
     # --- requests ----------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method != "GET":
+            return _refuse(405, f"{request.method[:20]} is not served (GET only)")
         if (problem := self.guard.host_problem(request.headers.get("Host"))) is not None:
             return _refuse(421, problem)
-        token, _, rest = request.match_info["path"].partition("/")
+        token, _, rest = request.path[1:].partition("/")
         if not self.guard.token_ok(token):
             return _refuse(404, "not found (open the URL gkdtop serve printed: it holds the token)")
         if rest == "":
@@ -158,7 +203,7 @@ class Server:
                 f"img-src 'self' data:; connect-src {connect}; frame-ancestors 'none'; base-uri 'none'; "
                 "form-action 'none'")
 
-    async def websocket(self, request: web.Request) -> web.StreamResponse:
+    async def websocket(self, request: web.BaseRequest) -> web.StreamResponse:
         if (problem := self.guard.origin_problem(request.headers.get("Origin"), request.headers.get("Host"))):
             return _refuse(403, problem)
         ws = web.WebSocketResponse(heartbeat=20, max_msg_size=1 << 20, timeout=SEND_TIMEOUT)
@@ -182,8 +227,9 @@ class Server:
             self.handlers.discard(handler)  # type: ignore[arg-type]
         return ws
 
-    async def _run_session(self, request: web.Request, ws: web.WebSocketResponse) -> None:
-        width, height = _size(request.query.get("width"), 80), _size(request.query.get("height"), 24)
+    async def _run_session(self, request: web.BaseRequest, ws: web.WebSocketResponse) -> None:
+        width = _size(request.query.get("width"), 80, MAX_COLS)
+        height = _size(request.query.get("height"), 24, MAX_ROWS)
 
         async def send(data: bytes) -> None:
             await asyncio.wait_for(ws.send_bytes(data), SEND_TIMEOUT)
@@ -214,6 +260,13 @@ class Server:
             await link.drain()
         finally:
             self.sessions.discard(session)
+            self._trim_later()
+
+    def _trim_later(self) -> None:
+        """Give a closed tab's memory back to the system, once the closes in a burst are over."""
+        if self._trim is not None:
+            self._trim.cancel()
+        self._trim = asyncio.get_running_loop().call_later(TRIM_AFTER, _give_back)
 
     async def _read(self, ws: web.WebSocketResponse, link: Link) -> None:
         async for message in ws:
@@ -229,6 +282,28 @@ class Server:
                 break
 
 
+# Textual methods cached with `lru_cache` on the method: the instance (a widget's styles cache, a table, an
+# app's colour filter, a tab's key parser) is part of each key, so it outlives its app until 32 to 1,024
+# later calls push it out: 15 large tabs closed left ~40 MB each time, for good. Each maps a few values to
+# a style or a key: emptying them costs a few recomputations.
+_INSTANCE_CACHES = (("textual._styles_cache", "StylesCache", "get_inner_outer"),
+                    ("textual.widgets._data_table", "DataTable", "_get_styles_to_render_cell"),
+                    ("textual.filter", "ANSIToTruecolor", "truecolor_style"),
+                    ("textual._xterm_parser", "XTermParser", "_parse_extended_key"))
+
+
+def _give_back() -> None:
+    """Free what closed tabs left behind in Textual's instance caches, then ask glibc to return the pages."""
+    import importlib
+
+    for module, cls, method in _INSTANCE_CACHES:
+        with contextlib.suppress(ImportError, AttributeError):  # a Textual without it
+            getattr(getattr(importlib.import_module(module), cls), method).cache_clear()
+    from gkdtop.heap import give_back
+
+    give_back()
+
+
 _HEADERS = {"Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY"}
 
 
@@ -241,12 +316,13 @@ def _notice(text: str) -> bytes:
     return f"\x1b[?1049l\x1b[2J\x1b[H\x1b[?25l\x1b[1;7m {text} \x1b[0m\r\n".encode()
 
 
-def _size(text: str | None, default: int) -> int:
+def _size(text: str | None, default: int, most: int) -> int:
+    """A tab's width or height as it asked, at most `most` (a bigger screen costs every frame)."""
     try:
         value = int(text or default)
     except ValueError:
         return default
-    return value if 0 < value <= 1000 else default
+    return min(value, most) if value > 0 else default
 
 
 def _html(text: str) -> str:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import io
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
@@ -25,6 +26,8 @@ from textual.geometry import Size
 if TYPE_CHECKING:
     from textual.app import App
 
+MAX_COLS, MAX_ROWS = 400, 150  # a tab's screen at most: 15 tabs at 1000x1000 took a core and 1 GB; a 4K
+# monitor at a small font is about 380x120
 MAX_PENDING = 8 << 20  # bytes drawn but not yet taken by the tab: past this the tab is too slow and is closed
 ESC_TIMEOUT = constants.ESCAPE_DELAY + 0.05  # a lone ESC is the Escape key once no more bytes came for this long
 
@@ -84,8 +87,8 @@ class Link:
             driver.feed(body)
         elif kind == "resize" and isinstance(body, dict):
             width, height = body.get("width"), body.get("height")
-            if isinstance(width, int) and isinstance(height, int) and 0 < width <= 1000 and 0 < height <= 1000:
-                driver.resize(width, height)
+            if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+                driver.resize(min(width, MAX_COLS), min(height, MAX_ROWS))
         elif kind == "focus":
             driver.send_message(events.AppFocus())
         elif kind == "blur":
@@ -158,7 +161,10 @@ class SessionDriver(Driver):
         binary.close()
         self._app.call_later(self._app.notify, "A browser view saves nothing on the server (use the browser's own "
                              "screenshot).", severity="warning")
-        self._delivery_failed(delivery_key, exception=PermissionError("browser view"), name=None)
+        # Not Driver._delivery_failed: it posts through call_from_thread, which raises on the app's own
+        # thread (this one) and killed the tab.
+        self._app.post_message(events.DeliveryFailed(key=delivery_key, exception=PermissionError("browser view"),
+                                                     name=None))
 
     def open_url(self, url: str, new_tab: bool = True) -> None:
         """Textual's default starts a browser where the server runs; a browser view has no business there."""
@@ -180,6 +186,13 @@ class Session:
         # A crash in the app is shown in the tab (one line) and kept whole for the server's stderr.
         app.error_console = Console(file=self.errors, markup=False, highlight=False, width=100)
         app.driver_class = partial(SessionDriver, link=link)  # type: ignore[assignment]
+        # Textual points sys.stdout/stderr at the app while it runs (redirect_stdout). Tabs' apps in one process
+        # end out of order, and each restores what it found: sys.stdout kept a closed tab's app and, through
+        # the target each app saved, every app before it (15 large tabs left ~40 MB each time, never freed).
+        # A view's stray prints go to the server's terminal instead.
+        for name, stream in (("_capture_stdout", sys.__stdout__), ("_capture_stderr", sys.__stderr__)):
+            if hasattr(app, name):
+                setattr(app, name, stream)
         self.task: asyncio.Task[Any] | None = None
 
     def start(self, width: int, height: int) -> None:
