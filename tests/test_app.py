@@ -115,9 +115,15 @@ async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Pat
             return ["".join(seg.text for seg in strip) for strip in pane.render_lines(Region(0, 0, *pane.size))]
 
         before = painted()
-        await settle(pilot, lambda: painted() != before)  # the clock ticked: its lines repainted
-        assert dirty and all(r.height == 1 or width == 120 for regions in dirty for r in regions)
-        assert 0 < sum(r.height for r in dirty[-1]) < pane.virtual_size.height
+
+        def ticked_lines() -> bool:
+            """The clock ticked and what it dirtied was some rows, not the pane (on a loaded machine two
+            ticks may land in one frame: the test waits for a tick it can read, however long)."""
+            return painted() != before and bool(dirty) and 0 < sum(r.height for r in dirty[-1]) < \
+                pane.virtual_size.height
+
+        await settle(pilot, ticked_lines)
+        assert all(r.height == 1 or width == 120 for regions in dirty for r in regions)
         assert not any(layouts)
         ticked = painted()
         assert any("no progress for" in row for row in ticked)
