@@ -163,3 +163,20 @@ def test_a_flapping_job_is_told_once_per_window_and_a_stall_that_lasts_is_told_w
     step(4, t0 + 2200)
     assert [e.kind for e in beat.check(t0 + 2201)] == ["heartbeat"]
     assert [e.kind for e in beat.check(t0 + 2202)] == []
+
+
+def test_a_look_that_fails_is_said_once_and_the_loop_goes_on(tmp_path: Path) -> None:
+    from gkdtop.alerts.events import AlertWatcher
+    from gkdtop.alerts.loop import Alerts
+    from gkdtop.store import Store
+
+    store = Store(load_config(None))
+    store.log_polls = 2
+    said: list[str] = []
+    alerts = Alerts(store, AlertWatcher(store, "job"), on_error=said.append)
+    broken = store.phase_status
+    store.phase_status = lambda now=None: (_ for _ in ()).throw(KeyError("gone"))  # type: ignore[method-assign]
+    assert alerts.tick(1.0) == [] and alerts.tick(2.0) == []
+    assert said == ["alerts: KeyError: 'gone'"]  # once, not every second
+    store.phase_status = broken  # type: ignore[method-assign]
+    assert alerts.tick(3.0) == []  # and it goes on

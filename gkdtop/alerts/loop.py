@@ -65,6 +65,7 @@ class Alerts:
         self.on_event = on_event
         self.on_error = on_error
         self.tmux = tmux and bool(os.environ.get("TMUX")) and shutil.which("tmux") is not None
+        self._last_error = ""
 
     async def run(self, every: float = 1.0) -> None:
         while True:
@@ -73,7 +74,19 @@ class Alerts:
 
     def tick(self, now: float, status: PhaseStatus | None = None) -> list[AlertEvent]:
         """The events due at `now` told, and the metrics brought up to date (`status`: the store's
-        verdict at `now` when the caller computed it already, as the dashboard's redraw has)."""
+        verdict at `now` when the caller computed it already, as the dashboard's redraw has). A failure
+        here is said once (per distinct error) and the next second tries again: telling others must not
+        stop because one look went wrong, nor take the dashboard's redraw down with it."""
+        try:
+            return self._tick(now, status)
+        except Exception as exc:
+            said = f"alerts: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            if said != self._last_error and self.on_error is not None:
+                self.on_error(said)
+            self._last_error = said
+            return []
+
+    def _tick(self, now: float, status: PhaseStatus | None) -> list[AlertEvent]:
         status = status or self.store.phase_status(now)
         events = self.watcher.check(now, status)
         if self.metrics is not None:
