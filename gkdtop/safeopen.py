@@ -125,9 +125,28 @@ def _check_dir(path: str, st: os.stat_result, euid: int, final: bool) -> None:
             raise Untrusted(path, f"owned by {user_name(st.st_uid)}, not by you ({user_name(euid)}): refused")
         if st.st_mode & 0o022:
             raise Untrusted(path, f"writable by other users (mode {stat.S_IMODE(st.st_mode):04o}): refused")
-    elif st.st_uid not in (euid, 0) or (st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX):
+    elif st.st_uid not in (euid, 0) or (_others_write(st, euid) and not st.st_mode & stat.S_ISVTX):
         raise Untrusted(path, f"in a folder another user can change (owner {user_name(st.st_uid)}, mode "
                               f"{stat.S_IMODE(st.st_mode):04o}): refused")
+
+
+def _others_write(st: os.stat_result, euid: int) -> bool:
+    """Whether a user other than `euid` (or root) may write in the folder. Group write counts unless the
+    group is this user's own private group (a 2775 home under user-private groups: group `me`, no members
+    but `me`)."""
+    if st.st_mode & 0o002:
+        return True
+    if not st.st_mode & 0o020:
+        return False
+    import grp
+    import pwd
+
+    try:
+        me = pwd.getpwuid(euid)
+        group = grp.getgrgid(st.st_gid)
+    except KeyError:
+        return True
+    return not (st.st_gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name})
 
 
 def private_dir(path: str | os.PathLike[str]) -> str:

@@ -180,3 +180,50 @@ def test_a_look_that_fails_is_said_once_and_the_loop_goes_on(tmp_path: Path) -> 
     assert said == ["alerts: KeyError: 'gone'"]  # once, not every second
     store.phase_status = broken  # type: ignore[method-assign]
     assert alerts.tick(3.0) == []  # and it goes on
+
+
+def test_a_message_redacts_a_block_scalar_opened_above_its_lines_and_cuts_after(tmp_path: Path) -> None:
+    """The last lines are redacted as one text with the lines before them (a YAML block's key is above
+    them), and a long line is redacted before it is cut (a cut token is one the redactor no longer knows)."""
+    from gkdtop.alerts.events import AlertWatcher
+    from gkdtop.analysis.lines import parse_line
+    from gkdtop.collectors.logs import LogBatch
+    from gkdtop.model import LogFileState
+    from gkdtop.store import Store
+
+    store = Store(load_config(None))
+    store.log_polls = 2
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz012345"
+    texts = ["config:", "  db_password: |", "    Tr0ub4dor&3horse", "  other: 1", "x" * 280 + " " + token,
+             "step:1 - loss:1.0"]
+    now = time.time()
+    lines = [parse_line(text, "train.log", now) for text in texts]
+    store.write_logs(LogBatch(lines, {}, [LogFileState("train.log", "following")]), local=False)
+    watcher = AlertWatcher(store, "job")
+    event = watcher._event("failed", store.phase_status(now), now, culprit="x" * 590 + " " + token)
+    sent = "\n".join([event.message, *event.lines])
+    assert "Tr0ub4dor" not in sent and "hf_AbCdEfGh" not in sent, sent
+    assert "db_password" in sent  # the key stays, its value does not
+
+
+def test_a_job_that_ended_is_told_once_and_its_silent_log_is_no_stall(tmp_path: Path) -> None:
+    from gkdtop.alerts.events import AlertWatcher
+    from gkdtop.analysis.lines import parse_line
+    from gkdtop.collectors.logs import LogBatch
+    from gkdtop.model import LogFileState
+    from gkdtop.store import Store
+
+    config = load_config(None)
+    config.stall_after, config.stall_fixed = 5.0, True
+    store = Store(config)
+    store.log_polls = 2
+    t0 = 1_700_000_000.0
+    line = parse_line("step:1 - loss:1.0", "train.log", t0)
+    store.write_logs(LogBatch([line], {}, [LogFileState("train.log", "following")]), local=False)
+    for code, told in ((0, ["finished"]), (1, ["failed"])):
+        ended: list[tuple[int, str]] = []
+        watcher = AlertWatcher(store, "job", job_ended=lambda e=ended: e[0] if e else None)
+        assert watcher.check(t0 + 1) == []
+        ended.append((code, f"exited with code {code}"))
+        assert [e.kind for e in watcher.check(t0 + 2)] == told
+        assert [e.kind for t in (3, 10, 60, 600) for e in watcher.check(t0 + t)] == []  # no stall, no recovered

@@ -781,6 +781,10 @@ def test_closed_tabs_leave_no_view_behind(tmp_path: Path, monkeypatch: pytest.Mo
     _plant_secrets(tmp_path)
     streams = sys.stdout, sys.stderr
 
+    # What earlier tests of this process left alive is not this test's: only new objects count.
+    gc.collect()
+    earlier = {id(o) for o in gc.get_objects() if isinstance(o, (GkdtopApp, StylesCache))}
+
     async def tabs_open_and_close() -> tuple[int, int]:
         config = load_config(None)
         monitor = Monitor(config, logs=[str(tmp_path / "train.log")], ray_address="http://127.0.0.1:9")
@@ -805,8 +809,8 @@ def test_closed_tabs_leave_no_view_behind(tmp_path: Path, monkeypatch: pytest.Mo
             while True:
                 await asyncio.sleep(0.2)
                 gc.collect()
-                apps = sum(isinstance(o, GkdtopApp) for o in gc.get_objects())
-                caches = sum(isinstance(o, StylesCache) for o in gc.get_objects())
+                apps = sum(isinstance(o, GkdtopApp) and id(o) not in earlier for o in gc.get_objects())
+                caches = sum(isinstance(o, StylesCache) and id(o) not in earlier for o in gc.get_objects())
                 if (apps == caches == 0 and not server.sessions) or time.monotonic() > deadline:
                     return apps, caches
         finally:

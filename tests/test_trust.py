@@ -450,3 +450,27 @@ def test_run_names_a_daemon_the_job_left_behind(tmp_path: Path, run_cli: list) -
         assert f"the job left 1 process running: {daemon} (python" in result.stderr
     finally:
         os.kill(daemon, signal.SIGKILL)
+
+
+def test_a_home_writable_only_by_the_user_s_own_group_is_not_another_user_s(tmp_path: Path) -> None:
+    """Under user-private groups a home is often 2775, group `me` with no other member: private folders
+    under it are fine; a folder another group can write in still is not."""
+    import grp
+    import pwd
+
+    from gkdtop.safeopen import Untrusted, private_dir
+
+    me = pwd.getpwuid(os.geteuid())
+    if grp.getgrgid(me.pw_gid).gr_name != me.pw_name:
+        pytest.skip("this user has no private group")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, me.pw_uid, me.pw_gid)
+    home.chmod(0o2775)
+    assert private_dir(home / ".cache" / "gkdtop")  # was: "in a folder another user can change": refused
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chown(shared, me.pw_uid, grp.getgrnam("nogroup").gr_gid)
+    shared.chmod(0o775)
+    with pytest.raises(Untrusted, match="another user can change"):
+        private_dir(shared / "gkdtop")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gkdtop.actions.redact import redact_text
 from gkdtop.actions.stacks import stack_targets
-from gkdtop.format import human_duration
+from gkdtop.format import human_duration, shown
 
 if TYPE_CHECKING:
     from gkdtop.model import PhaseStatus
@@ -23,6 +23,7 @@ KINDS = ("stalled", "failed", "recovered", "finished", "heartbeat")
 LAST_LINES = 5  # log lines in a message: enough to recognise the spot, few enough for a phone
 DUMP_WAIT = 8.0  # seconds a stall message waits for its stack dump before it goes without one
 LINE_CHARS = 300
+CONTEXT_LINES = 20  # lines before the last ones redacted with them: a YAML block's key opens above them
 
 
 @dataclass(slots=True)
@@ -124,6 +125,19 @@ class AlertWatcher:
             return []  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
         status = status or store.phase_status(now)
         events: list[AlertEvent] = []
+        if self.exit_told:
+            return []  # the job gkdtop started has ended and that was told: its silent log is no stall
+        ended = self.job_ended() if self.job_ended is not None else None
+        if ended is not None:  # said once, and nothing after it
+            self.exit_told = True
+            code, outcome = ended
+            if code != 0 and not self.failed_told:
+                events.append(self._event("failed", status, now, culprit=f"the job {outcome}"))
+            elif code == 0 and not self.finished_told:
+                events.append(self._event("finished", status, now))
+            for event in events:
+                self.sent[event.kind] = now
+            return events
         stalled = status.state == "stalled"
         if not stalled:
             self.stall_seen = None
@@ -140,20 +154,13 @@ class AlertWatcher:
                 events.append(self._event("failed", status, now))
         else:
             self.failed_told = False
-        for cause in store.failed_task_causes():
+        # This run's failed Ray tasks only (as the store's own verdict takes them), one message a window.
+        since = status.timeline[0].start - 60 if status.timeline else self.started
+        for cause in store.failed_task_causes(since):
             if cause not in self.tasks_told and not self.failed_told and self._due("failed", now):
                 self.tasks_told.add(cause)
+                self.sent["failed"] = now
                 events.append(self._event("failed", status, now, culprit=cause))
-        ended = self.job_ended() if self.job_ended is not None and not self.exit_told else None
-        if ended is not None:
-            self.exit_told = True
-            code, outcome = ended
-            if code != 0 and not self.failed_told:
-                self.failed_told = self.stall_told = True
-                events.append(self._event("failed", status, now, culprit=f"the job {outcome}"))
-            elif code == 0 and status.state != "done":
-                self.finished_told = True
-                events.append(self._event("finished", status, now))
         if status.state == "done":
             if not self.finished_told:
                 self.finished_told = True
@@ -200,11 +207,10 @@ class AlertWatcher:
                 culprit = colls.sentence
         if not culprit and kind in ("stalled", "failed"):
             culprit = status.failure if kind == "failed" and status.failure else _culprit(store, status, now)
-        lines = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
-        clean = [redact_text(line)[0] for line in lines]
-        return AlertEvent(kind, now, job_name(store, self.job), self.host, framework.label,
+        clean = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
+        return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
                           status.within or status.current or "", status.state, seconds,
-                          redact_text(culprit[:LINE_CHARS * 2])[0], [redact_text(h)[0] for h in hint],
+                          _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
                           clean, dump, status.steps_done)
 
 
@@ -221,6 +227,16 @@ def _culprit(store: Store, status: PhaseStatus, now: float) -> str:
 
 
 def _last_lines(store: Store, count: int) -> list[str]:
-    """The newest `count` stored lines, as written (Ray prefix included: it names the worker)."""
+    """The newest `count` stored lines as written (Ray prefix included: it names the worker), redacted
+    as one text with the lines before them, so a secret in a YAML block opened above is still seen;
+    redacted whole, then cut."""
     kept = store.lines
-    return [(ln.raw or ln.text)[:LINE_CHARS] for ln in (kept[i] for i in range(max(0, len(kept) - count), len(kept)))]
+    first = max(0, len(kept) - count - CONTEXT_LINES)
+    text = "\n".join(kept[i].raw or kept[i].text for i in range(first, len(kept)))
+    lines = redact_text(text)[0].split("\n")[-count:] if text else []
+    return [shown(line[:LINE_CHARS]) for line in lines]
+
+
+def _redacted(text: str, limit: int) -> str:
+    """Redacted whole, then cut: a token cut in half is no longer a token the redactor knows."""
+    return shown(redact_text(text)[0][:limit])

@@ -7,6 +7,9 @@ that comes from a log (a metric's name) goes through the redactor first."""
 from __future__ import annotations
 
 import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.actions.redact import redact_text
@@ -17,6 +20,8 @@ if TYPE_CHECKING:
     from gkdtop.model import PhaseStatus
     from gkdtop.store import Store
 
+MAX_SCRAPERS = 16  # connections served at once; more are closed as they open (a scrape takes milliseconds)
+REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request: half-sent ones are dropped
 JOB_METRICS_MAX = 300  # the job's own step metrics exported (verl prints about sixty)
 LABEL_CHARS = 120
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]+")
@@ -29,22 +34,34 @@ def metric_name(raw: str) -> str:
 
 
 def _label(text: str) -> str:
-    return redact_text(text[:LABEL_CHARS])[0]
+    """Redacted whole, then cut (a token cut first is one the redactor no longer knows)."""
+    return redact_text(text)[0][:LABEL_CHARS]
+
+
+def _unique(seen: set[str], label: str) -> str:
+    """Two values that redact or cut alike would be one series twice (Prometheus keeps one): `#2` on."""
+    value, n = label, 1
+    while value in seen:
+        n += 1
+        value = f"{label} #{n}"
+    seen.add(value)
+    return value
 
 
 class MetricsExporter:
     """An HTTP endpoint (prometheus-client's own server, a daemon thread) serving the last `update`."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry
 
         self._families: list[Any] = []
         self.events: dict[str, int] = {}  # alerts sent, by kind
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
-        self.server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self.server = _server(host, port, self.registry)
+        threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True).start()
         self.host = host
-        self.port: int = self.server.server_port
+        self.port: int = self.server.server_address[1]
 
     @property
     def exposed(self) -> bool:
@@ -105,9 +122,10 @@ class MetricsExporter:
             parts = GaugeMetricFamily("gkdtop_step_part_seconds", "seconds of the last step per timing_s/* part",
                                       labels=["part"])
             job = {}
+            seen_parts: set[str] = set()
             for key, value in last.metrics.items():
                 if key.startswith("timing_s/"):
-                    parts.add_metric([_label(key[len("timing_s/"):])], value)
+                    parts.add_metric([_unique(seen_parts, _label(key[len("timing_s/"):]))], value)
                     continue
                 name = "gkdtop_job_" + metric_name(key)
                 if name not in job and len(job) < JOB_METRICS_MAX and redact_text(key)[0] == key:
@@ -116,8 +134,9 @@ class MetricsExporter:
             for name, (key, value) in job.items():
                 gauge(name, f"the job's own step metric {key!r}, last step", value)
         findings = GaugeMetricFamily("gkdtop_findings", "lines seen per known failure signature", labels=["finding"])
+        seen_findings: set[str] = set()
         for finding in store.findings():
-            findings.add_metric([_label(finding.name)], float(finding.count))
+            findings.add_metric([_unique(seen_findings, _label(finding.name))], float(finding.count))
         out.append(findings)
         util = GaugeMetricFamily("gkdtop_gpu_utilization_ratio", "GPU utilisation, 0 to 1", labels=["gpu", "uuid"])
         used = GaugeMetricFamily("gkdtop_gpu_memory_used_bytes", "GPU memory in use", labels=["gpu", "uuid"])
@@ -139,3 +158,58 @@ class MetricsExporter:
             sent.add_metric([kind], float(count))
         out.append(sent)
         self._families = out
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    timeout = REQUEST_TIMEOUT  # the socket's: a request never finished is dropped, not waited on forever
+
+    def do_GET(self) -> None:
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+        if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+            self.send_error(404)
+            return
+        body = generate_latest(self.server.registry)  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape every 15 s is not news
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    """prometheus-client's own server has no header timeout and no cap: 300 half-sent requests held 300
+    threads. This one drops a connection after REQUEST_TIMEOUT and serves MAX_SCRAPERS at once."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], registry: Any, family: int) -> None:
+        self.address_family = family
+        self.registry = registry
+        self.slots = threading.BoundedSemaphore(MAX_SCRAPERS)
+        super().__init__(address, _MetricsHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: closed at once, the scraper retries on its next interval
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def _server(host: str, port: int, registry: Any) -> _MetricsServer:
+    """Bound to `host` (an IPv6 address in brackets or not), raising OSError as bind does."""
+    bare = host.strip("[]")
+    return _MetricsServer((bare, port), registry, socket.AF_INET6 if ":" in bare else socket.AF_INET)

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 ENV_URLS = "GKDTOP_NOTIFY"  # whitespace-separated URLs, for a unit file or a sidecar's secret
 SEND_TIMEOUT = 15.0  # seconds per endpoint
 QUEUE_MAX = 100  # events waiting to be sent; past that the oldest are dropped and counted
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # inside a URL only ${NAME}: a `$` in a password stays
+_WHOLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")  # an entry that is only $NAME
 
 
 class NotifyError(ValueError):
@@ -33,15 +34,19 @@ def describe(url: str, index: int) -> str:
 
 
 def expand(url: str, env: dict[str, str] | os._Environ[str] = os.environ) -> str:
-    """`${SLACK_URL}` or `$SLACK_URL` read from the environment, so a config file holds no token."""
+    """`${SLACK_URL}` in a URL, or an entry that is just `$SLACK_URL`, read from the environment, so a
+    config file holds no token. A lone `$` elsewhere is the URL's own (a password's)."""
 
     def value(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
+        name = match.group(1)
         if name not in env or not env[name]:
             raise NotifyError(f"notify: the environment variable {name} is not set")
         return env[name]
 
-    return _VAR.sub(value, url.strip())
+    url = url.strip()
+    if (whole := _WHOLE.fullmatch(url)) is not None:
+        return value(whole)
+    return _VAR.sub(value, url)
 
 
 def collect_urls(given: Iterable[str], configured: Iterable[str],

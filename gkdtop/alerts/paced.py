@@ -14,20 +14,18 @@ from gkdtop.model import LogFileState, LogLine
 from gkdtop.store import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from gkdtop.config import Config
 
 GAP = 1.0  # seconds between two lines' stamps worth asking "was it stalled just before the second?"
-READ_MAX = 256 << 20  # a log read whole here; longer ones are read up to this much
+CHUNK = 1 << 20
 
 
 def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     """Feed `path` line by line as if each line arrived at its own stamp (lines with none at the last
     stamp before them) and collect the events a watcher would have sent. The log's end is not a
     silence: nothing is checked past its last line."""
-    from gkdtop.safeopen import open_regular
-
-    with open_regular(path) as fh:
-        data = fh.read(READ_MAX) or b""
     mtime = os.stat(path).st_mtime
     store = Store(config)
     store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
@@ -38,7 +36,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     undated: list[LogLine] = []  # lines before the first stamp: they arrived with it
     last: float | None = None
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
-    for raw in data.split(b"\n"):
+    for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
             continue
         # A year-less stamp (vLLM's `INFO 06-09 05:36:49`) is placed by the line before it, not by the
@@ -71,6 +69,28 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         store.write_logs(LogBatch(pending, {}, files), local=False)
         events += watcher.check(last or mtime)
     return events
+
+
+def _lines(path: str, keep: int) -> Iterator[bytes]:
+    """The file's lines, each cut at `keep` bytes, read in chunks: a 1 GiB line costs `keep`, not 1 GiB."""
+    from gkdtop.safeopen import open_regular
+
+    with open_regular(path) as fh:
+        held = b""
+        cut = False  # the current line is past `keep`: the rest of it is skipped
+        while chunk := fh.read(CHUNK):
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                if not cut:
+                    yield (held + chunk[start:end])[:keep]
+                held, cut, start = b"", False, end + 1
+            if not cut:
+                held += chunk[start:]
+                if len(held) > keep:
+                    yield held[:keep]
+                    held, cut = b"", True
+        if held and not cut:
+            yield held
 
 
 def _fired(store: Store, before: float) -> float:

@@ -73,7 +73,7 @@ def add_alerts(parser: argparse.ArgumentParser, watch: bool = False) -> None:
     """Telling others (docs/alerts.md): the dashboard, `serve` and `watch`."""
     parser.add_argument("--notify", action="append", default=[], metavar="URL",
                         help="send stalled/failed/recovered/finished events to this apprise URL (repeatable; "
-                        "$VAR is read from the environment; also the config's notify: and $GKDTOP_NOTIFY)")
+                        "${VAR} is read from the environment; also the config's notify: and $GKDTOP_NOTIFY)")
     parser.add_argument("--metrics-port", type=int_in(0, 65535, "a port"), metavar="PORT",
                         help="serve Prometheus metrics on this port (0: any free port; see docs/alerts.md)")
     parser.add_argument("--metrics-host", metavar="ADDR", default="127.0.0.1",

@@ -45,6 +45,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
         sys.stdout.write(jobrun.dry_run_text(plan))
         return 0
     if args.no_ui:
+        if getattr(args, "notify", None) or getattr(args, "metrics_port", None) is not None:
+            print("gkdtop run: --notify and --metrics-port need the dashboard; with --no-ui run `gkdtop watch --log "
+                  f"{plan.log_path} --notify URL` beside the job (docs/alerts.md)", file=sys.stderr)
+            return 2
         return jobrun.run_no_ui(plan)
     from gkdtop.monitor import Monitor
     from gkdtop.tui.app import GkdtopApp

@@ -266,10 +266,11 @@ class GkdtopApp(App[str | None]):
             options = loop.options_from(self.alert_args, self.config)
             if options.wanted or os.environ.get("TMUX"):
                 self.alerts = loop.start(self.store, options, self.config.stall_stacks, on_event=self._alerted,
-                                         on_error=lambda line: self.notify(line, severity="error", timeout=10),
+                                         on_error=lambda line: self.notify(line, severity="error", timeout=10,
+                                                                           markup=False),
                                          tmux=True, job_ended=self._job_ended if self.job is not None else None)
         except (NotifyError, OSError) as exc:
-            self.notify(f"alerts are off: {exc}", severity="error", timeout=15)
+            self.notify(f"alerts are off: {exc}", severity="error", timeout=15, markup=False)
 
     def _job_ended(self) -> tuple[int, str] | None:
         """`gkdtop run`'s job, once it has exited: its status and how it ended (`failed` names a crash)."""
@@ -281,7 +282,7 @@ class GkdtopApp(App[str | None]):
     def _alerted(self, event: AlertEvent) -> None:
         if event.kind in ("stalled", "failed"):
             self.bell()
-        self.notify(event.title.removeprefix("gkdtop: "), timeout=10,
+        self.notify(event.title.removeprefix("gkdtop: "), timeout=10, markup=False,  # a file name is no markup
                     severity="error" if event.kind in ("stalled", "failed") else "information")
 
     def _source_moved(self, source: str) -> None:
