@@ -4,12 +4,18 @@ follower live and through replay's history reader; stamps that go backwards meas
 
 from __future__ import annotations
 
+import csv
+import json
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.history import file_range
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, builtin_phases
 from gkdtop.replay import replay
@@ -76,3 +82,140 @@ def test_stamps_that_go_backwards_measure_no_step(tmp_path: Path) -> None:
     assert status.steps_done == 4
     assert status.steps["p50_s"] >= 0 and status.steps["mean_s"] >= 0, status.steps
     assert all(s["seconds"] >= 0 for s in status.steps["slowest"]), status.steps
+
+
+# --- HF Trainer / TRL / LLaMA-Factory's metric dicts (no step number of their own) --------------------
+
+TOTAL = 500  # the bar's total: HF's max_steps
+
+
+def record(i: int, shape: str = "hf", grad_norm: str | None = None) -> str:
+    """The i-th dict HF Trainer prints (one every logging_steps); TRL's GRPO adds its own keys."""
+    loss, lr = f"{2.0 - i / 50:.4f}", repr(1e-05 * (1 - i / 100))
+    norm = grad_norm or f"{1.0 + (i % 3) / 10:.4f}"
+    if shape == "trl":
+        return (f"{{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': {lr}, 'num_tokens': {i * 20480.0}, "
+                f"'completions/mean_length': {380.5 + i}, 'rewards/accuracy_reward/mean': {0.4 + i / 100:.4f}, "
+                f"'reward': {0.4 + i / 100:.4f}, 'kl': {0.001 * i:.4f}, 'epoch': {i / 100:.2f}}}")
+    return f"{{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': {lr}, 'epoch': {i / 100:.2f}}}"
+
+
+def bar(n: int, seconds: float = 2.1) -> str:
+    """HF's training bar at n of TOTAL, as tqdm draws it."""
+    return (f" {n * 100 // TOTAL:2d}%|{'█' * (n * 10 // TOTAL):<10}| {n}/{TOTAL} "
+            f"[{n * 2 // 60:02d}:{n * 2 % 60:02d}<17:00, {seconds:.2f}s/it]")
+
+
+def hf_log(steps: int, shape: str = "hf", prefix: str = "", every: int = 10, glued: bool = False) -> list[str]:
+    """An HF Trainer run: its banner, a dict every `every` steps (alone, or glued after the bar tqdm
+    redrew before it), an eval dict, and the end-of-run summary (no step)."""
+    lines = ["[INFO|trainer.py:2414] 2026-11-27 10:00:00,101 >> ***** Running training *****",
+             "[INFO|trainer.py:2415] 2026-11-27 10:00:00,101 >>   Num examples = 8,000",
+             f"[INFO|trainer.py:2420] 2026-11-27 10:00:00,102 >>   Total optimization steps = {TOTAL}"]
+    for i in range(1, steps + 1):
+        lines.append(prefix + (bar(i * every) if glued else "") + record(i, shape))
+    lines.append(prefix + "{'eval_loss': 1.4321, 'eval_runtime': 12.5, 'eval_samples_per_second': 80.0, "
+                 "'eval_steps_per_second': 2.5, 'epoch': 0.12}")
+    lines.append(prefix + "{'train_runtime': 1234.5, 'train_samples_per_second': 6.48, 'train_steps_per_second': 0.1, "
+                 "'train_loss': 1.8765, 'epoch': 0.12}")
+    return lines
+
+
+@pytest.mark.parametrize(("shape", "lines", "last"), [
+    ("HF Trainer", hf_log(12), 12),
+    ("TRL GRPO behind [rank0]:", hf_log(12, "trl", "[rank0]:"), 12),
+    ("Ray Train worker", hf_log(12, prefix="(RayTrainWorker pid=4242, ip=10.0.0.3) "), 12),
+    ("glued after the bar", hf_log(12, glued=True), 120),  # the bar's n is HF's global step
+])
+def test_hf_metric_dicts_are_steps(tmp_path: Path, shape: str, lines: list[str], last: int) -> None:
+    """Each per-step dict is a step (numbered by the bar glued to it, else counted); eval's dict and
+    the `{'train_runtime': …}` summary are not."""
+    status = live(tmp_path, lines).phase_status()
+    assert status.steps_done == 12, shape
+    assert status.last_step is not None and status.last_step.step == last, shape
+    assert status.last_step.metrics["loss"] == pytest.approx(1.76), shape
+    assert status.last_step.metrics["learning_rate"] == pytest.approx(8.8e-06), shape
+    assert "train_runtime" not in status.last_step.metrics and "eval_loss" not in status.last_step.metrics
+    report = replay([str(tmp_path / "train.log")], Config(phases=builtin_phases()))
+    assert report.steps["count"] == 12 and report.steps["last"] == last, shape
+
+
+def test_live_and_history_read_the_same_dict_steps(tmp_path: Path) -> None:
+    """Live (the follower, tqdm's `\\r` redraws and all) and history (replay's reader) agree on every
+    dict step: numbers, curves, the last step. Dicts with no bar are counted on from the last
+    numbered one, spaced as HF logged them; each node's rank 0 printing the same dict is one step; a
+    NaN grad norm is kept as non-finite."""
+    lines = hf_log(0)[:3]
+    for i in (1, 2, 3):
+        lines.append(record(i))
+    for i in (4, 5):  # tqdm redrew the bar on the same line, the dict came right after it
+        lines.append("\r".join(bar(10 * i - k) for k in (2, 1)) + "\r" + bar(10 * i) + record(i))
+    lines.append(record(6, grad_norm="nan"))
+    lines += ["[rank0]:" + record(7), "[rank8]:" + record(7)]
+    text = "".join(line + "\n" for line in lines)
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    analysis.read_history([file_range(str(log))])
+    history = analysis.phases
+
+    live_log = tmp_path / "live.log"
+    live_log.write_text("")
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(live_log)], backlog=0)
+    try:
+        store.put("logs", collector.collect())
+        with live_log.open("a") as fh:
+            fh.write(text)
+        while store.analysis.lines_read < len(lines):  # every line delivered (a count the old code keeps too)
+            store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    steps = [point[0] for point in history.curves.get("loss").points()]  # type: ignore[union-attr]
+    assert steps == [1, 2, 3, 40, 50, 60, 70]
+    assert store.phases.curves.as_json() == history.curves.as_json()
+    assert history.curves.get("grad_norm").nonfinite == 1  # type: ignore[union-attr]
+    assert store.phases.stats.count == history.stats.count == 7
+    assert store.phases.last_step is not None and history.last_step is not None
+    assert store.phases.last_step.metrics == history.last_step.metrics
+    assert store.phases.last_step.step == history.last_step.step == 70
+
+
+def test_replay_csv_and_snapshot_metrics_of_an_hf_run(tmp_path: Path) -> None:
+    """The whole-run curves reach replay's CSV (a row per step) and snapshot's `metrics`."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in hf_log(12, "trl", glued=True)))
+    out = tmp_path / "steps.csv"
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--csv", str(out), str(log)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in rows] == list(range(10, 121, 10))
+    assert float(rows[-1]["loss"]) == pytest.approx(1.76) and float(rows[0]["kl"]) == pytest.approx(0.001)
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads(proc.stdout)["metrics"]
+    assert metrics["rewards/accuracy_reward/mean"]["count"] == 12 and metrics["loss"]["last"] == pytest.approx(1.76)
+
+
+async def test_metrics_pane_charts_hf_defaults(tmp_path: Path) -> None:
+    """An HF Trainer log's Metrics pane: its defaults (loss, grad norm, learning rate) as real curves."""
+    from textual_plotext import PlotextPlot
+
+    from gkdtop.tui.metrics_pane import MetricsPane, chosen
+    from tests.test_app import make_app, settle
+
+    app, _log = make_app(tmp_path, hf_log(30))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(MetricsPane)
+        await settle(pilot, lambda: app.store.phases.stats.count == 30)
+        assert app.store.framework().name == "hf-trainer"
+        assert chosen(app.store)[:3] == ["loss", "grad_norm", "learning_rate"]
+        await pilot.press("6")
+        await settle(pilot, lambda: "30 steps" in str(pane.query_one("#metrics-head").render()))
+        await pilot.pause()
+        rendered = [str(p.render()) for p in pane.query(PlotextPlot) if p.display]
+        assert any("loss" in r for r in rendered) and any("grad_norm" in r for r in rendered)
+        assert any("learning_rate" in r for r in rendered)

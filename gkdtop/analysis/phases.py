@@ -28,15 +28,21 @@ if TYPE_CHECKING:
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
-# HF Trainer / TRL / ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
-# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, and the
-# `Step 2 | 9.5s | …` summaries of loguru-style trainers.
+# ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
+# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
+# `Step 2 | 9.5s | …` summaries of loguru-style trainers, and the dict HF Trainer (TRL, LLaMA-Factory)
+# prints every `logging_steps`: `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
+# `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step).
 RECORD_STEP_PATTERN = (
     r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
     r"|\biteration\s{1,16}(\d{1,18})/\s{0,16}\d{1,18}\s{0,4}\|"
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
+    r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
+GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
+# A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
+GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 TIMING_VALUE = r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # a number as verl prints it
@@ -71,15 +77,23 @@ AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d
 MAX_RECENT_STEPS = 64
 
 
-def parse_record_step(text: str) -> tuple[int, int, dict[str, float]] | None:
+def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | None:
     """A step line of another stack (RECORD_STEP_PATTERN): its number, where its metrics begin, and
-    the step's own seconds where the line says them (Megatron's ms per iteration, `Step N | 9.5s`)."""
+    the step's own seconds where the line says them (Megatron's ms per iteration, `Step N | 9.5s`).
+    A metric dict's number is ms-swift's `global_step`, else the n of a bar glued before it, else
+    None: the engine counts it (PhaseEngine._record_number)."""
     m = RECORD_STEP_RE.search(text)
     if m is None:
         return None
     timings: dict[str, float] = {}
-    if m.group(1) is not None:  # a metric dict: its metrics are the whole dict
-        return int(m.group(1)), text.find("{") + 1, timings
+    if m.group(1) is not None or m.group(5) is not None:  # a metric dict: its metrics are the whole dict
+        at = text.find("{")
+        if "'train_runtime'" in text:
+            return None  # the end-of-run summary
+        if (own := GLOBAL_STEP_RE.search(text, at)) is not None:
+            return int(own.group(1)), at + 1, timings
+        bar = GLUED_BAR_RE.search(text, 0, at)
+        return (int(bar.group(1)) if bar is not None else None), at + 1, timings
     if m.group(2) is not None:
         if (ms := MEGATRON_STEP_MS_RE.search(text, m.end())) is not None:
             timings["step"] = float(ms.group(1)) / 1000
@@ -157,6 +171,10 @@ class PhaseEngine:
         self._bar_keys: dict[str, str] = {}
         self.bar_pace: float | None = None  # seconds per item of the last slow bar (`218.61s/it`) in a stepping phase
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
+        # The last metric dict (_record_number): its step, its text, whether its step was its own
+        # (not counted), and the steps between the last two that had their own.
+        self._record: tuple[int, str, bool] = (0, "", False)
+        self._record_gap = 1
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -183,7 +201,7 @@ class PhaseEngine:
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
             self._step(step, t, text)
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
-            self._step(record, t, text)
+            self._step(self._record_number(record, text), t, text)
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -451,6 +469,21 @@ class PhaseEngine:
             for key, value in TIMING_RE.findall(text, at, text.rfind("timing_s/") + 200):
                 timings[key] = float(value)
         return int(m.group(1)), m.end(), timings
+
+    def _record_number(self, parsed: tuple[int | None, int, dict[str, float]], text: str
+                       ) -> tuple[int, int, dict[str, float]]:
+        """A step line of another stack, numbered: a metric dict with no number of its own is the step
+        after the last dict's, as far after it as the last two numbered ones were (HF prints one every
+        `logging_steps`); the same dict again (each node's local rank 0 prints it) is the same step."""
+        step, at, timings = parsed
+        last, last_text, last_own = self._record
+        body = text[at:]
+        if step is None:
+            step = last if body == last_text else last + self._record_gap
+        elif last_own and step > last:
+            self._record_gap = step - last
+        self._record = (step, body, parsed[0] is not None)
+        return step, at, timings
 
     def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str) -> None:
         """A step line: its number, where its metrics begin, its timings (`step`: its own seconds)."""

@@ -154,7 +154,8 @@ class MetricsPane(Vertical):
         plt.clear_figure()
         lines = stacked(curves, points)
         plt.title("step time (s), parts stacked" if lines else "step time: no timing_s/* keys")
-        plt.yscale("log")  # a slow step of 300 s and parts of 2 s and 20 s, each readable
+        if lines:  # (plotext fails drawing an empty chart on a log scale: HF's steps print no timing_s/*)
+            plt.yscale("log")  # a slow step of 300 s and parts of 2 s and 20 s, each readable
         shown = [(label, PART_COLORS[i % len(PART_COLORS)]) for i, (label, _, _) in enumerate(lines)]
         for (_, steps, values), (_, color) in reversed(list(zip(lines, shown, strict=True))):  # parts over the total
             plt.plot(steps, values, marker="braille", color=color)
