@@ -24,10 +24,19 @@ import psutil
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
+_HANDED_OUT: set[int] = set()  # this process's answers: a port closed after the check comes back soon
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and not handed out before in this process: the kernel gives a just-closed port
+    again, and `ray start` refuses two components on one port (gcs_server and the agent got 41969)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def port_free(port: int) -> bool:

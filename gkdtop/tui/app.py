@@ -213,6 +213,7 @@ class GkdtopApp(App[str | None]):
     def on_mount(self) -> None:
         # Kept by reference: timers fire while a modal is on top, and queries search the top screen.
         self.top_bar = self.query_one(TopBar)
+        self.job_bar = self.query_one(JobBar) if self.job is not None else None
         self.summary = self.query_one("#summary", Static)
         self.phases = self.query_one(PhasesPane)
         self.gpus = self.query_one(GpuPane)
@@ -337,7 +338,8 @@ class GkdtopApp(App[str | None]):
             self._top = top
             self.top_bar.update(top, layout=False)  # one row: the clock's tick needs no layout pass
         if self.job is not None:
-            self.query_one(JobBar).refresh_from(self.job)
+            assert self.job_bar is not None  # composed with the job
+            self.job_bar.refresh_from(self.job)
         self._redraw(self._ticked, force)
         if self.has_class("-compact"):
             self.summary.update(f"{gpu_pane.summary(store)}\n{procs_pane.summary(store)}", layout=False)
