@@ -28,6 +28,14 @@ def healthy_logs() -> list[Path]:
     return found
 
 
+async def first_post(pilot, hook: Webhook, timeout: float = 90.0) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    """The webhook's first message, the app running meanwhile (its loop sends it)."""
+    deadline = time.monotonic() + timeout
+    while hook.posts.empty() and time.monotonic() < deadline:
+        await pilot.pause(0.2)
+    return hook.next(timeout=1)
+
+
 def test_no_healthy_corpus_run_would_have_paged_anyone() -> None:
     config = load_config(None)
     logs = healthy_logs()
@@ -81,10 +89,7 @@ async def test_the_dashboard_tells_a_webhook_and_shows_a_toast_when_its_log_stal
     app = GkdtopApp(config, Monitor(config, logs=[str(log)]), alert_args=Namespace(job_name="gkd-run"))
     try:
         async with app.run_test(size=(140, 40)) as pilot:
-            deadline = time.monotonic() + 90
-            while hook.posts.empty() and time.monotonic() < deadline:
-                await pilot.pause(0.2)
-            message = hook.next(timeout=1)
+            message = await first_post(pilot, hook)
             assert message["title"].startswith("gkdtop: gkd-run STALLED in weight sync"), message
             assert any("gkd-run STALLED in weight sync" in str(n.message) for n in app._notifications)
     finally:
@@ -110,10 +115,7 @@ async def test_gkdtop_run_tells_a_webhook_how_the_job_it_started_ended(tmp_path:
                     alert_args=Namespace(notify=[hook.url], job_name="sft"))
     try:
         async with app.run_test(size=(140, 40)) as pilot:
-            deadline = time.monotonic() + 90
-            while hook.posts.empty() and time.monotonic() < deadline:
-                await pilot.pause(0.2)
-            message = hook.next(timeout=1)
+            message = await first_post(pilot, hook)
             assert message["type"] == "failure" and message["title"].startswith("gkdtop: sft FAILED"), message
             assert "culprit: the job exited with code 3" in message["message"], message
     finally:
