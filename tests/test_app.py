@@ -337,3 +337,22 @@ async def test_the_first_frame_comes_before_the_monitor(tmp_path: Path) -> None:
         await settle(pilot, lambda: any("init_model START" in ln for ln in log_lines(app)))
         assert len(frames_before) == 1 and frames_before[0] is not None  # made once, after the first frame
         assert app.config is config and app.store is app.monitor.store  # type: ignore[union-attr]
+
+
+async def test_a_browser_view_hides_a_secret_yaml_block_s_lines(tmp_path: Path) -> None:
+    """The view redacts line by line: a YAML block scalar's value lines carry no name of their own, so
+    the pane marks them as they arrive, after their writer's `password: |` line; a filter for the value
+    finds nothing (no oracle). The lines after the block show again."""
+    lines = ["config:", "  db_password: |", "    Tr0ub4dor&3horse", "    s3cond-line-of-it", "  retries: 3",
+             "✓ Configuration loaded"]
+    app, _ = make_app(tmp_path, lines, filters={"default": ""})
+    app.redact = True
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: any("Configuration loaded" in line for line in log_lines(app)))
+        shown = "\n".join(log_lines(app))
+        assert "db_password" in shown and "retries: 3" in shown, shown
+        assert "Tr0ub4dor" not in shown and "s3cond-line" not in shown, shown
+        pane = app.query_one(LogsPane)
+        pane.set_filter("Tr0ub4dor", app.store)
+        await pilot.pause(0.2)
+        assert not any("Tr0ub4dor" in line or "<redacted>" in line for line in log_lines(app)), log_lines(app)

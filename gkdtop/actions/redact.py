@@ -177,6 +177,14 @@ def _name_kind(name: str) -> int:
     return 2 if singular & SECRET_WORDS or any(w.endswith(SECRET_ENDINGS) for w in singular) else 0
 
 
+def secret_block_indent(line: str) -> int | None:
+    """For a line that opens a YAML block scalar under a secret name (`  db_password: |`): its indent, so
+    a view that redacts line by line can hide the block's lines after it (deeper, or blank); else None."""
+    if not line.rstrip(" \t").endswith(_BLOCK_ENDS) or (m := _BLOCK_RE.search(line)) is None:
+        return None
+    return _indent(line) if is_secret_name(normalise(m.group("n"))[0]) else None
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a variable, flag or key name says its value is a secret."""
     return (_name_kind(name) if len(name) <= 256 else _name_kind.__wrapped__(name)) != 0

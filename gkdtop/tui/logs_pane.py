@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from gkdtop.tui.log_view import Shown
 
 MAX_PER_REFRESH = 200  # lines drawn per refresh (4 a second); more than this is a flood
+BLOCK = "block"  # ShownLine's redact for a line inside a secret YAML block scalar: the whole body hidden
+BLOCK_IDS_MAX = 100_000  # ids of such lines kept; then the oldest half go (a stale id hides too much, not too little)
 LEVEL_STYLES = [
     (re.compile(r"Traceback|ERROR|Error|✗|FATAL|CRITICAL"), "red"),
     (re.compile(r"WARN"), "yellow"),
@@ -56,17 +58,25 @@ def hide_secrets_styled(text: Text) -> Text:
     return out
 
 
-def _parts(line: LogLine, redact: bool = False) -> tuple[str, str, str, str]:
+def _parts(line: LogLine, redact: bool | str = False) -> tuple[str, str, str, str]:
     """(clock, worker prefix, body, cut note) as shown; tabs as spaces, so the width is known before styling.
-    `redact`: a browser view's, the secrets in the body redacted."""
+    `redact`: a browser view's, the secrets in the body redacted; BLOCK: the whole body (a line of a secret
+    YAML block scalar, whose name was on a line before it)."""
     prefix = f"({line.worker or 'pid'}{f' {line.pid}' if line.pid else ''}) " if line.worker or line.pid else ""
     cut = f" …[+{line.truncated} bytes cut]" if line.truncated else ""
-    body = hide_secrets(line.text) if redact else line.text
+    body = (_hidden_body(line.text) if redact == BLOCK else hide_secrets(line.text)) if redact else line.text
     body = body.expandtabs(4) if "\t" in body else body
     return clock(line.time) + " ", prefix, body, cut  # (raylet): a worker, no pid
 
 
-def render_line(line: LogLine, pattern: re.Pattern[str] | None, redact: bool = False) -> Text:
+def _hidden_body(text: str) -> str:
+    from gkdtop.actions.redact import REDACTED
+
+    indent = len(text) - len(text.lstrip(" \t"))
+    return text[:indent] + REDACTED if text.strip() else text
+
+
+def render_line(line: LogLine, pattern: re.Pattern[str] | None, redact: bool | str = False) -> Text:
     stamp, prefix, body_text, cut = _parts(line, redact)
     text = Text(stamp, "dim", no_wrap=False)
     if prefix:
@@ -91,7 +101,7 @@ class ShownLine:
 
     __slots__ = ("line", "pattern", "plain", "redact")
 
-    def __init__(self, line: LogLine, pattern: re.Pattern[str] | None, redact: bool = False) -> None:
+    def __init__(self, line: LogLine, pattern: re.Pattern[str] | None, redact: bool | str = False) -> None:
         self.line = line
         self.pattern = pattern
         self.redact = redact
@@ -122,6 +132,8 @@ class LogsPane(Vertical):
         self._held = 0  # lines that arrived while paused
         self._bars = ""  # the progress bars shown
         self._subtitle = ""
+        self._open_blocks: dict[tuple[str, str, int | None], int] = {}  # per writer: an open secret block's indent
+        self._block_ids: dict[int, None] = {}  # the lines inside one (ids of the store's LogLines), oldest first
 
     def compose(self) -> ComposeResult:
         yield LogView(max_lines=5000)
@@ -141,7 +153,33 @@ class LogsPane(Vertical):
         if pattern is None:
             return True
         text = line.raw or line.text  # the raw line first (a flood is mostly misses): redaction only for a hit
-        return pattern.search(text) is not None and (not self.redact or pattern.search(hide_secrets(text)) is not None)
+        if pattern.search(text) is None or not self.redact:
+            return pattern.search(text) is not None
+        shown = _hidden_body(text) if id(line) in self._block_ids else hide_secrets(text)
+        return pattern.search(shown) is not None
+
+    def _redaction(self, line: LogLine) -> bool | str:
+        return BLOCK if self.redact and id(line) in self._block_ids else self.redact
+
+    def _track_blocks(self, lines: list[LogLine]) -> None:
+        """Lines in arrival order: those inside a YAML block scalar under a secret name (`password: |`
+        on a line before them, from the same writer) are marked, since line-by-line redaction cannot see
+        the name above them."""
+        from gkdtop.actions.redact import secret_block_indent
+
+        for line in lines:
+            writer = (line.source, line.worker, line.pid)
+            text = line.text
+            opened = self._open_blocks.get(writer)
+            if opened is not None:
+                if not text.strip() or len(text) - len(text.lstrip(" \t")) > opened:
+                    self._block_ids[id(line)] = None
+                    continue
+                del self._open_blocks[writer]
+            if (indent := secret_block_indent(text)) is not None:
+                self._open_blocks[writer] = indent
+        if len(self._block_ids) > BLOCK_IDS_MAX:
+            self._block_ids = dict.fromkeys(list(self._block_ids)[BLOCK_IDS_MAX // 2:])
 
     @property
     def pattern(self) -> Pattern | None:
@@ -161,7 +199,7 @@ class LogsPane(Vertical):
         if self.redact:
             found = [line for line in found if self._matches(line, self.pattern)]
         if found:
-            view.write_lines([ShownLine(line, self.pattern, self.redact) for line in found])
+            view.write_lines([ShownLine(line, self.pattern, self._redaction(line)) for line in found])
         self._seen, self._skipped_seen = store.total_lines, store.skipped_lines
         self._held = 0
         self._update_title(store)
@@ -185,6 +223,8 @@ class LogsPane(Vertical):
             self._update_title(store)
             return
         new = store.lines_since(self._seen)
+        if self.redact:
+            self._track_blocks(new)
         self._seen = store.total_lines
         self._held = 0
         sieved, self._skipped_seen = store.skipped_lines - self._skipped_seen, store.skipped_lines
@@ -200,7 +240,7 @@ class LogsPane(Vertical):
                 matched = matched[-most:]
             if sieved:  # lines the flood sieve dropped: checked against every phase and finding rule
                 notes.append(f"{sieved:,} lines no rule needs")
-            shown: list[Shown] = [ShownLine(line, pattern, self.redact) for line in matched]
+            shown: list[Shown] = [ShownLine(line, pattern, self._redaction(line)) for line in matched]
             if notes:
                 shown.insert(0, Note(f"… {' and '.join(notes)} not shown (flood; `gkdtop replay` reads them all)",
                                      "dim italic"))
