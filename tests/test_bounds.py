@@ -26,6 +26,7 @@ from gkdtop.analysis import matcher
 from gkdtop.analysis.matcher import Matcher, PatternError, compile_pattern
 from gkdtop.config import load_config
 from gkdtop.replay import replay
+from tests.test_hostile import assert_one_line_error
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_hyperscan = pytest.mark.skipif(matcher.hyperscan is None, reason="Hyperscan has no wheel here: RE2 alone")
@@ -39,14 +40,6 @@ def gkdtop(*args: str, cache: Path | None = None, timeout: float = 120) -> subpr
                           timeout=timeout, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
 
 
-def one_line_error(proc: subprocess.CompletedProcess[str], *names: str) -> str:
-    assert proc.returncode not in (0, 1) and proc.returncode > 0, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    for name in names:
-        assert name in lines[0], (name, lines[0])
-    return lines[0]
 
 
 # --- non-ASCII lines: Hyperscan's answer is RE2's ---------------------------------------------------
@@ -139,7 +132,7 @@ def test_a_pattern_that_matches_every_line_is_refused_with_its_file_and_line(
     cfg.write_text(f"stall_after: 60\n{key}: {text}\n")
     log = tmp_path / "train.log"
     log.write_text("2024-05-01 10:00:00 epoch 1 ok\n")
-    error = one_line_error(gkdtop("replay", "--config", str(cfg), str(log)), f"{cfg}:2", key, "every line")
+    error = assert_one_line_error(gkdtop("replay", "--config", str(cfg), str(log)), f"{cfg}:2", key, "every line")
     assert "empty" in error
 
 
@@ -173,7 +166,7 @@ def test_a_rule_too_costly_to_compile_is_refused_in_one_line(tmp_path: Path) -> 
                                             for i, text in enumerate(costly_rules(40))))
     log = tmp_path / "train.log"
     log.write_text("2024-05-01 10:00:00 epoch 1 ok\n")
-    error = one_line_error(gkdtop("replay", "--config", str(cfg), str(log), cache=tmp_path / "cache"),
+    error = assert_one_line_error(gkdtop("replay", "--config", str(cfg), str(log), cache=tmp_path / "cache"),
                            f"{cfg}:3", "findings[0].match", "too costly to compile")
     assert f"{matcher.RULE_COMPILE_S:g} s" in error
 

@@ -19,19 +19,15 @@ import pytest
 
 from gkdtop.analysis.anomalies import AnomalyLimits
 from gkdtop.analysis.curves import MAX_BUCKETS, Curves, Series
-from gkdtop.analysis.engine import Analysis
-from gkdtop.analysis.history import file_range
 from gkdtop.analysis.rules import builtin_phases
-from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, load_config
 from gkdtop.replay import replay
-from gkdtop.store import Store
 from tests.corpus.frameworks import Verl, verl_startup
 from tests.corpus.logkit import Log
 from tests.corpus.make_corpus import run_steps
 from tests.gkdlog import ray, startup
 from tests.tmux import Tmux, tmux_available
-from tests.verlrun import RUNNER, step_line, verl_run
+from tests.verlrun import RUNNER, live_and_history, step_line, verl_run
 
 CORPUS = Path(__file__).parent / "corpus"
 def gkdtop(*args: str) -> subprocess.CompletedProcess[str]:
@@ -82,22 +78,8 @@ def test_live_lines_and_history_make_the_same_curves(tmp_path: Path) -> None:
     """The dashboard's live feed and replay's chunked reader (its bulk path) agree on every metric."""
     log = tmp_path / "train.log"
     verl_run(log, 300, every=10)
-    text = log.read_text()
-    analysis = Analysis(Config(phases=builtin_phases()).rules())
-    analysis.read_history([file_range(str(log))])
-    history = analysis.phases.curves.as_json()
-    live_log = tmp_path / "live.log"
-    live_log.write_text("")
-    store = Store(Config(phases=builtin_phases()))
-    collector = LogCollector([str(live_log)], backlog=0)
-    try:
-        store.put("logs", collector.collect())
-        with live_log.open("a") as fh:
-            fh.write(text)
-        while store.phases.stats.count < 300:
-            store.put("logs", collector.collect())
-    finally:
-        collector.close()
+    phases, store = live_and_history(tmp_path, log.read_text(), lambda store: store.phases.stats.count >= 300)
+    history = phases.curves.as_json()
     live = store.phases.curves.as_json()
     assert live.keys() == history.keys() and "val-core/acc/mean@1" in live
     assert live == history

@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -21,6 +20,7 @@ import pytest
 from tests.alerting import METRICS_URL, scrape
 from tests.fakenvml import FakeGpu, build, write_data
 from tests.gkdlog import startup
+from tests.raycluster import free_port, wait_for
 from tests.test_watch import read_until, step_line
 
 MONITORING = Path(__file__).resolve().parents[1] / "docs" / "monitoring"
@@ -32,24 +32,8 @@ needs_prometheus = pytest.mark.skipif(bool(MISSING) and os.environ.get("CI") != 
 ONLY_WITH_RAY = {"gkdtop_ray_pending_demands", "gkdtop_ray_nodes_dead"}  # served while a Ray cluster answers
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def get(url: str) -> Any:
     return json.loads(urllib.request.urlopen(url, timeout=10).read())
-
-
-def poll(what: str, probe: Any, timeout: float = 120.0, every: float = 0.5) -> Any:
-    """`probe()` until it answers something true (Prometheus scrapes and evaluates on its own clock)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := probe():
-            return found
-        time.sleep(every)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s")
 
 
 @needs_prometheus
@@ -98,7 +82,7 @@ def test_prometheus_scrapes_gkdtop_and_the_stall_alert_fires(tmp_path: Path) -> 
                 return []  # not listening yet
             return [a for a in alerts if a["labels"]["alertname"] == "TrainingStalled" and a["state"] == "firing"]
 
-        alert = poll("TrainingStalled firing", firing)[0]
+        alert = wait_for(firing, timeout=120, what="TrainingStalled firing")[0]
         assert alert["labels"]["phase"] == "training loop" and alert["labels"]["framework"] == "verl"
         assert alert["annotations"]["summary"].startswith("Training stalled in training loop on 127.0.0.1:")
         names = set(get(f"{api}/label/__name__/values")["data"])

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.analysis.engine import Analysis
-from gkdtop.analysis.history import file_range
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import Config, builtin_phases
 from gkdtop.replay import replay
 from gkdtop.store import Store
+from tests.verlrun import live_and_history
 
 
 def clock(t: float) -> str:
@@ -153,24 +152,8 @@ def test_live_and_history_read_the_same_dict_steps(tmp_path: Path) -> None:
     lines.append(record(6, grad_norm="nan"))
     lines += ["[rank0]:" + record(7), "[rank8]:" + record(7)]
     text = "".join(line + "\n" for line in lines)
-    log = tmp_path / "train.log"
-    log.write_text(text)
-    analysis = Analysis(Config(phases=builtin_phases()).rules())
-    analysis.read_history([file_range(str(log))])
-    history = analysis.phases
-
-    live_log = tmp_path / "live.log"
-    live_log.write_text("")
-    store = Store(Config(phases=builtin_phases()))
-    collector = LogCollector([str(live_log)], backlog=0)
-    try:
-        store.put("logs", collector.collect())
-        with live_log.open("a") as fh:
-            fh.write(text)
-        while store.analysis.lines_read < len(lines):  # every line delivered (a count the old code keeps too)
-            store.put("logs", collector.collect())
-    finally:
-        collector.close()
+    # Until every line is delivered (a count the old code keeps too).
+    history, store = live_and_history(tmp_path, text, lambda store: store.analysis.lines_read >= len(lines))
     steps = [point[0] for point in history.curves.get("loss").points()]  # type: ignore[union-attr]
     assert steps == [1, 2, 3, 40, 50, 60, 70]
     assert store.phases.curves.as_json() == history.curves.as_json()

@@ -7,6 +7,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.gkdlog import asctime, ray, startup
 
@@ -45,3 +46,31 @@ def verl_run(path: Path, steps: int, gen_at: Callable[[int, random.Random], floa
         lines.append(step_line(step, gen, rng, extra=extra))
     path.write_text("".join(line + "\n" for line in lines))
     return t
+
+
+def live_and_history(tmp_path: Path, text: str, done: Callable[[Any], bool]) -> tuple[Any, Any]:
+    """`text` read as history (replay's chunked reader) and followed live (a real collector appending it
+    to a file), the live store polled until `done(store)`: (history's phase engine, the live store)."""
+    from gkdtop.analysis.engine import Analysis
+    from gkdtop.analysis.history import file_range
+    from gkdtop.collectors.logs import LogCollector
+    from gkdtop.config import Config, builtin_phases
+    from gkdtop.store import Store
+
+    log = tmp_path / "history.log"
+    log.write_text(text)
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    analysis.read_history([file_range(str(log))])
+    live_log = tmp_path / "live.log"
+    live_log.write_text("")
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(live_log)], backlog=0)
+    try:
+        store.put("logs", collector.collect())
+        with live_log.open("a") as fh:
+            fh.write(text)
+        while not done(store):
+            store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    return analysis.phases, store
