@@ -63,6 +63,7 @@ FAIL_PATTERN = (
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
     r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Received sigquit from a child"
     r"|killed due to memory pressure|has been marked dead because the detector"
+    r"|Process group watchdog thread terminated with exception"
 )
 # Lines a hung job keeps printing; they are not progress.
 IDLE_PATTERNS = [

@@ -23,7 +23,7 @@ from gkdtop.format import shown
 from gkdtop.model import Hint
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from gkdtop.config import Config
     from gkdtop.model import Anomaly, Finding, PhaseStatus
@@ -144,9 +144,10 @@ class OpenEnd:
         return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
 
 
-def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = ()) -> OpenEnd | None:
+def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = (),
+             seen: Collection[str] = ()) -> OpenEnd | None:
     """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's (its
-    lines true of `frameworks`, the detected one and its bases)."""
+    lines true of `frameworks`, the detected one and its bases, and whose evidence the log holds: `seen`)."""
     if status.state not in ("running", "waiting"):
         return None
     after = status.recognised_last.strip()[:200]
@@ -157,7 +158,7 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
         return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True)
     name = status.expected or status.current
     rule = next((r for r in config.phases if r.name == name), None)
-    hint = rule.hint.for_framework(frameworks) if rule is not None else None
+    hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
     return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint)
@@ -189,7 +190,8 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
-                        open_end=open_end(status, config, analysis.profiles.lineage(framework.name)),
+                        open_end=open_end(status, config, analysis.profiles.lineage(framework.name),
+                                                          analysis.phases.seen_matched),
                         anomalies=analysis.anomalies(config.anomalies))
 
 
@@ -238,6 +240,9 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     """The report (docs/replay.md): the verdict is the phase status's one encoding, `current` named
     `stopped_in`, and only what holds after the fact (no `since` or clock: the log has ended)."""
     verdict = report.status.as_json()
+    if report.started is None:  # no line had a stamp: a span's time would be the file's, not its own
+        for span in verdict["timeline"]:
+            span["start"] = span["end"] = span["duration"] = None
     return {
         "schema": SCHEMA,
         "files": report.files,
@@ -276,12 +281,16 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     out += ["", "timeline:"]
     for s in st.timeline:
         dur = human_duration(s.duration) if s.duration is not None else "(unfinished)"
-        out.append(f"  {clock(s.start)}  {s.name:<20} {dur:>12}  {s.status}")
+        when = clock(s.start) if report.started is not None else "--:--:--"  # no stamps: no time of its own
+        out.append(f"  {when}  {s.name:<20} {dur:>12}  {s.status}")
     out += steps_text(report.steps)
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
     else:
         prefix = {"failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
+        last = st.timeline[-1] if st.timeline else None
+        if st.state != "failed" and last is not None and last.name == st.current and last.status == "done":
+            prefix = {"stalled": "stopped (silent) after"}.get(st.state, "ended after")  # it finished: not "in" it
         verdict = f"{prefix} {st.current or '-'}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
     if st.state == "stalled" and st.stalled_for is not None:

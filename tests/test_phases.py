@@ -114,7 +114,24 @@ def test_finished_phase_points_at_the_next_one(tmp_path: Path) -> None:
     assert status.current == "actor init"
     assert status.expected == "rollout init"
     assert status.stall_after == 600
+    # What to check; no memory advice, since no line said memory ran out (issue 25: a hint needs its evidence).
+    assert any("engine process" in a for a in status.hint.actions)
+    assert not any("memory" in line for line in [*status.hint.causes, *status.hint.actions])
+
+
+def test_memory_advice_needs_a_line_that_says_memory_ran_out(tmp_path: Path) -> None:
+    """A stall in the engine's start-up after it said memory ran short (SGLang's message, which ends nothing
+    by itself): now the memory cause and fix are shown."""
+    lines, last = startup(time.time() - 2000, upto="actor-done")
+    log = tmp_path / "train.log"
+    write(log, [*lines, "(WorkerDict pid=2003) Not enough memory. Please try to increase --mem-fraction-static."],
+          mtime=last)
+    store = Store(config())
+    read_into(store, log)
+    status = store.phase_status()
+    assert (status.state, status.current) == ("stalled", "rollout init")
     assert any("gpu_memory_utilization" in a for a in status.hint.actions)
+    assert any("already holds" in c for c in status.hint.causes)
 
 
 def test_tqdm_redraws_with_only_the_clock_moving_are_not_progress() -> None:

@@ -66,6 +66,29 @@ FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before 
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
 BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
+# A collective the update of a step runs timed out: a gradient all-reduce, reduce-scatter or ZeRO-3's parameter
+# gather, after the first collective. In a run with no rollout (SFT, pretraining: HF Trainer, DeepSpeed,
+# Megatron, LLaMA-Factory) every step is forward, backward and optimizer, so a step underway is the update.
+STEP_COLLECTIVE_PATTERN = (
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?:[2-9]|\d\d)\d*, "
+    r"OpType=(?:ALLREDUCE|_?ALLGATHER(?:_BASE|_COALESCED)?|_?REDUCE_SCATTER(?:_BASE)?)\b"
+)
+# The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
+# says a step was underway; start-up's collectives are barriers and broadcasts.
+GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
+ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
+UPDATE = "actor update"
+ACTOR_INIT = "actor init"
+# A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
+# causes, not "fix what the error names".
+TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
+TIMEOUT_HINT = Hint(
+    causes=["A collective timed out: one rank never reached it (stuck elsewhere, slower, or dead) or the network "
+            "between the ranks stopped; the rank that reports the timeout waited for it."],
+    actions=["Compare SeqNum and 'last completed NCCL work' across the ranks' watchdog lines: the rank behind is "
+             "the culprit. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
+             "(Flight Recorder dumps)."],
+)
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
@@ -124,8 +147,16 @@ class PhaseEngine:
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
+        self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
+        # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
+        self.seen_ids: dict[int, str] = {}
+        for rule in rules.phases:
+            for hint in (rule.hint, rule.fail_hint):
+                for text in (hint.seen.values() if hint is not None else ()):
+                    self.seen_ids[register(text)] = text
+        self.seen_matched: set[str] = set()
         self.start_ids: dict[int, list[PhaseRule]] = {}
         self.done_ids: dict[int, list[PhaseRule]] = {}
         self.start_of: dict[str, int] = {}  # rule name -> the id of its start / done / fail pattern
@@ -140,20 +171,23 @@ class PhaseEngine:
             if rule.fail is not None:
                 self.fail_of[rule.name] = register(rule.fail)
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
-                                   self.probe_id, self.step_id, self.record_step_id])
+                                   self.probe_id, self.step_id, self.record_step_id, self.step_collective_id])
         # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
         self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
-            [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids])
+            [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids,
+             *self.seen_ids])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
+        self._inner_evidence: Evidence | None = None  # the line that named the sub-phase, where one did
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.by_name = {rule.name: rule for rule in self.rules}
         self.step_phases = {name for rule in self.rules for name in rule.inner}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
+        self.rollout_seen = False  # a rollout engine or teacher has run: the step has more parts than its update
         self.last_progress: float | None = None
         self.last_activity: float | None = None
         self.failure = ""
@@ -196,12 +230,18 @@ class PhaseEngine:
             raised = True
         if self._is_progress(line, ids):
             self._progress(t, line)
-        if not ids or self.rule_ids.isdisjoint(ids):
+        if not ids:
+            return
+        if self.seen_ids and not self.seen_ids.keys().isdisjoint(ids):
+            self.seen_matched.update(self.seen_ids[i] for i in ids if i in self.seen_ids)
+        if self.rule_ids.isdisjoint(ids):
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
             self._step(step, t, text)
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             self._step(self._record_number(record, text), t, text)
+        if self.step_collective_id in ids:
+            self._step_collective(text, t)
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -242,6 +282,7 @@ class PhaseEngine:
             if self._behind(rule) or self.inner is rule:
                 return False
             self.inner = rule
+            self.rollout_seen |= rule.name in ROLLOUT_PHASES
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
             self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
@@ -373,9 +414,12 @@ class PhaseEngine:
                 span.status = "done"
 
     def _start(self, rule: PhaseRule, t: float) -> None:
+        if rule.name in ROLLOUT_PHASES:
+            self.rollout_seen = True
         if self._is_inner(rule):
             if self.inner is not rule:
                 self.inner, self.inner_since = rule, t
+                self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
         self.inner = None
         if self.current is rule and self.timeline and (
@@ -388,6 +432,20 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
+
+    def _step_collective(self, text: str, t: float) -> None:
+        """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway
+        is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer)."""
+        loop = next((r for r in self.rules if r.inner and UPDATE in r.inner), None)
+        update = self.by_name.get(UPDATE)
+        if self.rollout_seen or loop is None or update is None:
+            return
+        open_loop = self.current is loop and bool(self.timeline) and self.timeline[-1].end is None
+        if open_loop and self.inner is None and (self.stats.count or GRADIENT_ALLREDUCE_RE.search(text)):
+            self._start(update, t)
+        elif self.current is None and GRADIENT_ALLREDUCE_RE.search(text):
+            self._start(loop, t)
+            self._start(update, t)
 
     def _carry_traceback(self, before: PhaseSpan | None, failure: str, failure_line: LogLine | None) -> None:
         """A frame of the traceback being read names the phase it came from (`in wake_up`): the failure
@@ -550,8 +608,13 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        if hint is not None:
+            hint = hint.for_seen(self.seen_matched)
         if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
+            if TIMEOUT_RE.search(self.failure):
+                hint = TIMEOUT_HINT
+            hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
             current=rule.name if rule else None,
@@ -579,6 +642,9 @@ class PhaseEngine:
             out.append(Evidence.of("failed", self._failure_line))
         if span is not None and span.evidence is not None:
             out.append(span.evidence)
+        if self.inner is not None and self._inner_evidence is not None and self._inner_evidence.claim.startswith(
+                self.inner.name):
+            out.append(self._inner_evidence)
         if state in ("stalled", "running") and self._progress_line is not None:
             out.append(Evidence.of("last progress", self._progress_line))
         return out
@@ -590,6 +656,12 @@ class PhaseEngine:
         return [s for s in self.first_spans if id(s) not in seen] + recent
 
     def _next_rule(self, rule: PhaseRule) -> PhaseRule | None:
+        """The phase after a finished one: the next rule, except that every job loads its policy, so one that
+        started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that."""
+        actor = self.by_name.get(ACTOR_INIT)
+        if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
+                and not any(s.name == ACTOR_INIT for s in self.spans())):
+            return actor
         try:
             i = self.rules.index(rule)
         except ValueError:

@@ -174,7 +174,8 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
 def parse_hint(node: Any, where: str, key: str) -> Hint:
     """`causes` and `actions`: lists of lines, each a string, or `{text: ..., frameworks: [verl, ...]}`
     for a line that holds for those frameworks only, or `{text: ..., unless: [verl]}` for one that a
-    framework's own line replaces (Hint.for_framework)."""
+    framework's own line replaces (Hint.for_framework), and/or `{text: ..., seen: PATTERN}` for one
+    shown only once a line of the log matched PATTERN (Hint.for_seen: no advice without its evidence)."""
     check_keys(node, where, key, {"causes", "actions"})
     hint = Hint()
     for part, out in (("causes", hint.causes), ("actions", hint.actions)):
@@ -185,13 +186,19 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
             if item.tag != MAP:
                 out.append(scalar(item, where, where_item))
                 continue
-            check_keys(item, where, where_item, {"text", "frameworks", "unless"})
+            check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen"})
             text, only, unless = get(item, "text"), get(item, "frameworks"), get(item, "unless")
-            if text is None or (only is None) == (unless is None):
-                raise node_error(where, item, where_item, "needs `text` and one of `frameworks`, `unless`")
+            seen = get(item, "seen")
+            if text is None or (only is not None and unless is not None) or (only is unless is seen is None):
+                raise node_error(where, item, where_item,
+                                 "needs `text` and one of `frameworks`, `unless`, and/or `seen`")
             out.append(scalar(text, where, f"{where_item}.text"))
-            hint.only[out[-1]] = (tuple(strings(only, where, f"{where_item}.frameworks")) if only is not None else
-                                  tuple(f"!{name}" for name in strings(unless, where, f"{where_item}.unless")))
+            if only is not None or unless is not None:
+                hint.only[out[-1]] = (
+                    tuple(strings(only, where, f"{where_item}.frameworks")) if only is not None else
+                    tuple(f"!{name}" for name in strings(unless, where, f"{where_item}.unless")))
+            if seen is not None:
+                hint.seen[out[-1]] = pattern(seen, where, f"{where_item}.seen").text
     return hint
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 
 @dataclass(slots=True)
@@ -235,9 +238,21 @@ class Hint:
     # text and the profiles (data/frameworks.yaml) it is shown for, a fork's base included; a name
     # after `!`: shown for any framework but that one (the general line a framework's own replaces).
     only: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Lines that hold only where the log shows their evidence ("out of memory" advice, shown once a line
+    # said so): each such text and the pattern one of the log's lines must have matched.
+    seen: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"causes": self.causes, "actions": self.actions}
+
+    def for_seen(self, matched: Collection[str]) -> Hint:
+        """The lines whose evidence the log holds (`matched`: the `seen` patterns some line matched)."""
+        if not self.seen:
+            return self
+        keep = [t for t in (*self.causes, *self.actions) if self.seen.get(t) is None or self.seen[t] in matched]
+        kept = set(keep)
+        return Hint([c for c in self.causes if c in kept], [a for a in self.actions if a in kept],
+                    {t: v for t, v in self.only.items() if t in kept})
 
     def for_framework(self, names: tuple[str, ...]) -> Hint:
         """The lines that hold for a job of these frameworks (the detected one and its bases; none:
@@ -253,7 +268,7 @@ class Hint:
                 return not any(f"!{name}" in scope for name in names)
             return any(name in scope for name in names)
 
-        return Hint([c for c in self.causes if keep(c)], [a for a in self.actions if keep(a)])
+        return Hint([c for c in self.causes if keep(c)], [a for a in self.actions if keep(a)], seen=self.seen)
 
 
 UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying

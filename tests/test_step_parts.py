@@ -1,0 +1,161 @@
+"""Where a run without phase markers failed or stopped (issue 25): a collective timeout in an SFT or
+pretraining step is its update; an undescribed trainer bar is its training loop; vLLM's own start-up lines
+are the engine's start-up; OpenRLHF's actor loads after its engines; advice about memory needs a line
+that said memory ran out; and a log with no stamps gives no span a time. Each shape is written as users
+posted it (tests/corpus/posted/SOURCES.md) with invented values, read by replay's history reader and by
+the real follower live where the verdict is the phase."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gkdtop.config import ConfigError, load_config
+from gkdtop.replay import replay, report_json, report_text
+from tests.verlrun import live_and_history
+
+HF_STEPS = [
+    "{'loss': 1.9312, 'grad_norm': 0.81, 'learning_rate': 9.9e-06, 'epoch': 0.04}",
+    "{'loss': 1.8874, 'grad_norm': 0.77, 'learning_rate': 9.8e-06, 'epoch': 0.05}",
+]
+ALLGATHER_TIMEOUT = (
+    "[E ProcessGroupNCCL.cpp:475] [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=187342, "
+    "OpType=_ALLGATHER_BASE, NumelIn=2621440, NumelOut=20971520, Timeout(ms)=1800000) ran for 1800417 milliseconds "
+    "before timing out."
+)
+VLLM_ENGINE = [
+    "(LLMRayActor pid=4411) INFO 05-22 14:06:58 [gpu_model_runner.py:1329] Model loading took 14.99 GiB and 6.2 s",
+    "(LLMRayActor pid=4411) INFO 05-22 14:07:04 [backends.py:425] Dynamo bytecode transform time: 5.91 s",
+    "(LLMRayActor pid=4411) INFO 05-22 14:07:40 [gpu_model_runner.py:1534] Graph capturing finished in 29 secs",
+]
+
+
+def run(tmp_path: Path, lines: list[str], name: str = "train.log"):  # type: ignore[no-untyped-def]
+    path = tmp_path / name
+    path.write_text("".join(line + "\n" for line in lines))
+    return replay([str(path)], load_config(None))
+
+
+def said(report) -> str:  # type: ignore[no-untyped-def]
+    """Everything the report states, as a user reads it."""
+    return report_text(report, why=True)
+
+
+def test_a_collective_timeout_in_an_sft_step_is_its_update(tmp_path: Path) -> None:
+    """HF Trainer + DeepSpeed ZeRO-3: steps, then a parameter all-gather times out. Before: 'FAILED in training
+    loop' with 'a step raised ... a failed assertion' (the watchdog's kill read as an error the step raised)."""
+    text = "".join(line + "\n" for line in [*HF_STEPS, ALLGATHER_TIMEOUT])
+    history, store = live_and_history(tmp_path, text, lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "actor update", "training loop")
+    report = run(tmp_path, [*HF_STEPS, ALLGATHER_TIMEOUT])
+    hint = report.status.hint
+    assert hint is not None and "collective timed out" in hint.causes[0]
+    text = said(report)
+    assert "out of memory" not in text and "assertion" not in text
+    assert "actor update started: train.log:3" in text  # the watchdog line is the claim's evidence
+
+
+def test_the_same_timeout_in_a_run_with_a_rollout_stays_in_the_training_loop(tmp_path: Path) -> None:
+    """With a rollout engine the step has parts the watchdog line cannot tell apart (an FSDP all-gather runs in
+    the log-prob pass too): the training loop, not a guessed part."""
+    lines = ["(WorkerDict pid=7) INFO 05-22 14:00:00 [core.py:61] Initializing a V1 LLM engine (v0.9.1) with config: x",
+             "(TaskRunner pid=3) step:1 - actor/loss:0.1 - timing_s/step:30.0",
+             "(TaskRunner pid=3) step:2 - actor/loss:0.1 - timing_s/step:30.0", ALLGATHER_TIMEOUT]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "training loop")
+
+
+def test_a_gradient_sized_all_reduce_places_a_log_cut_to_its_last_lines(tmp_path: Path) -> None:
+    """Only the end of the log was posted (with the editor's line numbers): 388M elements all-reduced after 2210
+    collectives is a step's gradient sync. Before: 'FAILED in (before any phase)'. A start-up barrier
+    (NumelIn=1) is not."""
+    grads = ("[61241] [rank0]:[E402 17:20:48.520311908 ProcessGroupNCCL.cpp:1515] [PG 1 Rank 0] Process group "
+             "watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=2211, OpType=ALLREDUCE, NumelIn=388044800, NumelOut=388044800, Timeout(ms)=600000) "
+             "ran for 600041 milliseconds before timing out.")
+    report = run(tmp_path, ["[61238] [rank0]:[E402 17:20:48.519026411 ProcessGroupNCCL.cpp:1709] [PG 1 Rank 0] "
+                            "Timeout at NCCL work: 2211, last enqueued NCCL work: 2213, last completed NCCL work: "
+                            "2210.", grads])
+    assert (report.status.state, report.status.current) == ("failed", "actor update")
+    barrier = grads.replace("SeqNum=2211", "SeqNum=2").replace("NumelIn=388044800, NumelOut=388044800",
+                                                               "NumelIn=1, NumelOut=1")
+    assert run(tmp_path, [barrier], "barrier.log").status.current != "actor update"
+
+
+def test_an_undescribed_trainer_bar_is_the_training_loop_and_a_dead_watchdog_ends_it(tmp_path: Path) -> None:
+    """HF Trainer's bar has no description; NCCL's IB error kills the watchdog thread, which takes the process
+    down. Before: 'ended in -', running."""
+    lines = ["  1%|          | 37/4200 [06:21<11:53:40, 10.29s/it]",
+             "h800-n2:20414:21877 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+             "10.40.9.21<47188> with status=12 opcode=0 len=0 vendor err 129 (Send)",
+             "[rank11]:[E205 14:02:37.418220611 ProcessGroupNCCL.cpp:1423] [PG 0 Rank 11] Process group watchdog "
+             "thread terminated with exception: NCCL error: remote process exited or there was a network error"]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "training loop")
+
+
+def test_vllm_start_up_lines_are_the_engine_start_and_openrlhf_loads_its_actor_after(tmp_path: Path) -> None:
+    """OpenRLHF's engines print vLLM's start-up and then nothing. Before: no phase at all for the first lines,
+    and 'next expected: critic init' with critic advice after the engine's init (no critic in the log)."""
+    report = run(tmp_path, VLLM_ENGINE)
+    assert report.status.current == "rollout init"
+    done = [*VLLM_ENGINE, "(LLMRayActor pid=4411) INFO 05-22 14:07:40 [core.py:151] init engine (profile, create kv "
+                          "cache, warmup model) took 41.62 seconds"]
+    report = run(tmp_path, done, "done.log")
+    assert (report.status.current, report.status.expected) == ("rollout init", "actor init")
+    text = said(report)
+    assert "ended after rollout init (next expected: actor init)" in text
+    assert "critic" not in text and "enforce_eager" not in text
+
+
+def test_memory_advice_only_with_a_line_that_says_memory_ran_out(tmp_path: Path) -> None:
+    """A stall in the engine's start-up: 'lower gpu_memory_utilization' was advice with no evidence. It comes
+    back once a line says memory ran short; SGLang's message, which ends nothing by itself, is one."""
+    quiet = run(tmp_path, VLLM_ENGINE[:2])
+    assert quiet.open_end is not None and quiet.open_end.hint is not None
+    assert not any("memory" in a for a in quiet.open_end.hint.actions)
+    short = run(tmp_path, [*VLLM_ENGINE[:2], "(LLMRayActor pid=4411) Not enough memory. Please try to increase "
+                                             "--mem-fraction-static."], "short.log")
+    assert short.open_end is not None and short.open_end.hint is not None
+    assert any("gpu_memory_utilization" in a for a in short.open_end.hint.actions)
+
+
+def test_a_log_with_no_stamps_gives_no_span_a_time(tmp_path: Path) -> None:
+    """The file's mtime is the time of its last line, not of the phase that began 5 lines earlier. Before:
+    the mtime was printed as config's start."""
+    lines = ["INFO worker.py:1564 -- Connecting to existing Ray cluster at address: 10.21.0.5:6379...",
+             "INFO worker.py:1740 -- Connected to Ray cluster. View the dashboard at 127.0.0.1:8265 ",
+             "[INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda (auto detect)"]
+    report = run(tmp_path, lines)
+    assert report.started is None
+    assert "--:--:--  config" in report_text(report)
+    doc = report_json(report)
+    assert doc["timeline"] and all(s["start"] is None and s["end"] is None for s in doc["timeline"])
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(tmp_path / "train.log")],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["timeline"][0]["start"] is None
+
+
+def test_a_hint_line_may_ask_for_evidence_in_a_user_rule(tmp_path: Path) -> None:
+    """`seen:` in a user's phase hint: shown once a line matched it; a line with neither a scope nor `seen` is
+    one error naming file:line."""
+    cfg = tmp_path / "gkdtop.yaml"
+    cfg.write_text("phases:\n  - name: warmup\n    start: 'warming up'\n    hint:\n      actions:\n"
+                   "        - 'Check the cache.'\n        - text: 'Clear the cache: it is full.'\n"
+                   "          seen: 'cache is full'\n")
+    config = load_config(str(cfg))
+    log = tmp_path / "a.log"
+    log.write_text("warming up\n")
+    assert replay([str(log)], config).open_end.hint.actions == ["Check the cache."]  # type: ignore[union-attr]
+    log.write_text("warming up\nWARNING the cache is full\n")
+    assert replay([str(log)], config).open_end.hint.actions == ["Check the cache.",  # type: ignore[union-attr]
+                                                                 "Clear the cache: it is full."]
+    cfg.write_text("phases:\n  - name: warmup\n    start: 'warming up'\n    hint:\n      actions:\n"
+                   "        - text: 'Clear the cache.'\n")
+    with pytest.raises(ConfigError, match=r"gkdtop\.yaml:\d+.*needs `text` and one of"):
+        load_config(str(cfg))
