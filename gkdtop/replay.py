@@ -279,10 +279,16 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     if report.framework.label:
         out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
     out += ["", "timeline:"]
+    jumps = []
     for s in st.timeline:
         dur = human_duration(s.duration) if s.duration is not None else "(unfinished)"
+        if s.clock_jump is not None:
+            dur += "?"
+            jumps.append(f"  ? {s.name}: its stamps jump {human_duration(abs(s.clock_jump))} from one writer to "
+                         "another: two clock zones, likely, so its time is not measured")
         when = clock(s.start) if report.started is not None else "--:--:--"  # no stamps: no time of its own
         out.append(f"  {when}  {s.name:<20} {dur:>12}  {s.status}")
+    out += jumps
     out += steps_text(report.steps)
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"

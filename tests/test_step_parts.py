@@ -159,3 +159,36 @@ def test_a_hint_line_may_ask_for_evidence_in_a_user_rule(tmp_path: Path) -> None
                    "        - text: 'Clear the cache.'\n")
     with pytest.raises(ConfigError, match=r"gkdtop\.yaml:\d+.*needs `text` and one of"):
         load_config(str(cfg))
+
+
+def test_a_writer_hours_off_marks_the_span_it_falls_in_not_measured(tmp_path: Path) -> None:
+    """A driver stamping in UTC and SGLang's workers in UTC+8: the model load 'took 8h02m'. Now the span says
+    its stamps jumped 8 h between writers and its time is not measured; a 30-minute wait before a worker's
+    watchdog line (one half-hour: a real timeout) is measured as before."""
+    driver = "2025-06-03 14:26:02,015\tINFO worker.py:1852 -- Started a local Ray instance."
+    lines = [driver,
+             "(WorkerDict pid=43994) Model config after override: Qwen2Config {",
+             "(WorkerDict pid=43994) [2025-06-03 22:28:52 TP0] Init torch distributed begin.",
+             "(WorkerDict pid=43994) [2025-06-03 22:28:55 TP0] Load weight begin. avail mem=70.1 GB"]
+    report = run(tmp_path, lines)
+    spans = {s.name: s for s in report.status.timeline}
+    assert spans["actor init"].clock_jump == 8 * 3600
+    assert spans["nccl init"].clock_jump is None
+    text = report_text(report)
+    assert "? actor init: its stamps jump 8h00m" in text
+    assert report_json(report)["timeline"][-3]["clock_jump_s"] == 8 * 3600
+    timeout = [driver, "(WorkerDict pid=43994) Model config after override: Qwen2Config {",
+               "(WorkerDict pid=43994) [2025-06-03 14:56:40 TP0] Init torch distributed begin."]
+    spans = {s.name: s for s in run(tmp_path, timeout, "timeout.log").status.timeline}
+    assert spans["actor init"].clock_jump is None and spans["actor init"].duration == pytest.approx(1837.985)
+
+
+def test_a_phase_that_ran_is_not_opened_again_by_a_later_line(tmp_path: Path) -> None:
+    """verl prints its worker-group line again after the dataset: one span each, in the order they ran."""
+    lines = ["(TaskRunner pid=3) TaskRunner hostname: gpu-1, PID: 3",
+             "(TaskRunner pid=3) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+             "(TaskRunner pid=3) Using dataset class: RLHFDataset",
+             "(TaskRunner pid=3) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+             "(WorkerDict pid=7) Model config after override: Qwen2Config {"]
+    names = [s.name for s in run(tmp_path, lines).status.timeline]
+    assert len(names) == len(set(names)) and names[-1] == "actor init"

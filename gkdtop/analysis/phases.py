@@ -188,6 +188,8 @@ class PhaseEngine:
         self.step_phases = {name for rule in self.rules for name in rule.inner}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.rollout_seen = False  # a rollout engine or teacher has run: the step has more parts than its update
+        self._ran: set[str] = set()  # the phases a span was opened for
+        self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
         self.last_activity: float | None = None
         self.failure = ""
@@ -217,6 +219,8 @@ class PhaseEngine:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
         if line.worker == "autoscaler":
             t = self._autoscaler_time(line, t)
+        elif line.ts is not None:
+            self._writer_stamp(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
         text = line.text
@@ -267,6 +271,20 @@ class PhaseEngine:
             return
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
+
+    def _writer_stamp(self, line: LogLine, t: float) -> None:
+        """A stamped line from another writer than the last stamped one, its stamp a whole number of half-hours
+        (one hour or more, within 5 minutes) away: likely two clocks in two zones, not that much time. The
+        span it falls in says so instead of a duration (a lone jump cannot tell a zone from a real wait)."""
+        writer = (line.worker, line.pid)
+        last = self._last_stamp
+        self._last_stamp = (t, writer)
+        if last is None or last[1] == writer or not self.timeline:
+            return
+        gap = t - last[0]
+        zones = round(gap / 1800)
+        if 2 <= abs(zones) <= 29 and abs(gap - zones * 1800) <= 300:
+            self.timeline[-1].clock_jump = zones * 1800.0
 
     def quick_start(self, ids: list[int]) -> bool | None:
         """What feed() does to the phases with a line whose ids are all in `quick_ids` and that has no
@@ -399,6 +417,7 @@ class PhaseEngine:
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
         span = PhaseSpan(name=name, start=t)
+        self._ran.add(name)
         if self._line is not None:
             span.evidence = Evidence.of(f"{name} {claim}", self._line)
         self.timeline.append(span)
@@ -477,6 +496,8 @@ class PhaseEngine:
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back."""
         if self._is_inner(rule):
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
+        if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
+            return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if not self._earlier_than_current(rule):
             return False
         return rule.name in self.step_phases or any(s.name == rule.name for s in self.timeline)

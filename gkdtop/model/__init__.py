@@ -205,6 +205,9 @@ class PhaseSpan:
     end: float | None = None
     status: str = "running"  # running | done | failed | stalled
     evidence: Evidence | None = None  # the line that started it
+    # Seconds by which the stamps jumped, in whole half-hours, where one writer handed over to another inside
+    # the span (a driver in UTC, workers in UTC+8): likely a clock zone, so its duration is not measured.
+    clock_jump: float | None = None
 
     @property
     def duration(self) -> float | None:
@@ -212,7 +215,8 @@ class PhaseSpan:
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
-                "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None}
+                "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
+                "clock_jump_s": self.clock_jump}
 
 
 @dataclass(slots=True)

@@ -172,8 +172,8 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
             style = {"failed": "red", "running": "bold"}.get(span.status, "")
             if span is spans[-1] and status.state == "stalled":
                 mark, style = "‖", "bold red"
-            text.append(f"  {mark} {span.name:<{width}}  {clock(span.start)}  {human_duration(end - span.start):>7}\n",
-                        style)
+            took = human_duration(end - span.start) + ("?" if span.clock_jump is not None else "")  # two zones, likely
+            text.append(f"  {mark} {span.name:<{width}}  {clock(span.start)}  {took:>7}\n", style)
     elif status.current is None:
         text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
     return text
