@@ -273,6 +273,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     st = report.status
     if report.started is not None and report.ended is not None:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
+        if any(s.clock_jump is not None for s in st.timeline):
+            span += " (writers' stamps in two clock zones, likely: see the '?' below)"
     else:
         span = "no timestamps: duration unknown"
     out = [f"{', '.join(shown(f) for f in report.files)}: {span}"]  # a name's ESC or BEL never reaches the terminal
