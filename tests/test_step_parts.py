@@ -72,8 +72,8 @@ def test_the_same_timeout_in_a_run_with_a_rollout_stays_in_the_training_loop(tmp
 
 def test_a_gradient_sized_all_reduce_places_a_log_cut_to_its_last_lines(tmp_path: Path) -> None:
     """Only the end of the log was posted (with the editor's line numbers): 388M elements all-reduced after 2210
-    collectives is a step's gradient sync. Before: 'FAILED in (before any phase)'. A start-up barrier
-    (NumelIn=1) is not."""
+    collectives is a step's gradient sync. Before: 'FAILED in (before any phase)'. A start-up barrier (NumelIn=1)
+    is not."""
     grads = ("[61241] [rank0]:[E402 17:20:48.520311908 ProcessGroupNCCL.cpp:1515] [PG 1 Rank 0] Process group "
              "watchdog thread terminated with exception: [Rank 0] Watchdog caught collective operation timeout: "
              "WorkNCCL(SeqNum=2211, OpType=ALLREDUCE, NumelIn=388044800, NumelOut=388044800, Timeout(ms)=600000) "
@@ -192,3 +192,15 @@ def test_a_phase_that_ran_is_not_opened_again_by_a_later_line(tmp_path: Path) ->
              "(WorkerDict pid=7) Model config after override: Qwen2Config {"]
     names = [s.name for s in run(tmp_path, lines).status.timeline]
     assert len(names) == len(set(names)) and names[-1] == "actor init"
+
+
+def test_a_timeout_error_is_a_wait_that_gave_up_and_an_unknown_phase_is_said_so(tmp_path: Path) -> None:
+    """`TimeoutError` as the exception itself got 'It raised … not a hang', and a log that starts at its traceback
+    said 'FAILED in -' under a span named '(before any phase)'."""
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>',
+             "    client.wait_for_server()", "TimeoutError: timed out waiting for the rollout server after 600s"]
+    report = run(tmp_path, lines)
+    hint = report.status.hint
+    assert hint is not None and "wait gave up" in hint.causes[0] and "not a hang" not in " ".join(hint.causes)
+    text = report_text(report)
+    assert "FAILED (phase unknown)" in text and "before any phase" not in text

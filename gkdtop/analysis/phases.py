@@ -65,7 +65,8 @@ SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
-BEFORE_ANY = "(before any phase)"  # the span a failure opens when no phase has started
+# The span a failure opens when no phase has started: unknown, not "before any" (a pasted log starts mid-run).
+BEFORE_ANY = "(phase unknown)"
 # A collective the update of a step runs timed out: a gradient all-reduce, reduce-scatter or ZeRO-3's parameter
 # gather, after the first collective. In a run with no rollout (SFT, pretraining: HF Trainer, DeepSpeed,
 # Megatron, LLaMA-Factory) every step is forward, backward and optimizer, so a step underway is the update.
@@ -82,6 +83,14 @@ ACTOR_INIT = "actor init"
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
+# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
+WAIT_TIMEOUT_RE = re.compile(r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b")
+WAIT_TIMEOUT_HINT = Hint(
+    causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
+            "time; the error names what."],
+    actions=["Check the thing it waited for: is it running, reachable from this node, or stuck itself (press s for "
+             "its stack)? Raise the timeout only once it is known to be slow, not stuck."],
+)
 TIMEOUT_HINT = Hint(
     causes=["A collective timed out: one rank never reached it (stuck elsewhere, slower, or dead) or the network "
             "between the ranks stopped; the rank that reports the timeout waited for it."],
@@ -635,6 +644,8 @@ class PhaseEngine:
             hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
             if TIMEOUT_RE.search(self.failure):
                 hint = TIMEOUT_HINT
+            elif hint is FAILED_HINT and WAIT_TIMEOUT_RE.search(self.failure):
+                hint = WAIT_TIMEOUT_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
