@@ -284,7 +284,7 @@ def test_several_followed_files_are_capped_by_the_newest_mtime(tmp_path: Path) -
     assert store.phase_status().last_progress == pytest.approx(now - 60, abs=1.0)
 
 
-@pytest.mark.parametrize("prefix", ["kubectl", "pdsh"])
+@pytest.mark.parametrize("prefix", ["kubectl", "pdsh", "line number"])
 def test_fast_and_careful_reading_agree_behind_a_capture_stamp_or_a_host(tmp_path: Path, prefix: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import gkdtop.analysis.history as history
@@ -295,7 +295,9 @@ def test_fast_and_careful_reading_agree_behind_a_capture_stamp_or_a_host(tmp_pat
     def line(t: float, text: str) -> str:
         if prefix == "kubectl":
             return datetime.utcfromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S.%fZ ") + f"(TaskRunner pid=7) {text}"
-        return f"node07: {stamp(t)} {text}"
+        if prefix == "pdsh":
+            return f"node07: {stamp(t)} {text}"
+        return f"[{int(t - t0) + 100}] {stamp(t)} {text}"  # pasted from an editor with its line numbers
 
     lines = [line(t0, "Initializing Rollout Worker...")]
     lines += [line(t0 + 60 * i, f"step:{i} - timing_s/step:{60 + i}.0 - loss:0.5") for i in range(1, 40)]

@@ -183,7 +183,9 @@ _RANK_RE = re.compile(RANK_PREFIX)
 # `10.0.0.7: `. A host name here has a digit, so `INFO: ` or `Traceback: ` is none.
 _HOST_TOKEN_RE = re.compile(r"[\w.-]{1,127}")
 _AFTER_HOST = frozenset("[0123456789(IWEF")  # what a stamp after a host begins with
-_LAYERS = 4  # prefixes peeled before a stamp at most (Ray's, a process's, a rank's, a tag)
+_LAYERS = 5  # prefixes peeled before a stamp at most (a line number, Ray's, a process's, a rank's, a tag)
+# `[61238] ` before every line: the line numbers of the editor or viewer a log was pasted from.
+_LINE_NUMBER_RE = re.compile(r"\[\d{1,9}\] (?=\S)")
 
 
 def _host_end(text: str) -> int:
@@ -201,7 +203,8 @@ def stamp_text(text: str) -> str:
     inside Ray's prefix, torch's elastic agent `[rank0]:` before c10d's `[W326 22:36:28…`, and some
     stacks a tag of their own, `(AReaL) 20260304-10:31:13.128`; Megatron indents its iteration lines
     (` [2024-09-20 03:11:41] iteration 1/ 20000 |`) and stamps its milestones at their end
-    (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `)."""
+    (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `); a log pasted
+    from an editor the line's number (`[61238] `)."""
     for _ in range(_LAYERS):
         first = text[:1]
         if first == " ":
@@ -212,8 +215,8 @@ def stamp_text(text: str) -> str:
             if close <= 0 or "(" in inside or not ("pid=" in inside or inside.isidentifier()):
                 return text
             text = text[close + 2 :]
-        elif first == "[" and text[1:5] == "rank" and (m := _RANK_RE.match(text)) is not None:
-            text = text[m.end() :]
+        elif first == "[" and (m := (_RANK_RE if text[1:5] == "rank" else _LINE_NUMBER_RE).match(text)) is not None:
+            text = text[m.end() :]  # a rank's prefix, or an editor's line number (pasted)
         elif first == "[" and (at := text.find("] datetime: ", 1, 80)) > 0:  # Megatron's print_datetime
             text = text[at + 12 :]
         elif first.isalnum() and (end := _host_end(text)):
