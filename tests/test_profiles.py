@@ -48,6 +48,24 @@ def test_a_plain_ray_job_is_ray_and_an_unknown_log_is_nothing(tmp_path: Path) ->
                                                     "evidence": []}
 
 
+def test_hf_trainer_and_llamafactory_are_told_from_what_a_pasted_excerpt_keeps(tmp_path: Path) -> None:
+    """Users paste the end: Trainer.log's dict and the traceback's frames, not the start-up banner. An ms-swift
+    dict (its own 'global_step/max_steps') is not taken for the HF Trainer."""
+    hf = tmp_path / "hf.log"
+    hf.write_text("{'loss': 1.9312, 'grad_norm': 0.81, 'learning_rate': 9.9e-06, 'epoch': 0.04}\n"
+                  "[E ProcessGroupNCCL.cpp:475] [Rank 5] Watchdog caught collective operation timeout\n")
+    assert replay_json(str(hf))["framework"]["name"] == "hf-trainer"
+    lf = tmp_path / "lf.log"
+    lf.write_text('Traceback (most recent call last):\n  File "/opt/lf/src/llamafactory/launcher.py", line 23, in '
+                  "<module>\n    launch()\n  File \"/opt/lf/src/llamafactory/train/tuner.py\", line 50, in run_exp\n"
+                  "RuntimeError: NCCL communicator was aborted on rank 3.\n")
+    assert replay_json(str(lf))["framework"]["name"] == "llamafactory"
+    swift = tmp_path / "swift.log"
+    swift.write_text("{'loss': 1.52, 'grad_norm': 3.1, 'learning_rate': 1e-05, 'epoch': 0.01, "
+                     "'global_step/max_steps': '1/2290'}\n")
+    assert replay_json(str(swift))["framework"]["name"] is None
+
+
 def test_config_pins_the_framework(tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("framework: openrlhf\n")
