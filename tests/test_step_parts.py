@@ -204,3 +204,25 @@ def test_a_timeout_error_is_a_wait_that_gave_up_and_an_unknown_phase_is_said_so(
     assert hint is not None and "wait gave up" in hint.causes[0] and "not a hang" not in " ".join(hint.causes)
     text = report_text(report)
     assert "FAILED (phase unknown)" in text and "before any phase" not in text
+
+
+def test_advice_that_its_evidence_calls_for(tmp_path: Path) -> None:
+    """DeepSpeed's save_checkpoint waiting in its tag check: every rank must call it. Ray Train's rank 0 on another
+    node than MASTER_ADDR: the rendezvous never happens. Neither line is shown without its evidence."""
+    save = ["{'loss': 2.8841, 'learning_rate': 4.5e-05, 'epoch': 0.5}",
+            " 50%|#####     | 20/40 [00:31<00:29,  1.47s/it]Saving model checkpoint to /tmp/out/checkpoint-20",
+            "Timeout (0:05:00)!", "Thread 0x00007f5a2e1f7740 (most recent call first):",
+            '  File "/opt/ds/deepspeed/runtime/engine.py", line 1463 in _checkpoint_tag_validation']
+    report = run(tmp_path, save)
+    assert report.status.current == "checkpoint save"
+    assert report.open_end is not None and any("all ranks must call it" in a for a in report.open_end.hint.actions)
+    report = run(tmp_path, save[:2], "plain.log")
+    assert not any("DeepSpeed" in a for a in report.open_end.hint.actions)  # type: ignore[union-attr]
+    ray_train = ["(TorchTrainer pid=8) Started distributed worker processes: ",
+                 "(TorchTrainer pid=8) - (node_id=3c1f, ip=10.60.0.2, pid=40221) world_rank=0, local_rank=0, "
+                 "node_rank=0",
+                 "(RayTrainWorker pid=40221, ip=10.60.0.2) Setting up process group for: env:// [rank=0, "
+                 "world_size=88]"]
+    report = run(tmp_path, ray_train, "ray.log")
+    assert report.status.current == "nccl init"
+    assert any("world_rank 0" in a for a in report.open_end.hint.actions)  # type: ignore[union-attr]
