@@ -173,6 +173,10 @@ def test_bundle_has_the_job_and_no_secret(job: Job) -> None:
     # The framework, told from the job's command line too; that evidence is redacted like the rest.
     framework = json.loads(members["phases.json"])["framework"]
     assert framework["name"] == "verl" and "processes" in framework["source"], framework
+    # The verdict cites its lines (issue 25): the JSON's evidence and the text's `why:` rows.
+    evidence = json.loads(members["phases.json"])["evidence"]
+    assert evidence and all(e["claim"] and e["text"] for e in evidence), evidence
+    assert f"why: {evidence[0]['claim']}: " in members["phases.txt"].decode()
     assert json.loads(members["snapshot.json"])["framework"]["name"] == "verl"
     assert json.loads(members["config.json"])["stall_after"] == 60
     assert json.loads(members["packages.json"])["packages"]["psutil"]

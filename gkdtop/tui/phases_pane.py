@@ -136,6 +136,10 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
         for label, line in hint_lines(status.hint.causes, status.hint.actions):
             text.append(f"  {label + ':':<6} ", HINT_STYLE[label])
             text.append(line + "\n")
+    if table and status.evidence:  # maximized: the lines each statement above stands on
+        for e in status.evidence:
+            text.append(f"  why:   {e.claim}: {e.where()}  ", "dim")
+            text.append(fit(e.text, max(20, (width or 134) - 20 - len(e.claim) - len(e.where()))) + "\n", "dim")
     if status.clock_offset is not None:
         text.append(f"  clock: {Path(status.clock_source).name} is stamped {clock_offset_text(status.clock_offset)}"
                     " this machine's clock (zone or skew); silence is measured by arrival\n", "yellow")

@@ -132,6 +132,7 @@ class Gatherer:
             "last_step": status.last_step.as_json() if status.last_step else None,
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
             "timeline": verdict["timeline"],
+            "evidence": verdict["evidence"],  # the lines the verdict stands on (redacted below, as all of it)
             "framework": self.store.framework().as_json(),  # its evidence may quote a command line: redacted below
         }
         w.add("phases.json", json_bytes(self.redactor.obj(json.loads(json_bytes(doc)), "phases.json")),
@@ -141,8 +142,9 @@ class Gatherer:
             start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(span.start))
             dur = f"{span.duration:.1f}s" if span.duration is not None else "running"
             lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}")
-        lines.append(f"now: {status.current or '-'} {status.state}" + (f"; failure: {status.failure}"
-                                                                      if status.failure else ""))
+        lines.append(f"now: {status.current or '(phase unknown)'} {status.state}" + (
+            f"; failure: {status.failure}" if status.failure else ""))
+        lines += [f"why: {e.claim}: {e.where()}  {e.text}" for e in status.evidence]
         w.add("phases.txt", self.redactor.text("\n".join(lines) + "\n", "phases.txt").encode(),
               "the phase timeline, for reading")
 
