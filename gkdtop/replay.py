@@ -126,6 +126,7 @@ class OpenEnd:
     after: str  # the last line a rule knew
     hint: Hint | None  # what to check if the job did stop there (no causes: nothing says it stopped)
     stepping: bool = False  # the log steps to its last line
+    pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")
@@ -134,7 +135,7 @@ class OpenEnd:
 
     @property
     def note(self) -> str:
-        return self.STEPPING if self.stepping else self.NOTE
+        return (self.STEPPING + (f"; {self.pace}" if self.pace else "")) if self.stepping else self.NOTE
 
     @property
     def text(self) -> str:
@@ -142,6 +143,19 @@ class OpenEnd:
 
     def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
+
+
+def step_pace(steps: dict[str, Any]) -> str:
+    """Where a step's time goes, as the log's own timing keys measured it: the largest part and its share of
+    the step (a slow run's first question), or "" where the log times no parts."""
+    means = dict(steps.get("timing_mean_s") or {})
+    total = means.pop("step", None) or steps.get("mean_s")
+    if not means or not total or total <= 0:
+        return ""
+    key, mean = max(means.items(), key=lambda kv: kv[1])
+    if mean <= 0 or mean > total * 1.05:
+        return ""
+    return f"timing_s/{key} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"
 
 
 def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = (),
@@ -155,7 +169,8 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     if (last is not None and status.unrecognised == 0 and status.last_progress is not None
             and last.time >= status.last_progress):
         # Stepping to its last line: nothing in the file says the job stopped, so no hang is guessed at.
-        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True)
+        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True,
+                       pace=step_pace(status.steps))
     name = status.expected or status.current
     rule = next((r for r in config.phases if r.name == name), None)
     hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None

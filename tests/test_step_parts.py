@@ -227,3 +227,12 @@ def test_advice_that_its_evidence_calls_for(tmp_path: Path) -> None:
     report = run(tmp_path, ray_train, "ray.log")
     assert report.status.current == "nccl init"
     assert any("world_rank 0" in a for a in report.open_end.hint.actions)  # type: ignore[union-attr]
+
+
+def test_a_log_stepping_to_its_end_says_where_a_step_s_time_goes(tmp_path: Path) -> None:
+    """A slow run posted as 'why is it slow': the answer the log holds is its own timing keys."""
+    lines = [f"(TaskRunner pid=3) step:{i} - timing_s/gen:{79 + i / 10:.2f} - timing_s/update_actor:14.70 - "
+             f"timing_s/step:{102 + i / 10:.2f} - actor/loss:0.1" for i in range(1, 4)]
+    report = run(tmp_path, lines)
+    assert report.open_end is not None and report.open_end.stepping
+    assert "timing_s/gen takes 77% of a step (79.2 s of 102.2 s, mean)" in report.open_end.text
