@@ -41,6 +41,15 @@ def summaries(t0: float, steps: int) -> list[str]:
     return [f"{clock(t0 + 9.5 * i)} [SUCCESS] Step {i} | 9.5s | Loss: 0.21 | Reward: 0.44" for i in range(1, steps + 1)]
 
 
+def headed_blocks(t0: float, steps: int) -> list[str]:
+    """A step's header between rules, then a block of its results (no stamp on the header: the block's)."""
+    out = []
+    for i in range(1, steps + 1):
+        out += [f"{'=' * 25} Step {i}/100 {'=' * 25}", "▶ Generating rollouts...",
+                f"{clock(t0 + 45.2 * i)} Training Results:", "  • Loss: 0.0123", "  • Total step time: 45.2s"]
+    return out
+
+
 def live(tmp_path: Path, lines: list[str]) -> Store:
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
@@ -54,7 +63,8 @@ def live(tmp_path: Path, lines: list[str]) -> Store:
 
 
 @pytest.mark.parametrize(("shape", "write", "seconds"), [
-    ("ms-swift dict", swift, 7.0), ("Megatron", megatron, 2.1047), ("Step N | 9.5s", summaries, 9.5)])
+    ("ms-swift dict", swift, 7.0), ("Megatron", megatron, 2.1047), ("Step N | 9.5s", summaries, 9.5),
+    ("=== Step N/M === blocks", headed_blocks, 45.2)])
 def test_step_lines_of_other_stacks_are_steps(tmp_path: Path, shape: str, write, seconds: float) -> None:  # type: ignore[no-untyped-def]
     t0 = time.time() - 600
     status = live(tmp_path, write(t0, 12)).phase_status()

@@ -30,14 +30,16 @@ STEP_RE = re.compile(STEP_PATTERN)
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
 # ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
 # `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
-# `Step 2 | 9.5s | …` summaries of loguru-style trainers, and the dict HF Trainer (TRL, LLaMA-Factory)
+# `Step 2 | 9.5s | …` summaries of loguru-style trainers, the dict HF Trainer (TRL, LLaMA-Factory)
 # prints every `logging_steps`: `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
-# `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step).
+# `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step), and a step's header
+# between rules, `========== Step 3/100 ==========`, that a block of results follows.
 RECORD_STEP_PATTERN = (
     r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
     r"|\biteration\s{1,16}(\d{1,18})/\s{0,16}\d{1,18}\s{0,4}\|"
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
+    r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -130,6 +132,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         if (ms := MEGATRON_STEP_MS_RE.search(text, m.end())) is not None:
             timings["step"] = float(ms.group(1)) / 1000
         return int(m.group(2)), m.end(), timings
+    if m.group(6) is not None:  # a step's header (`===== Step 3/100 =====`): its metrics follow in a block
+        return int(m.group(6)), m.end(), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
