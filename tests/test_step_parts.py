@@ -236,3 +236,17 @@ def test_a_log_stepping_to_its_end_says_where_a_step_s_time_goes(tmp_path: Path)
     report = run(tmp_path, lines)
     assert report.open_end is not None and report.open_end.stepping
     assert "timing_s/gen takes 77% of a step (79.2 s of 102.2 s, mean)" in report.open_end.text
+
+
+def test_with_no_phase_known_a_bar_s_description_names_one(tmp_path: Path) -> None:
+    """'(before any phase)' though the log shows a bar at 62%: the bar's own description is where the job is,
+    live and read as history alike; a rule's phase takes over once one starts."""
+    bar = "Rollout generation:  62%|######2   | 40/64 [03:10<01:54,  4.77s/it]"
+    crash = ["Traceback (most recent call last):", '  File "loop.py", line 2, in <module>',
+             "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    text = "".join(line + "\n" for line in ["INFO starting", bar, *crash])
+    history, store = live_and_history(tmp_path, text, lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "Rollout generation")
+    later = run(tmp_path, [bar, "(WorkerDict pid=7) Model config after override: Qwen2Config {"], "later.log")
+    assert [s.name for s in later.status.timeline] == ["Rollout generation", "actor init"]

@@ -181,12 +181,17 @@ class HistoryReader:
         previous = -1
         recognised = self.analysis.recognised_ids
         cap = self.cap
+        first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
         for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
             previous = end
             if ids == bar_only:
                 plain_end = end
+                if first_bar:
+                    first_bar = False
+                    careful.append(len(records))
+                    records.append((start, end, ids))
                 continue
             raw = data[start:end]
             # A line that may carry its own stamp is read the careful way (lines.may_carry_stamp; its

@@ -62,6 +62,8 @@ RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
+# A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
+BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
@@ -251,6 +253,8 @@ class PhaseEngine:
             return
         if self.seen_ids and not self.seen_ids.keys().isdisjoint(ids):
             self.seen_matched.update(self.seen_ids[i] for i in ids if i in self.seen_ids)
+        if self.current is None and self.bar_id in ids:
+            self._bar_phase(text, t)
         if self.rule_ids.isdisjoint(ids):
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
@@ -307,7 +311,7 @@ class PhaseEngine:
         if rules is None:
             rules = self._quick_rules[tuple(ids)] = [r for r in self._rules_of(ids) if self.start_of[r.name] in ids]
         if not rules:
-            return False
+            return None if self.current is None and self.bar_id in ids else False  # a bar may name the phase
         rule = rules[0]  # feed() acts on the first rule only
         if self._is_inner(rule):
             if self._behind(rule) or self.inner is rule:
@@ -372,6 +376,19 @@ class PhaseEngine:
                 self._start(rule, t)
             self._fail(text, t)
         return True
+
+    def _bar_phase(self, text: str, t: float) -> None:
+        """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
+        62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
+        m = BAR_DESC_RE.match(RANK_PREFIX_RE.sub("", text, count=1))
+        if m is None or len(self.probe_rules) >= 100:
+            return
+        name = m.group(1).strip()
+        rule = self.by_name.get(name) or self.probe_rules.get(name)
+        if rule is None:
+            rule = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(name)))
+            self.order[name] = 0
+        self._start(rule, t)
 
     def note_skipped(self, t: float, line: LogLine | None = None) -> None:
         """Lines a flood sieve ruled out (no rule, idle pattern or bar in them) up to time `t`: all
