@@ -1,11 +1,12 @@
 """The posted corpus (tests/corpus/posted/, issue 25) is well-formed: every fixture has its log, a parseable expectation
-in the corpus format and a row in SOURCES.md; NAMES and HELDOUT agree with the files.
+in the corpus format and a row in SOURCES.md; NAMES, HELDOUT and HELDOUT2 agree with the files and with their draws.
 
 No assertions on gkdtop's scores here: the posted set is a measurement (`python -m tests.corpus_eval --set posted`).
 """
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -23,6 +24,7 @@ PHASES = {
 }
 FRAMEWORKS = {"", "verl", "verl-sft", "openrlhf", "easyr1", "trl", "llamafactory", "hf-trainer", "ray"}
 FIXTURES = sorted(p.name.removesuffix(".expect.yaml") for p in POSTED.glob("*.expect.yaml"))
+FIRST = 47  # NAMES' first block (rows 1-47), the one HELDOUT was drawn from; HELDOUT2 from the names after it
 
 
 def _sources() -> dict[str, str]:
@@ -54,10 +56,15 @@ def test_fixture_is_well_formed(name: str) -> None:
 def test_names_heldout_and_sources_agree() -> None:
     names = corpus_eval._names(POSTED / "NAMES")
     held = corpus_eval._names(POSTED / "HELDOUT")
+    held2 = corpus_eval._names(POSTED / "HELDOUT2")
     assert sorted(names) == FIXTURES
-    assert set(held) <= set(names) and len(held) == len(names) // 3
+    # Each held-out list is the seeded draw its header names, over its block of NAMES: nobody picked them by hand.
+    assert held == random.Random(25).sample(names[:FIRST], FIRST // 3)
+    assert held2 == random.Random(2511).sample(names[FIRST:], len(names[FIRST:]) // 3)
     assert set(_sources()) == set(FIXTURES)
     rows = [ln for ln in (POSTED / "SOURCES.md").read_text().splitlines() if re.match(r"\| \d", ln)]
     urls = [ln.split("|")[2].strip() for ln in rows]
     assert len(urls) == len(set(urls)) >= 50, "one row per thread, at least 50 threads"
-    assert len(corpus_eval.load_cases(heldout=False, corpus_set="posted")) == len(names) - len(held)
+    assert len(corpus_eval.load_cases(heldout=False, corpus_set="posted")) == len(names) - len(held) - len(held2)
+    assert {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted")} == set(held) | set(held2)
+    assert {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only_heldout2=True)} == set(held2)
