@@ -3,11 +3,14 @@
     python -m tests.corpus_eval              # the training logs: a row per log and mode, then totals
     python -m tests.corpus_eval --heldout    # the held-out third: totals only (nobody tunes on these)
     python -m tests.corpus_eval --set posted [--heldout]   # the corpus rebuilt from users' issue threads
+    python -m tests.corpus_eval --set posted --heldout2    # only the posted set's second held-out draw
 
 Two sets: `corpus` (tests/corpus/, written from the frameworks' source) and `posted`
 (tests/corpus/posted/, written in the shapes of logs users posted in public issue threads; SOURCES.md
-names the thread of each). Each has its own HELDOUT third. The posted set also prints a summary of the
-four measures the team tracks (phase right, culprit named, right fix, false statements and how many).
+names the thread of each). Each has its own HELDOUT third; the posted set has a second one, HELDOUT2, drawn
+from the names added later (rows 48-73): `--heldout` scores both held-out lists, `--heldout2` the second alone.
+The posted set also prints a summary of the four measures the team tracks (phase right, culprit named,
+right fix, false statements and how many).
 
 Each log runs through `gkdtop replay --json LOG` and `gkdtop snapshot --json --log COPY`, the
 second on a copy whose mtime is set `quiet_for` seconds back (how long the log had been silent
@@ -107,17 +110,28 @@ class Score:
         return all(v is not False for v in self.ok.values())
 
 
-def load_cases(heldout: bool | None = False, corpus_set: str = "corpus") -> list[Case]:
-    """heldout=False: the training two-thirds; True: the held-out third; None: all (of `corpus_set`, a key of SETS)."""
+def load_cases(heldout: bool | None = False, corpus_set: str = "corpus", only_heldout2: bool = False) -> list[Case]:
+    """heldout=False: the training two-thirds; True: the held-out thirds (HELDOUT and HELDOUT2); None: all (of
+    `corpus_set`, a key of SETS). only_heldout2: just HELDOUT2's names (a set without that file has none)."""
     folder = SETS[corpus_set]
-    held = set(_names(folder / "HELDOUT"))
+    held2 = set(heldout_names(folder, "HELDOUT2"))
+    held = set(heldout_names(folder, "HELDOUT")) | held2
     cases = []
     for exp in sorted(folder.glob("*.expect.yaml")):
         name = exp.name.removesuffix(".expect.yaml")
-        if heldout is not None and (name in held) != heldout:
+        if only_heldout2:
+            if name not in held2:
+                continue
+        elif heldout is not None and (name in held) != heldout:
             continue
         cases.append(Case(name, folder / f"{name}.log", yaml.safe_load(exp.read_text())))
     return cases
+
+
+def heldout_names(folder: Path, which: str) -> list[str]:
+    """The names listed in folder/which (HELDOUT or HELDOUT2); none where the file does not exist."""
+    path = folder / which
+    return _names(path) if path.exists() else []
 
 
 def _names(path: Path) -> list[str]:
@@ -354,21 +368,23 @@ def print_summary(scores: list[Score]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--heldout", action="store_true", help="score the held-out third; totals only")
+    ap.add_argument("--heldout", action="store_true", help="score the held-out thirds (HELDOUT, HELDOUT2); totals only")
+    ap.add_argument("--heldout2", action="store_true", help="score only HELDOUT2's names; totals only")
     ap.add_argument("--set", dest="corpus_set", choices=sorted(SETS), default="corpus", help="which corpus to score")
     ap.add_argument("--mode", choices=["replay", "snapshot", "both"], default="both")
     ap.add_argument("--jobs", type=int, default=1, help="gkdtop processes at a time")
     args = ap.parse_args(argv)
-    cases = load_cases(heldout=args.heldout, corpus_set=args.corpus_set)
+    held_out = args.heldout or args.heldout2
+    cases = load_cases(heldout=held_out, corpus_set=args.corpus_set, only_heldout2=args.heldout2)
     modes = ("replay", "snapshot") if args.mode == "both" else (args.mode,)
     scores = evaluate(cases, modes, jobs=args.jobs)
-    which = "held-out" if args.heldout else "training"
+    which = "HELDOUT2" if args.heldout2 else "held-out" if args.heldout else "training"
     print(f"{len(cases)} {which} logs of the {args.corpus_set} set, modes: {', '.join(modes)}")
-    print_table(scores, cases, per_log=not args.heldout)
+    print_table(scores, cases, per_log=not held_out)
     if args.corpus_set == "posted":
         print()
         print_summary(scores)
-        if not args.heldout:
+        if not held_out:
             print()
             for s in scores:
                 if s.wrong_hits:

@@ -1,11 +1,12 @@
 """The posted corpus (tests/corpus/posted/, issue 25) is well-formed: every fixture has its log, a parseable expectation
-in the corpus format and a row in SOURCES.md; NAMES and HELDOUT agree with the files.
+in the corpus format and a row in SOURCES.md; NAMES, HELDOUT and HELDOUT2 agree with the files and with their draws.
 
 No assertions on gkdtop's scores here: the posted set is a measurement (`python -m tests.corpus_eval --set posted`).
 """
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -23,16 +24,27 @@ PHASES = {
 }
 FRAMEWORKS = {"", "verl", "verl-sft", "openrlhf", "easyr1", "trl", "llamafactory", "hf-trainer", "ray"}
 FIXTURES = sorted(p.name.removesuffix(".expect.yaml") for p in POSTED.glob("*.expect.yaml"))
+FIRST = 47  # NAMES' first block (rows 1-47), the one HELDOUT was drawn from; HELDOUT2 from the names after it
+
+
+def _rows() -> list[list[str]]:
+    """SOURCES.md's table rows as cells (number, thread, framework, outcome, phase, cause, fixture)."""
+    rows = []
+    for line in (POSTED / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0].isdigit():
+            rows.append(cells)
+    return rows
 
 
 def _sources() -> dict[str, str]:
-    """fixture name -> thread URL, from SOURCES.md's table."""
-    rows = {}
-    for line in (POSTED / "SOURCES.md").read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0].isdigit() and cells[6]:
-            rows[cells[6]] = cells[1]
-    return rows
+    """fixture name -> thread URL, from SOURCES.md's table (rows whose fixture cell is a name)."""
+    return {c[6]: c[1] for c in _rows() if re.fullmatch(r"[a-z0-9_]+", c[6])}
+
+
+def _skipped() -> list[str]:
+    """Planned names of threads with no fixture: their fixture cell says why and names the plan ('planned as NAME')."""
+    return [m[1] for c in _rows() if (m := re.search(r"planned as ([a-z0-9_]+)\)$", c[6]))]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -54,10 +66,19 @@ def test_fixture_is_well_formed(name: str) -> None:
 def test_names_heldout_and_sources_agree() -> None:
     names = corpus_eval._names(POSTED / "NAMES")
     held = corpus_eval._names(POSTED / "HELDOUT")
-    assert sorted(names) == FIXTURES
-    assert set(held) <= set(names) and len(held) == len(names) // 3
+    held2 = corpus_eval._names(POSTED / "HELDOUT2")
+    # Every planned name has its fixture, or its SOURCES.md row says why none could be written.
+    assert sorted(names) == sorted(FIXTURES + _skipped())
+    assert not set(FIXTURES) & set(_skipped())
+    # Each held-out list is the seeded draw its header names, over its block of NAMES: nobody picked them by hand.
+    assert held == random.Random(25).sample(names[:FIRST], FIRST // 3)
+    assert held2 == random.Random(2511).sample(names[FIRST:], len(names[FIRST:]) // 3)
     assert set(_sources()) == set(FIXTURES)
-    rows = [ln for ln in (POSTED / "SOURCES.md").read_text().splitlines() if re.match(r"\| \d", ln)]
-    urls = [ln.split("|")[2].strip() for ln in rows]
+    urls = [c[1] for c in _rows()]
     assert len(urls) == len(set(urls)) >= 50, "one row per thread, at least 50 threads"
-    assert len(corpus_eval.load_cases(heldout=False, corpus_set="posted")) == len(names) - len(held)
+    written = set(FIXTURES)
+    assert len(corpus_eval.load_cases(heldout=False, corpus_set="posted")) == len(written - set(held) - set(held2))
+    held_out = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted")}
+    assert held_out == (set(held) | set(held2)) & written
+    only2 = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only_heldout2=True)}
+    assert only2 == set(held2) & written
