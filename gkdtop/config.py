@@ -64,6 +64,7 @@ FAIL_PATTERN = (
     r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Received sigquit from a child"
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|Process group watchdog thread terminated with exception"
+    r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
 )
 # Lines a hung job keeps printing; they are not progress.
 IDLE_PATTERNS = [

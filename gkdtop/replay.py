@@ -314,7 +314,12 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         last = st.timeline[-1] if st.timeline else None
         if st.state != "failed" and last is not None and last.name == st.current and last.status == "done":
             prefix = {"stalled": "stopped (silent) after"}.get(st.state, "ended after")  # it finished: not "in" it
-        verdict = f"{prefix} {st.current}" if st.current else f"{prefix.split()[0]} (phase unknown)"
+        if not st.current:
+            verdict = f"{prefix.split()[0]} (phase unknown)"
+        elif st.current.startswith("after "):  # the unnamed phase after a finished one: "FAILED after nccl init"
+            verdict = f"{prefix.rsplit(' ', 1)[0]} {st.current}"
+        else:
+            verdict = f"{prefix} {st.current}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
     if st.state == "stalled" and st.stalled_for is not None:
         out.append(f"  no progress for {human_duration(st.stalled_for)} before the log ended"

@@ -93,7 +93,8 @@ def test_the_first_collective_timing_out_is_not_the_actor_update(tmp_path: Path)
     log.write_text("".join(line + "\n" for line in lines))
     os.utime(log, (last + 700, last + 700))
     report = replay([str(log)], Config(phases=builtin_phases()))
-    assert report.status.current in ("nccl init", "actor init")  # where the ranks were to meet, not an update
+    # where the ranks were to meet, or after the phase that finished: not an update
+    assert report.status.current in ("nccl init", "actor init", "after actor init")
     said = " ".join(report.status.hint.causes + report.status.hint.actions) if report.status.hint else ""
     assert "OOM" not in said and "micro batch" not in said, said
 

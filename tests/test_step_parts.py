@@ -250,3 +250,52 @@ def test_with_no_phase_known_a_bar_s_description_names_one(tmp_path: Path) -> No
         assert (status.state, status.current) == ("failed", "Rollout generation")
     later = run(tmp_path, [bar, "(WorkerDict pid=7) Model config after override: Qwen2Config {"], "later.log")
     assert [s.name for s in later.status.timeline] == ["Rollout generation", "actor init"]
+
+
+def test_a_failure_after_a_phase_finished_is_after_it_not_in_it(tmp_path: Path) -> None:
+    """NCCL's init completes, then the proxy thread gets IB completion errors (status=12): before, 'running' in
+    'nccl init' with 'set NCCL_SOCKET_IFNAME'. Now it failed after nccl init, and interface advice needs NCCL lines."""
+    lines = ["node-a17:51277:51277 [0] NCCL INFO Bootstrap : Using bond0:10.33.8.17<0>",
+             "node-a17:51277:51688 [0] NCCL INFO comm 0x55 rank 0 nranks 16 cudaDev 0 busId 18000 commId 0x3f1e - "
+             "Init START",
+             "node-a17:51277:51688 [0] NCCL INFO comm 0x55 rank 0 nranks 16 cudaDev 0 busId 18000 commId 0x3f1e - "
+             "Init COMPLETE",
+             "node-a17:51277:51713 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+             "10.33.8.22<45954> with status=12 opcode=32614 len=0 vendor err 129 (Send)",
+             "node-a17:51277:51713 [0] NCCL INFO transport/net.cc:1302 -> 6"]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "after nccl init")
+    assert "FAILED after nccl init" in report_text(report)
+    store = ["W721 14:50:31.804612297 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+             "127.0.0.1:51216 - retrying (try=0, timeout=300000ms, delay=41870ms): The client socket has timed out "
+             "after 300000ms while trying to connect to (127.0.0.1, 51216)."]
+    report = run(tmp_path, store, "store.log")
+    assert report.status.current == "nccl init" and report.open_end is not None
+    assert not any("NCCL_SOCKET_IFNAME" in a for a in report.open_end.hint.actions)  # type: ignore[union-attr]
+
+
+def test_a_driver_traceback_after_a_worker_abort_places_the_failure(tmp_path: Path) -> None:
+    """A WorkerDict aborts (thread_resource_error) while the driver, its dataset read, creates the worker group;
+    the driver's traceback names _init_with_resource_pool. Before: 'FAILED in dataset generation'."""
+    lines = ["(main_task pid=4) original dataset len: 7473", "(main_task pid=4) Total training steps: 105",
+             "(WorkerDict pid=9) terminate called after throwing an instance of "
+             "'boost::wrapexcept<boost::thread_resource_error>'",
+             "(WorkerDict pid=9) *** SIGABRT received at time=1741083195 on cpu 77 ***",
+             "Traceback (most recent call last):",
+             '  File "/opt/verl/verl/single_controller/ray/base.py", line 264, in _init_with_resource_pool',
+             "    rank_zero_info = ray.get(worker.get_register_center_info.remote())",
+             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    report = run(tmp_path, lines)
+    assert [(s.name, s.status) for s in report.status.timeline] == [("dataset generation", "done"),
+                                                                    ("worker-group creation", "failed")]
+
+
+def test_a_stamp_days_before_the_run_does_not_start_it(tmp_path: Path) -> None:
+    """A library's year-less glog stamp (`W1122 …`) read as fifty days before the run's own ISO stamps: the run's
+    length is its own, not 50 days."""
+    lines = ["2026-01-11 10:00:01,000 INFO Started a local Ray instance.",
+             "W1122 10:00:00.123456 4242 nccl.cc:12] NCCL WARN Cuda failure 'out of memory' ignored",
+             "2026-01-11 10:05:01,000 INFO Training finished"]
+    report = run(tmp_path, lines)
+    assert report.ended is not None and report.started is not None
+    assert report.ended - report.started == pytest.approx(300.0)

@@ -46,7 +46,7 @@ class AlertEvent:
 
     @property
     def title(self) -> str:
-        where = f" in {self.phase}" if self.phase else ""
+        where = (f" {self.phase}" if self.phase.startswith("after ") else f" in {self.phase}") if self.phase else ""
         if self.kind == "stalled":
             return f"gkdtop: {self.job} STALLED{where} for {human_duration(self.seconds or 0)}"
         if self.kind == "failed":

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from gkdtop.model import Anomaly, Finding, LogLine, PhaseStatus
 
 TRACEBACK = "Traceback (most recent call last)"
+DAY = 86400.0
 
 
 @dataclass
@@ -149,7 +150,10 @@ class Analysis:
         """One line into every engine at `t`, live or history (`number`: its line in its file, where an
         error group will name it)."""
         if line.ts is not None:
-            self.started = t if self.started is None else min(self.started, t)
+            # A stamp a day or more before the run's start as read so far is another clock (a year-less glog
+            # stamp of some library), not the run starting earlier: lines delivered late are minutes behind.
+            if self.started is None or self.started - DAY < t < self.started:
+                self.started = t
             self.ended = t if self.ended is None else max(self.ended, t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)

@@ -105,12 +105,13 @@ TIMEOUT_HINT = Hint(
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
-    causes=["It raised: the error above is the root cause, not a hang; the findings say what is known of it."],
+    causes=["It failed: the error above is the root cause, not a hang; the findings say what is known of it."],
     actions=["Fix what the error names; its traceback's last frames say where it was raised."],
 )
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
+FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
 
 
 def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | None:
@@ -204,6 +205,7 @@ class PhaseEngine:
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.rollout_seen = False  # a rollout engine or teacher has run: the step has more parts than its update
         self._ran: set[str] = set()  # the phases a span was opened for
+        self._failed_at: float | None = None  # when the current failure was first seen
         self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -275,6 +277,13 @@ class PhaseEngine:
                     self._start(rule, t)
                 if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
                     self._carry_traceback(before, failure, failure_line)
+                elif (before is not None and before is not self.timeline[-1] and before.status == "failed"
+                      and self._failed_at is not None and 0 <= t - self._failed_at <= FRAMES_AFTER
+                      and FRAME_RE.match(text)):
+                    # The driver's traceback right after a worker's crash (an abort, a signal) names where the
+                    # driver was: the failure belongs there, not to the phase the crash line came in.
+                    before.status = "done"
+                    self.timeline[-1].status = "failed"
                 # A RayTaskError naming the worker method that failed, or an exception that names
                 # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
                 # not in the phase its traceback's first line happened to come in.
@@ -376,6 +385,16 @@ class PhaseEngine:
                 self._start(rule, t)
             self._fail(text, t)
         return True
+
+    def _after(self, rule: PhaseRule) -> PhaseRule:
+        """The unnamed phase after a finished one (`after nccl init`): where a failure with no phase of its own
+        came. It sorts with the finished phase, so the phases after that one still start."""
+        name = f"after {rule.name}"
+        after = self.probe_rules.get(name)
+        if after is None:
+            after = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(name)))
+            self.order[name] = self.order.get(rule.name, 0)
+        return after
 
     def _bar_phase(self, text: str, t: float) -> None:
         """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
@@ -559,9 +578,14 @@ class PhaseEngine:
 
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
+            last = self.timeline[-1] if self.timeline else None
+            if self.current is not None and last is not None and last.status == "done" and not self.current.terminal:
+                # It finished; what failed came after it and no line says what that was: not "FAILED in" it.
+                self.current = self._after(self.current)
             self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
         self.timeline[-1].status = "failed"
         if not self.failure:
+            self._failed_at = t
             self.failure = text.strip()
             self._failure_line = self._line
             self._want_exception_line = text.lstrip().startswith("Traceback")
