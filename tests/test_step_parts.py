@@ -299,3 +299,28 @@ def test_a_stamp_days_before_the_run_does_not_start_it(tmp_path: Path) -> None:
     report = run(tmp_path, lines)
     assert report.ended is not None and report.started is not None
     assert report.ended - report.started == pytest.approx(300.0)
+
+
+def test_weak_collective_evidence_names_no_part_of_the_step(tmp_path: Path) -> None:
+    """verl + SGLang, the second rollout hangs; the watchdog names a one-element all-reduce (a barrier, a metric,
+    or clip_grad_norm_'s total: it cannot say which). Before: 'FAILED in actor update'."""
+    lines = ["(WorkerDict pid=7) [2025-10-17 02:16:14 TP0] Capture cuda graph begin. This can take up to several "
+             "minutes. avail mem=2.31 GB",
+             "Training Progress:   0%|          | 0/69 [00:00<?, ?it/s]",
+             "(TaskRunner pid=3) step:1 - timing_s/gen:874.6 - timing_s/step:1601.1",
+             "(WorkerDict pid=7) [rank0]:[E1017 03:23:06.870844782 ProcessGroupNCCL.cpp:685] [Rank 0] Watchdog caught "
+             "collective operation timeout: WorkNCCL(SeqNum=4127, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+             "Timeout(ms)=1800000) ran for 1800543 milliseconds before timing out."]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "training loop")
+
+
+def test_a_ray_connect_inside_the_engine_start_does_not_go_back_to_config(tmp_path: Path) -> None:
+    """vLLM's Ray executor connects to the cluster while the engine initialises: the job is still in its start-up,
+    not back in 'config'."""
+    lines = ["INFO 04-24 07:51:27 [llm_engine.py:243] Initializing a V0 LLM engine (v0.8.4) with config: model='m'",
+             "2025-04-24 07:51:28,114\tINFO worker.py:1660 -- Connecting to existing Ray cluster at address: "
+             "10.140.0.11:6379...",
+             "(RayWorkerWrapper pid=21133, ip=10.140.0.12) Capturing CUDA graph shapes:   6%|6         | 2/35 "
+             "[00:02<00:38,  1.17s/it]"]
+    assert [s.name for s in run(tmp_path, lines).status.timeline] == ["rollout init"]

@@ -547,6 +547,8 @@ class PhaseEngine:
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
+        if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
+            return True  # the first phase (config) starts a run: past that, its lines (Ray connect) are part of another
         if not self._earlier_than_current(rule):
             return False
         return rule.name in self.step_phases or any(s.name == rule.name for s in self.timeline)
