@@ -324,3 +324,36 @@ def test_a_ray_connect_inside_the_engine_start_does_not_go_back_to_config(tmp_pa
              "(RayWorkerWrapper pid=21133, ip=10.140.0.12) Capturing CUDA graph shapes:   6%|6         | 2/35 "
              "[00:02<00:38,  1.17s/it]"]
     assert [s.name for s in run(tmp_path, lines).status.timeline] == ["rollout init"]
+
+
+def test_each_rank_s_start_and_end_of_a_phase_is_one_span(tmp_path: Path) -> None:
+    """Four ranks each print NCCL's Init START and Init COMPLETE: one nccl init span, not four."""
+    lines = ["2024-03-06 09:31:40,118\tINFO worker.py:1540 -- Connecting to existing Ray cluster at address: x:6379..."]
+    for rank in range(4):
+        comm = f"(RayTrainWorker pid={100 + rank}) h:1:1 [0] NCCL INFO comm 0x5{rank} rank {rank} nranks 4 busId 1"
+        lines += [f"(RayTrainWorker pid={100 + rank}) h:1:1 [0] NCCL INFO Bootstrap : Using ens32:172.31.9.2{rank}<0>",
+                  f"{comm} commId 0x3f1e - Init START", f"{comm} commId 0x3f1e - Init COMPLETE"]
+    assert [s.name for s in run(tmp_path, lines).status.timeline] == ["config", "nccl init"]
+
+
+def test_openrlhf_s_experience_bar_is_generation_and_megatron_s_dataset_build_is_the_dataset(tmp_path: Path) -> None:
+    lines = ["(LLMRayActor pid=4) INFO 12-24 15:58:44 llm_engine.py:249] Initializing an LLM engine (v0.6.4) with x",
+             "(ActorModelRayActor pid=7) Episode [1/1]:   0%|          | 0/19 [00:00<?, ?it/s]",
+             "make_experience:  28%|##2       | 9/32 [10:33<03:27, 9.45s/it]",
+             "(ActorModelRayActor pid=7) *** SIGABRT received at time=1735058347 on cpu 61 ***"]
+    status = run(tmp_path, lines).status
+    assert (status.state, status.current, status.within) == ("failed", "generation", "training loop")
+    megatron = [" > number of parameters on (tensor, pipeline) model parallel rank (1, 0): 1750220800",
+                "> building train, validation, and test datasets ...",
+                "[E ProcessGroupNCCL.cpp:737] [Rank 7] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=612, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800258 milliseconds."]
+    assert run(tmp_path, megatron, "megatron.log").status.current == "dataset generation"
+
+
+def test_a_collective_glued_after_a_bar_is_still_the_update(tmp_path: Path) -> None:
+    """The trainer's bar redraws with the watchdog line glued on: the bar's restart of the loop does not undo it."""
+    glued = ("  2%|1         | 12/655 [00:59<52:44,  4.92s/it][rank0]:[E402 17:20:48.51 ProcessGroupNCCL.cpp:1515] "
+             "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1604, OpType=ALLREDUCE, "
+             "NumelIn=27262976, NumelOut=27262976, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.")
+    status = run(tmp_path, [HF_STEPS[0], glued]).status
+    assert (status.state, status.current) == ("failed", "actor update")

@@ -263,8 +263,7 @@ class PhaseEngine:
             self._step(step, t, text)
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             self._step(self._record_number(record, text), t, text)
-        if self.step_collective_id in ids:
-            self._step_collective(text, t)
+        collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -275,6 +274,8 @@ class PhaseEngine:
                 failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
+                if collective:
+                    self._step_collective(text, t)
                 if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
                     self._carry_traceback(before, failure, failure_line)
                 elif (before is not None and before is not self.timeline[-1] and before.status == "failed"
@@ -293,6 +294,8 @@ class PhaseEngine:
                         before.status = "done"
                     self._fail(text, t)
                 return
+        if collective:
+            self._step_collective(text, t)
         if self.probe_id in ids and self._probe(text, t):
             return
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
@@ -493,6 +496,10 @@ class PhaseEngine:
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
             return  # a repeated start line inside the same phase (a failure in it stands), or of the end
+        last = self.timeline[-1] if self.timeline else None
+        if self.current is rule and last is not None and last.name == rule.name and last.status == "done":
+            last.end, last.status = None, "running"  # the next rank's start of the phase it just did: one span
+            return
         self.failure = ""
         self._want_exception_line = False
         self._close_current(t)
