@@ -29,6 +29,7 @@ from gkdtop.demo import FAULTS
 from gkdtop.demo.job import parse_args
 from gkdtop.demo.launcher import DemoOptions, DemoRun, find_processes, remove_debris, start_demo, terminate
 from gkdtop.demo.printing import ProgressBar
+from tests.test_ray_tasks import assert_rank_1_left_the_weight_sync
 
 pytestmark = [pytest.mark.demo, pytest.mark.slow]
 
@@ -376,6 +377,8 @@ def test_hang_sync_deadlocks_in_the_collective_and_stop_cleans_up(demo: Callable
     assert (sync["kind"], sync["missing"], sync["op"], sync["seq"]) == ("missing ranks", [1], "broadcast", 1), sync
     assert {s["rank"]: s["pid"] for s in sync["states"]} == {0: ranks[0], 1: ranks[1], 2: rollout}
     assert colls["sentence"].startswith("rank 1 (OnPolicyDistillActor) never entered broadcast #1 of weight_sync")
+    # Ray's task table says it too: rank 1 returned from the weight sync its peers are blocked in.
+    assert_rank_1_left_the_weight_sync(run)
 
     sessions = run_sessions(run)
     run.stop()
