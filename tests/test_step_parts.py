@@ -357,3 +357,15 @@ def test_a_collective_glued_after_a_bar_is_still_the_update(tmp_path: Path) -> N
              "NumelIn=27262976, NumelOut=27262976, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.")
     status = run(tmp_path, [HF_STEPS[0], glued]).status
     assert (status.state, status.current) == ("failed", "actor update")
+
+
+def test_a_timeout_while_the_data_is_tokenized_says_what_waited_on_what(tmp_path: Path) -> None:
+    """Rank 0 tokenizes for two hours while the others wait in a barrier: the phase's own timeout hint, not the
+    generic one. No framework named in the log: no framework's option is named either."""
+    lines = ["Running tokenizer on dataset:  23%|##2       | 343734/1483920 [1:59:48<6:47:03, 46.68 examples/s]"
+             "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+             "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=7200000) ran for 7200417 milliseconds."]
+    status = run(tmp_path, lines).status
+    assert (status.state, status.current) == ("failed", "dataset generation")
+    said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
+    assert "tokenized" in said and "num_proc" in said and "preprocessing_num_workers" not in said

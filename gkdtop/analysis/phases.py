@@ -169,7 +169,7 @@ class PhaseEngine:
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
         for rule in rules.phases:
-            for hint in (rule.hint, rule.fail_hint):
+            for hint in (rule.hint, rule.fail_hint, rule.timeout_hint):
                 for text in (hint.seen.values() if hint is not None else ()):
                     self.seen_ids[register(text)] = text
         self.seen_matched: set[str] = set()
@@ -696,7 +696,10 @@ class PhaseEngine:
             hint = hint.for_seen(self.seen_matched)
         if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
-            if TIMEOUT_RE.search(self.failure):
+            own = expected.timeout_hint if expected is not None else None
+            if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
+                hint = own  # what waits on what in this phase
+            elif TIMEOUT_RE.search(self.failure):
                 hint = TIMEOUT_HINT
             elif hint is FAILED_HINT and WAIT_TIMEOUT_RE.search(self.failure):
                 hint = WAIT_TIMEOUT_HINT

@@ -29,6 +29,8 @@ class PhaseRule:
     # Shown instead of `hint` when the phase failed (a crash) rather than stalled, where the hang's
     # causes would mislead: an assertion in a training step is not "generation is stuck".
     fail_hint: Hint | None = None
+    # Shown when the failure is a collective's or a wait's timeout in this phase (what waits on what here).
+    timeout_hint: Hint | None = None
     # Phases that recur inside this one every step (weight sync inside the training loop): while this
     # phase runs, their lines name the current sub-phase instead of opening new timeline spans.
     inner: list[str] = field(default_factory=list)
@@ -136,7 +138,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 # --- phases and findings ----------------------------------------------------------------------------
 
-PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "inner"}
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
 
 
@@ -167,6 +169,8 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
             rule.hint = parse_hint(n, where, f"{key}.hint")
         if (n := get(item, "fail_hint")) is not None:
             rule.fail_hint = parse_hint(n, where, f"{key}.fail_hint")
+        if (n := get(item, "timeout_hint")) is not None:
+            rule.timeout_hint = parse_hint(n, where, f"{key}.timeout_hint")
         rules.append(rule)
     return rules
 
