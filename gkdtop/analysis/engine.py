@@ -118,11 +118,15 @@ class Analysis:
         index = 0
         pos = 0
         window_ids, window = self.window_ids, self.window
+        evidence = self.phases.seen_ids.keys()  # a hint's evidence is needed once: NCCL INFO floods are not it
+        met = frozenset(i for i in evidence if self.phases.seen_ids[i] in self.phases.seen_matched)
         for start, _end, ids in self.matcher.scan(data):
             index += data.count(b"\n", pos, start)
             pos = start
             if index >= head:
                 break
+            if met and met.issuperset(ids):
+                continue
             kept.add(index)
             if window and not window_ids.isdisjoint(ids):
                 kept.update(range(index + 1, min(index + 1 + window, head)))

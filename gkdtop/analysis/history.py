@@ -182,6 +182,8 @@ class HistoryReader:
         recognised = self.analysis.recognised_ids
         cap = self.cap
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
+        evidence = self.phases.seen_ids.keys()  # a hint's evidence (Hint.seen) is needed once per chunk, not per line
+        evidence_sent: set[tuple[int, ...]] = set()
         for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
@@ -190,6 +192,13 @@ class HistoryReader:
                 plain_end = end
                 if first_bar:
                     first_bar = False
+                    careful.append(len(records))
+                    records.append((start, end, ids))
+                continue
+            if evidence >= set(ids):
+                plain_end = end
+                if tuple(ids) not in evidence_sent:
+                    evidence_sent.add(tuple(ids))
                     careful.append(len(records))
                     records.append((start, end, ids))
                 continue
