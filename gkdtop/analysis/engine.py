@@ -119,14 +119,16 @@ class Analysis:
         pos = 0
         window_ids, window = self.window_ids, self.window
         evidence = self.phases.seen_ids.keys()  # a hint's evidence is needed once: NCCL INFO floods are not it
-        met = frozenset(i for i in evidence if self.phases.seen_ids[i] in self.phases.seen_matched)
+        met = {i for i in evidence if self.phases.seen_ids[i] in self.phases.seen_matched}
         for start, _end, ids in self.matcher.scan(data):
             index += data.count(b"\n", pos, start)
             pos = start
             if index >= head:
                 break
-            if met and met.issuperset(ids):
-                continue
+            if evidence >= set(ids):  # only evidence: the first line of each kind, once
+                if met.issuperset(ids):
+                    continue
+                met.update(ids)
             kept.add(index)
             if window and not window_ids.isdisjoint(ids):
                 kept.update(range(index + 1, min(index + 1 + window, head)))
