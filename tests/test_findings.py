@@ -43,7 +43,7 @@ CASES = [
       "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
       f"ran for 600031 milliseconds before timing out.{E}[0m")],
      {"seq": "1", "op": "ALLREDUCE", "timeout_ms": "600000", "ran_ms": "600031", "rank": "1"}),
-    ("nccl-timeout-desync",
+    ("nccl-timeout-mid-run",
      [ray("WorkerDict", 312, "[rank0]:[E1122 11:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
       "collective operation timeout: WorkNCCL(SeqNum=4711, OpType=BROADCAST, NumelIn=8388608, NumelOut=8388608, "
       "Timeout(ms)=1800000) ran for 1800443 milliseconds before timing out.")],
@@ -117,7 +117,7 @@ CASES = [
      ["(autoscaler +45s) Error: No available node types can fulfill resource request {'CPU': 64.0}. "
       "Add suitable node types to this cluster to resolve this issue."],
      {"infeasible": "{'CPU': 64.0}"}),
-    ("nccl-timeout-desync",  # torch >= 2.5: the process group's name and the rank in that group
+    ("nccl-timeout-mid-run",  # torch >= 2.5: the process group's name and the rank in that group
      [ray("WorkerDict", 39435, "[rank5]:[E0625 01:31:33.708894088 ProcessGroupNCCL.cpp:632] [PG ID 4 PG GUID "
       "21(DATA_PARALLEL_GROUP) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7312, "
       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds before timing out."),
