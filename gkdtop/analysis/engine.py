@@ -125,7 +125,7 @@ class Analysis:
             pos = start
             if index >= head:
                 break
-            if evidence >= set(ids):  # only evidence: the first line of each kind, once
+            if ids[0] in evidence and evidence >= set(ids):  # only evidence: the first line of each kind, once
                 if met.issuperset(ids):
                     continue
                 met.update(ids)

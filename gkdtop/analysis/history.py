@@ -182,7 +182,7 @@ class HistoryReader:
         recognised = self.analysis.recognised_ids
         cap = self.cap
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
-        evidence = self.phases.seen_ids.keys()  # a hint's evidence (Hint.seen) is needed once per chunk, not per line
+        evidence = frozenset(self.phases.seen_ids)  # a hint's evidence (Hint.seen): once per chunk, not per line
         evidence_sent: set[tuple[int, ...]] = set()
         for start, end, ids in extract.hits:
             if start > previous + 1:
@@ -195,7 +195,7 @@ class HistoryReader:
                     careful.append(len(records))
                     records.append((start, end, ids))
                 continue
-            if evidence >= set(ids):
+            if ids[0] in evidence and evidence.issuperset(ids):
                 plain_end = end
                 if tuple(ids) not in evidence_sent:
                     evidence_sent.add(tuple(ids))
