@@ -111,6 +111,7 @@ FAILED_HINT = Hint(
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
+MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions, "after X"): a junk log's bound
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
 
 
@@ -365,20 +366,30 @@ class PhaseEngine:
                            key=lambda r: (not r.terminal, self.order.get(r.name, 0)))
         return found
 
+    def _phase_named(self, name: str, order: int, start: str = "") -> PhaseRule | None:
+        """A phase no rule defines (a probe's, a bar's, the unnamed one after a finished phase), made once; at
+        most MAX_MADE_PHASES of them (None past that). `order`: where it sorts among the rules."""
+        rule = self.by_name.get(name) or self.probe_rules.get(name)
+        if rule is None:
+            if len(self.probe_rules) >= MAX_MADE_PHASES:
+                return None
+            rule = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(start or name)))
+            self.order[name] = order
+        return rule
+
     def _probe(self, text: str, t: float) -> bool:
         """`phase 'NAME' START|DONE|FAILED` for a NAME no rule knows: a phase of that name."""
         m = PROBE_RE.search(text)
         if m is None:
             return False
         name, what = m.group(1), m.group(2)
-        rule = self.by_name.get(name) or self.probe_rules.get(name)
+        # Where it ran: after the phase it began in, so no built-in phase counts as later than it.
+        rule = self._phase_named(name, self.order.get(self.current.name, 0) if self.current else 0,
+                                 f"phase '{name}' START")
         if rule is None:
-            if len(self.probe_rules) >= 100:
-                return False
-            rule = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(f"phase '{name}' START")))
+            return False
+        if name not in self.by_name:
             self.start_of[name] = self.probe_id
-            # Where it ran: after the phase it began in, so no built-in phase counts as later than it.
-            self.order[name] = self.order.get(self.current.name, 0) if self.current else 0
         if what == "START":
             self._start(rule, t)
         elif what == "DONE":
@@ -389,28 +400,12 @@ class PhaseEngine:
             self._fail(text, t)
         return True
 
-    def _after(self, rule: PhaseRule) -> PhaseRule:
-        """The unnamed phase after a finished one (`after nccl init`): where a failure with no phase of its own
-        came. It sorts with the finished phase, so the phases after that one still start."""
-        name = f"after {rule.name}"
-        after = self.probe_rules.get(name)
-        if after is None:
-            after = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(name)))
-            self.order[name] = self.order.get(rule.name, 0)
-        return after
-
     def _bar_phase(self, text: str, t: float) -> None:
         """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         m = BAR_DESC_RE.match(RANK_PREFIX_RE.sub("", text, count=1))
-        if m is None or len(self.probe_rules) >= 100:
-            return
-        name = m.group(1).strip()
-        rule = self.by_name.get(name) or self.probe_rules.get(name)
-        if rule is None:
-            rule = self.probe_rules[name] = PhaseRule(name=name, start=Pattern(re.escape(name)))
-            self.order[name] = 0
-        self._start(rule, t)
+        if m is not None and (rule := self._phase_named(m.group(1).strip(), 0)) is not None:
+            self._start(rule, t)
 
     def note_skipped(self, t: float, line: LogLine | None = None) -> None:
         """Lines a flood sieve ruled out (no rule, idle pattern or bar in them) up to time `t`: all
@@ -590,7 +585,8 @@ class PhaseEngine:
             last = self.timeline[-1] if self.timeline else None
             if self.current is not None and last is not None and last.status == "done" and not self.current.terminal:
                 # It finished; what failed came after it and no line says what that was: not "FAILED in" it.
-                self.current = self._after(self.current)
+                name = self.current.name
+                self.current = self._phase_named(f"after {name}", self.order.get(name, 0)) or self.current
             self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
         self.timeline[-1].status = "failed"
         if not self.failure:
