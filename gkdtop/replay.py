@@ -127,6 +127,8 @@ class OpenEnd:
     hint: Hint | None  # what to check if the job did stop there (no causes: nothing says it stopped)
     stepping: bool = False  # the log steps to its last line
     pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
+    last_line: str = ""  # the log's own last line, where lines no rule knows follow `after`
+    unknown: int = 0  # how many such lines
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")
@@ -139,10 +141,14 @@ class OpenEnd:
 
     @property
     def text(self) -> str:
-        return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + f": {self.note}"
+        last = (f" ({self.unknown} line{'s' if self.unknown != 1 else ''} no rule knows follow; the last: "
+                f"`{self.last_line}`)") if self.last_line else ""
+        return f"the log ends in {self.phase}" + (f" after `{self.after}`" if self.after else "") + last + \
+            f": {self.note}"
 
     def as_json(self) -> dict[str, Any]:
-        return {"text": self.text, "after": self.after, "hint": self.hint.as_json() if self.hint else None}
+        return {"text": self.text, "after": self.after, "last_line": self.last_line or None,
+                "hint": self.hint.as_json() if self.hint else None}
 
 
 def step_pace(steps: dict[str, Any]) -> str:
@@ -158,8 +164,27 @@ def step_pace(steps: dict[str, Any]) -> str:
     return f"timing_s/{key} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"
 
 
+def last_line_of(path: str, limit: int = 65536) -> str:
+    """The last non-blank line of a file as a terminal shows it (escapes out, a bar's last redraw), cut at
+    300 characters: what the job printed last, whether or not a rule knows it. "" when unreadable."""
+    from gkdtop.analysis.lines import clean_line
+
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            tail = fh.read(limit)
+    except OSError:
+        return ""
+    for raw in reversed(tail.split(b"\n")):
+        text = clean_line(raw).strip()
+        if text:
+            return text[:300]
+    return ""
+
+
 def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = (),
-             seen: Collection[str] = ()) -> OpenEnd | None:
+             seen: Collection[str] = (), last_line: str = "") -> OpenEnd | None:
     """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's (its
     lines true of `frameworks`, the detected one and its bases, and whose evidence the log holds: `seen`)."""
     if status.state not in ("running", "waiting"):
@@ -176,7 +201,9 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
-    return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint)
+    known = last_line and status.unrecognised > 0 and last_line != after
+    return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint,
+                   last_line=last_line if known else "", unknown=status.unrecognised if known else 0)
 
 
 def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str | None = None) -> ReplayReport:
@@ -206,7 +233,7 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
                         open_end=open_end(status, config, analysis.profiles.lineage(framework.name),
-                                                          analysis.phases.seen_matched),
+                                          analysis.phases.seen_matched, last_line_of(paths[-1]) if paths else ""),
                         anomalies=analysis.anomalies(config.anomalies))
 
 
@@ -335,6 +362,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     if report.open_end is not None:
         end = report.open_end
         out.append(f"  {'after `' + end.after + '`: ' if end.after else ''}{end.note}")
+        if end.last_line:  # what the job printed last, though no rule knows it
+            out.append(f"  {end.unknown} line{'s' if end.unknown != 1 else ''} no rule knows follow; the last: "
+                       f"`{end.last_line}`")
         if end.hint is not None:
             out.append("  if it stopped there:")
             out += hint_text(end.hint.causes, end.hint.actions, indent="    ")

@@ -369,3 +369,18 @@ def test_a_timeout_while_the_data_is_tokenized_says_what_waited_on_what(tmp_path
     assert (status.state, status.current) == ("failed", "dataset generation")
     said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
     assert "tokenized" in said and "num_proc" in said and "preprocessing_num_workers" not in said
+
+
+def test_a_log_ending_in_lines_no_rule_knows_shows_its_last_line(tmp_path: Path) -> None:
+    """Ray Train over EFA: NCCL's init completes, then only the backward pass's warning: the open end names the
+    last line no rule knows (what the job printed last), counted; JSON `last_line`."""
+    lines = ["(RayTrainWorker pid=1312) h:1:1 [0] NCCL INFO comm 0x70 rank 3 nranks 4 busId 2e000 commId 0x8f - "
+             "Init COMPLETE",
+             "(RayTrainWorker pid=1312) /opt/torch/autograd/__init__.py:266: UserWarning: Grad strides do not match",
+             "(RayTrainWorker pid=1312)   Variable._execution_engine.run_backward(  # Calls into the C++ engine"]
+    report = run(tmp_path, lines)
+    end = report.open_end
+    assert end is not None and end.unknown == 2 and "run_backward(" in end.last_line
+    assert "2 lines no rule knows follow; the last: `(RayTrainWorker pid=1312)   Variable._execution_engine" in \
+        report_text(report)
+    assert "run_backward(" in report_json(report)["open_end"]["last_line"]
