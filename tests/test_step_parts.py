@@ -384,3 +384,13 @@ def test_a_log_ending_in_lines_no_rule_knows_shows_its_last_line(tmp_path: Path)
     assert "2 lines no rule knows follow; the last: `(RayTrainWorker pid=1312)   Variable._execution_engine" in \
         report_text(report)
     assert "run_backward(" in report_json(report)["open_end"]["last_line"]
+
+
+def test_a_snapshot_quotes_the_last_line_no_rule_knows(tmp_path: Path) -> None:
+    """The live verdict says the same as replay's open end: the job's own last line, where no rule knows it."""
+    log = tmp_path / "train.log"
+    log.write_text("(RayTrainWorker pid=1) h:1:1 [0] NCCL INFO comm 0x70 rank 3 nranks 4 commId 0x8f - Init COMPLETE\n"
+                   "(RayTrainWorker pid=1)   Variable._execution_engine.run_backward(  # the backward pass\n")
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log), "--ray-address",
+                          "127.0.0.1:9"], capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "run_backward(" in json.loads(out)["phases"]["unrecognised"]["last"]
