@@ -118,14 +118,14 @@ class Analysis:
         index = 0
         pos = 0
         window_ids, window = self.window_ids, self.window
-        evidence = self.phases.seen_ids.keys()  # a hint's evidence is needed once: NCCL INFO floods are not it
-        met = {i for i in evidence if self.phases.seen_ids[i] in self.phases.seen_matched}
+        phases = self.phases
+        met = {i for i, text in phases.seen_ids.items() if text in phases.seen_matched}  # evidence already read
         for start, _end, ids in self.matcher.scan(data):
             index += data.count(b"\n", pos, start)
             pos = start
             if index >= head:
                 break
-            if ids[0] in evidence and evidence >= set(ids):  # only evidence: the first line of each kind, once
+            if phases.only_evidence(ids):  # the first line of each kind, once
                 if met.issuperset(ids):
                     continue
                 met.update(ids)

@@ -182,8 +182,8 @@ class HistoryReader:
         recognised = self.analysis.recognised_ids
         cap = self.cap
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
-        evidence = frozenset(self.phases.seen_ids)  # a hint's evidence (Hint.seen): once per chunk, not per line
-        evidence_sent: set[tuple[int, ...]] = set()
+        only_evidence, evidence = self.phases.only_evidence, self.phases.seen_ids
+        evidence_sent: set[tuple[int, ...]] = set()  # a hint's evidence (Hint.seen): once per chunk, not per line
         for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
@@ -195,7 +195,7 @@ class HistoryReader:
                     careful.append(len(records))
                     records.append((start, end, ids))
                 continue
-            if ids[0] in evidence and evidence.issuperset(ids):
+            if ids[0] in evidence and only_evidence(ids):  # the first test inline: this runs for every hit
                 plain_end = end
                 if tuple(ids) not in evidence_sent:
                     evidence_sent.add(tuple(ids))

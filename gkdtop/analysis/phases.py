@@ -337,6 +337,12 @@ class PhaseEngine:
             return False
         return None
 
+    def only_evidence(self, ids: list[int]) -> bool:
+        """A line whose only matches are hints' evidence (Hint.seen): one of each kind is enough to read, so a
+        flood of them (NCCL's INFO lines) is sieved, and history reads one per chunk."""
+        evidence = self.seen_ids
+        return ids[0] in evidence and all(i in evidence for i in ids)
+
     def bar_moved(self, line: LogLine) -> bool:
         """A bar line's redraw changed something other than its clock (see _is_progress)."""
         return self._is_progress(line, (self.bar_id,))
