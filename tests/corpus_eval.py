@@ -3,12 +3,14 @@
     python -m tests.corpus_eval              # the training logs: a row per log and mode, then totals
     python -m tests.corpus_eval --heldout    # the held-out third: totals only (nobody tunes on these)
     python -m tests.corpus_eval --set posted [--heldout]   # the corpus rebuilt from users' issue threads
-    python -m tests.corpus_eval --set posted --heldout2    # only the posted set's second held-out draw
+    python -m tests.corpus_eval --set posted --only HELDOUT3  # only one held-out draw
 
 Two sets: `corpus` (tests/corpus/, written from the frameworks' source) and `posted`
 (tests/corpus/posted/, written in the shapes of logs users posted in public issue threads; SOURCES.md
-names the thread of each). Each has its own HELDOUT third; the posted set has a second one, HELDOUT2, drawn
-from the names added later (rows 48-73): `--heldout` scores both held-out lists, `--heldout2` the second alone.
+names the thread of each). Each has its own HELDOUT third; the posted set has more draws (HELDOUT2, HELDOUT3),
+each made from the names added in one go before any of their fixtures was written. A list named in the set's
+RETIRED file was scored blind and then looked at: its logs count as training. `--heldout` scores every list not
+retired, `--only LIST` one of them.
 The posted set also prints a summary of the four measures the team tracks (phase right, culprit named,
 right fix, false statements and how many).
 
@@ -110,17 +112,20 @@ class Score:
         return all(v is not False for v in self.ok.values())
 
 
-def load_cases(heldout: bool | None = False, corpus_set: str = "corpus", only_heldout2: bool = False) -> list[Case]:
-    """heldout=False: the training two-thirds; True: the held-out thirds (HELDOUT and HELDOUT2); None: all (of
-    `corpus_set`, a key of SETS). only_heldout2: just HELDOUT2's names (a set without that file has none)."""
+HELDOUT_LISTS = ("HELDOUT", "HELDOUT2", "HELDOUT3")  # each set's seeded held-out draws, in the order they were made
+
+
+def load_cases(heldout: bool | None = False, corpus_set: str = "corpus", only: str | None = None) -> list[Case]:
+    """heldout=False: the training logs; True: the held-out logs (every draw not RETIRED); None: all (of
+    `corpus_set`, a key of SETS). only: just that held-out list's names (a set without that file has none)."""
     folder = SETS[corpus_set]
-    held2 = set(heldout_names(folder, "HELDOUT2"))
-    held = set(heldout_names(folder, "HELDOUT")) | held2
+    held = held_out_names(folder)
+    picked = set(heldout_names(folder, only)) if only else None
     cases = []
     for exp in sorted(folder.glob("*.expect.yaml")):
         name = exp.name.removesuffix(".expect.yaml")
-        if only_heldout2:
-            if name not in held2:
+        if picked is not None:
+            if name not in picked:
                 continue
         elif heldout is not None and (name in held) != heldout:
             continue
@@ -128,8 +133,15 @@ def load_cases(heldout: bool | None = False, corpus_set: str = "corpus", only_he
     return cases
 
 
+def held_out_names(folder: Path) -> set[str]:
+    """The names still held out: every held-out list's, except the lists RETIRED names (scored blind, then
+    looked at; they are training logs now, and a fresh draw holds their place)."""
+    retired = set(heldout_names(folder, "RETIRED"))
+    return {n for which in HELDOUT_LISTS if which not in retired for n in heldout_names(folder, which)}
+
+
 def heldout_names(folder: Path, which: str) -> list[str]:
-    """The names listed in folder/which (HELDOUT or HELDOUT2); none where the file does not exist."""
+    """The names listed in folder/which (HELDOUT, HELDOUT2, ..., RETIRED); none where the file does not exist."""
     path = folder / which
     return _names(path) if path.exists() else []
 
@@ -366,24 +378,46 @@ def print_summary(scores: list[Score]) -> None:
         )
 
 
+# The issue's first row; the rest are "other stacks".
+VERL_FAMILY = {"verl", "verl-sft", "openrlhf", "easyr1", "llamafactory"}
+
+
+def print_groups(scores: list[Score], cases: list[Case]) -> None:
+    """The summary split as issue 25's table: the verl family, then the other stacks on the same engines."""
+    family = {c.name: c.expect.get("framework", "") in VERL_FAMILY for c in cases}
+    for label, mine in (("verl family", True), ("other stacks", False)):
+        for mode in sorted({s.mode for s in scores}):
+            ss = [s for s in scores if s.mode == mode and family[s.case] == mine]
+            fixes = [s for s in ss if s.ok.get("fix") is not None]
+            print(
+                f"{label:12} {mode:8} phase {sum(bool(s.ok['phase']) for s in ss)}/{len(ss)}"
+                f"  culprit {sum(bool(s.ok['culprit']) for s in ss)}/{len(ss)}"
+                f"  fix {sum(bool(s.ok['fix']) for s in fixes)}/{len(fixes)}"
+                f"  false {sum(bool(s.wrong_hits) for s in ss)}/{len(ss)}"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--heldout", action="store_true", help="score the held-out thirds (HELDOUT, HELDOUT2); totals only")
-    ap.add_argument("--heldout2", action="store_true", help="score only HELDOUT2's names; totals only")
+    ap.add_argument("--heldout", action="store_true", help="score the held-out logs (draws not RETIRED)")
+    ap.add_argument("--only", choices=HELDOUT_LISTS, help="score only this held-out draw's names; totals only")
+    ap.add_argument("--heldout2", action="store_const", const="HELDOUT2", dest="only", help="= --only HELDOUT2")
     ap.add_argument("--set", dest="corpus_set", choices=sorted(SETS), default="corpus", help="which corpus to score")
     ap.add_argument("--mode", choices=["replay", "snapshot", "both"], default="both")
     ap.add_argument("--jobs", type=int, default=1, help="gkdtop processes at a time")
     args = ap.parse_args(argv)
-    held_out = args.heldout or args.heldout2
-    cases = load_cases(heldout=held_out, corpus_set=args.corpus_set, only_heldout2=args.heldout2)
+    held_out = args.heldout or bool(args.only)
+    cases = load_cases(heldout=held_out, corpus_set=args.corpus_set, only=args.only)
     modes = ("replay", "snapshot") if args.mode == "both" else (args.mode,)
     scores = evaluate(cases, modes, jobs=args.jobs)
-    which = "HELDOUT2" if args.heldout2 else "held-out" if args.heldout else "training"
+    which = args.only or ("held-out" if args.heldout else "training")
     print(f"{len(cases)} {which} logs of the {args.corpus_set} set, modes: {', '.join(modes)}")
     print_table(scores, cases, per_log=not held_out)
     if args.corpus_set == "posted":
         print()
         print_summary(scores)
+        print()
+        print_groups(scores, cases)
         if not held_out:
             print()
             for s in scores:
