@@ -401,3 +401,15 @@ def test_the_scan_says_whether_a_chunk_is_plain_as_plain_ascii_does(engine: str,
     assert hits == m.scan(chunk)
     assert all(ids for _start, _end, ids in hits)
     assert all(i < len(PATTERNS) for _start, _end, ids in hits for i in ids)  # the check's own ids never leak
+
+
+def test_the_p95_of_a_few_steps_is_their_slowest() -> None:
+    """Two steps of 33.6 s and 44.65 s read 'p95 33.60s' (below their mean: the index was floored)."""
+    from array import array
+
+    from gkdtop.analysis.steps import summarize
+
+    got = summarize(array("d", [44.65, 33.6]), array("q", [29, 28]))
+    assert (got["p50_s"], got["p95_s"], got["max_s"]) == (33.6, 44.65, 44.65)
+    many = summarize(array("d", range(1, 101)), array("q", range(1, 101)))
+    assert (many["p50_s"], many["p95_s"]) == (50, 95)

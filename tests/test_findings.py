@@ -181,6 +181,20 @@ CASES = [
      ["gpu-b2:318:318 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.8.1.21<50433> returned "
       "113(No route to host) errno 115(Operation now in progress)"],
      {"peer": "10.8.1.21", "port": "50433", "errno": "113", "reason": "No route to host"}),
+    ("nccl-connect-failed",  # NCCL 2.10's `Net :` wording (the field named as in the other wordings)
+     ["ws-3:1107:1139 [0] include/socket.h:409 NCCL WARN Net : Connect to 192.168.20.4<41209> failed : No route to "
+      "host"],
+     {"peer": "192.168.20.4", "port": "41209", "reason": "No route to host"}),
+    ("nccl-bootstrap-interface",  # NCCL lists every interface it found: a Docker bridge among them
+     ["dgx-a:61220:61388 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.7.31<0> [1]br-2f1a9c0d7e63:172.18.0.1<0> "
+      "[2]br-7b04e1d9a2c5:172.22.0.1<0>"],
+     {"iface": "br-2f1a9c0d7e63", "addr": "172.18.0.1"}),
+    ("ray-worker-died",
+     ["(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
+      "problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff7c1b0e9d8f2a3c4b5d6e7f8001000000 "
+      "Worker ID: 3e4d5c6b7a8f9e0d Node ID: 8a7b6c5d4e3f2a1b Worker IP address: 10.3.8.44 Worker port: 10117 Worker "
+      "PID: 12655 Worker exit type: SYSTEM_ERROR"],
+     {"pid": "12655", "worker_id": "3e4d5c6b7a8f9e0d", "ip": "10.3.8.44"}),
     ("sglang-prefill-oom",
      ["[2026-03-01 10:02:11 TP0] Scheduler hit an exception: Traceback (most recent call last):",
       "RuntimeError: Prefill out of memory. Try to lower your batch size.",

@@ -36,7 +36,15 @@ class _Open:
 
 
 def _groups(match: object) -> dict[str, str]:
-    return {k: v for k, v in match.groupdict().items() if v is not None}  # type: ignore[attr-defined]
+    """The fields a match filled. A regex cannot name two groups alike, so an alternative's copy of a field
+    is `peer2`, `iface3`: it is reported under the field's own name (`peer`), where the pattern has one."""
+    groups: dict[str, str | None] = match.groupdict()  # type: ignore[attr-defined]
+    fields: dict[str, str] = {}
+    for name, value in groups.items():
+        if value is not None:
+            base = name.rstrip("0123456789")
+            fields.setdefault(base if base != name and base in groups else name, value)
+    return fields
 
 
 class FindingsEngine:

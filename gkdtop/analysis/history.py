@@ -296,7 +296,7 @@ class HistoryReader:
                 run = i
                 while run < len(records) and records[run][0] is None:
                     run += 1
-                done, steps = self._fast_run(records[i - 1 : run], fast_seen, extract, state)
+                done, steps = self._fast_run(records[i - 1 : run], fast_seen, extract, state, base)
                 fast_seen += steps
                 if done:
                     i += done - 1
@@ -354,8 +354,8 @@ class HistoryReader:
 
     # --- the fast path: runs of step, bar and repeated-start lines, read from the bytes ---------
 
-    def _fast_run(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: HistoryClock
-                  ) -> tuple[int, int]:
+    def _fast_run(self, run: list[tuple[Any, ...]], seen: int, extract: _Extract, state: HistoryClock,
+                  base: int = 0) -> tuple[int, int]:
         """Consecutive fast records (`seen`: the chunk's step records before them): how many were
         taken, from the first, and how many of those were step lines. Each one's effect on the phases
         is that of feed() (PhaseEngine.quick_start) up to the first that would change the phase; steps
@@ -388,12 +388,15 @@ class HistoryReader:
         if not taken:
             return 0, 0
         if inner_from is not None:
-            phases.inner_since = state.before(data, inner_from[2])
+            phases.inner_since = _own_time(state, data, inner_from[2])
         if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
             for index, record in enumerate(steps, seen + 1):
                 self._fast_step(record, extract, state, index)
-        if last_other is not None and (t := state.before(data, last_other[2])) is not None:
-            phases.note_skipped(t)
+        if last_other is not None and (t := _own_time(state, data, last_other[2])) is not None:
+            line, _, number, _ = self._parse_record(last_other, extract, state)  # the progress's evidence
+            if number is not None:
+                line.number = base + number
+            phases.note_skipped(t, line)
         if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
             line = self._parse_record(last_bar, extract, state)[0]
             t = line.seen
@@ -498,13 +501,16 @@ class HistoryReader:
     def _parse_record(self, record: tuple[Any, ...], extract: _Extract, state: HistoryClock
                       ) -> tuple[LogLine, list[int], int | None, Any]:
         """A fast record (a step, bar or repeated-start line) the careful way, as _date_chunk reads every
-        other named line (a fast line has no stamp of its own: it is dated by the one before it)."""
+        other named line (a fast line is dated by the stamp before it, unless parsing finds its own)."""
         _, ids, start, end, _metrics_at, _step = record
         data = extract.data
         line = parse_line(self._clean(data[start:end]), extract.path, state.mtime)
         line.backlog = True
-        ts = state.before(data, start)
-        line.seen = ts if ts is not None else -1.0
+        if line.ts is not None:  # a stamp the fast scan did not see (vLLM's, behind a Ray actor's prefix)
+            line.seen = line.ts + state.offset
+        else:
+            ts = state.before(data, start)
+            line.seen = ts if ts is not None else -1.0
         step = self.phases.parse_step(line.text) if self.phases.step_id in ids else None
         return line, ids, extract.number_at(start), step
 
@@ -635,3 +641,9 @@ def file_range(path: str, final: bool = True) -> HistoryRange:
     info = os.stat(path)
     return HistoryRange(path, 0, info.st_size, info.st_mtime, final)
 
+
+def _own_time(state: HistoryClock, data: bytes, start: int) -> float | None:
+    """The time of the line at offset `start`: its own stamp (`INFO 06-09 08:15:11` behind a Ray prefix), else
+    the last one before it. A line the fast path took is not parsed, but the time it keeps is its own."""
+    end = data.find(b"\n", start)
+    return state.before(data, (end if end >= 0 else len(data)) + 1)

@@ -76,8 +76,10 @@ BEFORE_ANY = "(phase unknown)"
 # Megatron, LLaMA-Factory) every step is forward, backward and optimizer, so a step underway is the update.
 STEP_COLLECTIVE_PATTERN = (
     r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?:[2-9]|\d\d)\d*, "
-    r"OpType=(?:ALLREDUCE|_?ALLGATHER(?:_BASE|_COALESCED)?|_?REDUCE_SCATTER(?:_BASE)?)\b"
-)
+    r"OpType=(?:ALLREDUCE|_?ALLGATHER(?:_BASE|_COALESCED)?|_?REDUCE_SCATTER(?:_BASE)?|ALLTOALL(?:_BASE)?)\b"
+)  # ALLTOALL: sequence parallelism (Ulysses) exchanges activations in every forward and backward
+# The first collective's watchdog line (`WorkNCCL(SeqNum=1, `): inside a phase underway, that phase waited on a peer.
+FIRST_WORK = "WorkNCCL(SeqNum=1, "
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
@@ -105,8 +107,10 @@ TIMEOUT_HINT = Hint(
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 FAILED_HINT = Hint(
-    causes=["It failed: the error above is the root cause, not a hang; the findings say what is known of it."],
-    actions=["Fix what the error names; its traceback's last frames say where it was raised."],
+    causes=["It failed with an error, not a hang: the run's first error is usually the cause, later ones "
+            "its consequences."],
+    actions=["Fix what the first error names (the findings explain the known ones); its traceback's last frames say "
+             "where it was raised."],
 )
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
@@ -206,6 +210,7 @@ class PhaseEngine:
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.rollout_seen = False  # a rollout engine or teacher has run: the step has more parts than its update
         self._ran: set[str] = set()  # the phases a span was opened for
+        self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
         self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
@@ -552,7 +557,11 @@ class PhaseEngine:
         """A start line of a phase the job has moved past: a second model's load bar, an NCCL
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back."""
         if self._is_inner(rule):
+            if self._failed() and self._line is not None and FRAME_RE.match(self._line.text):
+                return False  # a deeper frame of the traceback being read: it names where the step failed
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
+        if rule.nested and self._underway() and self._line is not None and FIRST_WORK in self._line.text:
+            return True  # the first collective's watchdog inside a phase underway: it failed there, waiting on a peer
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
@@ -564,6 +573,10 @@ class PhaseEngine:
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"
 
+    def _underway(self) -> bool:
+        """A phase is open: running, or failed and still being read (the other ranks' watchdog lines)."""
+        return self.current is not None and bool(self.timeline) and self.timeline[-1].end is None
+
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
@@ -574,6 +587,8 @@ class PhaseEngine:
             return
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             return  # a slower rank's "done" for a phase the job has already moved past
+        if rule.nested and self.current is not rule and rule.name in self._finished:
+            return  # another rank's "done" of a nested phase, after the phase it interrupted went on
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
             last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
@@ -584,8 +599,21 @@ class PhaseEngine:
             self.current = rule
             self._open(rule.name, t, "done (its start not seen)")
         self._close_current(t)
+        self._finished.add(rule.name)
         self.failure = ""
+        if rule.nested:
+            self._resume(t)
 
+    def _resume(self, t: float) -> None:
+        """A nested phase is done: the phase it interrupted (not ended by its own done line) goes on."""
+        spans = list(self.timeline)
+        before = spans[-2] if len(spans) >= 2 else None
+        rule = self.by_name.get(before.name) if before is not None else None
+        if (rule is None or rule.terminal or rule.nested or rule is self.rules[0] or before is None
+                or before.status != "done" or rule.name in self._finished):
+            return  # the first phase (config) is what a run starts from, not one it goes back to
+        self.current = rule
+        self._open(rule.name, t, "goes on")
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None

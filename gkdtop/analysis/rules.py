@@ -34,6 +34,9 @@ class PhaseRule:
     # Phases that recur inside this one every step (weight sync inside the training loop): while this
     # phase runs, their lines name the current sub-phase instead of opening new timeline spans.
     inner: list[str] = field(default_factory=list)
+    # A phase that happens inside whichever phase is underway (NCCL makes a communicator while the model
+    # loads or the engine starts): once it is done, the phase it interrupted goes on.
+    nested: bool = False
 
 
 @dataclass(slots=True)
@@ -138,7 +141,8 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 # --- phases and findings ----------------------------------------------------------------------------
 
-PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner"}
+PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
+              "nested"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
 
 
@@ -165,6 +169,8 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
             rule.terminal = boolean(n, where, f"{key}.terminal")
         if (n := get(item, "inner")) is not None:
             rule.inner = strings(n, where, f"{key}.inner")
+        if (n := get(item, "nested")) is not None:
+            rule.nested = boolean(n, where, f"{key}.nested")
         if (n := get(item, "hint")) is not None:
             rule.hint = parse_hint(n, where, f"{key}.hint")
         if (n := get(item, "fail_hint")) is not None:

@@ -48,8 +48,9 @@ def summarize(values: array, steps: array, stride: int = 1) -> dict[str, Any]:
     return {
         "count": n * stride,
         "mean_s": total / n,
-        "p50_s": ordered[int(0.5 * (n - 1))],
-        "p95_s": ordered[int(0.95 * (n - 1))],
+        # Nearest rank: p95 of a few steps is their slowest, never below the mean (flooring put it at their fastest).
+        "p50_s": ordered[math.ceil(0.5 * n) - 1],
+        "p95_s": ordered[math.ceil(0.95 * n) - 1],
         "max_s": ordered[-1],
         "slowest": [{"step": step, "seconds": value} for value, step in slowest],
         "trend": trend,

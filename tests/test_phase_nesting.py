@@ -1,0 +1,147 @@
+"""Which phase a line belongs to when phases nest or a traceback goes deeper (issue 25, the posted corpus's
+first held-out draw, read after it was scored blind twice): NCCL makes a communicator inside the engine's
+start-up, and that start-up goes on after it; the first collective's watchdog inside a phase underway failed
+there; a new epoch's bar ends the checkpoint save before it; a traceback's deeper frame names the step's
+part. Each shape is written as users posted it (tests/corpus/posted/SOURCES.md) with invented values, read
+by replay's history reader and by the real follower live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gkdtop.config import load_config
+from gkdtop.replay import replay, report_text
+from tests.verlrun import live_and_history
+
+VLLM_TP2 = [
+    "INFO 06-09 08:12:53 [core.py:65] Initializing a V1 LLM engine (v0.9.0.1) with config: model='/m/Mistral-24B'",
+    "(VllmWorker rank=0 pid=3318840) INFO 06-09 08:13:02 [pynccl.py:69] vLLM is using nccl==2.26.2",
+    "gpu-r17:3318840:3318840 [0] NCCL INFO Bootstrap : Using ib0:10.120.4.17<0>",
+    "gpu-r17:3318840:3319002 [0] NCCL INFO ncclCommInitRank comm 0x55d0a1f3e2c0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 "
+    "busId 41000 commId 0x8c2f7d10e4a93b55 - Init COMPLETE",
+    "gpu-r17:3318841:3319003 [1] NCCL INFO ncclCommInitRank comm 0x5618e0b4a7d0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 "
+    "busId 61000 commId 0x8c2f7d10e4a93b55 - Init COMPLETE",
+    "(VllmWorker rank=1 pid=3318841) INFO 06-09 08:13:41 [default_loader.py:280] Loading weights took 36.28 seconds",
+    "(VllmWorker rank=0 pid=3318840) INFO 06-09 08:14:39 [gpu_worker.py:227] Available KV cache memory: 41.07 GiB",
+    "(VllmWorker rank=0 pid=3318840) INFO 06-09 08:15:11 [gpu_model_runner.py:1933] Graph capturing finished in 32 "
+    "secs, took 2.71 GiB",
+]
+MEGATRON_COMPILE = [
+    "> initializing torch distributed ...",
+    "> compiling dataset index builder ...",
+    ">>> done with dataset index builder. Compilation time: 0.021 seconds",
+    "> compiling and loading fused kernels ...",
+    "compiling and loading fused kernels[rank3]:[E912 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog "
+    "caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600071 milliseconds before timing out.",
+    "[rank5]:[E912 10:27:51.618003174 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600083 milliseconds "
+    "before timing out.",
+]
+
+
+def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    return replay([str(path)], load_config(None))
+
+
+def text_of(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def test_the_engine_start_goes_on_after_the_communicator_it_made(tmp_path: Path) -> None:
+    """vLLM TP=2 hung after graph capture. Before: 'ended after nccl init (next expected: actor init)' with actor
+    init's advice, though every line after Init COMPLETE was the engine's start-up; the second rank's Init
+    COMPLETE did not open nccl init again."""
+    history, store = live_and_history(tmp_path, text_of(VLLM_TP2),
+                                      lambda s: "Graph capturing" in (s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current == "rollout init" and status.expected is None
+    names = [span.name for span in history.spans()]
+    assert names == ["rollout init", "nccl init", "rollout init"]
+    report = run(tmp_path, VLLM_TP2)
+    said = report_text(report, why=True)
+    assert "next expected: actor init" not in said and "offload" not in said
+    assert "rollout init goes on: train.log:4" in said  # the communicator's Init COMPLETE, where it went on
+    assert "last progress: train.log:8" in said  # graph capture, by its own stamp behind the worker's prefix
+
+
+def test_the_first_collective_timing_out_inside_a_phase_failed_there(tmp_path: Path) -> None:
+    """Megatron: rank 0 compiled its fused kernels while the others' first collective (SeqNum=1) timed out.
+    Before: 'FAILED in nccl init' with NCCL's network advice. Now the model's load failed, with the advice that
+    needs the compile line; without that line the advice is not given."""
+    history, store = live_and_history(tmp_path, text_of(MEGATRON_COMPILE),
+                                      lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "actor init")
+    said = report_text(run(tmp_path, MEGATRON_COMPILE), why=True)
+    assert "megatron/fused_kernels/build" in said and "NCCL_SOCKET_IFNAME" not in said
+    plain = [line.replace("compiling and loading fused kernels[rank3]:", "[rank3]:") for line in MEGATRON_COMPILE]
+    plain[3] = "> building GPT model ..."
+    said = report_text(run(tmp_path, plain), why=True)
+    assert "fused_kernels" not in said
+
+
+def test_a_first_collective_with_no_phase_underway_is_still_nccl_init(tmp_path: Path) -> None:
+    """The same watchdog line with nothing running before it: the communicator's first use, as before."""
+    report = run(tmp_path, MEGATRON_COMPILE[-1:])
+    assert (report.status.state, report.status.current) == ("failed", "nccl init")
+
+
+def test_a_new_epoch_ends_the_checkpoint_save_and_its_alltoall_is_the_update(tmp_path: Path) -> None:
+    """verl SFT with sequence parallelism: epoch 1 saved its checkpoint, epoch 2's bar began, then the Ulysses
+    ALLTOALL timed out. Before: 'FAILED in checkpoint save'."""
+    lines = [
+        "Number of steps/epoch 188, number of epochs 2, total number of steps 376",
+        "Epoch 1/2: 100%|██████████| 188/188 [1:02:41<00:00, 19.94s/it]",
+        "step:188 - train/loss:0.612 - train/lr(1e-3):0.0071",
+        "Saving checkpoint to: /data/ckpt/sft/global_step_188",
+        "Updated checkpoint tracker: /data/ckpt/sft/latest_checkpointed_iteration.txt",
+        "Epoch 2/2:   0%|          | 0/188 [00:00<?, ?it/s]",
+        "[rank5]:[E613 10:17:52.302118644 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=3810, OpType=ALLTOALL, NumelIn=29360128, NumelOut=29360128, Timeout(ms)=600000) "
+        "ran for 600047 milliseconds before timing out.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "actor update", "training loop")
+
+
+def test_a_deeper_frame_of_the_traceback_names_the_part_that_failed(tmp_path: Path) -> None:
+    """verl: generate_sequences entered the rollout's sharding manager, whose wake_up ran out of memory. Before:
+    'FAILED in generation' (the frame that named weight sync came after generation's and was ignored as going
+    back)."""
+    lines = [
+        "(TaskRunner pid=60412) Training Progress:   0%|          | 0/870 [00:00<?, ?it/s]",
+        "Traceback (most recent call last):",
+        '  File "/v/verl/trainer/ppo/ray_trainer.py", line 1023, in fit',
+        "    gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)",
+        '  File "/v/verl/workers/sharding_manager/fsdp_vllm.py", line 84, in __enter__',
+        "    self.inference_engine.wake_up()",
+        '  File "/py/vllm/entrypoints/llm.py", line 1266, in wake_up',
+        "    self.llm_engine.wake_up()",
+        "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "cumem" in s.phase_status().failure)
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "weight sync")
+
+
+def test_a_failed_run_is_not_told_its_last_error_is_the_root_cause(tmp_path: Path) -> None:
+    """NCCL could not reach the other node, then the launcher's exit barrier raised `Socket Timeout`. Before:
+    'the error above is the root cause' about the Socket Timeout; NCCL's own warning was not read."""
+    lines = [
+        "ws-3:1107:1139 [0] include/socket.h:409 NCCL WARN Net : Connect to 192.168.20.4<41209> failed : No route "
+        "to host",
+        "Traceback (most recent call last):",
+        '  File "/py/torch/distributed/elastic/utils/store.py", line 31, in get_all',
+        '    data = store.get(f"{prefix}{idx}")',
+        "RuntimeError: Socket Timeout",
+    ]
+    report = run(tmp_path, lines)
+    said = report_text(report, why=True)
+    assert "is the root cause" not in said and "first error" in said
+    found = {f.name: f for f in report.findings}
+    fields = found["nccl-connect-failed"].fields
+    assert fields == {"peer": "192.168.20.4", "port": "41209", "reason": "No route to host"}
