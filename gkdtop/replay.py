@@ -19,6 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
+from gkdtop.analysis.steps import step_pace
 from gkdtop.format import shown
 from gkdtop.model import Hint
 
@@ -149,19 +150,6 @@ class OpenEnd:
     def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "after": self.after, "last_line": self.last_line or None,
                 "hint": self.hint.as_json() if self.hint else None}
-
-
-def step_pace(steps: dict[str, Any]) -> str:
-    """Where a step's time goes, as the log's own timing keys measured it: the largest part and its share of
-    the step (a slow run's first question), or "" where the log times no parts."""
-    means = dict(steps.get("timing_mean_s") or {})
-    total = means.pop("step", None) or steps.get("mean_s")
-    if not means or not total or total <= 0:
-        return ""
-    key, mean = max(means.items(), key=lambda kv: kv[1])
-    if mean <= 0 or mean > total * 1.05:
-        return ""
-    return f"timing_s/{key} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"
 
 
 def last_line_of(path: str, limit: int = 65536) -> str:

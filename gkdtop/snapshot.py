@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
+from gkdtop.analysis.steps import step_pace
 from gkdtop.model import UNRECOGNISED_SHOWN
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
     last = next((ln.raw or ln.text for ln in reversed(store.lines) if (ln.raw or ln.text).strip()), "")
     known = status.unrecognised > 0 and last.strip() != status.recognised_last.strip()
     verdict["unrecognised"]["last"] = last.strip()[:300] if known else None
+    verdict["steps"]["pace"] = step_pace(status.steps) or None  # where a step's time goes (replay says it too)
     return {
         "schema": SCHEMA,
         "gkdtop": __version__,
@@ -151,6 +153,10 @@ def text_summary(doc: dict[str, Any]) -> str:
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
         lines.append(line)
+        if ph["steps"].get("pace"):
+            lines.append(f"  {ph['steps']['pace']}")
+        if ph["state"] == "running" and ph["unrecognised"]["after"].strip():
+            lines.append(f"  latest: `{ph['unrecognised']['after'].strip()[:200]}`")  # the job's own numbers, now
     if doc["framework"]["label"]:
         lines.append(f"framework: {doc['framework']['label']} (from the {doc['framework']['source']})")
     gpus = doc["gpus"]

@@ -269,12 +269,17 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
     failure = ph.get("failure", "") or ""
     phase = ph.get("current", "") or ""
     stopped = ph.get("last_known") or ""  # a stalled job: the last line a rule knew
+    # What the text shows beside it: the log's own last line, where a step's time goes, a running job's latest line.
+    unrecognised = ph.get("unrecognised") or {}
+    latest = unrecognised.get("after", "") if ph.get("state") == "running" else ""
+    pace = (ph.get("steps") or {}).get("pace") or ""
+    quoted = "\n".join([unrecognised.get("last") or "", latest])  # the log's words, not claims of gkdtop's
     return Verdict(
         state=ph.get("state", ""),
         phase=phase,
-        culprit_text="\n".join([named, failure, stopped]),
+        culprit_text="\n".join([named, failure, stopped, pace, quoted]),
         advice_text="\n".join([advice, hint]),
-        claims_text="\n".join([phase, failure, hint, claims, stopped]),
+        claims_text="\n".join([phase, failure, hint, claims, stopped, pace]),
         error_findings=n_err,
         framework=(doc.get("framework") or {}).get("name") or "",
     )

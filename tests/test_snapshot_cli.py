@@ -116,3 +116,21 @@ def test_a_log_stamped_hours_ahead_of_its_file_still_stalls(tmp_path: Path) -> N
     phases = json.loads(proc.stdout)["phases"]
     assert (phases["current"], phases["state"]) == ("weight sync", "stalled"), phases
     assert phases["stalled_for"] >= 300
+
+
+def test_a_running_job_shows_where_a_step_goes_and_its_latest_numbers(tmp_path: Path) -> None:
+    """A slow run that steps (SGLang generation most of each step; Megatron's throughput per GPU): replay said
+    where a step's time goes and quoted the last step line; a snapshot of the same log said neither."""
+    now = time.time()
+    steps = [ray("TaskRunner", 7, f"step:{n} - actor/pg_loss:0.01 - timing_s/gen:{78 + n % 3}.5 - "
+                 f"timing_s/update_actor:20.1 - timing_s/step:{101 + n % 3}.2 - perf/throughput:{900 + n}.0")
+             for n in range(1, 6)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in steps))
+    os.utime(log, (now - 5, now - 5))
+    doc = json.loads(run(tmp_path, "--json", "--log", str(log)).stdout)
+    assert doc["phases"]["state"] == "running"
+    assert doc["phases"]["steps"]["pace"].startswith("timing_s/gen takes 78% of a step")
+    text = run(tmp_path, "--log", str(log)).stdout
+    assert "  timing_s/gen takes 78% of a step" in text
+    assert "  latest: `step:5 - " in text and "perf/throughput:905.0`" in text

@@ -192,3 +192,16 @@ class StepStats:
         out["timing_mean_s"] = {key: s["mean_s"] for key, s in timing.items() if s["count"]}
         self._summary = (self.count, out)
         return out
+
+
+def step_pace(steps: dict[str, Any]) -> str:
+    """Where a step's time goes, as the log's own timing keys measured it: the largest part and its share of
+    the step (a slow run's first question), or "" where the log times no parts."""
+    means = dict(steps.get("timing_mean_s") or {})
+    total = means.pop("step", None) or steps.get("mean_s")
+    if not means or not total or total <= 0:
+        return ""
+    key, mean = max(means.items(), key=lambda kv: kv[1])
+    if mean <= 0 or mean > total * 1.05:
+        return ""
+    return f"timing_s/{key} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"
