@@ -282,7 +282,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
-                                         "last_known")},
+                                         "last_known", "finished_by")},
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
@@ -336,6 +336,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         else:
             verdict = f"{prefix} {st.current}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
+    if st.finished_by:
+        out.append(f"  {st.finished_by}")
     if st.state == "stalled" and st.stalled_for is not None:
         out.append(f"  no progress for {human_duration(st.stalled_for)} before the log ended"
                    f" (stalled after {human_duration(st.stall_after)})")

@@ -133,6 +133,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines.append(f"last line: `{ph['unrecognised']['last'][:200]}`")
     if ph["last_known"]:
         lines.append(f"last known line: `{ph['last_known']}`")
+    if ph["finished_by"] and ph["state"] != "done":
+        lines.append(ph["finished_by"])
     if ph.get("stack_phase"):
         sp = ph["stack_phase"]
         lines.append(f"stacks: {sp['text']}  pid {sp['pid']}, {sp['age']:.0f}s ago ({sp['reason']})"

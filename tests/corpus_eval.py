@@ -195,7 +195,7 @@ def replay_verdict(case: Case, home: Path) -> Verdict:
     phase = doc.get("stopped_in", "") or ""
     # A log that ends mid-phase: where it ended and what to check if the job stopped there.
     end = doc.get("open_end") or {}
-    stopped = "\n".join([doc.get("last_known") or "", end.get("text", "")])
+    stopped = "\n".join([doc.get("last_known") or "", doc.get("finished_by") or "", end.get("text", "")])
     end_hint = _hint_text(end.get("hint"))
     return Verdict(
         state=doc.get("state", ""),
@@ -268,7 +268,7 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
     hint = _hint_text(ph.get("hint"))
     failure = ph.get("failure", "") or ""
     phase = ph.get("current", "") or ""
-    stopped = ph.get("last_known") or ""  # a stalled job: the last line a rule knew
+    stopped = "\n".join([ph.get("last_known") or "", ph.get("finished_by") or ""])  # the last line a rule knew
     # What the text shows beside it: the log's own last line, where a step's time goes, a running job's latest line.
     unrecognised = ph.get("unrecognised") or {}
     latest = unrecognised.get("after", "") if ph.get("state") == "running" else ""

@@ -145,3 +145,28 @@ def test_a_failed_run_is_not_told_its_last_error_is_the_root_cause(tmp_path: Pat
     found = {f.name: f for f in report.findings}
     fields = found["nccl-connect-failed"].fields
     assert fields == {"peer": "192.168.20.4", "port": "41209", "reason": "No route to host"}
+
+
+def test_after_a_stop_the_actors_that_finished_the_phase_are_named(tmp_path: Path) -> None:
+    """OpenRLHF, colocated, vLLM TP=4: two engines of four finished their init and the driver waited on the rest
+    forever. Before: 'ended after rollout init' and nothing about who finished it. Now each Ray actor whose line
+    said it is done is named, in replay's text and JSON, and live."""
+    lines = [
+        "(LLMRayActor pid=18822) creating LLM with bundle_indices=[0, 1, 2, 3]",
+        "(LLMRayActor pid=21907, ip=10.9.2.12) creating LLM with bundle_indices=[8, 9, 10, 11]",
+        "(LLMRayActor pid=18822) INFO 04-14 20:32:31 [llm_engine.py:447] init engine (profile, create kv cache, "
+        "warmup model) took 49.17 seconds",
+        "(LLMRayActor pid=21907, ip=10.9.2.12) INFO 04-14 20:32:33 [llm_engine.py:447] init engine (profile, create "
+        "kv cache, warmup model) took 50.06 seconds",
+    ]
+    said = "rollout init was done by 2: LLMRayActor pid 18822, LLMRayActor pid 21907 (10.9.2.12)"
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "21907" in s.phase_status().finished_by)
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.finished_by == said
+    report = run(tmp_path, lines)
+    assert f"  {said}" in report_text(report)
+    done_by = report.status.timeline[-1].as_json()["done_by"]
+    assert done_by == ["LLMRayActor pid 18822", "LLMRayActor pid 21907 (10.9.2.12)"]
+    # A driver's own done line (no actor prefix) names nobody: there is no one else to compare with.
+    plain = [line.split(") ", 1)[1] for line in lines]
+    assert run(tmp_path, plain).status.finished_by == ""

@@ -115,6 +115,7 @@ FAILED_HINT = Hint(
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
+MAX_DONE_BY = 8  # the actors a span names as having said it is done
 MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions, "after X"): a junk log's bound
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
 
@@ -586,12 +587,15 @@ class PhaseEngine:
             self.failure = ""
             return
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
+            self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
         if rule.nested and self.current is not rule and rule.name in self._finished:
+            self._done_by(rule.name)
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
             last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
+            self._done_by(rule.name)
             return
         if self.current is not rule or last is None or last.end is not None:
             # The start line was missed (or came before the backlog): record the phase at this point.
@@ -599,10 +603,22 @@ class PhaseEngine:
             self.current = rule
             self._open(rule.name, t, "done (its start not seen)")
         self._close_current(t)
+        self._done_by(rule.name)
         self._finished.add(rule.name)
         self.failure = ""
         if rule.nested:
             self._resume(t)
+
+    def _done_by(self, name: str) -> None:
+        """The Ray actor whose line said phase `name` is done joins its span's `done_by`: after a stop, who
+        finished (two engines of four) points at who did not."""
+        line = self._line
+        if line is None or not line.worker:
+            return
+        span = next((s for s in reversed(self.timeline) if s.name == name), None)
+        who = f"{line.worker} pid {line.pid}" + (f" ({line.ip})" if line.ip else "")
+        if span is not None and who not in span.done_by and len(span.done_by) < MAX_DONE_BY:
+            span.done_by.append(who)
 
     def _resume(self, t: float) -> None:
         """A nested phase is done: the phase it interrupted (not ended by its own done line) goes on."""
@@ -614,6 +630,7 @@ class PhaseEngine:
             return  # the first phase (config) is what a run starts from, not one it goes back to
         self.current = rule
         self._open(rule.name, t, "goes on")
+
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None

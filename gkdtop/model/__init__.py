@@ -208,6 +208,7 @@ class PhaseSpan:
     # Seconds by which the stamps jumped, in whole half-hours, where one writer handed over to another inside
     # the span (a driver in UTC, workers in UTC+8): likely a clock zone, so its duration is not measured.
     clock_jump: float | None = None
+    done_by: list[str] = field(default_factory=list)  # the Ray actors whose lines said it is done (`LLMRayActor pid 7`)
 
     @property
     def duration(self) -> float | None:
@@ -216,7 +217,7 @@ class PhaseSpan:
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
                 "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
-                "clock_jump_s": self.clock_jump}
+                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by)}
 
 
 @dataclass(slots=True)
@@ -321,6 +322,15 @@ class PhaseStatus:
             return ""
         return self.recognised_last.strip()[:200]
 
+    @property
+    def finished_by(self) -> str:
+        """Who said the phase the job stopped after is done, where Ray actors did (`rollout init was done by 2:
+        LLMRayActor pid 18822, …`): after a stop, the ones missing from it are the question. "" otherwise."""
+        last = self.timeline[-1] if self.timeline else None
+        if self.state == "failed" or last is None or last.status != "done" or not last.done_by:
+            return ""
+        return f"{last.name} was done by {len(last.done_by)}: {', '.join(last.done_by)}"
+
     def as_json(self) -> dict[str, Any]:
         """The verdict as snapshot's `phases` shows it (docs/snapshot.md); replay and the bundle show
         parts of it under their own names."""
@@ -332,6 +342,7 @@ class PhaseStatus:
             "hint": self.hint.as_json() if self.hint else None,
             "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last},
             "last_known": self.last_known,
+            "finished_by": self.finished_by,
             "clock_offset": self.clock_offset,
             "clock_source": self.clock_source,
             "steps": {
