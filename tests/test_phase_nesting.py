@@ -170,3 +170,27 @@ def test_after_a_stop_the_actors_that_finished_the_phase_are_named(tmp_path: Pat
     # A driver's own done line (no actor prefix) names nobody: there is no one else to compare with.
     plain = [line.split(") ", 1)[1] for line in lines]
     assert run(tmp_path, plain).status.finished_by == ""
+
+
+VLLM_SERVE = [
+    "INFO 06-09 08:12:41 [api_server.py:1289] vLLM API server version 0.9.1",
+    "INFO 06-09 08:12:53 [core.py:65] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Qwen3-8B'",
+    "INFO 06-09 08:13:41 [default_loader.py:280] Loading weights took 6.28 seconds",
+    "INFO 06-09 08:15:12 [core.py:171] init engine (profile, create kv cache, warmup model) took 60.1 seconds",
+    "INFO 06-09 08:15:13 [api_server.py:1336] Starting vLLM API server 0 on http://0.0.0.0:8000",
+    "INFO:     Started server process [1234]",
+    "INFO:     Application startup complete.",
+]
+
+
+def test_an_inference_server_that_is_up_waits_for_requests(tmp_path: Path) -> None:
+    """`vllm serve` started and waits for requests. Before: 'ended after rollout init (next expected: actor init)'
+    with a trainer's advice (offload the optimizer) on a log with no trainer in it, and a snapshot an hour later
+    'stalled'. Now it is serving: no phase is expected after it, and an hour of no requests is not a hang."""
+    said = report_text(run(tmp_path, VLLM_SERVE))
+    assert "ended in serving" in said and "actor init" not in said and "offload" not in said
+    history, store = live_and_history(tmp_path, text_of(VLLM_SERVE), lambda s: s.phase_status().current == "serving")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current == "serving" and status.expected is None
+    status = history.status(history.last_progress + 3600)
+    assert status.state == "running"
