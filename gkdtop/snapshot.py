@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
-from gkdtop.model import UNRECOGNISED_SHOWN
+from gkdtop.model import UNRECOGNISED_SHOWN, quotes_last_line
 
 if TYPE_CHECKING:
     from gkdtop.store import Store
@@ -22,11 +22,6 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
     status = store.phase_status(now)
     pattern = compile_pattern(filter_pattern, every_engine=False) if filter_pattern else None
     matched = store.matching(pattern, limit=lines)
-    verdict = status.as_json()
-    # What the job printed last, where lines no rule knows follow the last one a rule knew.
-    last = next((ln.raw or ln.text for ln in reversed(store.lines) if (ln.raw or ln.text).strip()), "")
-    known = status.unrecognised > 0 and last.strip() != status.recognised_last.strip()
-    verdict["unrecognised"]["last"] = last.strip()[:300] if known else None
     return {
         "schema": SCHEMA,
         "gkdtop": __version__,
@@ -36,7 +31,7 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
         **source_sections(store),
         "ray": ray_section(store, now),
         "phases": {
-            **verdict,
+            **status.as_json(),
             "history_pending": store.history_pending,
             "stack_phase": store.stack_phase.as_json(now) if store.stack_phase else None,
             "task_phase": store.task_phase.as_json(now, status.current, store.task_phase_use(status, now))
@@ -127,7 +122,7 @@ def text_summary(doc: dict[str, Any]) -> str:
         after = ph["unrecognised"]["after"].strip()[:100]
         lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
                      f"{ph['unrecognised']['lines']} lines no rule knows")
-    if ph["state"] not in ("done", "failed") and ph["unrecognised"].get("last"):
+    if quotes_last_line(ph["state"]) and ph["unrecognised"]["last"]:  # as the Phases pane quotes it
         lines.append(f"last line: `{ph['unrecognised']['last'][:200]}`")
     if ph["last_known"]:
         lines.append(f"last known line: `{ph['last_known']}`")
