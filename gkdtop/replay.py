@@ -172,9 +172,10 @@ def last_line_of(path: str, limit: int = 65536) -> str:
 
 
 def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = (),
-             seen: Collection[str] = (), last_line: str = "") -> OpenEnd | None:
+             seen: Collection[str] = ()) -> OpenEnd | None:
     """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's (its
-    lines true of `frameworks`, the detected one and its bases, and whose evidence the log holds: `seen`)."""
+    lines true of `frameworks`, the detected one and its bases, and whose evidence the log holds: `seen`).
+    It quotes the log's own last line where the verdict does (`status.unrecognised_last`)."""
     if status.state not in ("running", "waiting"):
         return None
     after = status.recognised_last.strip()[:200]
@@ -189,9 +190,9 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
-    known = last_line and status.unrecognised > 0 and last_line != after
+    last_line = status.unrecognised_last
     return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint,
-                   last_line=last_line if known else "", unknown=status.unrecognised if known else 0)
+                   last_line=last_line, unknown=status.unrecognised if last_line else 0)
 
 
 def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str | None = None) -> ReplayReport:
@@ -214,14 +215,14 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     framework = analysis.profiles.result(pinned=config.framework)
-    status = analysis.status(at, framework)
+    status = analysis.status(at, framework, last_line_of(paths[-1]) if paths else "")
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
                         open_end=open_end(status, config, analysis.profiles.lineage(framework.name),
-                                          analysis.phases.seen_matched, last_line_of(paths[-1]) if paths else ""),
+                                          analysis.phases.seen_matched),
                         anomalies=analysis.anomalies(config.anomalies))
 
 
@@ -347,6 +348,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         out.append(f"  {st.unsure}")
     if st.last_known:
         out.append(f"  last known line: `{st.last_known}`")
+    if st.last_line and report.open_end is None:  # a stalled log; an open end quotes it below
+        out.append(f"  last line: `{st.last_line}`")
     if st.hint and st.state in ("failed", "stalled"):
         out += hint_text(st.hint.causes, st.hint.actions)
     if report.open_end is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
 from gkdtop.analysis.steps import step_pace
-from gkdtop.model import UNRECOGNISED_SHOWN
+from gkdtop.model import UNRECOGNISED_SHOWN, quotes_last_line
 
 if TYPE_CHECKING:
     from gkdtop.store import Store
@@ -24,10 +24,6 @@ def build(store: Store, filter_pattern: str | None = None, now: float | None = N
     pattern = compile_pattern(filter_pattern, every_engine=False) if filter_pattern else None
     matched = store.matching(pattern, limit=lines)
     verdict = status.as_json()
-    # What the job printed last, where lines no rule knows follow the last one a rule knew.
-    last = next((ln.raw or ln.text for ln in reversed(store.lines) if (ln.raw or ln.text).strip()), "")
-    known = status.unrecognised > 0 and last.strip() != status.recognised_last.strip()
-    verdict["unrecognised"]["last"] = last.strip()[:300] if known else None
     verdict["steps"]["pace"] = step_pace(status.steps) or None  # where a step's time goes (replay says it too)
     return {
         "schema": SCHEMA,
@@ -129,7 +125,7 @@ def text_summary(doc: dict[str, Any]) -> str:
         after = ph["unrecognised"]["after"].strip()[:100]
         lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
                      f"{ph['unrecognised']['lines']} lines no rule knows")
-    if ph["state"] not in ("done", "failed") and ph["unrecognised"].get("last"):
+    if quotes_last_line(ph["state"]) and ph["unrecognised"]["last"]:  # as the Phases pane quotes it
         lines.append(f"last line: `{ph['unrecognised']['last'][:200]}`")
     if ph["last_known"]:
         lines.append(f"last known line: `{ph['last_known']}`")

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis
@@ -327,7 +328,7 @@ class Store:
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:
         """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
-        status = self.analysis.status(time.time() if now is None else now, self.framework())
+        status = self.analysis.status(time.time() if now is None else now, self.framework(), self.last_line())
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
             demands += [f.fields.get("demand") or f.fields.get("infeasible") or ""
@@ -361,6 +362,12 @@ class Store:
             base = status.hint or Hint()
             status.hint = Hint(causes=causes + base.causes, actions=actions + base.actions)
         return status
+
+    def last_line(self) -> str:
+        """The newest non-blank line the followed logs hold, as written (its Ray prefix too): what the job
+        printed last, which the verdict quotes where no rule knows it (Analysis.status)."""
+        return next((ln.raw or ln.text for ln in islice(reversed(self.lines), 100) if (ln.raw or ln.text).strip()),
+                    "")
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

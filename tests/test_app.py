@@ -320,6 +320,52 @@ def test_a_stalled_phase_shows_its_last_known_line_cut_to_one_line_of_the_pane()
     assert "last known" not in render_phases(status, 0.0, width=60).plain
 
 
+BACKWARD = "  Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"
+
+
+async def test_a_stalled_job_s_phases_pane_quotes_the_log_s_own_last_line(tmp_path: Path) -> None:
+    """A stalled job whose log goes on in lines no rule knows: the pane quotes the last of them, what the
+    job printed last, as snapshot's text does, once they have been the last for the phase's stall_after;
+    not while the last line is the one a rule knew. A browser view redacts it like the rest of the pane."""
+    from gkdtop import snapshot
+
+    lines, last = startup(time.time() - 1200, upto="sync")
+    lines = lines[:-1]  # it ends on `Starting weight synchronization...`, a line a rule knows
+    app, log = make_app(tmp_path, lines, mtime=last, stall_after=2.0)  # weight sync stalls after 2 s
+    app.redact = True
+    async with app.run_test(size=(300, 50)) as pilot:
+        await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
+        assert "last line:" not in pane_text(app, PhasesPane)
+        token = "hf_" + "PaneLastLineToken0123456789abcdef"
+        with log.open("a") as fh:
+            fh.write(ray("WorkerDict", 2001, f"warning: HF_TOKEN={token} set twice") + "\n")
+            fh.write(ray("WorkerDict", 2001, f"  Variable._execution_engine.run_backward(  # HF_TOKEN={token}\n"))
+        await settle(pilot, lambda: "last line:" in pane_text(app, PhasesPane))
+        phases = pane_text(app, PhasesPane)
+        row = next(row for row in phases.splitlines() if "last line:" in row)
+        assert "(WorkerDict pid=2001, ip=10.0.0.7)   Variable._execution_engine.run_backward(" in row, row
+        assert token not in phases and "HF_TOKEN=<redacted>" in row, row
+        assert "STALLED" in phases and "root INFO Starting weight synchronization..." in phases  # last known
+        said = snapshot.text_summary(snapshot.build(app.store))
+        assert "last line: `(WorkerDict pid=2001, ip=10.0.0.7)   Variable._execution_engine.run_backward(" in said
+
+
+async def test_a_running_job_s_phases_pane_does_not_quote_its_last_line(tmp_path: Path) -> None:
+    """A running job's last line is the Logs pane's, new with every line: the verdict holds it (snapshot's
+    JSON carries it) but the pane does not quote it."""
+    lines, last = startup(time.time() - 200, steps=3, step_s=30)
+    app, log = make_app(tmp_path, lines, mtime=last, stall_after=3600.0)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "steps 3" in pane_text(app, PhasesPane))
+        with log.open("a") as fh:
+            fh.write(ray("WorkerDict", 2001, BACKWARD) + "\n")
+        await settle(pilot, lambda: "run_backward(" in app.store.phase_status().unrecognised_last)
+        pane = app.query_one(PhasesPane)
+        pane.refresh_from(app.store)  # drawn from the store that holds the line, as its timer would
+        phases = pane._shown
+        assert "RUNNING" in phases and "last line:" not in phases, phases
+
+
 async def test_the_first_frame_comes_before_the_monitor(tmp_path: Path) -> None:
     """`gkdtop` hands the app a function that makes the monitor: it is called just after the first frame."""
     _, log = make_app(tmp_path, ["(TaskRunner pid=7) [ACTOR] init_model START"])

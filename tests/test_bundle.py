@@ -203,6 +203,39 @@ def test_bundle_command_writes_and_prints_the_path(job: Job, capsys: pytest.Capt
     assert any("no Ray session" in n for n in manifest["notes"])
 
 
+def test_bundle_quotes_a_stalled_log_s_own_last_line(tmp_path: Path) -> None:
+    """A job stalled after lines no rule knows: phases.txt and phases.json quote what it printed last, as
+    the Phases pane and snapshot do, its secret redacted."""
+    import time
+
+    from gkdtop.config import Config, builtin_phases
+    from tests.gkdlog import ray, startup
+
+    lines, last = startup(time.time() - 1200, upto="sync")  # weight sync, silent for ~19 minutes
+    lines.append(ray("WorkerDict", 2001, f"  Variable._execution_engine.run_backward(  # HF_TOKEN={HF}"))
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last, last))
+    monitor = Monitor(Config(phases=builtin_phases()), logs=[str(log)], ray_address="http://127.0.0.1:9")
+
+    async def once() -> None:
+        await monitor.collect_once()
+        await monitor.stop()
+
+    asyncio.run(once())
+    (tmp_path / "stacks").mkdir()
+    out = build_bundle(monitor, tmp_path / "b.tar.gz", stacks_dir=tmp_path / "stacks",
+                       trace_prefix=str(tmp_path / "nccl_trace_rank_"), ray_tmp=tmp_path / "ray")
+    members = _members(out)
+    phases = json.loads(members["phases.json"])
+    assert phases["state"] == "stalled", phases["state"]
+    assert phases["unrecognised"]["lines"] == 2 and "Starting weight synchronization" in phases["unrecognised"]["after"]
+    quoted = "(WorkerDict pid=2001, ip=10.0.0.7)   Variable._execution_engine.run_backward(  # HF_TOKEN=<redacted>"
+    assert phases["unrecognised"]["last"] == quoted, phases["unrecognised"]
+    assert f"\nlast line: {quoted}\n" in members["phases.txt"].decode(), members["phases.txt"].decode()
+    assert not any(HF.encode() in data for data in members.values())
+
+
 def test_tail_lines_reads_only_the_end(tmp_path: Path) -> None:
     path = tmp_path / "big.log"
     path.write_text("".join(f"line {i}\n" for i in range(10000)) + "bar 10%\rbar 100%\n")

@@ -71,6 +71,19 @@ def test_run_that_stopped_mid_phase_points_at_the_phase_and_its_hint(tmp_path: P
     assert report.status.hint is not None and "NCCL_TIMEOUT is read by nothing" in " ".join(report.status.hint.actions)
 
 
+def test_a_stalled_log_quotes_its_own_last_line_as_the_live_views_do(tmp_path: Path) -> None:
+    """Stalled after lines no rule knows: replay's text quotes the log's last line, as the Phases pane and
+    snapshot do (PhaseStatus.last_line); the JSON's `unrecognised.last` carries it."""
+    from gkdtop.replay import report_json, report_text
+
+    lines, last = startup(1_768_125_600.0, upto="sync")
+    lines += [f"{asctime(last + 700)} root INFO heartbeat: still alive"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "stalled" and report.open_end is None
+    assert f"  last line: `{lines[-1]}`" in report_text(report).splitlines(), report_text(report)
+    assert report_json(report)["unrecognised"]["last"] == lines[-1]
+
+
 def test_cli_json_and_errors(tmp_path: Path) -> None:
     lines, _ = startup(1_768_125_600.0, steps=2)
     path = write(tmp_path, lines)

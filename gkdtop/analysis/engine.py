@@ -187,14 +187,19 @@ class Analysis:
 
     # --- verdicts -------------------------------------------------------------------------------
 
-    def status(self, now: float, framework: Framework | None = None) -> PhaseStatus:
-        """The phase verdict; its hint holds only lines true of `framework` (default: the log's own)."""
+    def status(self, now: float, framework: Framework | None = None, last_line: str = "") -> PhaseStatus:
+        """The phase verdict; its hint holds only lines true of `framework` (default: the log's own).
+        `last_line`: the log's own last line as written, which the verdict quotes where lines no rule
+        knows follow the last one a rule knew (the store's newest line; replay's file's last)."""
         status = self.phases.status(now)
         if status.hint is not None and status.hint.only:
             name = (framework if framework is not None else self.profiles.result()).name
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
         status.unrecognised = self.lines_read - self.recognised_at
         status.recognised_last = self.recognised_text
+        line = last_line.strip()
+        if line and status.unrecognised > 0 and split_prefix(line)[1].strip() != self.recognised_text.strip():
+            status.unrecognised_last = line[:300]
         if self.skew.offsets:
             source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
             status.clock_offset, status.clock_source = offset, source

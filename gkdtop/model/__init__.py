@@ -279,6 +279,13 @@ class Hint:
 UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying
 
 
+def quotes_last_line(state: str) -> bool:
+    """Whether a view quotes the log's own last line (`PhaseStatus.unrecognised_last`) for a job in
+    `state`: one that stopped moving or has not started a phase. A running job's last line is the Logs
+    pane's, changing with every line; a done or failed one has its verdict and its failing line."""
+    return state not in ("running", "done", "failed")
+
+
 @dataclass(slots=True)
 class PhaseStatus:
     """The phase engine's verdict at one instant. state: waiting | running | stalled | done | failed."""
@@ -302,6 +309,9 @@ class PhaseStatus:
     clock_source: str = ""  # the source with that offset
     unrecognised: int = 0  # lines after the last one a phase rule or finding knew
     recognised_last: str = ""  # that line
+    # The log's own last line, where lines no rule knows follow `recognised_last` (Analysis.status judges it
+    # from the line the store or replay hands it), else "": what the job printed last, often the answer.
+    unrecognised_last: str = ""
     evidence: list[Evidence] = field(default_factory=list)  # the lines the verdict stands on
 
     @property
@@ -331,6 +341,12 @@ class PhaseStatus:
             return ""
         return f"{last.name} was done by {len(last.done_by)}: {', '.join(last.done_by)}"
 
+    @property
+    def last_line(self) -> str:
+        """The log's own last line as the Phases pane, snapshot's text and the bundle quote it: for a job
+        that stopped moving, where lines no rule knows follow the last one a rule knew; else ""."""
+        return self.unrecognised_last if quotes_last_line(self.state) else ""
+
     def as_json(self) -> dict[str, Any]:
         """The verdict as snapshot's `phases` shows it (docs/snapshot.md); replay and the bundle show
         parts of it under their own names."""
@@ -340,7 +356,8 @@ class PhaseStatus:
             "within": self.within, "last_progress": self.last_progress,
             "stalled_for": self.stalled_for, "stall_after": self.stall_after, "failure": self.failure,
             "hint": self.hint.as_json() if self.hint else None,
-            "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last},
+            "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last,
+                             "last": self.unrecognised_last or None},
             "last_known": self.last_known,
             "finished_by": self.finished_by,
             "clock_offset": self.clock_offset,

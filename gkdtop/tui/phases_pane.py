@@ -132,6 +132,9 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
     elif status.last_known:  # where a stalled job stopped, in its own words: one line, above the hint
         text.append("  last known: ", "dim")
         text.append(fit(status.last_known, (width or 134) - 14) + "\n")
+    if status.last_line:  # what it printed last, where no rule knows it (a backward pass's warning)
+        text.append("  last line: ", "dim")
+        text.append(fit(status.last_line, (width or 134) - 13) + "\n")
     if status.hint is not None:
         for label, line in hint_lines(status.hint.causes, status.hint.actions):
             text.append(f"  {label + ':':<6} ", HINT_STYLE[label])

@@ -127,7 +127,7 @@ class Gatherer:
         verdict = status.as_json()
         doc = {
             **{key: verdict[key] for key in ("current", "state", "since", "expected", "stalled_for", "failure",
-                                             "hint")},
+                                             "hint", "unrecognised")},
             "steps_done": status.steps_done, "step_time": status.step_time,
             "last_step": status.last_step.as_json() if status.last_step else None,
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
@@ -144,6 +144,8 @@ class Gatherer:
             lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}")
         lines.append(f"now: {status.current or '(phase unknown)'} {status.state}" + (
             f"; failure: {status.failure}" if status.failure else ""))
+        if status.last_line:  # as the Phases pane and snapshot quote it
+            lines.append(f"last line: {status.last_line}")  # no quotes: a redacted value would take the closing one
         lines += [f"why: {e.claim}: {e.where()}  {e.text}" for e in status.evidence]
         w.add("phases.txt", self.redactor.text("\n".join(lines) + "\n", "phases.txt").encode(),
               "the phase timeline, for reading")
