@@ -57,13 +57,13 @@ DEFAULT_FILTER = (
 FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
     r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective"
-    r"|\bDistBackendError\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
+    r"|\bDist(?:Backend|Store)Error\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
     r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"
     r"|Fatal Python error: |\*\*\* SIG[A-Z]+ received|Signal \d+ \(SIG[A-Z]+\) received"
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
     r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Received sigquit from a child"
     r"|killed due to memory pressure|has been marked dead because the detector"
-    r"|Process group watchdog thread terminated with exception"
+    r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
 )
 # Lines a hung job keeps printing; they are not progress.

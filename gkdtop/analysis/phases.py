@@ -89,8 +89,18 @@ ACTOR_INIT = "actor init"
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
+# The watchdog thread itself stopped (a CUDA call hung): the heartbeat monitor kills the process after it.
+STUCK_RE = re.compile(r"watchdog got stuck for \d+ seconds")
+STUCK_HINT = Hint(
+    causes=["A hang: NCCL's watchdog itself stopped making progress (a CUDA call or a GPU hung), and the heartbeat "
+            "monitor took the process down after it; the abort that follows is its consequence, not a crash."],
+    actions=["On a live job press s (py-spy with native frames shows the CUDA call it waits in); check the GPUs pane "
+             "and the kernel log (dmesg) for Xid errors on that node."],
+)
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
-WAIT_TIMEOUT_RE = re.compile(r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b")
+WAIT_TIMEOUT_RE = re.compile(
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\bwait timeout\b|\bSocket Timeout\b"
+)
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
             "time; the error names what."],
@@ -100,17 +110,27 @@ WAIT_TIMEOUT_HINT = Hint(
 TIMEOUT_HINT = Hint(
     causes=["A collective timed out: one rank never reached it (stuck elsewhere, slower, or dead) or the network "
             "between the ranks stopped; the rank that reports the timeout waited for it."],
-    actions=["Compare SeqNum and 'last completed NCCL work' across the ranks' watchdog lines: the rank behind is "
-             "the culprit. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
+    actions=["Compare SeqNum and 'last completed NCCL work' across the watchdog lines of one process group: a rank "
+             "behind the others is the culprit; ranks all at one SeqNum waited on a rank that printed nothing, or on "
+             "the network. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
              "(Flight Recorder dumps)."],
 )
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
+# Hydra's line before a traceback (`Error executing job with overrides: [...]`): the job failed, but it names
+# no error; a traceback read to its end replaces it with the exception.
+HYDRA_WRAPPER_RE = re.compile(r"(?:\[rank\d{1,6}\]: ?)?Error executing job with overrides")
+CUT_HINT = Hint(
+    causes=["It failed, but the exception is not in the log: the traceback is cut before its last line (Hydra's "
+            "'Error executing job' line only announces it)."],
+    actions=["Find the whole traceback: the driver's full output (HYDRA_FULL_ERROR=1), or the failing worker's own "
+             "log (worker-*.err in the Ray session's logs)."],
+)
 FAILED_HINT = Hint(
     causes=["It failed with an error, not a hang: the run's first error is usually the cause, later ones "
             "its consequences."],
-    actions=["Fix what the first error names (the findings explain the known ones); its traceback's last frames say "
-             "where it was raised."],
+    actions=["Fix what the first error names (findings explain the known ones; a traceback's last frames say where "
+             "it was raised)."],
 )
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
@@ -150,12 +170,13 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
 def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
-    named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict)."""
+    named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict); nor the header of
+    a C++ backtrace."""
     if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
         return False
     text = RANK_PREFIX_RE.sub("", text, count=1)
-    return not (text.startswith(("nccl", "Error executing job")) or "RayTaskError(" in text
-                or "ChildFailedError" in text)
+    return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
+                or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
 
 
 class PhaseEngine:
@@ -262,8 +283,8 @@ class PhaseEngine:
             return
         if self.seen_ids and not self.seen_ids.keys().isdisjoint(ids):
             self.seen_matched.update(self.seen_ids[i] for i in ids if i in self.seen_ids)
-        if self.current is None and self.bar_id in ids:
-            self._bar_phase(text, t)
+        if self.current is None and self.bar_id in ids and self.start_ids.keys().isdisjoint(ids):
+            self._bar_phase(text, t)  # a rule's own bar (verl's `Training Progress`) names its phase instead
         if self.rule_ids.isdisjoint(ids):
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
@@ -746,10 +767,14 @@ class PhaseEngine:
             own = expected.timeout_hint if expected is not None else None
             if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
                 hint = own  # what waits on what in this phase
+            elif STUCK_RE.search(self.failure):
+                hint = STUCK_HINT
             elif TIMEOUT_RE.search(self.failure):
                 hint = TIMEOUT_HINT
-            elif hint is FAILED_HINT and WAIT_TIMEOUT_RE.search(self.failure):
-                hint = WAIT_TIMEOUT_HINT
+            elif WAIT_TIMEOUT_RE.search(self.failure):
+                hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
+            elif self._want_exception_line or HYDRA_WRAPPER_RE.match(self.failure):
+                hint = CUT_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(

@@ -1,0 +1,103 @@
+"""What a failure is called and what is advised on it (issue 25; an audit of the posted corpus's training logs,
+written in SOURCES.md's shapes with invented values): a wait that timed out is a hang a timer ended, whatever phase it
+came in; the NCCL watchdog's own stall is a hang and its abort the consequence; a traceback cut before its
+exception says so instead of 'the error above'; a C++ backtrace's header is not the error; a rule's own bar
+does not become a second phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gkdtop.config import load_config
+from gkdtop.replay import replay, report_text
+from tests.verlrun import live_and_history
+
+BAR = "(TaskRunner pid=2211) Training Progress:   2%|▏         | 10/480 [4:51:07<229:07:18, 1755.08s/it]"
+
+
+def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    return replay([str(path)], load_config(None))
+
+
+def text_of(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def test_a_store_wait_timeout_in_a_step_is_a_wait_that_gave_up(tmp_path: Path) -> None:
+    """TRL GRPO, 3 h in: the weight broadcast's barrier waited 300 s for the vLLM server. Before: 'A step raised:
+    the error above is the root cause … a failed assertion' (the training loop's hint for an error)."""
+    lines = [
+        " 61%|██████    | 3702/6080 [3:05:14<1:54:31,  2.89s/it]",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/py/trl/trainer/grpo_trainer.py", line 940, in _move_model_to_vllm',
+        "[rank0]: torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/417096",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.state == "failed" and status.hint is not None
+        assert "A wait gave up" in status.hint.causes[0]
+    said = report_text(run(tmp_path, lines))
+    assert "not a hang" not in said and "assertion" not in said
+
+
+def test_the_watchdog_stuck_is_a_hang_and_its_abort_a_consequence(tmp_path: Path) -> None:
+    """OpenRLHF: the NCCL watchdog stopped making progress for 480 s, then the heartbeat monitor aborted the rank.
+    Before: the failure was `*** SIGABRT received`, with 'the error above is the root cause, not a hang'."""
+    lines = [
+        "(ActorModelRayActor pid=7735, ip=10.88.14.22) [rank12]:[E1224 16:31:07.808386510 ProcessGroupNCCL.cpp:1484] "
+        "[PG ID 0 PG GUID 0(default_pg) Rank 12] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+        "progress in monitoring enqueued collectives.",
+        "(ActorModelRayActor pid=7735, ip=10.88.14.22) [rank12]:[F1224 16:39:07.935069338 ProcessGroupNCCL.cpp:1306] "
+        "[PG ID 0 PG GUID 0(default_pg) Rank 12] Terminating the process after attempting to dump debug info",
+        "(ActorModelRayActor pid=7735, ip=10.88.14.22) *** SIGABRT received at time=1735058347 on cpu 61 ***",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and "watchdog got stuck" in status.failure
+    assert status.hint is not None and status.hint.causes[0].startswith("A hang")
+    assert "not a hang" not in report_text(run(tmp_path, lines))
+
+
+def test_a_traceback_cut_before_its_exception_says_the_error_is_not_in_the_log(tmp_path: Path) -> None:
+    """verl under kubectl: Hydra's banner, then a traceback cut after `ray.get`. Before: the banner was 'the error
+    above', 'the root cause', with advice about failed assertions."""
+    lines = [
+        "2025-03-02T11:04:31.118Z (TaskRunner pid=361) step:1 - actor/pg_loss:0.012 - timing_s/step:88.1",
+        "2025-03-02T11:06:02.940Z Error executing job with overrides: ['algorithm.adv_estimator=grpo', "
+        "'trainer.n_gpus_per_node=8']",
+        "2025-03-02T11:06:02.941Z Traceback (most recent call last):",
+        '2025-03-02T11:06:02.941Z   File "/app/verl/trainer/main_ppo.py", line 64, in run_ppo',
+        "2025-03-02T11:06:02.941Z     ray.get(runner.run.remote(config))",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and status.hint is not None
+    assert "the exception is not in the log" in status.hint.causes[0]
+    said = report_text(run(tmp_path, lines))
+    assert "root cause" not in said and "assertion" not in said
+
+
+def test_a_cpp_backtrace_header_is_not_the_failure(tmp_path: Path) -> None:
+    """c10's `Exception raised from checkTimeout at …` heads the backtrace of the watchdog's abort. Before: it was
+    the failure shown, with 'It failed … not a hang' on a 30-minute collective timeout."""
+    who = "(WorkerDict pid=915, ip=10.40.12.7) "
+    lines = [
+        BAR,
+        who + "[rank3]:[E814 06:41:09.770512963 ProcessGroupNCCL.cpp:632] [PG ID 7 PG GUID 33 Rank 3] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=52211, OpType=ALLREDUCE, NumelIn=8388608, NumelOut=8388608, "
+        "Timeout(ms)=1800000) ran for 1800092 milliseconds before timing out.",
+        who + "terminate called after throwing an instance of 'c10::DistBackendError'",
+        who + "Exception raised from checkTimeout at /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:635 "
+        "(most recent call first):",
+        who + "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f31a8d6e1b8 in libc10.so)",
+    ]
+    status = run(tmp_path, lines).status
+    assert "Watchdog caught collective operation timeout" in status.failure
+    assert status.hint is not None and "A collective timed out" in status.hint.causes[0]
+
+
+def test_a_rules_own_bar_is_not_a_second_phase(tmp_path: Path) -> None:
+    """verl's `Training Progress` bar is the training loop's own start line. Before: with no phase known the bar's
+    description was made a phase too ('Training Progress 0s done' above 'training loop')."""
+    report = run(tmp_path, [BAR, "(TaskRunner pid=2211) step:11 - actor/pg_loss:0.01 - timing_s/step:1750.2"])
+    assert [span.name for span in report.status.timeline] == ["training loop"]
