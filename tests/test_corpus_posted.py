@@ -85,6 +85,7 @@ def test_names_heldout_and_sources_agree() -> None:
     written = set(FIXTURES)
     # A retired list's logs are training logs; the lists still held out are scored only with --heldout.
     retired = corpus_eval._names(POSTED / "RETIRED")
+    assert {"HELDOUT", "HELDOUT2", "HELDOUT3"} <= set(corpus_eval.HELDOUT_LISTS)
     assert set(retired) <= set(corpus_eval.HELDOUT_LISTS) and not {"HELDOUT2", "HELDOUT3"} & set(retired)
     still_held = set() if "HELDOUT" in retired else set(held)
     still_held |= set(held2) | set(held3)
