@@ -74,6 +74,12 @@ FORMS = [
     ("[NeMo I 2026-03-20 02:51:43 nemo_logging:393] loading checkpoint /workspace/models/Llama-3.1-8B",
      local(2026, 3, 20, 2, 51, 43)),
     ("2026-03-20 12:00:00.123 | INFO     | train:main:12 - step 3", local(2026, 3, 20, 12, 0, 0, micro=123000)),
+    # A line glued to a tqdm bar that lost its `\r` (pasted, or read without them): its stamp after the redraws.
+    (" 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2026-03-16 09:43:59,012 >> Saving "
+     "model checkpoint to /scratch/out/checkpoint-100", local(2026, 3, 16, 9, 43, 59, micro=12000)),
+    ("  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
+     "[rank2]:[E316 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout",
+     local(2026, 3, 16, 10, 27, 51) + 0.204419857),
 ]
 
 
@@ -104,6 +110,8 @@ def test_each_form_is_read_to_its_second(line: str, epoch: float) -> None:
     "2026-03-20_03-43-05/checkpoint-100 saved",
     "  time      : 0.51s per step",
     "(scheduler +16s) Tip: use `ray status` to view detailed cluster status.",
+    " 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it]",  # a bar's elapsed time is no time of day
+    " 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it][rank2]: Traceback (most recent call last):",
 ])
 def test_what_is_no_stamp(line: str) -> None:
     assert parse_line(line, "train.log", REF).ts is None
@@ -216,6 +224,12 @@ LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
         (None, "  host      : node-1"), (None, "  rank      : 0 (local_rank: 0)"),
         (None, "  exitcode  : -6 (pid: 4242)"),
     ], {}),
+    "hf-glued-to-a-bar": (ISO_MS[0], [
+        (0, "[INFO|trainer.py:1786] {t} >> ***** Running training *****"),
+        (None, "{{'loss': 1.4127, 'learning_rate': 9.82e-05, 'epoch': 0.35}}"),
+        (40, " 35%|███▌      | 100/284 [00:40<01:15,  2.47s/it][INFO|trainer.py:2904] {t} >> Saving model checkpoint "
+             "to /scratch/out/checkpoint-100"),
+    ], {"training loop": 0}),  # the checkpoint save is inside the loop: its stamp is where the log ends
     "torchtitan": (ISO_MS[0], [
         (0, "[rank0]:[titan] {t} - root - INFO - Starting job: Llama 3 8B training"),
         (40, "[rank0]:[titan] {t} - root - INFO - step:  1  loss: 12.2498  memory: 39.19GiB(41.23%)  tps: 1,238"),

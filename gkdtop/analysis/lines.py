@@ -196,6 +196,9 @@ _BRACKET_RE = re.compile(r"\[(?:\d{1,9}\] (?=\S)|(?:DEBUG|INFO|WARNING|ERROR|CRI
                          r"|titan\] |NeMo [DIWEC] )")
 # torchrun's error summary, `  time      : 2024-08-30_03:43:05` (the failure's local time), behind its field name.
 _FIELD_RE = re.compile(r"time +: (?=\d{4}-)")
+# A tqdm bar whose `\r` was lost (a pasted log, a file read without them): the next line printed is glued
+# to its redraw, `35%|███▌ | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2023-06-16 09:43:59,012 >>`.
+_BAR_RE = re.compile(r"\d{1,3}%\|[^|]{0,200}\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]{0,200}\]")
 
 
 def _host_end(text: str) -> int:
@@ -215,7 +218,8 @@ def stamp_text(text: str) -> str:
     (` [2024-09-20 03:11:41] iteration 1/ 20000 |`) and stamps its milestones at their end
     (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `); a log pasted
     from an editor the line's number (`[61238] `); HF's and LLaMA-Factory's loggers, torchtitan and NeMo a
-    level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `)."""
+    level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `); a line glued to a
+    tqdm bar that lost its `\\r`, the bar's redraws."""
     for _ in range(_LAYERS):
         first = text[:1]
         if first == " ":
@@ -232,6 +236,8 @@ def stamp_text(text: str) -> str:
             text = text[at + 12 :]
         elif first == "t" and (m := _FIELD_RE.match(text)) is not None:
             text = text[m.end() :]
+        elif first.isdigit() and text.find("%|", 1, 4) > 0 and (m := _BAR_RE.match(text)) is not None:
+            text = text[m.end() :]  # a bar's redraw, a line glued to it
         elif first.isalnum() and (end := _host_end(text)):
             text = text[end:]
         else:
