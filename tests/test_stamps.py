@@ -59,7 +59,7 @@ FORMS = [
      local(2026, 3, 3, 11, 40, 12)),
     ("[WARNING|2026-03-03 11:40:12] llamafactory.hparams.parser:162 >> `ddp_find_unused_parameters` needs to be "
      "set as False for LoRA in DDP training.", local(2026, 3, 3, 11, 40, 12)),
-    # Python logging's `%m/%d/%Y %H:%M:%S` (HF's example scripts, accelerate, LLaMA-Factory before 0.9).
+    # Python logging's `%m/%d/%Y %H:%M:%S` (HF's example scripts, accelerate, older LLaMA-Factory).
     ("03/18/2026 09:12:53 - INFO - llamafactory.hparams.parser - Process rank: 0, device: cuda:0, n_gpu: 1",
      local(2026, 3, 18, 9, 12, 53)),
     ("03/18/2026 09:12:53 - WARNING - llmtuner.hparams.parser - ddp_find_unused_parameters needs to be set as False",

@@ -1,14 +1,15 @@
 """Time you can trust: timestamps read from log lines, and the offset between a log's clock and ours.
 
-Forms read at the start of a message (after any Ray prefix, `[rank0]:` or `(Tag) `, see
-lines.stamp_text), one alternative of TS_RE each, tested one by one in tests/test_stamps.py:
+Forms read at the start of a message (after any Ray prefix, `[rank0]:`, `(Tag) `, a level's bracket
+`[INFO|trainer.py:1786] `, a bar glued before it: see lines.stamp_text), one alternative of TS_RE each,
+tested one by one in tests/test_stamps.py:
 
 - ISO 8601, `T` or space, a fraction, `Z` / `+08:00` / `-0130`, in brackets or not:
   `2026-01-11T10:00:05.123Z` (most loggers, kubectl --timestamps, loguru's `2026-01-11 10:00:05.123 | INFO |`);
 - Python logging's asctime `2026-01-11 10:00:05,123` (logging, Ray, verl); `2026/01/11 10:00:05`;
   `2026-01-11_10:00:05`, torchrun's error summary (`  time      : 2026-01-11_10:00:05`, behind its field name);
 - logging's `%m/%d/%Y %H:%M:%S`, `03/18/2026 09:12:53 - INFO - name - msg` (HF's example scripts,
-  accelerate, LLaMA-Factory before 0.9): month first, unless the first field is over 12 (then it is the
+  accelerate, older LLaMA-Factory): month first, unless the first field is over 12 (then it is the
   day) or reading it month first would put the line after its reference time and day first would not;
 - glog `I1122 10:00:00.123456`, also with a one-digit month and in brackets, as c10d prints it:
   `[W326 22:36:28.884042812 socket.cpp:489]` (Ray's C++ core, c10d, NCCL);
