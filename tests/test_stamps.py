@@ -49,6 +49,37 @@ FORMS = [
      local(2026, 3, 26, 15, 10, 9, micro=902000)),
     ("10.0.0.7: [2026-03-26 15:10:09,902] [INFO] [launch.py:148:main] nnodes=2", local(2026, 3, 26, 15, 10, 9,
                                                                                        micro=902000)),
+    # HF transformers' explicit format: the level and file:line first, then the stamp.
+    ("[INFO|trainer.py:1786] 2026-03-16 09:02:51,770 >> ***** Running training *****",
+     local(2026, 3, 16, 9, 2, 51, micro=770000)),
+    ("[WARNING|modeling_utils.py:3010] 2026-03-03 11:40:33,067 >> Some weights of the model checkpoint were not used",
+     local(2026, 3, 3, 11, 40, 33, micro=67000)),
+    # LLaMA-Factory's logger: the stamp inside the level's bracket.
+    ("[INFO|2026-03-03 11:40:12] llamafactory.data.loader:143 >> Loading dataset alpaca_en_demo.json...",
+     local(2026, 3, 3, 11, 40, 12)),
+    ("[WARNING|2026-03-03 11:40:12] llamafactory.hparams.parser:162 >> `ddp_find_unused_parameters` needs to be "
+     "set as False for LoRA in DDP training.", local(2026, 3, 3, 11, 40, 12)),
+    # Python logging's `%m/%d/%Y %H:%M:%S` (HF's example scripts, accelerate, older LLaMA-Factory).
+    ("03/18/2026 09:12:53 - INFO - llamafactory.hparams.parser - Process rank: 0, device: cuda:0, n_gpu: 1",
+     local(2026, 3, 18, 9, 12, 53)),
+    ("03/18/2026 09:12:53 - WARNING - llmtuner.hparams.parser - ddp_find_unused_parameters needs to be set as False",
+     local(2026, 3, 18, 9, 12, 53)),
+    # torchrun's error summary (the failure's local time, `_` between date and time) and elastic's own lines.
+    ("  time      : 2026-03-20_03:43:05", local(2026, 3, 20, 3, 43, 5)),
+    ("[2026-03-20 03:43:05,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6) "
+     "local_rank: 0 (pid: 1234) of binary: /usr/bin/python", local(2026, 3, 20, 3, 43, 5, micro=123000)),
+    # torchtitan (behind torch's rank prefix), NeMo, loguru.
+    ("[rank0]:[titan] 2026-03-20 19:44:53,858 - root - INFO - Starting job: Llama 3 8B training",
+     local(2026, 3, 20, 19, 44, 53, micro=858000)),
+    ("[NeMo I 2026-03-20 02:51:43 nemo_logging:393] loading checkpoint /workspace/models/Llama-3.1-8B",
+     local(2026, 3, 20, 2, 51, 43)),
+    ("2026-03-20 12:00:00.123 | INFO     | train:main:12 - step 3", local(2026, 3, 20, 12, 0, 0, micro=123000)),
+    # A line glued to a tqdm bar that lost its `\r` (pasted, or read without them): its stamp after the redraws.
+    (" 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2026-03-16 09:43:59,012 >> Saving "
+     "model checkpoint to /scratch/out/checkpoint-100", local(2026, 3, 16, 9, 43, 59, micro=12000)),
+    ("  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
+     "[rank2]:[E316 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout",
+     local(2026, 3, 16, 10, 27, 51) + 0.204419857),
 ]
 
 
@@ -67,6 +98,20 @@ def test_each_form_is_read_to_its_second(line: str, epoch: float) -> None:
     "[rank0]: Traceback (most recent call last):",
     "INFO: 2026-03-26 10:00:00 is not a host's line",
     "Traceback: 12:00:00 neither",
+    # Near misses of the forms above: a day and month alone, a date without its time, a version before a
+    # date, a level's bracket naming an address and no stamp after it, a path with a date, a field not the time.
+    "03/18 shards loaded",
+    "03/18/2026 the date alone",
+    "13/13/2026 09:12:53 - INFO - no 13th month either way",
+    "0.9.1.dev0 03/18/2026 09:12:53 - INFO - a version first",
+    "[INFO|10.0.0.7:29500] connecting to the master",
+    "[INFO|trainer.py:1786] >> a level and no stamp",
+    "/ckpt/2026-03-20_03:43:05/model.safetensors saved",
+    "2026-03-20_03-43-05/checkpoint-100 saved",
+    "  time      : 0.51s per step",
+    "(scheduler +16s) Tip: use `ray status` to view detailed cluster status.",
+    " 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it]",  # a bar's elapsed time is no time of day
+    " 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it][rank2]: Traceback (most recent call last):",
 ])
 def test_what_is_no_stamp(line: str) -> None:
     assert parse_line(line, "train.log", REF).ts is None
@@ -78,6 +123,23 @@ def test_a_ray_prefix_a_process_prefix_and_a_rank_before_the_stamp() -> None:
     assert (line.worker, line.pid, line.ip) == ("WorkerDict", 4242, "10.0.0.3")
     assert line.ts == pytest.approx(local(2026, 3, 26, 22, 36, 28) + 0.884042812, abs=1e-3)
     assert line.text.startswith("[rank1]:[W326")  # the text keeps what the job printed
+
+
+def test_a_slashed_date_is_month_first_unless_it_cannot_be() -> None:
+    """logging's `%m/%d/%Y` is the common one; a first field over 12 is the day, and so is it when month first
+    would put the line after its file was last written (REF, March 27th) while day first would not."""
+    assert parse_timestamp("03/05/2026 09:12:53 - INFO - x", REF) == local(2026, 3, 5, 9, 12, 53)
+    assert parse_timestamp("02/03/2026 09:12:53 - INFO - x", REF) == local(2026, 2, 3, 9, 12, 53)  # both past
+    assert parse_timestamp("18/03/2026 09:12:53 - INFO - x", REF) == local(2026, 3, 18, 9, 12, 53)
+    assert parse_timestamp("05/03/2026 09:12:53 - INFO - x", REF) == local(2026, 3, 5, 9, 12, 53)  # not May 3rd
+    assert parse_timestamp("05/03/2026 09:12:53 - INFO - x", local(2026, 6, 1)) == local(2026, 5, 3, 9, 12, 53)
+
+
+def test_ray_s_scheduler_events_are_split_off_as_its_autoscaler_s_are() -> None:
+    line = parse_line("(scheduler +5m31s) Warning: The following resource request cannot be scheduled right now: "
+                      "{'GPU': 1.0, 'CPU': 1.0}.", "train.log", REF)
+    assert (line.worker, line.pid) == ("scheduler", 0)
+    assert line.text.startswith("Warning: The following resource request")
 
 
 def test_kubectl_s_capture_stamp_then_ray_s_prefix() -> None:
@@ -119,3 +181,131 @@ def test_the_follower_reads_the_new_forms_from_a_real_file(tmp_path: Path) -> No
     for line in got:
         assert abs(line.ts - now.timestamp()) < 1.0, line.text  # type: ignore[operator]
     assert time.time() - got[0].ts > 240  # type: ignore[operator]  # five minutes old, not the file's mtime
+
+
+# Logs in each form a real stack prints, stamped a minute ago or less (live, a stamp further back than
+# SKEW_MIN would read as the job's clock being behind): (seconds after the first line, line), `{t}` the stamp.
+ISO_MS = ("%Y-%m-%d %H:%M:%S,{ms}", "%Y-%m-%d %H:%M:%S", "%m/%d/%Y %H:%M:%S", "%Y-%m-%d_%H:%M:%S")
+TORCHRUN_SUMMARY = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+                    "============================================================", "pretrain_gpt.py FAILED",
+                    "------------------------------------------------------------", "Failures:",
+                    "  <NO_OTHER_FAILURES>", "------------------------------------------------------------",
+                    "Root Cause (first observed failure):", "[0]:"]
+LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
+    # name: (the stamp's strftime, lines, a phase and the second it starts at)
+    "hf-transformers": (ISO_MS[0], [
+        (0, "[INFO|modeling_utils.py:3341] {t} >> loading weights file /m/Llama-2-7b/model.safetensors.index.json"),
+        (12, "[WARNING|modeling_utils.py:3010] {t} >> Some weights of the model checkpoint were not used"),
+        (30, "[INFO|trainer.py:2134] {t} >> ***** Running training *****"),
+        (40, "[INFO|trainer.py:2135] {t} >>   Num examples = 981"),
+    ], {"actor init": 0, "training loop": 30}),
+    "llamafactory": (ISO_MS[1], [
+        (0, "[INFO|{t}] llamafactory.hparams.parser:355 >> Process rank: 0, device: cuda:0, n_gpu: 1, distributed "
+            "training: True, compute dtype: torch.bfloat16"),
+        (10, "[INFO|{t}] llamafactory.data.loader:143 >> Loading dataset alpaca_en_demo.json..."),
+        (30, "[WARNING|{t}] llamafactory.model.loader:143 >> trainable params: 20,971,520 || all params: "
+             "8,051,232,768 || trainable%: 0.2605"),
+        (40, "[INFO|{t}] llamafactory.model.loader:143 >> Gradient checkpointing enabled."),
+    ], {"config": 0, "dataset generation": 10, "actor init": 30}),
+    "logging-us-date": (ISO_MS[2], [
+        (0, "{t} - INFO - llamafactory.data.loader - Loading dataset alpaca_gpt4_data_zh.json..."),
+        (12, "{t} - WARNING - llmtuner.hparams.parser - ddp_find_unused_parameters needs to be set as False"),
+        (30, "{t} - INFO - transformers.trainer - ***** Running training *****"),
+        (40, "{t} - INFO - transformers.trainer -   Num examples = 48,818"),
+    ], {"dataset generation": 0, "training loop": 30}),
+    "torchrun-summary": (ISO_MS[3], [
+        (None, "[{d},000] [INFO] [real_accelerator.py:222:get_accelerator] Setting ds_accelerator to cuda"),
+        (None, "  1%|          | 1/100 [00:05<08:15,  5.00s/it]"),
+        (None, "[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: "
+               "WorkNCCL(SeqNum=612, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600077 "
+               "milliseconds before timing out."),
+        *((None, line) for line in TORCHRUN_SUMMARY),
+        (40, "  time      : {t}"),
+        (None, "  host      : node-1"), (None, "  rank      : 0 (local_rank: 0)"),
+        (None, "  exitcode  : -6 (pid: 4242)"),
+    ], {}),
+    "hf-glued-to-a-bar": (ISO_MS[0], [
+        (0, "[INFO|trainer.py:1786] {t} >> ***** Running training *****"),
+        (None, "{{'loss': 1.4127, 'learning_rate': 9.82e-05, 'epoch': 0.35}}"),
+        (40, " 35%|███▌      | 100/284 [00:40<01:15,  2.47s/it][INFO|trainer.py:2904] {t} >> Saving model checkpoint "
+             "to /scratch/out/checkpoint-100"),
+    ], {"training loop": 0}),  # the checkpoint save is inside the loop: its stamp is where the log ends
+    "torchtitan": (ISO_MS[0], [
+        (0, "[rank0]:[titan] {t} - root - INFO - Starting job: Llama 3 8B training"),
+        (40, "[rank0]:[titan] {t} - root - INFO - step:  1  loss: 12.2498  memory: 39.19GiB(41.23%)  tps: 1,238"),
+    ], {}),
+    "nemo": (ISO_MS[1], [
+        (0, "[NeMo I {t} nemo_logging:393] loading checkpoint /workspace/models/Llama-3.1-8B"),
+        (40, "[NeMo W {t} rnnt_models:224] Setting up the model with a default tokenizer"),
+    ], {}),
+}
+
+
+def written(name: str, base: datetime) -> tuple[str, list[float]]:
+    """The log `name` stamped from `base`, and the time of each stamped line."""
+    form, lines, _ = LOGS[name]
+    out, times = [], []
+    for at, line in lines:
+        if at is None:  # unstamped, or stamped by a form read before (DeepSpeed's) at `base`
+            out.append(line.format(d=base.strftime("%Y-%m-%d %H:%M:%S")))
+            if "{d}" in line:
+                times.append(base.timestamp())
+            continue
+        when = base + timedelta(seconds=at, milliseconds=at * 7)  # a fraction where the form prints one
+        stamp = when.strftime(form.format(ms=f"{when.microsecond // 1000:03d}"))
+        times.append(when.timestamp() if "{ms}" in form else when.replace(microsecond=0).timestamp())
+        out.append(line.format(t=stamp))
+    return "".join(line + "\n" for line in out), times
+
+
+@pytest.mark.parametrize("name", list(LOGS))
+def test_each_form_dates_replay_history_and_the_live_follower(name: str, tmp_path: Path) -> None:
+    """Before, replay said 'no timestamps: duration unknown' of these logs (or took the last stamp it could
+    read as the end): now replay's JSON, history's phases and the follower's lines carry each line's stamp."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.verlrun import live_and_history
+
+    base = datetime.now().replace(microsecond=0) - timedelta(seconds=55)
+    text, times = written(name, base)
+    phases = LOGS[name][2]
+    log = tmp_path / "train.log"
+    log.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=120, check=True)
+    doc = json.loads(proc.stdout)
+    assert (doc["started"], doc["ended"]) == (pytest.approx(times[0], abs=1e-3), pytest.approx(times[-1], abs=1e-3))
+    starts = {span["name"]: span["start"] for span in doc["timeline"]}
+    for phase, at in phases.items():
+        assert starts[phase] == pytest.approx(base.timestamp() + at * 1.007 if "{ms}" in LOGS[name][0]
+                                              else base.timestamp() + at, abs=1e-3), (phase, starts)
+
+    history, store = live_and_history(tmp_path, text, lambda s: s.total_lines >= len(LOGS[name][1]))
+    for engine in (history, store.phases):
+        spans = {span.name: span.start for span in engine.spans()}
+        for phase in phases:
+            assert spans[phase] == pytest.approx(starts[phase], abs=1e-3), (phase, spans)
+    live = [line.ts for line in store.lines_since(0) if line.ts is not None]
+    assert live == pytest.approx(times, abs=1e-3), [line.text for line in store.lines_since(0)]
+
+
+def test_a_copied_log_dated_month_first_lends_its_year_to_glog_stamps(tmp_path: Path) -> None:
+    """LLaMA-Factory 0.8 stamps `03/18/2024 09:12:53`, torch's watchdog `[E318 …]` with no year: in a log
+    copied in 2026 the watchdog is from the run's March (2024), not from March 2026."""
+    import os
+
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+
+    log = tmp_path / "copied.log"
+    log.write_text("03/18/2024 09:12:53 - INFO - llamafactory.data.loader - Loading dataset alpaca.json...\n"
+                   "[rank1]:[E318 09:22:53.204419857 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective "
+                   "operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                   "Timeout(ms)=600000) ran for 600071 milliseconds before timing out.\n")
+    copied = local(2026, 11, 24, 10, 0)
+    os.utime(log, (copied, copied))
+    report = replay([str(log)], load_config(None))
+    assert report.started == local(2024, 3, 18, 9, 12, 53)
+    assert report.ended == pytest.approx(local(2024, 3, 18, 9, 22, 53) + 0.204419857)

@@ -26,6 +26,7 @@ from gkdtop.analysis.ahead import scan_ahead, usable_cores
 from gkdtop.analysis.history_clock import HistoryClock
 from gkdtop.analysis.lines import (
     DIGITS,
+    RELATIVE_STAMPED,
     STAMP_FIRST,
     clean_line,
     collapse_lines,
@@ -206,7 +207,7 @@ class HistoryReader:
             # A line that may carry its own stamp is read the careful way (lines.may_carry_stamp; its
             # common tests inline here: this runs for every step and bar line of a run).
             if (quick.issuperset(ids) and end - start <= cap and (chunk_plain or plain_ascii(raw))
-                    and not raw.startswith(b"(autoscaler")
+                    and not raw.startswith(RELATIVE_STAMPED)
                     and raw[(msg := message_start(raw)) : msg + 1] not in stamp_first and raw[:1] not in digits
                     and (raw.find(b": ", msg + 1, msg + 130) < 0 or not may_carry_stamp(raw, msg))):
                 # The run's bulk: a metrics line per step, a rollout bar per step, each also the start

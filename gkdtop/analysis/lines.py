@@ -131,9 +131,12 @@ def utf8_cut(buf: bytes, limit: int) -> int:
 # distinct prefix, then found in _prefix_cache.
 _RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
 # Ray's own daemons, re-printed by the log monitor the same way: `(raylet) `, `(raylet, ip=10.0.0.2) `,
-# `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started). No pid: 0.
+# `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started; the same events also come
+# as `(scheduler +16s) `). No pid: 0.
 _RAY_DAEMON_RE = re.compile(
-    r"\((raylet|gcs_server|autoscaler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
+    r"\((raylet|gcs_server|autoscaler|scheduler|monitor|dashboard_agent)(?:, ip=([^\s(),]+)| \+[\dhms]+)?\)")
+# Lines dated by the `+2m5s` in their prefix (analysis/phases.py), which history reads the careful way.
+RELATIVE_STAMPED = (b"(autoscaler", b"(scheduler")
 # Bounded digits: int() refuses more than 4,300, and no real count has ten.
 _REPEAT_RE = re.compile(r" \[repeated (\d{1,9})x across cluster\]")
 PREFIX_MAX = 256  # a Ray prefix closes within this many characters
@@ -184,8 +187,18 @@ _RANK_RE = re.compile(RANK_PREFIX)
 _HOST_TOKEN_RE = re.compile(r"[\w.-]{1,127}")
 _AFTER_HOST = frozenset("[0123456789(IWEF")  # what a stamp after a host begins with
 _LAYERS = 5  # prefixes peeled before a stamp at most (a line number, Ray's, a process's, a rank's, a tag)
-# `[61238] ` before every line: the line numbers of the editor or viewer a log was pasted from.
-_LINE_NUMBER_RE = re.compile(r"\[\d{1,9}\] (?=\S)")
+# What a bracket before a stamp can be, one regex: `[61238] `, the line numbers of the editor or viewer a
+# log was pasted from; the level (and file:line) of HF transformers' explicit format,
+# `[INFO|trainer.py:1786] 2023-06-16 09:02:51,770 >> msg`, and of LLaMA-Factory's,
+# `[INFO|2024-06-03 11:40:12] llamafactory.data.loader:143 >> msg` (the stamp inside the bracket);
+# torchtitan's `[titan] 2025-06-20 19:13:25,465 - root - INFO -`; NeMo's `[NeMo I 2025-04-23 02:51:43 mixins:69]`.
+_BRACKET_RE = re.compile(r"\[(?:\d{1,9}\] (?=\S)|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|(?:[\w.-]{1,128}:\d{1,6}\] )?"
+                         r"|titan\] |NeMo [DIWEC] )")
+# torchrun's error summary, `  time      : 2024-08-30_03:43:05` (the failure's local time), behind its field name.
+_FIELD_RE = re.compile(r"time +: (?=\d{4}-)")
+# A tqdm bar whose `\r` was lost (a pasted log, a file read without them): the next line printed is glued
+# to its redraw, `35%|███▌ | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2023-06-16 09:43:59,012 >>`.
+_BAR_RE = re.compile(r"\d{1,3}%\|[^|]{0,200}\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]{0,200}\]")
 
 
 def _host_end(text: str) -> int:
@@ -204,7 +217,9 @@ def stamp_text(text: str) -> str:
     stacks a tag of their own, `(AReaL) 20260304-10:31:13.128`; Megatron indents its iteration lines
     (` [2024-09-20 03:11:41] iteration 1/ 20000 |`) and stamps its milestones at their end
     (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `); a log pasted
-    from an editor the line's number (`[61238] `)."""
+    from an editor the line's number (`[61238] `); HF's and LLaMA-Factory's loggers, torchtitan and NeMo a
+    level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `); a line glued to a
+    tqdm bar that lost its `\\r`, the bar's redraws."""
     for _ in range(_LAYERS):
         first = text[:1]
         if first == " ":
@@ -215,10 +230,14 @@ def stamp_text(text: str) -> str:
             if close <= 0 or "(" in inside or not ("pid=" in inside or inside.isidentifier()):
                 return text
             text = text[close + 2 :]
-        elif first == "[" and (m := (_RANK_RE if text[1:5] == "rank" else _LINE_NUMBER_RE).match(text)) is not None:
-            text = text[m.end() :]  # a rank's prefix, or an editor's line number (pasted)
+        elif first == "[" and (m := (_RANK_RE if text[1:5] == "rank" else _BRACKET_RE).match(text)) is not None:
+            text = text[m.end() :]  # a rank's prefix, an editor's line number (pasted), a level or a tag
         elif first == "[" and (at := text.find("] datetime: ", 1, 80)) > 0:  # Megatron's print_datetime
             text = text[at + 12 :]
+        elif first == "t" and (m := _FIELD_RE.match(text)) is not None:
+            text = text[m.end() :]
+        elif first.isdigit() and text.find("%|", 1, 4) > 0 and (m := _BAR_RE.match(text)) is not None:
+            text = text[m.end() :]  # a bar's redraw, a line glued to it
         elif first.isalnum() and (end := _host_end(text)):
             text = text[end:]
         else:

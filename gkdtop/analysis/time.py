@@ -1,11 +1,16 @@
 """Time you can trust: timestamps read from log lines, and the offset between a log's clock and ours.
 
-Forms read at the start of a message (after any Ray prefix, `[rank0]:` or `(Tag) `, see
-lines.stamp_text), one alternative of TS_RE each, tested one by one in tests/test_stamps.py:
+Forms read at the start of a message (after any Ray prefix, `[rank0]:`, `(Tag) `, a level's bracket
+`[INFO|trainer.py:1786] `, a bar glued before it: see lines.stamp_text), one alternative of TS_RE each,
+tested one by one in tests/test_stamps.py:
 
 - ISO 8601, `T` or space, a fraction, `Z` / `+08:00` / `-0130`, in brackets or not:
-  `2026-01-11T10:00:05.123Z` (most loggers, kubectl --timestamps);
+  `2026-01-11T10:00:05.123Z` (most loggers, kubectl --timestamps, loguru's `2026-01-11 10:00:05.123 | INFO |`);
 - Python logging's asctime `2026-01-11 10:00:05,123` (logging, Ray, verl); `2026/01/11 10:00:05`;
+  `2026-01-11_10:00:05`, torchrun's error summary (`  time      : 2026-01-11_10:00:05`, behind its field name);
+- logging's `%m/%d/%Y %H:%M:%S`, `03/18/2026 09:12:53 - INFO - name - msg` (HF's example scripts,
+  accelerate, older LLaMA-Factory): month first, unless the first field is over 12 (then it is the
+  day) or reading it month first would put the line after its reference time and day first would not;
 - glog `I1122 10:00:00.123456`, also with a one-digit month and in brackets, as c10d prints it:
   `[W326 22:36:28.884042812 socket.cpp:489]` (Ray's C++ core, c10d, NCCL);
 - vLLM's `INFO 11-22 10:00:00` (vLLM, SGLang);
@@ -31,10 +36,10 @@ import re
 import time
 from collections import deque
 
-# One regex for every timestamp form; group 1, 5 or 8 is the text of its minute (the cache key).
+# One regex for every timestamp form; group 1, 5, 8, 11, 14 or 17 is the text of its minute (the cache key).
 TS_RE = re.compile(
     # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
-    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T ]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
     # glog `I1122 10:00:00.123456`, c10d's `[W326 22:36:28.884042812` (a one-digit month): no year.
     r"|\[?[IWEF](\d{3,4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
     # vLLM `INFO 01-11 10:00:05`: no year.
@@ -43,6 +48,8 @@ TS_RE = re.compile(
     r"|(\d{8}-\d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
     # The time of day alone, `10:31:13.128 [INFO:swift]`: no date.
     r"|\[?(\d\d:\d\d):(\d\d)(?:[.,](\d+))?(?![\d:])"
+    # logging's `%m/%d/%Y %H:%M:%S`, `03/18/2026 09:12:53` (or the day first, _slashed_epoch).
+    r"|(\d\d/\d\d/\d{4} \d\d:\d\d):(\d\d)(?:[.,](\d+))?(?!\d)"
 )
 TS_FIRST = frozenset("0123456789[IWEFDC ")  # a line starting otherwise has no timestamp: no regex
 SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
@@ -108,15 +115,30 @@ def _yearless_epoch(month: int, day: int, hour: int, minute: int, ref: float) ->
     return None
 
 
+def _slashed_epoch(first: int, second: int, year: int, hour: int, minute: int, ref: float) -> float | None:
+    """`MM/DD/YYYY` as logging's `%m/%d/%Y` prints it, unless that cannot be: a first field over 12 is the
+    day, and so is it when month first would put the line more than SLACK after its reference (a file's
+    mtime: no line was written after it) while day first would not. Both in the past: month first."""
+    month_first = _minute_epoch(year, first, second, hour, minute, "")
+    if month_first is not None and month_first <= ref + SLACK:
+        return month_first
+    day_first = _minute_epoch(year, second, first, hour, minute, "")
+    if day_first is not None and (month_first is None or day_first <= ref + SLACK):
+        return day_first
+    return month_first
+
+
 def _minute_of(key: str, ref: float) -> float | None:
     """Epoch of a minute key from TS_RE: a date form, AReaL's `YYYYMMDD-hh:mm`, vLLM's `MM-DD hh:mm`,
-    glog's `MMDD hh:mm` (or `MDD hh:mm`), or `hh:mm` alone."""
+    glog's `MMDD hh:mm` (or `MDD hh:mm`), `MM/DD/YYYY hh:mm`, or `hh:mm` alone."""
     if len(key) >= 16 and key[4] in "-/":
         return _minute_epoch(int(key[:4]), int(key[5:7]), int(key[8:10]), int(key[11:13]), int(key[14:16]), key[16:])
     if len(key) == 14 and key[8] == "-":
         return _minute_epoch(int(key[:4]), int(key[4:6]), int(key[6:8]), int(key[9:11]), int(key[12:14]), "")
     if len(key) == 5:
         return _dayless_epoch(int(key[:2]), int(key[3:5]), ref)
+    if key[2] == "/":
+        return _slashed_epoch(int(key[:2]), int(key[3:5]), int(key[6:10]), int(key[11:13]), int(key[14:16]), ref)
     if key[2] == "-":
         return _yearless_epoch(int(key[:2]), int(key[3:5]), int(key[6:8]), int(key[9:11]), ref)
     date, _, clock = key.partition(" ")
@@ -131,6 +153,9 @@ def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
     elif groups[10]:
         key, sec, frac = groups[10], groups[11], groups[12]
         cache_key = key
+    elif groups[16]:  # `MM/DD/YYYY`: which field is the day may depend on the reference (to the hour)
+        key, sec, frac = groups[16], groups[17], groups[18]
+        cache_key = f"{key}@{int(ref) // 3600}"
     else:
         if groups[4]:  # glog
             key, sec, frac = groups[4], groups[5], groups[6]
@@ -164,16 +189,20 @@ def parse_timestamp(text: str, ref: float | None = None) -> float | None:
 # How far past a file's newest dated stamp its year-less stamps may lie (a run, or a rollover).
 YEARLESS_REACH = 300 * 86400.0
 TAIL_BYTES = 64 * 1024  # how much of a file's end is read for its newest dated stamp
-_DATED_RE = re.compile(rb"(?<!\d)(\d{4})[-/](\d\d)[-/](\d\d)[T ](\d\d):(\d\d):(\d\d)(?!\d)")
+_DATED_RE = re.compile(rb"(?<!\d)(\d{4})[-/](\d\d)[-/](\d\d)[T _](\d\d):(\d\d):(\d\d)(?!\d)")
+_SLASHED_RE = re.compile(rb"(?<![\d/])(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)(?!\d)")  # MM/DD/YYYY
 
 
 def yearless_reference(tail: bytes, mtime: float) -> float:
     """What places a file's year-less stamps (vLLM's `INFO 06-07 …`, glog): its mtime, unless the
     newest full date in its `tail` is more than YEARLESS_REACH older, then that date plus the reach.
     A log copied months after its run keeps its lines in the run's year (a 365-day phase otherwise)."""
+    found = [_minute_epoch(*(int(g) for g in m.groups()[:5]), "") for m in _DATED_RE.finditer(tail)]
+    if b"/" in tail:
+        found += [_slashed_epoch(*(int(g) for g in (m[1], m[2], m[3], m[4], m[5])), mtime)
+                  for m in _SLASHED_RE.finditer(tail)]
     newest = None
-    for m in _DATED_RE.finditer(tail):
-        t = _minute_epoch(*(int(g) for g in m.groups()[:5]), "")
+    for t in found:
         if t is not None and t <= mtime + SLACK and (newest is None or t > newest):
             newest = t
     return mtime if newest is None else min(mtime, newest + YEARLESS_REACH)
