@@ -526,3 +526,11 @@ def test_fixes_name_other_stacks_keys_only_as_such() -> None:
             for m in VERL_KEYS.finditer(text):
                 assert "verl" in text[max(0, m.start() - 60):m.start()], (sig.name, m.group())
             assert "rollout engine" not in text and "rollout worker" not in text, sig.name
+
+
+def test_a_store_wait_later_in_a_run_is_not_called_a_rendezvous(tmp_path: Path) -> None:
+    """A store-based barrier that times out hours in says so; the rendezvous reading stays for a connect."""
+    found = only(store_after(tmp_path, ["torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
+                                        "/barrier/0/8812"]), "c10d-store-timeout")
+    assert "later in a run" in found.cause and "barrier" in found.cause
+    assert "peer that did not arrive" in found.fix
