@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ CASES = [
       "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
       f"ran for 600031 milliseconds before timing out.{E}[0m")],
      {"seq": "1", "op": "ALLREDUCE", "timeout_ms": "600000", "ran_ms": "600031", "rank": "1"}),
-    ("nccl-timeout-mid-run",
+    ("nccl-timeout",
      [ray("WorkerDict", 312, "[rank0]:[E1122 11:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught "
       "collective operation timeout: WorkNCCL(SeqNum=4711, OpType=BROADCAST, NumelIn=8388608, NumelOut=8388608, "
       "Timeout(ms)=1800000) ran for 1800443 milliseconds before timing out.")],
@@ -117,7 +118,7 @@ CASES = [
      ["(autoscaler +45s) Error: No available node types can fulfill resource request {'CPU': 64.0}. "
       "Add suitable node types to this cluster to resolve this issue."],
      {"infeasible": "{'CPU': 64.0}"}),
-    ("nccl-timeout-mid-run",  # torch >= 2.5: the process group's name and the rank in that group
+    ("nccl-timeout",  # torch >= 2.5: the process group's name and the rank in that group
      [ray("WorkerDict", 39435, "[rank5]:[E0625 01:31:33.708894088 ProcessGroupNCCL.cpp:632] [PG ID 4 PG GUID "
       "21(DATA_PARALLEL_GROUP) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7312, "
       "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds before timing out."),
@@ -172,6 +173,14 @@ CASES = [
     ("ray-job-failed",
      ["Job 'raysubmit_Xk2pQ9vLm4TnR8wa' failed"],
      {"job": "raysubmit_Xk2pQ9vLm4TnR8wa"}),
+    ("ray-unhandled-error",  # an actor call's error nobody ray.get()s: not the job failing
+     [ray("TaskRunner", 5120, "Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+          "ray::RolloutServer.wake_up() (pid=6021, ip=10.2.3.4, actor_id=aa11bb22cc33dd44ee55ff6601000000)")],
+     {"task": "RolloutServer.wake_up", "pid": "6021"}),
+    ("nccl-watchdog-abort",
+     ["[rank1]:[E0311 08:14:02.551 ProcessGroupNCCL.cpp:630] [Rank 1] To avoid data inconsistency, we are taking "
+      "the entire process down."],
+     {}),
     ("ray-node-died",
      ["(raylet) [2025-06-16 15:35:08,585 E 1500 1500] (raylet) The node with node id: 3c4d5e6f and address: "
       "10.121.225.12 and node name: 10.121.225.12 has been marked dead because the detector has missed too many "
@@ -287,9 +296,8 @@ def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines
     for key, value in fields.items():
         assert found.fields.get(key) == value, (key, found.fields)
     assert found.cause and found.fix
-    # Two lines of one incident: engine-dead's two wordings, the wake_up frame and its collective_rpc.
-    two = name == "engine-dead" or (name == "vllm-wake-up-oom" and len(lines) > 4)
-    assert found.count == (2 if two else 1)
+    # engine-dead's two wordings count twice; the wake_up frame and its collective_rpc are one traceback: once.
+    assert found.count == (2 if name == "engine-dead" else 1)
 
 
 def test_every_builtin_signature_has_a_case() -> None:
@@ -367,3 +375,162 @@ def test_catalogue_is_documented() -> None:
     for sig in builtin_signatures():
         assert f"## {sig.name} (" in doc
         assert sig.fix in doc
+
+
+# --- one incident, one finding (the posted logs' shapes, invented values) ---------------------------------------
+
+def _watchdog(rank: int, seq: int, ran: int, pg: str = "") -> str:
+    return (f"[E ProcessGroupNCCL.cpp:828] {pg}[Rank {rank}] Watchdog caught collective operation timeout: "
+            f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, Timeout(ms)=600000) ran for {ran} milliseconds before "
+            "timing out.")
+
+
+def timeouts(store: Store) -> list:  # type: ignore[type-arg]
+    return [f for f in store.findings() if f.name.startswith("nccl-timeout")]
+
+
+def test_distinct_collectives_of_one_rank_are_distinct_findings(tmp_path: Path) -> None:
+    """Three works of rank 0 (different groups' SeqNums) timed out: three findings, each with its own SeqNum; the
+    C++ terminate handler's `what():` restating the first is that incident again, not a fourth."""
+    lines = [_watchdog(0, 57, 603001), _watchdog(0, 913, 603122), _watchdog(0, 2020, 603140),
+             "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down.",
+             "terminate called after throwing an instance of 'std::runtime_error'",
+             "  what():  " + _watchdog(0, 57, 603001).split("] ", 1)[1]]
+    found = timeouts(store_after(tmp_path, lines))
+    assert sorted((f.fields["seq"], f.count) for f in found) == [("2020", 1), ("57", 1), ("913", 1)]
+    assert {f.name for f in found} == {"nccl-timeout"}
+
+
+def test_a_record_takes_no_field_from_another_ranks_lines(tmp_path: Path) -> None:
+    """Rank 4's and rank 11's watchdog lines interleave (Ray prefixes, torch 2.5 PG tags): each record keeps its
+    own rank, PG rank and last completed work."""
+    pg = "[PG ID 3 PG GUID 17 Rank {r}] "
+    lines = [
+        ray("WorkerDict", 701, "[rank4]:[E0311 08:14:02.1 ProcessGroupNCCL.cpp:632] " + pg.format(r=4)
+            + "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3301, OpType=ALLREDUCE, NumelIn=4, "
+            "NumelOut=4, Timeout(ms)=600000) ran for 600120 milliseconds before timing out."),
+        ray("WorkerDict", 701, "[rank4]:[E0311 08:14:02.2 ProcessGroupNCCL.cpp:2271] " + pg.format(r=4)
+            + " failure detected by watchdog at work sequence id: 3301 PG status: last enqueued work: 3301, last "
+            "completed work: 3300"),
+        ray("WorkerDict", 702, "[rank11]:[E0311 08:14:02.3 ProcessGroupNCCL.cpp:632] " + pg.format(r=11)
+            + "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3301, OpType=ALLREDUCE, NumelIn=4, "
+            "NumelOut=4, Timeout(ms)=600000) ran for 600175 milliseconds before timing out."),
+        ray("WorkerDict", 701, "[rank4]:[E0311 08:14:03.1 ProcessGroupNCCL.cpp:684] [Rank 4] Some NCCL operations "
+            "have failed or timed out."),
+        # no Ray prefix: torch's own [rankN]: tag says it is rank 4's, not rank 11's
+        "[rank4]:[E0311 08:14:03.2 ProcessGroupNCCL.cpp:684] [Rank 4] Some NCCL operations have failed.",
+    ]
+    by_rank = {f.fields["global_rank"]: f for f in timeouts(store_after(tmp_path, lines))}
+    assert set(by_rank) == {"4", "11"}
+    assert by_rank["4"].fields["pg_rank"] == "4" and by_rank["4"].fields["rank"] == "4"
+    assert by_rank["4"].fields["last_completed"] == "3300"
+    assert by_rank["11"].fields["pg_rank"] == "11"
+    assert "rank" not in by_rank["11"].fields and "last_completed" not in by_rank["11"].fields
+    assert all(f.count == 1 for f in by_rank.values())
+
+
+def test_the_process_group_of_older_torch_comes_from_the_next_line(tmp_path: Path) -> None:
+    """torch 2.3-2.4 tag the detail line `[PG 2 Rank 0]`, not the watchdog line: the record names the group, and the
+    same SeqNum of another group is another finding."""
+    lines = ["[rank0]:[E0311 08:14:02.1 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+             "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+             "600031 milliseconds before timing out.",
+             "[rank0]:[E0311 08:14:02.2 ProcessGroupNCCL.cpp:1709] [PG 2 Rank 0] Timeout at NCCL work: 88, last "
+             "enqueued NCCL work: 88, last completed NCCL work: 87.",
+             "[rank0]:[E0311 08:14:02.3 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation "
+             "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+             "600044 milliseconds before timing out.",
+             "[rank0]:[E0311 08:14:02.4 ProcessGroupNCCL.cpp:1709] [PG 0 (default_pg) Rank 0] Timeout at NCCL work: "
+             "88, last enqueued NCCL work: 88, last completed NCCL work: 87."]
+    found = timeouts(store_after(tmp_path, lines))
+    assert sorted(f.fields.get("pg_id", "") for f in found) == ["0", "2"]
+    assert [f.fields.get("pg_name") for f in found if f.fields["pg_id"] == "0"] == ["default_pg"]
+
+
+def test_frames_of_one_traceback_are_one_incident(tmp_path: Path) -> None:
+    """Every frame of a wake-up traceback names wake_up; the traceback has one OOM: one incident. Another
+    process's own OOM in wake_up is a second."""
+    def traceback(pid: int) -> list[str]:
+        return [ray("WorkerDict", pid, "Traceback (most recent call last):"),
+                ray("WorkerDict", pid, '  File "/opt/app/rollout.py", line 88, in wake_up'),
+                ray("WorkerDict", pid, "    self.llm.wake_up()"),
+                ray("WorkerDict", pid, '  File "/opt/venv/vllm/entrypoints/llm.py", line 1402, in wake_up'),
+                ray("WorkerDict", pid, '    self.llm_engine.wake_up(tags)'),
+                ray("WorkerDict", pid, '  File "/opt/venv/vllm/executor/executor_base.py", line 208, in wake_up'),
+                ray("WorkerDict", pid, '    self.collective_rpc("wake_up", kwargs=dict(tags=tags))'),
+                ray("WorkerDict", pid, '  File "/opt/venv/vllm/device_allocator/cumem.py", line 75, in '
+                    "create_and_map"),
+                ray("WorkerDict", pid, "RuntimeError: CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:62")]
+    assert only(store_after(tmp_path, traceback(4410)), "vllm-wake-up-oom").count == 1
+    assert only(store_after(tmp_path, traceback(4410) + traceback(4411)), "vllm-wake-up-oom").count == 2
+
+
+def test_a_vaguer_report_of_a_named_incident_is_no_second_finding(tmp_path: Path) -> None:
+    """The node's own line names it; `The actor died because its node has died` and a second ActorDiedError whose
+    details the log does not show are the same things again: no empty `{}` findings beside them."""
+    lines = ["2025-02-03 04:05:06,789\tWARNING worker.py:2037 -- The node with node id: 0a1b2c3d and address: "
+             "10.9.8.7 and node name: 10.9.8.7 has been marked dead because the detector has missed too many "
+             "heartbeats from it.",
+             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+             "\tclass_name: make_group.<locals>.ShardWorker",
+             "\tpid: 3131",
+             "The actor died because its node has died. Node Id: 0a1b2c3d",
+             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    store = store_after(tmp_path, lines)
+    assert only(store, "ray-node-died").fields["address"] == "10.9.8.7"
+    actor = only(store, "ray-actor-died")
+    assert actor.fields["actor_class"] == "ShardWorker" and actor.fields["pid"] == "3131"
+
+
+def test_the_timeout_names_say_only_what_the_line_shows(tmp_path: Path) -> None:
+    """SeqNum=1: the first collective; any later one (SeqNum=2 is a set-up barrier as often as a step's collective)
+    is `nccl-timeout`, whose text claims no training was under way; its fix compares ranks only within one group."""
+    first = only(store_after(tmp_path, [_watchdog(2, 1, 600012)]), "nccl-timeout-first-collective")
+    later = only(store_after(tmp_path, [_watchdog(2, 2, 600012)]), "nccl-timeout")
+    assert first.fields["seq"] == "1" and later.fields["seq"] == "2"
+    for word in ("mid-run", "training", "step"):
+        assert word not in later.cause.lower()
+    assert "one process group" in later.fix and "same SeqNum" in later.fix
+    assert "the one behind is it" not in later.fix
+
+
+def test_a_watchdog_abort_is_named_as_the_timeouts_consequence(tmp_path: Path) -> None:
+    """The watchdog taking the process down, then SIGABRT: a finding saying it is the timeout's consequence, and
+    the signal's advice does not treat the abort as a CUDA crash first."""
+    lines = [_watchdog(3, 4410, 1800207),
+             "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire process down.",
+             "terminate called after throwing an instance of 'c10::DistBackendError'",
+             "  what():  " + _watchdog(3, 4410, 1800207).split("] ", 1)[1],
+             "*** SIGABRT received at time=1741000000 on cpu 12 ***",
+             "Fatal Python error: Aborted"]
+    store = store_after(tmp_path, lines)
+    abort = only(store, "nccl-watchdog-abort")
+    assert "consequence" in abort.cause and "CUDA_LAUNCH_BLOCKING" not in abort.fix
+    signal = only(store, "fatal-signal")
+    assert "in native code" not in signal.cause.split("SIGSEGV")[0]  # SIGABRT is not said to be a native crash
+    assert signal.fix.index("watchdog") < signal.fix.index("CUDA_LAUNCH_BLOCKING")
+    assert only(store, "nccl-timeout").count == 1
+
+
+VERL_KEYS = re.compile(r"\b(?:actor_rollout_ref\.[\w.]+|trainer\.\w+|nccl_timeout|response_length|"
+                       r"tensor_model_parallel_size)\b")
+
+
+def test_fixes_name_other_stacks_keys_only_as_such() -> None:
+    """Findings show on any stack: a verl config key appears only after 'verl' (`verl: nccl_timeout`), and no
+    built-in cause or fix assumes an RL rollout engine or worker."""
+    from gkdtop.analysis.rules import builtin_signatures
+
+    for sig in builtin_signatures():
+        for text in (sig.cause, sig.fix):
+            for m in VERL_KEYS.finditer(text):
+                assert "verl" in text[max(0, m.start() - 60):m.start()], (sig.name, m.group())
+            assert "rollout engine" not in text and "rollout worker" not in text, sig.name
+
+
+def test_a_store_wait_later_in_a_run_is_not_called_a_rendezvous(tmp_path: Path) -> None:
+    """A store-based barrier that times out hours in says so; the rendezvous reading stays for a connect."""
+    found = only(store_after(tmp_path, ["torch.distributed.DistStoreError: wait timeout after 300000ms, keys: "
+                                        "/barrier/0/8812"]), "c10d-store-timeout")
+    assert "later in a run" in found.cause and "barrier" in found.cause
+    assert "peer that did not arrive" in found.fix

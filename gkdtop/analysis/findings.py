@@ -2,8 +2,20 @@
 
 The catalogue is data (`data/findings.yaml`, extendable from the user's config; analysis/rules.py
 reads both). A signature matches one line; `extra` patterns may fill more fields from the next
-lines of the same file (a traceback's details, a watchdog's rank). Repeats collapse into one
-finding with a count. Which line matches what is the matcher's answer; RE2 reads the named groups.
+lines of the same file (a traceback's details, a watchdog's rank). Which line matches what is the
+matcher's answer; RE2 reads the named groups.
+
+One incident is one finding, and a record's fields come from one incident's lines:
+- a line fills an open window only if it comes from the same process (a Ray prefix's pid) and
+  contradicts none of the fields already read (another rank's `[rank9]:`, another collective's work
+  number); a new match of the same signature from the same process ends the earlier window
+- a repeat (the same key) counts one more incident and shows the latest incident's fields (with the
+  earlier ones' where both come from one process and disagree on nothing);
+  (so the frames of one traceback that each name `wake_up` are one incident with its one error);
+- a C++ or c10d line restating an exception already recorded (`what():`, `... terminated with
+  exception:`) is that incident again, not a new one;
+- a record without any of the signature's key fields beside one with them is a vaguer report of
+  the same thing (`The actor died because its node has died` after the node's own line): not shown.
 """
 
 from __future__ import annotations
@@ -20,11 +32,16 @@ if TYPE_CHECKING:
 
 MAX_FINDINGS = 200
 MAX_SAMPLE = 6
+# Text before a match that says the line restates an exception logged already (C++'s terminate handler,
+# c10d's watchdog and communicator-abort messages).
+RESTATED = ("what():", "terminated with exception:", "reason for failure was:")
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
 @dataclass(slots=True)
 class _Open:
-    """A signature that matched and still looks at the next lines of its file for extra fields."""
+    """One incident: a signature that matched and still looks at the next lines of its file for extra fields."""
 
     signature: Signature
     extra_ids: list[tuple[int, Pattern]]
@@ -33,6 +50,8 @@ class _Open:
     time: float
     left: int
     emitted: Finding | None
+    source: str
+    speaker: tuple[int | None, str]  # the Ray prefix's (pid, ip): (None, "") for a line without one
 
 
 def _groups(match: object) -> dict[str, str]:
@@ -47,16 +66,28 @@ def _groups(match: object) -> dict[str, str]:
     return fields
 
 
+def _other_speaker(a: tuple[int | None, str], b: tuple[int | None, str]) -> bool:
+    """Two lines from different processes, as far as their Ray prefixes tell."""
+    return a[0] is not None and b[0] is not None and a != b
+
+
+def _agrees(fields: dict[str, str], other: dict[str, str]) -> bool:
+    return all(other.get(k, v) == v for k, v in fields.items())
+
+
 class FindingsEngine:
     def __init__(self, signatures: list[Signature], register: Callable[[str | Pattern], int]) -> None:
         self.signatures = signatures
+        self.by_name = {sig.name: sig for sig in signatures}
         self.by_id: dict[int, list[tuple[int, Signature]]] = {}  # match id -> (catalogue order, signature)
         self.extra_ids: list[list[tuple[int, Pattern]]] = []
         for order, sig in enumerate(signatures):
             self.by_id.setdefault(register(sig.match), []).append((order, sig))
             self.extra_ids.append([(register(p), p) for p in sig.extra])
         self.match_ids = frozenset(self.by_id)
-        self.found: dict[tuple[str, tuple[tuple[str, str], ...]], Finding] = {}
+        self.found: dict[Key, Finding] = {}
+        self.keys: dict[int, Key] = {}  # id(finding) -> its key in found
+        self.shown: dict[int, _Open] = {}  # id(finding) -> the incident whose fields it shows (the latest)
         self.open: dict[str, list[_Open]] = {}
 
     def opens_window(self) -> tuple[frozenset[int], int]:
@@ -66,88 +97,152 @@ class FindingsEngine:
 
     def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         text = line.text
-        pending = self.open.get(line.source)
-        if pending:
-            self._extend(pending, text, ids)
-        if not ids or self.match_ids.isdisjoint(ids):
-            return
-        hits = sorted(hit for i in ids for hit in self.by_id.get(i, ()))
-        for order, sig in hits:
-            m = sig.match.search(text)
-            if m is None:
-                continue
-            fields = _groups(m)
-            extra_ids = self.extra_ids[order]
-            opened = _Open(sig, extra_ids, fields, [line.raw or text], t, sig.within, None)
-            if sig.extra:
-                for pattern_id, pattern in extra_ids:  # the match line itself may carry an extra field
-                    if pattern_id in ids and (e := pattern.search(text)) is not None:
-                        opened.fields.update(_groups(e))
-                self.open.setdefault(line.source, []).append(opened)
-            if not sig.require_extra:
-                opened.emitted = self._record(sig, opened.fields, opened.sample, t, line.source)
-
-    def _extend(self, pending: list[_Open], text: str, ids: Collection[int]) -> None:
-        for item in list(pending):
-            item.left -= 1
-            for pattern_id, pattern in item.extra_ids:
-                if pattern_id not in ids:
-                    continue
-                m = pattern.search(text)
+        speaker = (line.pid, line.ip)
+        hits: list[tuple[int, Signature, dict[str, str], bool]] = []
+        if ids and not self.match_ids.isdisjoint(ids):
+            for order, sig in sorted(hit for i in ids for hit in self.by_id.get(i, ())):
+                m = sig.match.search(text)
                 if m is None:
                     continue
-                new = {k: v for k, v in _groups(m).items() if k not in item.fields}
-                if not new:
-                    continue
-                item.fields.update(new)
-                if len(item.sample) < MAX_SAMPLE:
-                    item.sample.append(text)
-                if item.emitted is None:
-                    item.emitted = self._record(item.signature, item.fields, item.sample, item.time, "")
-                else:
-                    self._refine(item)
+                fields = _groups(m)
+                for pattern_id, pattern in self.extra_ids[order]:  # the match line itself may carry an extra field
+                    if pattern_id in ids and (e := pattern.search(text)) is not None:
+                        for k, v in _groups(e).items():
+                            fields.setdefault(k, v)
+                restated = any(marker in text[: m.start()] for marker in RESTATED)
+                hits.append((order, sig, fields, restated))
+        pending = self.open.get(line.source)
+        if pending:
+            new = {sig.name for _, sig, _, restated in hits if not restated}
+            if new:  # a new incident of a signature ends the earlier one's window in the same process
+                pending[:] = [p for p in pending if p.signature.name not in new or _other_speaker(p.speaker, speaker)]
+            self._extend(pending, line, ids)
+        for order, sig, fields, restated in hits:
+            if restated and self._restates(sig, fields, line.source):
+                continue
+            opened = _Open(sig, self.extra_ids[order], fields, [line.raw or text], t, sig.within, None,
+                           line.source, speaker)
+            if sig.extra:
+                self.open.setdefault(line.source, []).append(opened)
+            if not sig.require_extra:
+                opened.emitted = self._record(opened, t)
+
+    def _restates(self, sig: Signature, fields: dict[str, str], source: str) -> bool:
+        """A recorded incident of sig in source whose identity (its key's fields) these fields agree with."""
+        names = sorted(fields) if sig.key is None else sig.key
+        mine = {k: fields[k] for k in names if k in fields}
+        return any(f.name == sig.name and f.source == source and _agrees(mine, f.fields) for f in self.found.values())
+
+    def _extend(self, pending: list[_Open], line: LogLine, ids: Collection[int]) -> None:
+        text = line.text
+        speaker = (line.pid, line.ip)
+        for item in list(pending):
+            item.left -= 1
             if item.left <= 0:
                 pending.remove(item)
+            if _other_speaker(item.speaker, speaker):
+                continue
+            offered: dict[str, str] = {}
+            for pattern_id, pattern in item.extra_ids:
+                if pattern_id in ids and (m := pattern.search(text)) is not None:
+                    for k, v in _groups(m).items():
+                        offered.setdefault(k, v)
+            if not offered or not _agrees(offered, item.fields):
+                continue  # nothing for it, or a line of another incident (another rank, another work)
+            new = {k: v for k, v in offered.items() if k not in item.fields}
+            if not new:
+                continue
+            item.fields.update(new)
+            if len(item.sample) < MAX_SAMPLE:
+                item.sample.append(text)
+            if item.emitted is None:
+                item.emitted = self._record(item, item.time)
+            else:
+                self._refine(item)
 
-    def _key(self, sig: Signature, fields: dict[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    def _key(self, sig: Signature, fields: dict[str, str]) -> Key:
         names = sorted(fields) if sig.key is None else sig.key
         return sig.name, tuple((k, fields.get(k, "")) for k in names)
 
-    def _record(self, sig: Signature, fields: dict[str, str], sample: list[str], t: float, source: str) -> Finding:
-        key = self._key(sig, fields)
+    def _record(self, item: _Open, t: float) -> Finding:
+        """A new incident: a repeat of a recorded one (the same key) counts once more and shows its own fields."""
+        sig = item.signature
+        key = self._key(sig, item.fields)
         found = self.found.get(key)
         if found is not None:
             found.count += 1
             found.last_seen = max(found.last_seen, t)
-            found.fields.update(fields)
+            shown = self.shown.get(id(found))
+            if shown is not None and shown.speaker == item.speaker and _agrees(item.fields, found.fields):
+                found.fields.update(item.fields)  # more lines of one process that disagree on nothing
+            else:
+                found.fields = dict(item.fields)
+                found.sample = list(item.sample)
+            self.shown[id(found)] = item
             return found
         if len(self.found) >= MAX_FINDINGS:
             oldest = min(self.found, key=lambda k: self.found[k].last_seen)
-            del self.found[oldest]
+            self._forget(self.found.pop(oldest))
         found = Finding(name=sig.name, severity=sig.severity, first_seen=t, last_seen=t, count=1,
-                        fields=dict(fields), cause=sig.cause, fix=sig.fix, source=source, sample=list(sample))
+                        fields=dict(item.fields), cause=sig.cause, fix=sig.fix, source=item.source,
+                        sample=list(item.sample))
         self.found[key] = found
+        self.keys[id(found)] = key
+        self.shown[id(found)] = item
         return found
 
+    def _forget(self, finding: Finding) -> None:
+        self.keys.pop(id(finding), None)
+        self.shown.pop(id(finding), None)
+
     def _refine(self, item: _Open) -> None:
-        """Extra fields arrived after the finding was recorded: re-key it so repeats still collapse."""
+        """Extra fields arrived after the incident was recorded: show them, re-keyed so repeats still collapse."""
         finding = item.emitted
         assert finding is not None
-        for key, value in list(self.found.items()):
-            if value is finding:
-                del self.found[key]
-                break
-        finding.fields.update(item.fields)
+        key = self.keys.get(id(finding))
+        new_key = self._key(item.signature, item.fields)
+        if key is None or self.shown.get(id(finding)) is not item:
+            # The record was dropped, or shows a later incident: this one stays counted there while its key
+            # agrees, and becomes a finding of its own once its fields tell it apart.
+            if key is not None and new_key != key:
+                finding.count -= 1
+                item.emitted = self._record(item, item.time)
+            elif key is None:
+                item.emitted = self._record(item, item.time)
+            return
+        finding.fields = dict(item.fields)
         finding.sample = list(item.sample)
-        new_key = self._key(item.signature, finding.fields)
+        if new_key == key:
+            return
+        del self.found[key]
         existing = self.found.get(new_key)
-        if existing is not None and existing is not finding:
-            existing.count += finding.count
-            existing.last_seen = max(existing.last_seen, finding.last_seen)
-            item.emitted = existing
-        else:
+        if existing is None:
             self.found[new_key] = finding
+            self.keys[id(finding)] = new_key
+            return
+        # The same incident as one recorded already, as far as the key tells: one record.
+        existing.count += finding.count
+        existing.first_seen = min(existing.first_seen, finding.first_seen)
+        existing.last_seen = max(existing.last_seen, finding.last_seen)
+        existing.fields = dict(item.fields)
+        existing.sample = list(item.sample)
+        self.shown[id(existing)] = item
+        self._forget(finding)
+        for items in self.open.values():
+            for other in items:
+                if other.emitted is finding:
+                    other.emitted = existing
+
+    def _identified(self, finding: Finding) -> bool:
+        """Whether a record carries any field that tells its incident apart (always, for `key: []`)."""
+        sig = self.by_name.get(finding.name)
+        if sig is not None and sig.key == []:
+            return True
+        names = sig.key if sig is not None and sig.key is not None else list(finding.fields)
+        return any(finding.fields.get(k) for k in names)
 
     def findings(self) -> list[Finding]:
-        """Newest first."""
-        return sorted(self.found.values(), key=lambda f: f.last_seen, reverse=True)
+        """Newest first; a vaguer report beside a record of the same signature that names its incident is left out."""
+        named = {f.name for f in self.found.values() if self._identified(f)}
+        shown = [f for f in self.found.values() if f.name not in named or self._identified(f)]
+        return sorted(shown, key=lambda f: f.last_seen, reverse=True)

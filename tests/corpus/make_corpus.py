@@ -486,7 +486,7 @@ def _(log: Log) -> None:
 
 @scenario("verl_gkd_2node_watchdog_desync", framework="verl", state="failed", phase="actor update",
           culprit="NCCL watchdog timeout mid-run (SeqNum=18423, _ALLGATHER_BASE) on rank 11: ranks out of step",
-          culprit_any=["nccl-timeout-mid-run", "SeqNum=18423"], fix=["stacks", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE"], quiet_for=30,
+          culprit_any=["nccl-timeout", "SeqNum=18423"], fix=["stacks", "Flight Recorder", "TORCH_NCCL_TRACE_BUFFER_SIZE"], quiet_for=30,
           wrong_claims=["NCCL_SOCKET_IFNAME", "first collective"])
 def _(log: Log) -> None:
     v = Verl(log, algo="gkd", strategy="megatron", nodes=2, steps=200, ref=False, entry="recipe.gkd.megatron.main_gkd")
