@@ -370,9 +370,12 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         out += [f"  {a.text}" for a in report.anomalies]
     if report.findings:
         out += ["", "findings:"]
+        fixes = set()
         for f in report.findings:
             out.append(f"  {f.severity} {f.name} x{f.count} {f.fields}")
-            out.append(f"    fix: {f.fix}")
+            if f.fix not in fixes:  # four ranks' timeouts: their fix once
+                out.append(f"    fix: {f.fix}")
+            fixes.add(f.fix)
     if why:
         out += ["", "why (the lines each statement stands on):"]
         cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None)]

@@ -316,7 +316,7 @@ class Store:
         return {p.pid: p for p in self.processes}
 
     def findings(self) -> list[Finding]:
-        return self.analysis.findings()
+        return self.analysis.findings(self.framework())
 
     def anomalies(self) -> list[Anomaly]:
         """The run's slow failures at the config's thresholds (analysis/anomalies.py)."""

@@ -534,3 +534,23 @@ def test_a_store_wait_later_in_a_run_is_not_called_a_rendezvous(tmp_path: Path) 
                                         "/barrier/0/8812"]), "c10d-store-timeout")
     assert "later in a run" in found.cause and "barrier" in found.cause
     assert "peer that did not arrive" in found.fix
+
+
+def test_a_fix_names_a_framework_s_option_only_on_that_framework_s_log(tmp_path: Path) -> None:
+    """vLLM's KV cache too small, in a plain vLLM script and in a verl run. Before: the fix named verl's and
+    OpenRLHF's option keys on every log (issue 25: a hint never names a framework the log is not)."""
+    oom = ("ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored "
+           "in KV cache (20128). Try increasing `gpu_memory_utilization` or decreasing `max_model_len`")
+    plain = only(store_after(tmp_path, [oom]), "vllm-kv-cache").fix
+    assert "gpu_memory_utilization" in plain and "verl" not in plain and "OpenRLHF" not in plain
+    verl = [ray("TaskRunner", 7, "TaskRunner hostname: gpu-node-7, PID: 7"), ray("WorkerDict", 2003, oom)]
+    fix = only(store_after(tmp_path, verl), "vllm-kv-cache").fix
+    assert fix.endswith("verl: actor_rollout_ref.rollout.gpu_memory_utilization.") and "OpenRLHF" not in fix
+    # A user's signature may say the same; a fix_for that is not a mapping is a one-line error.
+    store = store_after(tmp_path, ["shard 3 not found", ray("TaskRunner", 7, "TaskRunner hostname: n, PID: 7")],
+                        "findings:\n  - name: shard\n    match: 'shard (?P<n>\\d+) not found'\n    fix: re-export\n"
+                        "    fix_for:\n      verl: 'verl: data.check=false'\n")
+    assert only(store, "shard").fix == "re-export verl: data.check=false"
+    (tmp_path / "bad.yaml").write_text("findings:\n  - name: x\n    match: x\n    fix_for: [verl]\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:4: findings\[0\].fix_for: expected a mapping"):
+        load_config(tmp_path / "bad.yaml")

@@ -410,6 +410,14 @@ def test_a_log_that_only_waits_for_resources_is_stalled_by_its_own_end(tmp_path:
     assert (doc["state"], doc["stopped_in"]) == ("stalled", "worker-group creation"), doc
     assert doc["ended"] - doc["started"] == pytest.approx(16 * 60, abs=1)  # raylet's stamps date its lines
 
+    # Ray's scheduler events carry the same relative stamp (`(scheduler +5m5s)`): read the same way.
+    scheduler = log.with_name("scheduler.log")
+    scheduler.write_text("\n".join(line.replace("(autoscaler +", "(scheduler +") for line in lines) + "\n")
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(scheduler)],
+                                    capture_output=True, text=True, timeout=120, check=True).stdout)
+    assert (doc["state"], doc["stopped_in"]) == ("stalled", "resource pool"), doc
+    assert 590 <= doc["stalled_for"] <= 610, doc["stalled_for"]
+
 
 class _Scanned:
     """What a scan hands over: its chunk's bytes (through the ring) and what it found (pickled)."""

@@ -15,7 +15,7 @@ lines as its chunks go by).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.findings import FindingsEngine
@@ -214,8 +214,20 @@ class Analysis:
             self._anomalies = (key, scan(self.phases.stats, self.phases.curves, limits))
         return self._anomalies[1]
 
-    def findings(self) -> list[Finding]:
-        return self.findings_engine.findings()
+    def findings(self, framework: Framework | None = None) -> list[Finding]:
+        """The findings, each fix with the sentence for `framework` (default: the log's own) where its signature
+        has one (`fix_for`): a framework's option names only on its own logs."""
+        found = self.findings_engine.findings()
+        by_name = self.findings_engine.by_name
+        if not any(by_name[f.name].fix_for for f in found if f.name in by_name):
+            return found
+        lineage = self.profiles.lineage((framework if framework is not None else self.profiles.result()).name)
+        out = []
+        for f in found:
+            sig = by_name.get(f.name)
+            extra = [text for name, text in sig.fix_for.items() if name in lineage] if sig is not None else []
+            out.append(replace(f, fix=f"{f.fix} {' '.join(extra)}") if extra else f)
+        return out
 
     def error_groups(self) -> list[ErrorGroup]:
         return sorted(self.errors.values(), key=lambda g: (g.source, g.first_line or 0))

@@ -133,7 +133,7 @@ FAILED_HINT = Hint(
              "it was raised)."],
 )
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
-AUTOSCALER_RE = re.compile(r"\(autoscaler \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
+AUTOSCALER_RE = re.compile(r"\((?:autoscaler|scheduler) \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
 MAX_DONE_BY = 8  # the actors a span names as having said it is done
 MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions, "after X"): a junk log's bound
@@ -262,7 +262,7 @@ class PhaseEngine:
     def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
         """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
-        if line.worker == "autoscaler":
+        if line.worker in ("autoscaler", "scheduler"):
             t = self._autoscaler_time(line, t)
         elif line.ts is not None:
             self._writer_stamp(line, t)

@@ -53,6 +53,9 @@ class Signature:
     within: int = 20
     require_extra: bool = False
     key: list[str] | None = None  # None: every field tells findings apart
+    # A sentence added to `fix` where the job is that framework (or a fork of it): its own option's name
+    # (`verl: actor_rollout_ref.rollout.gpu_memory_utilization`) never shown on a log of another stack.
+    fix_for: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -143,7 +146,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested"}
-FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix"}
+FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -238,6 +241,11 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
         for attr in ("cause", "fix"):
             if (n := get(item, attr)) is not None:
                 setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
+        if (n := get(item, "fix_for")) is not None:
+            if n.tag != MAP:
+                raise node_error(where, n, f"{key}.fix_for", "expected a mapping of framework name to text")
+            sig.fix_for = {scalar(k, where, f"{key}.fix_for"): scalar(v, where, f"{key}.fix_for.{k.value}")
+                           for k, v in n.value}
         out.append(sig)
     return out
 
