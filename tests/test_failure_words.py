@@ -6,6 +6,7 @@ does not become a second phase."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from gkdtop.config import load_config
@@ -101,3 +102,37 @@ def test_a_rules_own_bar_is_not_a_second_phase(tmp_path: Path) -> None:
     description was made a phase too ('Training Progress 0s done' above 'training loop')."""
     report = run(tmp_path, [BAR, "(TaskRunner pid=2211) step:11 - actor/pg_loss:0.01 - timing_s/step:1750.2"])
     assert [span.name for span in report.status.timeline] == ["training loop"]
+
+
+def test_start_up_advice_needs_its_evidence_and_goes_when_a_line_contradicts_it(tmp_path: Path) -> None:
+    """DeepSpeed on two GPUs stalled after both ranks built fused_adam. Before: 'Loading a large checkpoint' (no
+    load line), 'init waits for a rank that never started' (both ranks were past init), 'offload for a model this
+    size' (no size, no memory line). A user's line may be hidden by a later one the same way (`unless_seen`)."""
+    from gkdtop.analysis.engine import Analysis
+    from gkdtop.analysis.history import file_range
+
+    lines = [
+        "[2024-01-09 10:02:11,201] [INFO] [real_accelerator.py:161:get_accelerator] Setting ds_accelerator to cuda",
+        "[2024-01-09 10:02:14,877] [INFO] [comm.py:637:init_distributed] cdb=None",
+        "[2024-01-09 10:02:40,120] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.12.6",
+        "Time to load fused_adam op: 31.52 seconds",
+        "Time to load fused_adam op: 31.60 seconds",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "actor init")
+    for hint in (history.status(history.last_progress + 3600).hint, store.phase_status(time.time() + 3600).hint):
+        assert hint is not None
+        said = " ".join([*hint.causes, *hint.actions])
+        assert "never started" not in said and "large checkpoint" not in said and "offload" not in said
+        assert "wrapper" in said  # what is left: building the wrapper or optimizer, compiling an extension
+
+    (tmp_path / "c.yaml").write_text(
+        "phases:\n  - name: export\n    start: 'export begins'\n    hint:\n      causes:\n"
+        "        - text: 'the bucket is not mounted'\n          unless_seen: 'bucket mounted'\n")
+    config = load_config(tmp_path / "c.yaml")
+    log = tmp_path / "export.log"
+    for tail, shown in ((["export begins"], True), (["bucket mounted at /b", "export begins"], False)):
+        log.write_text(text_of(tail))
+        analysis = Analysis(config.rules())
+        analysis.read_history([file_range(str(log))])
+        hint = analysis.phases.status(time.time() + 3600).hint
+        assert (hint is not None and "the bucket is not mounted" in hint.causes) == shown

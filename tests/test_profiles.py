@@ -93,6 +93,25 @@ def test_a_process_command_line_tells_framework_and_traits() -> None:
     assert fw.evidence == [cmdline[:160]]
 
 
+def test_another_stack_s_process_does_not_outvote_the_log() -> None:
+    """`snapshot --log openrlhf.log` on a machine where a verl job also runs: before, the verl process (3 points)
+    outvoted the OpenRLHF log's line and the log was called verl, with verl's advice. The log names the job; a
+    process still tells a fork from its base where the log says only the base."""
+    from gkdtop.analysis.lines import parse_line
+
+    def told(text: str, commands: list[str]) -> str:
+        analysis = Analysis(Config().rules())
+        analysis.feed([parse_line(text, "train.log", time.time())])
+        return analysis.profiles.result(commands).name
+
+    verl = "/usr/bin/python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo"
+    assert told("(LLMRayActor pid=18822) creating LLM with bundle_indices=[0, 1, 2, 3]", [verl]) == "openrlhf"
+    hf = "{'loss': 1.9312, 'grad_norm': 0.81, 'learning_rate': 9.9e-06, 'epoch': 0.04}"
+    assert told(hf, []) == "hf-trainer"
+    assert told(hf, ["/usr/bin/python3 /usr/local/bin/trl vllm-serve --model m"]) == "trl"  # a fork of the log's
+    assert told(hf, [verl]) == "hf-trainer"
+
+
 @pytest.mark.asyncio
 async def test_top_bar_shows_the_framework(tmp_path: Path) -> None:
     app, _ = make_app(tmp_path, [

@@ -197,7 +197,7 @@ class PhaseEngine:
         self.seen_ids: dict[int, str] = {}
         for rule in rules.phases:
             for hint in (rule.hint, rule.fail_hint, rule.timeout_hint):
-                for text in (hint.seen.values() if hint is not None else ()):
+                for text in ((*hint.seen.values(), *hint.unseen.values()) if hint is not None else ()):
                     self.seen_ids[register(text)] = text
         self.seen_matched: set[str] = set()
         self.start_ids: dict[int, list[PhaseRule]] = {}

@@ -237,8 +237,13 @@ class ProfileDetector:
         if pinned and pinned in profiles:
             chosen = profiles[pinned]
         else:
+            # The log names the job where it can: a process of another stack on the machine (another job, a
+            # helper's cluster) does not outvote it; processes still tell a fork from its base.
+            logged = {name for name, p in profiles.items() if not p.fallback and self.hits.get(name)}
             best = 0
             for p in self.profiles.profiles:  # ties: the one listed first
+                if logged and p.name not in logged and p.base not in logged:
+                    continue
                 if not p.fallback and score[p.name] > best:
                     chosen, best = p, score[p.name]
             if chosen is None:

@@ -188,7 +188,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
     """`causes` and `actions`: lists of lines, each a string, or `{text: ..., frameworks: [verl, ...]}`
     for a line that holds for those frameworks only, or `{text: ..., unless: [verl]}` for one that a
     framework's own line replaces (Hint.for_framework), and/or `{text: ..., seen: PATTERN}` for one
-    shown only once a line of the log matched PATTERN (Hint.for_seen: no advice without its evidence)."""
+    shown only once a line of the log matched PATTERN (Hint.for_seen: no advice without its evidence), and/or
+    `{text: ..., unless_seen: PATTERN}` for one hidden once a line matched PATTERN (a later line contradicts it)."""
     check_keys(node, where, key, {"causes", "actions"})
     hint = Hint()
     for part, out in (("causes", hint.causes), ("actions", hint.actions)):
@@ -199,12 +200,12 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
             if item.tag != MAP:
                 out.append(scalar(item, where, where_item))
                 continue
-            check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen"})
+            check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen", "unless_seen"})
             text, only, unless = get(item, "text"), get(item, "frameworks"), get(item, "unless")
-            seen = get(item, "seen")
-            if text is None or (only is not None and unless is not None) or (only is unless is seen is None):
+            seen, unseen = get(item, "seen"), get(item, "unless_seen")
+            if text is None or (only is not None and unless is not None) or (only is unless is seen is unseen is None):
                 raise node_error(where, item, where_item,
-                                 "needs `text` and one of `frameworks`, `unless`, and/or `seen`")
+                                 "needs `text` and one of `frameworks`, `unless`, and/or `seen`, `unless_seen`")
             out.append(scalar(text, where, f"{where_item}.text"))
             if only is not None or unless is not None:
                 hint.only[out[-1]] = (
@@ -212,6 +213,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
                     tuple(f"!{name}" for name in strings(unless, where, f"{where_item}.unless")))
             if seen is not None:
                 hint.seen[out[-1]] = pattern(seen, where, f"{where_item}.seen").text
+            if unseen is not None:
+                hint.unseen[out[-1]] = pattern(unseen, where, f"{where_item}.unless_seen").text
     return hint
 
 

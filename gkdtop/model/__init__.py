@@ -246,15 +246,20 @@ class Hint:
     # Lines that hold only where the log shows their evidence ("out of memory" advice, shown once a line
     # said so): each such text and the pattern one of the log's lines must have matched.
     seen: dict[str, str] = field(default_factory=dict)
+    # Lines a later line of the log contradicts ("init waits for a rank" once every rank printed Init COMPLETE):
+    # each such text and the pattern that, once matched, hides it.
+    unseen: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"causes": self.causes, "actions": self.actions}
 
     def for_seen(self, matched: Collection[str]) -> Hint:
-        """The lines whose evidence the log holds (`matched`: the `seen` patterns some line matched)."""
-        if not self.seen:
+        """The lines whose evidence the log holds and that no line of it contradicts (`matched`: the `seen` and
+        `unseen` patterns some line matched)."""
+        if not self.seen and not self.unseen:
             return self
-        keep = [t for t in (*self.causes, *self.actions) if self.seen.get(t) is None or self.seen[t] in matched]
+        keep = [t for t in (*self.causes, *self.actions) if (self.seen.get(t) is None or self.seen[t] in matched)
+                and (self.unseen.get(t) is None or self.unseen[t] not in matched)]
         kept = set(keep)
         return Hint([c for c in self.causes if c in kept], [a for a in self.actions if a in kept],
                     {t: v for t, v in self.only.items() if t in kept})
@@ -273,7 +278,8 @@ class Hint:
                 return not any(f"!{name}" in scope for name in names)
             return any(name in scope for name in names)
 
-        return Hint([c for c in self.causes if keep(c)], [a for a in self.actions if keep(a)], seen=self.seen)
+        return Hint([c for c in self.causes if keep(c)], [a for a in self.actions if keep(a)], seen=self.seen,
+                    unseen=self.unseen)
 
 
 UNRECOGNISED_SHOWN = 20  # unrecognised lines after the last known one that are worth saying
