@@ -304,6 +304,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     st = report.status
     if report.started is not None and report.ended is not None:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
+        if st.timeline and st.timeline[0].start_before:  # its first lines were written before any stamp
+            span = (f"{human_duration(report.ended - report.started)} of stamps, {clock(report.started)} to "
+                    f"{clock(report.ended)}; the lines before the first stamp carry no time")
         if any(s.clock_jump is not None for s in st.timeline):
             span += " (writers' stamps in two clock zones, likely: see the '?' below)"
     else:
@@ -320,7 +323,12 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             jumps.append(f"  ? {s.name}: its stamps jump {human_duration(abs(s.clock_jump))} from one writer to "
                          "another: two clock zones, likely, so its time is not measured")
         when = clock(s.start) if report.started is not None else "--:--:--"  # no stamps: no time of its own
-        out.append(f"  {when}  {s.name:<20} {dur:>12}  {s.status}")
+        if report.started is None and s.duration is not None:
+            dur = "?"  # no two stamps: no length either
+        elif s.start_before and report.started is not None:
+            when = f"≤{when}"  # it began before its first stamp: at most that time, at least that long
+            dur = f"≥{dur}" if s.duration else "?" if s.duration is not None else dur
+        out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}")
     out += jumps
     out += steps_text(report.steps)
     if st.state == "done":
@@ -397,11 +405,14 @@ def _seconds(value: float | None) -> str:
 
 def steps_text(steps: dict[str, Any]) -> list[str]:
     """The step statistics for a person (replay's text; the bundle's summary)."""
+    bar = steps.get("bar")
     if not steps.get("count"):
-        return []
+        return ["", f"steps: none with metrics; the loop's bar is at {bar['n']}/{bar['total']}"] if bar else []
     stats = ", ".join(f"{name} {_seconds(steps.get(key))}" for name, key in
                       (("mean", "mean_s"), ("p50", "p50_s"), ("p95", "p95_s"), ("max", "max_s")))
     out = ["", f"steps: {steps['count']} ({steps['first']}..{steps['last']}), {stats}"]
+    if bar and bar["n"] > steps["last"]:  # metric records without the loop's own count: the bar says where it is
+        out[-1] = (f"steps: {steps['count']} with metrics, {stats}; the loop's bar is at {bar['n']}/{bar['total']}")
     if steps.get("trend") is not None:
         out[-1] += f", last tenth {steps['trend']:.2f}x the first"
     if steps.get("slowest"):

@@ -150,6 +150,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         line = f"steps: {ph['steps']['done']} (last {ph['steps']['last']})"
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
+        if (bar := run.get("bar")) and bar["n"] > (ph["steps"]["last"] or 0):  # records without the loop's count
+            line = f"steps: {ph['steps']['done']} with metrics; the loop's bar is at {bar['n']}/{bar['total']}"
         lines.append(line)
         if ph["steps"].get("pace"):
             lines.append(f"  {ph['steps']['pace']}")

@@ -136,3 +136,31 @@ def test_start_up_advice_needs_its_evidence_and_goes_when_a_line_contradicts_it(
         analysis.read_history([file_range(str(log))])
         hint = analysis.phases.status(time.time() + 3600).hint
         assert (hint is not None and "the bucket is not mounted" in hint.causes) == shown
+
+
+def test_time_the_log_cannot_give_is_not_given(tmp_path: Path) -> None:
+    """TRL GRPO 3 h in: an unstamped bar at 3702/6080, one metric dict, then a stamped traceback. Before: 'training
+    loop' started at the crash's stamp, '0s from 03:41:17 to 03:41:17', and 'steps: 1 (1..1)'. A log with no stamp
+    at all said '0s' for each phase. Now: at or before the stamp, at least so long, the bar's count beside the
+    records, and '?' where no two stamps exist."""
+    lines = [
+        " 61%|██████    | 3702/6080 [3:05:14<1:54:31,  2.89s/it]",
+        "{'loss': 0.0123, 'grad_norm': 0.41, 'learning_rate': 4.2e-07, 'epoch': 0.61}",
+        "[rank0]:[W1012 03:41:17.118204911 ProcessGroupNCCL.cpp:1250] Warning: destroy_process_group() was not called",
+        "[rank0]:[E1012 03:41:17.502100000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=88211, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=300000) ran for 300117 "
+        "milliseconds before timing out.",
+    ]
+    report = run(tmp_path, lines)
+    loop = report.status.timeline[0]
+    assert loop.name == "training loop" and loop.start_before and loop.as_json()["start_before"] is True
+    said = report_text(report)
+    assert "≤03:41:17  training loop" in said and "0s from" not in said
+    assert "the lines before the first stamp carry no time" in said
+    assert "the loop's bar is at 3702/6080" in said and "steps: 1 (1..1)" not in said
+    assert report.steps["bar"] == {"n": 3702, "total": 6080}
+    # No stamp anywhere: no phase is given a length.
+    bare = run(tmp_path, ["(TaskRunner pid=7) TaskRunner hostname: n, PID: 7", "(TaskRunner pid=7) dataset len: 7473",
+                          "(TaskRunner pid=7) Training Progress:   0%|          | 0/870 [00:00<?, ?it/s]"])
+    rows = [row for row in report_text(bare).splitlines() if row.startswith("   --:--:--")]
+    assert rows and all(" 0s " not in row for row in rows) and any(" ? " in row for row in rows)

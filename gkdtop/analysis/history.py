@@ -312,7 +312,7 @@ class HistoryReader:
                 state.waiting.append((line, ids, number, step))
                 continue
             for early, early_ids, early_number, early_step in state.waiting:  # the first stamp after them
-                early.seen = line.seen
+                early.seen, early.undated = line.seen, True
                 analysis.feed_one(early, line.seen, early_ids, early_number, early_step)
             state.waiting.clear()
             analysis.feed_one(line, analysis.local_time(line), ids, number, step)

@@ -66,6 +66,7 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
+BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
@@ -250,6 +251,7 @@ class PhaseEngine:
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
+        self.bar_count: tuple[int, int] | None = None  # the last bar of a stepping phase: (n, total)
         self.bar_pace: float | None = None  # seconds per item of the last slow bar (`218.61s/it`) in a stepping phase
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
         # The last metric dict (_record_number): its step, its text, whether its step was its own
@@ -482,9 +484,13 @@ class PhaseEngine:
             self._bar_keys[bar] = key
             if len(self._bar_keys) > 1000:
                 self._bar_keys.clear()
-            if (pace := SLOW_BAR_RE.search(text)) is not None and self.current is not None and (
-                    self.current.inner or self.inner is not None):
+            stepping = self.current is not None and (self.current.inner or self.inner is not None)
+            if stepping and (pace := SLOW_BAR_RE.search(text)) is not None:
                 self.bar_pace = float(pace.group(1))
+            # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
+            if (stepping or any(rule.inner for rule in self._rules_of(ids))) and (
+                    count := BAR_COUNT_RE.search(text)) is not None:
+                self.bar_count = (int(count.group(1)), int(count.group(2)))
         return True
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
@@ -496,7 +502,7 @@ class PhaseEngine:
 
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
-        span = PhaseSpan(name=name, start=t)
+        span = PhaseSpan(name=name, start=t, start_before=self._line is not None and self._line.undated)
         self._ran.add(name)
         if self._line is not None:
             span.evidence = Evidence.of(f"{name} {claim}", self._line)
@@ -792,7 +798,7 @@ class PhaseEngine:
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
-            steps=self.stats.summary(),
+            steps=self._steps_summary(),
             evidence=self._evidence(state, span),
         )
 
@@ -815,6 +821,14 @@ class PhaseEngine:
         recent = list(self.timeline)
         seen = {id(s) for s in recent}
         return [s for s in self.first_spans if id(s) not in seen] + recent
+
+    def _steps_summary(self) -> dict[str, Any]:
+        """The run's step statistics, and where its loop's bar is (`bar`: n, total): a log that printed one metric
+        record with the bar at 3702/6080 has not run one step."""
+        summary = self.stats.summary()
+        if self.bar_count is None:
+            return summary
+        return {**summary, "bar": {"n": self.bar_count[0], "total": self.bar_count[1]}}
 
     def _next_rule(self, rule: PhaseRule) -> PhaseRule | None:
         """The phase after a finished one: the next rule, except that every job loads its policy, so one that

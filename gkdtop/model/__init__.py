@@ -152,6 +152,7 @@ class LogLine:
     backlog: bool = False  # read from the file's existing content at start-up
     raw: str = ""  # the full line as written (prefix included), ANSI stripped, capped
     number: int | None = None  # its line in its file, where the reader counted (history); None live
+    undated: bool = False  # history: no stamp came before it, so `seen` is the first stamp after it (an upper bound)
 
     @property
     def time(self) -> float:
@@ -209,6 +210,9 @@ class PhaseSpan:
     # the span (a driver in UTC, workers in UTC+8): likely a clock zone, so its duration is not measured.
     clock_jump: float | None = None
     done_by: list[str] = field(default_factory=list)  # the Ray actors whose lines said it is done (`LLMRayActor pid 7`)
+    # Its first line had no stamp before it (a log that starts with a bar at 3:05:14): it began at or before `start`,
+    # the first stamp after that line, so its duration is at least `duration`.
+    start_before: bool = False
 
     @property
     def duration(self) -> float | None:
@@ -217,7 +221,7 @@ class PhaseSpan:
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
                 "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
-                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by)}
+                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before}
 
 
 @dataclass(slots=True)
