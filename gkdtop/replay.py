@@ -334,10 +334,10 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
     else:
-        prefix = {"failed": "FAILED in", "stalled": "stopped (silent) in"}.get(st.state, "ended in")
+        prefix = {"failed": "FAILED in", "stalled": "stalled in"}.get(st.state, "ended in")  # a log may still print
         last = st.timeline[-1] if st.timeline else None
         if st.state != "failed" and last is not None and last.name == st.current and last.status == "done":
-            prefix = {"stalled": "stopped (silent) after"}.get(st.state, "ended after")  # it finished: not "in" it
+            prefix = {"stalled": "stalled after"}.get(st.state, "ended after")  # it finished: not "in" it
         if not st.current:
             verdict = f"{prefix.split()[0]} (phase unknown)"
         elif st.current.startswith("after "):  # the unnamed phase after a finished one: "FAILED after nccl init"

@@ -164,3 +164,14 @@ def test_time_the_log_cannot_give_is_not_given(tmp_path: Path) -> None:
                           "(TaskRunner pid=7) Training Progress:   0%|          | 0/870 [00:00<?, ?it/s]"])
     rows = [row for row in report_text(bare).splitlines() if row.startswith("   --:--:--")]
     assert rows and all(" 0s " not in row for row in rows) and any(" ? " in row for row in rows)
+
+
+def test_a_blank_line_is_never_cited(tmp_path: Path) -> None:
+    """A log that ends in blank lines (a traceback's spacing). Before: `last progress: train.log:4  ``` cited one."""
+    lines = ["[E1118 17:51:20.553504164 socket.cpp:1019] [c10d] The client socket has timed out after 300000ms while "
+             "trying to connect to (127.0.0.1, 51216).",
+             "Exception raised from throwTimeoutError at /pytorch/torch/csrc/distributed/c10d/socket.cpp:1021 (most "
+             "recent call first):",
+             "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f7efdb48b3f in libc10.so)", ""]
+    cited = report_text(run(tmp_path, lines), why=True).split("why (the lines each statement stands on):")[1]
+    assert "``" not in cited and "train.log:3" not in cited and "train.log:4" not in cited

@@ -495,6 +495,8 @@ class PhaseEngine:
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
         """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""
+        if line is not None and not line.text.strip():
+            line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line = t, line
         elif t == self.last_progress and line is not None:
