@@ -195,3 +195,24 @@ def test_an_inference_server_that_is_up_waits_for_requests(tmp_path: Path) -> No
         assert status.current == "serving" and status.expected is None
     status = history.status(history.last_progress + 3600)
     assert status.state == "running"
+
+
+def test_a_start_line_that_says_how_long_it_waited_dates_its_phase(tmp_path: Path) -> None:
+    """torchrun: the rendezvous timed out after 900 s. Before: 'config 15m00s' then 'nccl init' at the error's
+    stamp, the wait credited to config. Now the phase began 900 s before the line, where config ended."""
+    lines = [
+        "W1203 19:48:01.201000 4411 torch/distributed/run.py:793] *****************************************",
+        "[E1203 20:03:02.955130741 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to "
+        "connect to (10.211.40.6, 29500).",
+        "Traceback (most recent call last):",
+        '  File "/py/torch/distributed/elastic/rendezvous/static_tcp_rendezvous.py", line 66, in next_rendezvous',
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+        "(10.211.40.6, 29500).",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for spans in (history.spans(), store.phase_status().timeline):
+        nccl = next(s for s in spans if s.name == "nccl init")
+        config = next(s for s in spans if s.name == "config")
+        assert config.duration is not None and config.duration < 60
+        assert nccl.start == config.end and "timed out after 900s" in (nccl.evidence.text if nccl.evidence else "")
+    assert "config                     15m" not in report_text(run(tmp_path, lines))

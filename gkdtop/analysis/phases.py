@@ -66,6 +66,12 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
+# A start line that says how long it already went on (`timed out after 900s while trying to connect`, `Loading
+# weights took 241.9 seconds`): the phase began that long before the line's stamp.
+ELAPSED_RE = re.compile(
+    r"\b(?:timed out after|took(?: [\d.]+ [KMGT]i?B and)?|ran for) "
+    r"(\d{1,9}(?:\.\d+)?) ?(ms|milliseconds|s|secs?|seconds)\b"
+)
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
@@ -543,6 +549,22 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
+        elif self._line is not None and self._line.ts is not None:
+            self._back_date(span, self._line.text)
+
+    def _back_date(self, span: PhaseSpan, text: str) -> None:
+        """A start line that says how long its phase already ran moves the span's start back by that much, never
+        before the span before it began; that span then ends where this one began (its wait was this phase's)."""
+        m = ELAPSED_RE.search(text)
+        if m is None:
+            return
+        seconds = float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
+        spans = list(self.timeline)[-2:]
+        floor = spans[0].start if len(spans) == 2 else float("-inf")
+        start = max(span.start - seconds, floor)
+        if len(spans) == 2 and spans[0].end is not None and spans[0].end > start:
+            spans[0].end = start
+        span.start = start
 
     def _step_collective(self, text: str, t: float) -> None:
         """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway
