@@ -216,3 +216,23 @@ def test_a_start_line_that_says_how_long_it_waited_dates_its_phase(tmp_path: Pat
         assert config.duration is not None and config.duration < 60
         assert nccl.start == config.end and "timed out after 900s" in (nccl.evidence.text if nccl.evidence else "")
     assert "config                     15m" not in report_text(run(tmp_path, lines))
+
+
+def test_a_first_collective_after_the_data_was_read_is_not_the_data_s(tmp_path: Path) -> None:
+    """verl: the driver read its dataset, the workers printed NCCL's version, then the first collective timed out.
+    The dataset phase had no line that ended it, so it was 'underway'. Found in the posted corpus's third blind
+    draw: 'FAILED in dataset generation' with the tokenization advice. A phase listed before NCCL's is not where the
+    first collective waits: nccl init, as before the nesting rule."""
+    lines = [
+        "(TaskRunner pid=3101) TaskRunner hostname: gpu-node-3, PID: 3101",
+        "(TaskRunner pid=3101) dataset len: 7473",
+        "(WorkerDict pid=3390) NCCL version 2.21.5+cuda12.4",
+        "(WorkerDict pid=3390) [rank0]:[E402 09:23:31.880417215 ProcessGroupNCCL.cpp:1375] [PG 0 (default_pg) Rank 0] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600044 milliseconds before timing out.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "nccl init")
+    said = report_text(run(tmp_path, lines))
+    assert "dataset generation " not in said.split("FAILED")[1] and "okeniz" not in said
