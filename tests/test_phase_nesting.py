@@ -1,7 +1,7 @@
 """Which phase a line belongs to when phases nest or a traceback goes deeper (issue 25, the posted corpus's
 first held-out draw, read after it was scored blind twice): NCCL makes a communicator inside the engine's
-start-up, and that start-up goes on after it; the first collective's watchdog inside a phase underway failed
-there; a new epoch's bar ends the checkpoint save before it; a traceback's deeper frame names the step's
+start-up, and that start-up goes on after it; the first collective's timeout names a rank still compiling; a
+new epoch's bar ends the checkpoint save before it; a traceback's deeper frame names the step's
 part. Each shape is written as users posted it (tests/corpus/posted/SOURCES.md) with invented values, read
 by replay's history reader and by the real follower live."""
 
@@ -67,14 +67,16 @@ def test_the_engine_start_goes_on_after_the_communicator_it_made(tmp_path: Path)
     assert "last progress: train.log:8" in said  # graph capture, by its own stamp behind the worker's prefix
 
 
-def test_the_first_collective_timing_out_inside_a_phase_failed_there(tmp_path: Path) -> None:
-    """Megatron: rank 0 compiled its fused kernels while the others' first collective (SeqNum=1) timed out.
-    Before: 'FAILED in nccl init' with NCCL's network advice. Now the model's load failed, with the advice that
-    needs the compile line; without that line the advice is not given."""
+def test_the_first_collective_timing_out_while_a_rank_compiles_says_so(tmp_path: Path) -> None:
+    """Megatron: rank 0 compiled its fused kernels while the others' first collective (SeqNum=1) timed out. Before:
+    NCCL's network advice alone ('A collective timed out … the network'). The first collective is still nccl init
+    (where the ranks connect, lazily); its advice now names a rank still loading or compiling, and Megatron's
+    stale build lock where the compile line is in the log; without that line that advice is not given."""
     history, store = live_and_history(tmp_path, text_of(MEGATRON_COMPILE),
                                       lambda s: s.phase_status().state == "failed")
     for status in (history.status(1e12), store.phase_status()):
-        assert (status.state, status.current) == ("failed", "actor init")
+        assert (status.state, status.current) == ("failed", "nccl init")
+        assert status.hint is not None and "still loading or compiling" in status.hint.causes[0]
     said = report_text(run(tmp_path, MEGATRON_COMPILE), why=True)
     assert "megatron/fused_kernels/build" in said and "NCCL_SOCKET_IFNAME" not in said
     plain = [line.replace("compiling and loading fused kernels[rank3]:", "[rank3]:") for line in MEGATRON_COMPILE]

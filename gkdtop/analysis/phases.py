@@ -85,8 +85,6 @@ STEP_COLLECTIVE_PATTERN = (
     r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?:[2-9]|\d\d)\d*, "
     r"OpType=(?:ALLREDUCE|_?ALLGATHER(?:_BASE|_COALESCED)?|_?REDUCE_SCATTER(?:_BASE)?|ALLTOALL(?:_BASE)?)\b"
 )  # ALLTOALL: sequence parallelism (Ulysses) exchanges activations in every forward and backward
-# The first collective's watchdog line (`WorkNCCL(SeqNum=1, `): inside a phase underway, that phase waited on a peer.
-FIRST_WORK = "WorkNCCL(SeqNum=1, "
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
@@ -612,12 +610,6 @@ class PhaseEngine:
             if self._failed() and self._line is not None and FRAME_RE.match(self._line.text):
                 return False  # a deeper frame of the traceback being read: it names where the step failed
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
-        if (rule.nested and self._underway() and self._line is not None and FIRST_WORK in self._line.text
-                and self.order.get(self.current.name, 0) > self.order.get(rule.name, 0)):  # type: ignore[union-attr]
-            # The first collective's watchdog inside a phase that makes or uses a communicator (the model's load,
-            # the engine's start): it failed there, waiting on a peer. In a phase listed before NCCL's (config,
-            # the dataset) no line ended it, and the communicator's first use is the job's next step.
-            return True
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
