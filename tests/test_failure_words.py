@@ -10,20 +10,11 @@ import time
 from pathlib import Path
 
 from gkdtop.config import load_config
-from gkdtop.replay import replay, report_text
+from gkdtop.replay import report_text
+from tests.test_phase_nesting import run, text_of
 from tests.verlrun import live_and_history
 
 BAR = "(TaskRunner pid=2211) Training Progress:   2%|▏         | 10/480 [4:51:07<229:07:18, 1755.08s/it]"
-
-
-def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
-    path = tmp_path / "train.log"
-    path.write_text("".join(line + "\n" for line in lines))
-    return replay([str(path)], load_config(None))
-
-
-def text_of(lines: list[str]) -> str:
-    return "".join(line + "\n" for line in lines)
 
 
 def test_a_store_wait_timeout_in_a_step_is_a_wait_that_gave_up(tmp_path: Path) -> None:
