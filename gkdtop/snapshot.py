@@ -116,7 +116,11 @@ def text_summary(doc: dict[str, Any]) -> str:
     from gkdtop.format import hint_text, human_duration
 
     ph = doc["phases"]
-    lines = [f"phase: {ph['current'] or '-'}  state: {ph['state']}"]
+    last = ph["timeline"][-1] if ph["timeline"] else None
+    phase = ph["current"] or "-"
+    if ph["state"] in ("stalled", "running") and last and last["name"] == ph["current"] and last["status"] == "done":
+        phase = f"after {phase}" + (f" (next expected: {ph['expected']})" if ph["expected"] else "")  # it finished
+    lines = [f"phase: {phase}  state: {ph['state']}"]
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:

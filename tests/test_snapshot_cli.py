@@ -134,3 +134,16 @@ def test_a_running_job_shows_where_a_step_goes_and_its_latest_numbers(tmp_path: 
     text = run(tmp_path, "--log", str(log)).stdout
     assert "  timing_s/gen takes 78% of a step" in text
     assert "  latest: `step:5 - " in text and "perf/throughput:905.0`" in text
+
+
+def test_a_job_stalled_after_a_finished_phase_is_not_said_to_be_in_it(tmp_path: Path) -> None:
+    """OpenRLHF's engines finished their init and nothing came after. Before: 'phase: rollout init  state: stalled'
+    (replay said 'after rollout init'); now the snapshot says the same as replay."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "(LLMRayActor pid=18822) creating LLM with bundle_indices=[0, 1, 2, 3]\n"
+        "(LLMRayActor pid=18822) INFO 04-14 20:32:31 [llm_engine.py:447] init engine (profile, create kv cache, "
+        "warmup model) took 49.17 seconds\n")
+    os.utime(log, (time.time() - 3600, time.time() - 3600))
+    text = run(tmp_path, "--log", str(log)).stdout
+    assert text.startswith("phase: after rollout init (next expected: actor init)  state: stalled"), text
