@@ -198,6 +198,11 @@ CASES = [
      ["dgx-a:61220:61388 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.7.31<0> [1]br-2f1a9c0d7e63:172.18.0.1<0> "
       "[2]br-7b04e1d9a2c5:172.22.0.1<0>"],
      {"iface": "br-2f1a9c0d7e63", "addr": "172.18.0.1"}),
+    ("faulthandler-timeout",  # faulthandler.dump_traceback_later's own dump: its first frame is where it waits
+     ["Timeout (0:05:00)!", "Thread 0x00007f5a2e1f7740 (most recent call first):",
+      '  File "/opt/ds/deepspeed/runtime/engine.py", line 1463 in _checkpoint_tag_validation',
+      '  File "/opt/ds/deepspeed/runtime/engine.py", line 1496 in save_checkpoint'],
+     {"after": "0:05:00", "func": "_checkpoint_tag_validation", "line": "1463"}),
     ("ray-worker-died",
      ["(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
       "problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff7c1b0e9d8f2a3c4b5d6e7f8001000000 "
