@@ -75,6 +75,16 @@ def _agrees(fields: dict[str, str], other: dict[str, str]) -> bool:
     return all(other.get(k, v) == v for k, v in fields.items())
 
 
+
+def _extra_fields(extra_ids: list[tuple[int, Pattern]], text: str, ids: Collection[int]) -> dict[str, str]:
+    """The fields a signature's `extra` patterns read from one line (the first pattern to name a field wins)."""
+    offered: dict[str, str] = {}
+    for pattern_id, pattern in extra_ids:
+        if pattern_id in ids and (m := pattern.search(text)) is not None:
+            for k, v in _groups(m).items():
+                offered.setdefault(k, v)
+    return offered
+
 class FindingsEngine:
     def __init__(self, signatures: list[Signature], register: Callable[[str | Pattern], int]) -> None:
         self.signatures = signatures
@@ -105,10 +115,8 @@ class FindingsEngine:
                 if m is None:
                     continue
                 fields = _groups(m)
-                for pattern_id, pattern in self.extra_ids[order]:  # the match line itself may carry an extra field
-                    if pattern_id in ids and (e := pattern.search(text)) is not None:
-                        for k, v in _groups(e).items():
-                            fields.setdefault(k, v)
+                for k, v in _extra_fields(self.extra_ids[order], text, ids).items():  # the match line's own extras
+                    fields.setdefault(k, v)
                 restated = any(marker in text[: m.start()] for marker in RESTATED)
                 hits.append((order, sig, fields, restated))
         pending = self.open.get(line.source)
@@ -142,11 +150,7 @@ class FindingsEngine:
                 pending.remove(item)
             if _other_speaker(item.speaker, speaker):
                 continue
-            offered: dict[str, str] = {}
-            for pattern_id, pattern in item.extra_ids:
-                if pattern_id in ids and (m := pattern.search(text)) is not None:
-                    for k, v in _groups(m).items():
-                        offered.setdefault(k, v)
+            offered = _extra_fields(item.extra_ids, text, ids)
             if not offered or not _agrees(offered, item.fields):
                 continue  # nothing for it, or a line of another incident (another rank, another work)
             new = {k: v for k, v in offered.items() if k not in item.fields}

@@ -388,16 +388,18 @@ class HistoryReader:
             taken += 1
         if not taken:
             return 0, 0
-        if inner_from is not None:
-            phases.inner_since = _own_time(state, data, inner_from[2])
+        if inner_from is not None:  # the sub-phase began at that line's own time (_parse_record dates it)
+            since = self._parse_record(inner_from, extract, state)[0].seen
+            phases.inner_since = since if since >= 0 else None
         if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
             for index, record in enumerate(steps, seen + 1):
                 self._fast_step(record, extract, state, index)
-        if last_other is not None and (t := _own_time(state, data, last_other[2])) is not None:
-            line, _, number, _ = self._parse_record(last_other, extract, state)  # the progress's evidence
+        if last_other is not None:
+            line, _, number, _ = self._parse_record(last_other, extract, state)  # its time, and the evidence
             if number is not None:
                 line.number = base + number
-            phases.note_skipped(t, line)
+            if line.seen >= 0:
+                phases.note_skipped(line.seen, line)
         if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
             line = self._parse_record(last_bar, extract, state)[0]
             t = line.seen
@@ -509,6 +511,7 @@ class HistoryReader:
         line.backlog = True
         if line.ts is not None:  # a stamp the fast scan did not see (vLLM's, behind a Ray actor's prefix)
             line.seen = line.ts + state.offset
+            state.saw(line.seen, start)  # as _date_chunk keeps a stamped line's
         else:
             ts = state.before(data, start)
             line.seen = ts if ts is not None else -1.0
@@ -642,9 +645,3 @@ def file_range(path: str, final: bool = True) -> HistoryRange:
     info = os.stat(path)
     return HistoryRange(path, 0, info.st_size, info.st_mtime, final)
 
-
-def _own_time(state: HistoryClock, data: bytes, start: int) -> float | None:
-    """The time of the line at offset `start`: its own stamp (`INFO 06-09 08:15:11` behind a Ray prefix), else
-    the last one before it. A line the fast path took is not parsed, but the time it keeps is its own."""
-    end = data.find(b"\n", start)
-    return state.before(data, (end if end >= 0 else len(data)) + 1)

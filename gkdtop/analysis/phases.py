@@ -557,11 +557,10 @@ class PhaseEngine:
         if m is None:
             return
         seconds = float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
-        spans = list(self.timeline)[-2:]
-        floor = spans[0].start if len(spans) == 2 else float("-inf")
-        start = max(span.start - seconds, floor)
-        if len(spans) == 2 and spans[0].end is not None and spans[0].end > start:
-            spans[0].end = start
+        before = self.timeline[-2] if len(self.timeline) >= 2 else None
+        start = span.start - seconds if before is None else max(span.start - seconds, before.start)
+        if before is not None and before.end is not None and before.end > start:
+            before.end = start
         span.start = start
 
     def _step_collective(self, text: str, t: float) -> None:
@@ -621,10 +620,6 @@ class PhaseEngine:
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"
 
-    def _underway(self) -> bool:
-        """A phase is open: running, or failed and still being read (the other ranks' watchdog lines)."""
-        return self.current is not None and bool(self.timeline) and self.timeline[-1].end is None
-
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
@@ -669,8 +664,7 @@ class PhaseEngine:
 
     def _resume(self, t: float) -> None:
         """A nested phase is done: the phase it interrupted (not ended by its own done line) goes on."""
-        spans = list(self.timeline)
-        before = spans[-2] if len(spans) >= 2 else None
+        before = self.timeline[-2] if len(self.timeline) >= 2 else None
         rule = self.by_name.get(before.name) if before is not None else None
         if (rule is None or rule.terminal or rule.nested or rule is self.rules[0] or before is None
                 or before.status != "done" or rule.name in self._finished):
