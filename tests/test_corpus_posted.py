@@ -99,4 +99,4 @@ def test_names_heldout_and_sources_agree() -> None:
     only3 = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only="HELDOUT3")}
     assert only3 == set(held3) & written and len(only3) == len(held3)
     only4 = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only="HELDOUT4")}
-    assert only4 == set(held4) & written
+    assert only4 == set(held4) & written and len(only4) == len(held4)
