@@ -238,3 +238,26 @@ def test_a_first_collective_after_the_data_was_read_is_not_the_data_s(tmp_path: 
         assert (status.state, status.current) == ("failed", "nccl init")
     said = report_text(run(tmp_path, lines))
     assert "dataset generation " not in said.split("FAILED")[1] and "okeniz" not in said
+
+
+def test_a_communicator_an_engine_or_weight_sync_made_that_never_formed_is_that_phase(tmp_path: Path) -> None:
+    """TRL GRPO with a vLLM server: the client reached the server, then its weight-update group's TCPStore connect
+    timed out and retried. Before: 'nccl init', as if the trainer's own process group hung; the communicator belongs
+    to the rollout start-up that made it (its span stays in the timeline, its advice is the store's). The trainer's
+    own first collective after its model loaded is still nccl init (test_a_first_collective_* above)."""
+    lines = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W721 14:50:31.804612297 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.1.2.3:51216 - retrying (try=0, timeout=300000ms, delay=41870ms): The client socket has timed out after "
+        "300000ms while trying to connect to (10.1.2.3, 51216).",
+        "Exception raised from throwTimeoutError at /pytorch/torch/csrc/distributed/c10d/socket.cpp:1025 (most recent "
+        "call first):",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "Exception raised" in (
+        s.phase_status().unrecognised_last or s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current == "rollout init"
+        assert [span.name for span in status.timeline] == ["rollout init", "nccl init"]
+    stalled = history.status(1e12)
+    assert stalled.state == "stalled" and stalled.hint is not None
+    assert any("TCPStore" in cause for cause in stalled.hint.causes)  # the store's advice, not the engine's

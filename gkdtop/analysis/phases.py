@@ -672,6 +672,18 @@ class PhaseEngine:
         self.current = rule
         self._open(rule.name, t, "goes on")
 
+    def _interrupted(self, span: PhaseSpan | None) -> str | None:
+        """The engine start-up or weight sync that a nested phase still underway (a communicator: NCCL's, a
+        TCPStore's) interrupted: the job is in that phase, in its communicator. A vLLM/SGLang engine's or a
+        weight-sync group's communicator is part of what made it; the trainer's own is the nccl init phase."""
+        rule = self.current
+        if rule is None or not rule.nested or span is None or span.end is not None or len(self.timeline) < 2:
+            return None
+        before = self.timeline[-2]
+        if before.name in ROLLOUT_PHASES and before.end == span.start and before.name not in self._finished:
+            return before.name
+        return None
+
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None
@@ -798,7 +810,7 @@ class PhaseEngine:
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
-            current=rule.name if rule else None,
+            current=self._interrupted(span) or (rule.name if rule else None),
             state=state,
             since=since,
             last_progress=self.last_progress,
