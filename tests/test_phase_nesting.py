@@ -261,3 +261,24 @@ def test_a_communicator_an_engine_or_weight_sync_made_that_never_formed_is_that_
     stalled = history.status(1e12)
     assert stalled.state == "stalled" and stalled.hint is not None
     assert any("TCPStore" in cause for cause in stalled.hint.causes)  # the store's advice, not the engine's
+
+
+def test_a_collective_deep_into_its_group_is_the_training_loop_not_after_nccl_init(tmp_path: Path) -> None:
+    """NCCL INFO lines up to Init COMPLETE, then a watchdog timeout at SeqNum=163 (162 collectives completed). Before:
+    'FAILED after nccl init'; the job was well into its work. The same line at SeqNum=2 (a start-up barrier) is
+    not read so."""
+    lines = [
+        "gpu-7:211:3302 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+        "gpu-7:211:3302 [1] NCCL INFO comm 0x55d1a2b3c4e0 rank 0 nranks 2 cudaDev 1 busId 1b000 commId "
+        "0x7c1e4a9f3d2b6e80 - Init COMPLETE",
+        "[rank0]:[E219 01:41:52.403117560 ProcessGroupNCCL.cpp:1844] [PG ID 1 PG GUID 1 Rank 0] Timeout at NCCL work: "
+        "163, last enqueued NCCL work: 164, last completed NCCL work: 162.",
+        "[rank0]:[E219 01:41:52.403180422 ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 1 Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=163, OpType=ALLTOALL_BASE, NumelIn=2097152, NumelOut=2097152, "
+        "Timeout(ms)=600000) ran for 600027 milliseconds before timing out.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "training loop")
+    early = [line.replace("163", "2").replace("164", "3").replace("162", "1") for line in lines]
+    assert run(tmp_path, early).status.current != "training loop"

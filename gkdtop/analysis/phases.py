@@ -88,6 +88,10 @@ STEP_COLLECTIVE_PATTERN = (
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
+# The same, a hundred or more collectives into its group: start-up's barriers and broadcasts are a few dozen, so a
+# watchdog line that deep with only the communicator's making known (NCCL INFO lines) is the training loop.
+DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
+DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
 ACTOR_INIT = "actor init"
@@ -565,9 +569,13 @@ class PhaseEngine:
 
     def _step_collective(self, text: str, t: float) -> None:
         """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway
-        is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer)."""
+        is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer). One deep
+        into its group with no phase past the communicator known is the training loop."""
         loop = next((r for r in self.rules if r.inner and UPDATE in r.inner), None)
         update = self.by_name.get(UPDATE)
+        if (loop is not None and (self.current is None or (self.current.nested and not self.rollout_seen))
+                and (deep := DEEP_SEQ_RE.search(text)) is not None and int(deep.group(1)) >= DEEP_COLLECTIVES):
+            self._start(loop, t)  # not "after nccl init": the job was well past making its communicator
         if self.rollout_seen or loop is None or update is None:
             return
         open_loop = self.current is loop and bool(self.timeline) and self.timeline[-1].end is None
