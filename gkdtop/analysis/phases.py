@@ -29,14 +29,15 @@ STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
 # ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
-# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
+# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |` (a plain loop's `iter 831400 | loss
+# 2.11 | …` too), the
 # `Step 2 | 9.5s | …` summaries of loguru-style trainers, the dict HF Trainer (TRL, LLaMA-Factory)
 # prints every `logging_steps`: `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
 # `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step), and a step's header
 # between rules, `========== Step 3/100 ==========`, that a block of results follows.
 RECORD_STEP_PATTERN = (
     r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
-    r"|\biteration\s{1,16}(\d{1,18})/\s{0,16}\d{1,18}\s{0,4}\|"
+    r"|\biter(?:ation)?\s{1,16}(\d{1,18})(?:/\s{0,16}\d{1,18})?\s{0,4}\|"
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
