@@ -282,3 +282,27 @@ def test_a_collective_deep_into_its_group_is_the_training_loop_not_after_nccl_in
         assert (status.state, status.current) == ("failed", "training loop")
     early = [line.replace("163", "2").replace("164", "3").replace("162", "1") for line in lines]
     assert run(tmp_path, early).status.current != "training loop"
+
+
+def test_sglang_s_own_begin_end_lines_close_its_communicator_and_start_its_engine(tmp_path: Path) -> None:
+    """SGLang's server prints its start-up as begin/end pairs; its scheduler watchdog then killed a warmup that never
+    finished. Before: 'FAILED in nccl init' on 'Received sigquit', with 'an error, not a hang'. Its 'Init torch
+    distributed ends.' ends the communicator, its weight/KV-cache/graph lines are the engine's start-up, and the
+    watchdog's timeout is the failure, worded as a wait that gave up."""
+    lines = [
+        "[2026-02-03 08:17:41 PP0 TP0] Init torch distributed begin.",
+        "[2026-02-03 08:17:58 PP0 TP0] Init torch distributed ends. mem usage=1.94 GB",
+        "[2026-02-03 08:19:36 PP0 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=38.62 "
+        "GB, mem usage=37.08 GB.",
+        "[2026-02-03 08:19:49 PP1 TP0] KV Cache is allocated. #tokens: 982464, KV size: 18.41 GB",
+        "[2026-02-03 08:20:32 PP0 TP0] Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00",
+        "[2026-02-03 08:25:32 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "[2026-02-03 08:25:38] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "sigquit" in (
+        s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "rollout init")
+        assert "Scheduler watchdog timeout" in status.failure
+        assert status.hint is not None and "not a hang" not in " ".join(status.hint.causes)
+    assert [span.name for span in history.spans()] == ["nccl init", "rollout init"]

@@ -109,7 +109,8 @@ STUCK_HINT = Hint(
 )
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\bwait timeout\b|\bSocket Timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:wait|watchdog) timeout\b"
+    r"|\bSocket Timeout\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
