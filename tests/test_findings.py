@@ -236,6 +236,10 @@ CASES = [
       "\tpid: 4242",
       "The actor is dead because its node has died. Node Id: 5e6f7a8b"],
      {}),
+    ("ib-async-error",  # the adapter's own fault, NCCL 2.4 wording behind mpirun's --tag-output
+     ["2019-07-14T03:53:09.334Z: [1,9]<stdout>:job-2:2204:2251 [1] transport/net_ib.cu:80 NCCL WARN NET/IB : Got "
+      "async event : local catastrophic error"],
+     {"event": "local catastrophic error"}),
     ("ib-completion-error",  # the mlx5 driver's own line
      ["mlx5: node-4: got completion with error:"],
      {}),
@@ -323,6 +327,7 @@ def test_every_builtin_signature_has_a_case() -> None:
     "[2026-03-01 10:02:11 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.6 -> 0.9",
     "Setting up process group for: env:// [rank=0, world_size=8]",             # a rendezvous that is starting
     "[rank0]:[W301 10:02:11.1 ProcessGroupNCCL.cpp:1479] destroy_process_group was called",
+    "node-1:7:9 [0] transport/net_ib.cc:98 NCCL WARN NET/IB : mlx5_0:1 Got async event : GID table change",  # benign
 ])
 def test_near_misses_find_nothing(tmp_path: Path, line: str) -> None:
     assert store_after(tmp_path, [ray("WorkerDict", 1, line)]).findings() == []

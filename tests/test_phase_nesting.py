@@ -238,3 +238,71 @@ def test_a_first_collective_after_the_data_was_read_is_not_the_data_s(tmp_path: 
         assert (status.state, status.current) == ("failed", "nccl init")
     said = report_text(run(tmp_path, lines))
     assert "dataset generation " not in said.split("FAILED")[1] and "okeniz" not in said
+
+
+def test_a_communicator_an_engine_or_weight_sync_made_that_never_formed_is_that_phase(tmp_path: Path) -> None:
+    """TRL GRPO with a vLLM server: the client reached the server, then its weight-update group's TCPStore connect
+    timed out and retried. Before: 'nccl init', as if the trainer's own process group hung; the communicator belongs
+    to the rollout start-up that made it (its span stays in the timeline, its advice is the store's). The trainer's
+    own first collective after its model loaded is still nccl init (test_a_first_collective_* above)."""
+    lines = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W721 14:50:31.804612297 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.1.2.3:51216 - retrying (try=0, timeout=300000ms, delay=41870ms): The client socket has timed out after "
+        "300000ms while trying to connect to (10.1.2.3, 51216).",
+        "Exception raised from throwTimeoutError at /pytorch/torch/csrc/distributed/c10d/socket.cpp:1025 (most recent "
+        "call first):",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "Exception raised" in (
+        s.phase_status().unrecognised_last or s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current == "rollout init"
+        assert [span.name for span in status.timeline] == ["rollout init", "nccl init"]
+    stalled = history.status(1e12)
+    assert stalled.state == "stalled" and stalled.hint is not None
+    assert any("TCPStore" in cause for cause in stalled.hint.causes)  # the store's advice, not the engine's
+
+
+def test_a_collective_deep_into_its_group_is_the_training_loop_not_after_nccl_init(tmp_path: Path) -> None:
+    """NCCL INFO lines up to Init COMPLETE, then a watchdog timeout at SeqNum=163 (162 collectives completed). Before:
+    'FAILED after nccl init'; the job was well into its work. The same line at SeqNum=2 (a start-up barrier) is
+    not read so."""
+    lines = [
+        "gpu-7:211:3302 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+        "gpu-7:211:3302 [1] NCCL INFO comm 0x55d1a2b3c4e0 rank 0 nranks 2 cudaDev 1 busId 1b000 commId "
+        "0x7c1e4a9f3d2b6e80 - Init COMPLETE",
+        "[rank0]:[E219 01:41:52.403117560 ProcessGroupNCCL.cpp:1844] [PG ID 1 PG GUID 1 Rank 0] Timeout at NCCL work: "
+        "163, last enqueued NCCL work: 164, last completed NCCL work: 162.",
+        "[rank0]:[E219 01:41:52.403180422 ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 1 Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=163, OpType=ALLTOALL_BASE, NumelIn=2097152, NumelOut=2097152, "
+        "Timeout(ms)=600000) ran for 600027 milliseconds before timing out.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "training loop")
+    early = [line.replace("163", "2").replace("164", "3").replace("162", "1") for line in lines]
+    assert run(tmp_path, early).status.current != "training loop"
+
+
+def test_sglang_s_own_begin_end_lines_close_its_communicator_and_start_its_engine(tmp_path: Path) -> None:
+    """SGLang's server prints its start-up as begin/end pairs; its scheduler watchdog then killed a warmup that never
+    finished. Before: 'FAILED in nccl init' on 'Received sigquit', with 'an error, not a hang'. Its 'Init torch
+    distributed ends.' ends the communicator, its weight/KV-cache/graph lines are the engine's start-up, and the
+    watchdog's timeout is the failure, worded as a wait that gave up."""
+    lines = [
+        "[2026-02-03 08:17:41 PP0 TP0] Init torch distributed begin.",
+        "[2026-02-03 08:17:58 PP0 TP0] Init torch distributed ends. mem usage=1.94 GB",
+        "[2026-02-03 08:19:36 PP0 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=38.62 "
+        "GB, mem usage=37.08 GB.",
+        "[2026-02-03 08:19:49 PP1 TP0] KV Cache is allocated. #tokens: 982464, KV size: 18.41 GB",
+        "[2026-02-03 08:20:32 PP0 TP0] Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00",
+        "[2026-02-03 08:25:32 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+        "[2026-02-03 08:25:38] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: "sigquit" in (
+        s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "rollout init")
+        assert "Scheduler watchdog timeout" in status.failure
+        assert status.hint is not None and "not a hang" not in " ".join(status.hint.causes)
+    assert [span.name for span in history.spans()] == ["nccl init", "rollout init"]

@@ -66,6 +66,16 @@ def test_hf_trainer_and_llamafactory_are_told_from_what_a_pasted_excerpt_keeps(t
     assert replay_json(str(swift))["framework"]["name"] is None
 
 
+def test_a_warning_from_trl_s_grpo_config_names_trl(tmp_path: Path) -> None:
+    """A GRPO run's start: the model loaded, then a warning from TRL's own grpo_config.py (its path is the only line
+    that names the trainer). Before: no framework."""
+    log = tmp_path / "grpo.log"
+    log.write_text("/home/u/venv/lib/python3.11/site-packages/trl/trainer/grpo_config.py:712: UserWarning: "
+                   "`vllm_importance_sampling_correction` is set\n  warnings.warn(\n"
+                   "Loading checkpoint shards: 100%|##########| 3/3 [00:02<00:00,  1.13it/s]\n")
+    assert replay_json(str(log))["framework"]["name"] == "trl"
+
+
 def test_config_pins_the_framework(tmp_path: Path) -> None:
     cfg = tmp_path / "config.yaml"
     cfg.write_text("framework: openrlhf\n")

@@ -37,6 +37,13 @@ def megatron(t0: float, steps: int) -> list[str]:
             for i in range(1, steps + 1)]
 
 
+def plain_iters(t0: float, steps: int) -> list[str]:
+    """A hand-written loop's `iter N | loss … | … s/iter` every 100 iterations, behind mpirun's --timestamp-output
+    and --tag-output prefixes: no total, no metric's colon."""
+    return [f"{datetime.fromtimestamp(t0 + 41.3 * i):%Y-%m-%dT%H:%M:%S}.112Z: [1,0]<stdout>:iter {831300 + 100 * i} | "
+            f"loss 2.1187 | lr 1.00e-04 | 0.413 s/iter" for i in range(1, steps + 1)]
+
+
 def summaries(t0: float, steps: int) -> list[str]:
     return [f"{clock(t0 + 9.5 * i)} [SUCCESS] Step {i} | 9.5s | Loss: 0.21 | Reward: 0.44" for i in range(1, steps + 1)]
 
@@ -73,6 +80,18 @@ def test_step_lines_of_other_stacks_are_steps(tmp_path: Path, shape: str, write,
     assert status.step_time == pytest.approx(seconds, rel=0.02), shape
     report = replay([str(tmp_path / "train.log")], Config(phases=builtin_phases()))
     assert report.steps["count"] == 12, shape  # replay's history reader agrees
+
+
+def test_a_plain_loop_s_iter_lines_are_steps(tmp_path: Path) -> None:
+    """`iter 831400 | loss 2.11 | …` every 100 iterations (the NCCL IB thread's PyTorch loop). Before: no step and
+    no phase, so the IB fault that ended it was 'FAILED (phase unknown)'."""
+    t0 = time.time() - 600
+    status = live(tmp_path, plain_iters(t0, 12)).phase_status()
+    assert (status.current, status.steps_done) == ("training loop", 12)
+    assert status.last_step is not None and status.last_step.step == 832500
+    assert status.step_time == pytest.approx(0.413, rel=0.02)  # 41.3 s per 100 iterations
+    report = replay([str(tmp_path / "train.log")], Config(phases=builtin_phases()))
+    assert report.steps["count"] == 12 and report.status.current == "training loop"
 
 
 def test_the_dict_s_metrics_are_the_step_s_metrics(tmp_path: Path) -> None:

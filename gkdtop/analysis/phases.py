@@ -29,14 +29,15 @@ STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
 # ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
-# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
+# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |` (a plain loop's `iter 831400 | loss
+# 2.11 | …` too), the
 # `Step 2 | 9.5s | …` summaries of loguru-style trainers, the dict HF Trainer (TRL, LLaMA-Factory)
 # prints every `logging_steps`: `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
 # `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step), and a step's header
 # between rules, `========== Step 3/100 ==========`, that a block of results follows.
 RECORD_STEP_PATTERN = (
     r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
-    r"|\biteration\s{1,16}(\d{1,18})/\s{0,16}\d{1,18}\s{0,4}\|"
+    r"|\biter(?:ation)?\s{1,16}(\d{1,18})(?:/\s{0,16}\d{1,18})?\s{0,4}\|"
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
@@ -88,6 +89,10 @@ STEP_COLLECTIVE_PATTERN = (
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
+# The same, a hundred or more collectives into its group: start-up's barriers and broadcasts are a few dozen, so a
+# watchdog line that deep with only the communicator's making known (NCCL INFO lines) is the training loop.
+DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
+DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
 ACTOR_INIT = "actor init"
@@ -104,7 +109,8 @@ STUCK_HINT = Hint(
 )
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\bwait timeout\b|\bSocket Timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:wait|watchdog) timeout\b"
+    r"|\bSocket Timeout\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
@@ -565,9 +571,13 @@ class PhaseEngine:
 
     def _step_collective(self, text: str, t: float) -> None:
         """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway
-        is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer)."""
+        is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer). One deep
+        into its group with no phase past the communicator known is the training loop."""
         loop = next((r for r in self.rules if r.inner and UPDATE in r.inner), None)
         update = self.by_name.get(UPDATE)
+        if (loop is not None and (self.current is None or (self.current.nested and not self.rollout_seen))
+                and (deep := DEEP_SEQ_RE.search(text)) is not None and int(deep.group(1)) >= DEEP_COLLECTIVES):
+            self._start(loop, t)  # not "after nccl init": the job was well past making its communicator
         if self.rollout_seen or loop is None or update is None:
             return
         open_loop = self.current is loop and bool(self.timeline) and self.timeline[-1].end is None
@@ -671,6 +681,18 @@ class PhaseEngine:
             return  # the first phase (config) is what a run starts from, not one it goes back to
         self.current = rule
         self._open(rule.name, t, "goes on")
+
+    def _interrupted(self, span: PhaseSpan | None) -> str | None:
+        """The engine start-up or weight sync that a nested phase still underway (a communicator: NCCL's, a
+        TCPStore's) interrupted: the job is in that phase, in its communicator. A vLLM/SGLang engine's or a
+        weight-sync group's communicator is part of what made it; the trainer's own is the nccl init phase."""
+        rule = self.current
+        if rule is None or not rule.nested or span is None or span.end is not None or len(self.timeline) < 2:
+            return None
+        before = self.timeline[-2]
+        if before.name in ROLLOUT_PHASES and before.end == span.start and before.name not in self._finished:
+            return before.name
+        return None
 
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
@@ -798,7 +820,7 @@ class PhaseEngine:
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
-            current=rule.name if rule else None,
+            current=self._interrupted(span) or (rule.name if rule else None),
             state=state,
             since=since,
             last_progress=self.last_progress,
