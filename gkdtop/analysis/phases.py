@@ -18,7 +18,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
-from gkdtop.analysis.steps import StepStats
+from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.model import Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
@@ -780,8 +780,9 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        steps = self._steps_summary()
         if hint is not None:
-            hint = hint.for_seen(self.seen_matched)
+            hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
         if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
             own = expected.timeout_hint if expected is not None else None
@@ -812,7 +813,7 @@ class PhaseEngine:
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
-            steps=self._steps_summary(),
+            steps=steps,
             evidence=self._evidence(state, span),
         )
 

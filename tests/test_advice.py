@@ -1,0 +1,130 @@
+"""Advice the log itself must support (issue 25, audit 2 of the posted corpus; logs written in those shapes with
+invented values): a cause or try line a line of the log contradicts, or that nothing in it supports, is not shown."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from gkdtop.replay import report_text
+from tests.test_phase_nesting import run, text_of
+from tests.verlrun import live_and_history, step_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def said(status) -> str:  # type: ignore[no-untyped-def]
+    assert status.hint is not None
+    return "\n".join((*status.hint.causes, *status.hint.actions))
+
+
+def stalled(tmp_path: Path, lines: list[str], phase: str = "") -> str:
+    """The stall advice on `lines` (read by replay's reader, also followed live until its last line is known, or
+    it is in `phase`), long after their last one."""
+    def done(store) -> bool:  # type: ignore[no-untyped-def]
+        if phase:
+            return store.phase_status().current == phase
+        return (store.phase_status().recognised_last or "").strip() == lines[-1].strip()
+
+    history, _ = live_and_history(tmp_path, text_of(lines), done)
+    text = said(history.status(1e12))
+    assert history.status(1e12).state == "stalled"
+    return text
+
+
+def test_a_single_process_run_that_loaded_its_weights_is_not_told_of_dist_init_or_slow_storage(tmp_path: Path) -> None:
+    """LLaMA-Factory, one GPU, silent after 'Using auto half precision backend'. Before: 'torch.distributed init waits
+    for a rank …' on `world size: 1 … distributed training: False`, and 'Loading a large checkpoint from slow storage'
+    after HF said every weight was in."""
+    lines = [
+        "[INFO|2026-01-05 09:12:01] llamafactory.hparams.parser:401 >> Process rank: 0, world size: 1, device: cuda:0, "
+        "distributed training: False, compute dtype: torch.bfloat16",
+        "[INFO|modeling_utils.py:1124] 2026-01-05 09:12:09,118 >> loading weights file /m/Qwen-0.5B/model.safetensors",
+        "[INFO|modeling_utils.py:4930] 2026-01-05 09:12:11,402 >> All the weights of Qwen2ForCausalLM were initialized "
+        "from the model checkpoint at /m/Qwen-0.5B.",
+        "[INFO|2026-01-05 09:12:11] llamafactory.model.loader:143 >> trainable params: 540,672 || all params: "
+        "494,573,440 || trainable%: 0.1093",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "torch.distributed init" not in text and "slow storage" not in text
+
+
+def test_a_distributed_run_still_hears_of_dist_init(tmp_path: Path) -> None:
+    """The same cause stays where the log shows a distributed run that never finished its init."""
+    lines = [
+        "[2026-01-05 09:12:01] torch.distributed: initializing, world_size=8, MASTER_ADDR=10.0.0.4",
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:09<00:00,  2.31s/it]",
+        "trainable params: 540,672 || all params: 494,573,440 || trainable%: 0.1093",
+    ]
+    assert "torch.distributed init waits" in stalled(tmp_path, lines)
+
+
+def test_an_engine_past_graph_capture_is_not_slow_in_start_up(tmp_path: Path) -> None:
+    """vLLM TP=2, silent for hours after both ranks finished graph capture. Before: 'start-up … takes minutes the
+    first time; a capture bar that stops moving is a hang there'."""
+    lines = [
+        "INFO 03-02 10:01:11 [core.py:65] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Mixtral'",
+        "(VllmWorker rank=0 pid=401) INFO 03-02 10:01:50 [default_loader.py:280] Loading weights took 31.20 seconds",
+        "(VllmWorker rank=1 pid=402) INFO 03-02 10:02:40 [gpu_model_runner.py:1933] Graph capturing finished in 22 "
+        "secs, took 1.90 GiB",
+        "(VllmWorker rank=0 pid=401) INFO 03-02 10:02:40 [gpu_model_runner.py:1933] Graph capturing finished in 22 "
+        "secs, took 1.90 GiB",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "take minutes the first time" not in text and "got past graph capture" in text
+
+
+def test_a_store_connect_timeout_gets_no_nccl_debug_advice(tmp_path: Path) -> None:
+    """TRL: the trainer's TCPStore connect to the vLLM server timed out; no NCCL line anywhere. Before: 'Run once
+    with NCCL_DEBUG=INFO; Init START without Init COMPLETE …'."""
+    lines = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W305 11:20:02.118220431 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.2.0.9:41002 - retrying (try=0, timeout=300000ms, delay=3121ms): The client socket has timed out after "
+        "300000ms while trying to connect to (10.2.0.9, 41002).",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "NCCL_DEBUG" not in text and "MASTER_ADDR" in text
+    end = run(tmp_path, lines).open_end
+    assert end is not None and end.hint is not None and not any("NCCL_DEBUG" in a for a in end.hint.actions)
+
+
+def test_step_breakdown_advice_needs_two_timed_steps(tmp_path: Path) -> None:
+    """HF Trainer resuming on a streamed dataset, its bar at 0/800 for an hour. Before: 'compare the last step's
+    breakdown with earlier steps' with no step in the log. A verl run that timed two steps still gets it."""
+    bar = "  0%|          | 0/800 [00:00<?, ?it/s]"
+    lines = ["***** Running training *****", "  Num examples = 51,200", bar]
+    assert "step's breakdown" not in stalled(tmp_path, lines)
+    assert "step's breakdown" not in report_text(run(tmp_path, lines))
+    rng = random.Random(3)
+    verl = [step_line(n, 40.0, rng) for n in (1, 2)]
+    history, _ = live_and_history(tmp_path, text_of(verl), lambda s: s.phase_status().steps_done == 2)
+    assert "step's breakdown" in said(history.status(1e12))
+
+
+def test_a_save_waiting_in_a_collective_is_not_blamed_on_storage(tmp_path: Path) -> None:
+    """DeepSpeed: every file of the checkpoint was written, then faulthandler's dump shows rank 0 in the tag check
+    across ranks. Before: 'Writing the checkpoint to slow or full storage' first."""
+    lines = [
+        " 25%|██▌       | 10/40 [00:21<01:02,  2.08s/it]Saving model checkpoint to /out/checkpoint-10",
+        "Model weights saved in /out/checkpoint-10/pytorch_model.bin",
+        "Timeout (0:10:00)!",
+        "Thread 0x00007f11aa2b1740 (most recent call first):",
+        '  File "/py/deepspeed/runtime/engine.py", line 2210 in _checkpoint_tag_validation',
+        '  File "/py/deepspeed/runtime/engine.py", line 2301 in save_checkpoint',
+    ]
+    text = stalled(tmp_path, lines, "checkpoint save")
+    assert "slow or full storage" not in text and "A rank stuck in a collective of the save" in text
+
+
+def test_a_hint_line_s_steps_must_be_a_count(tmp_path: Path) -> None:
+    import pytest
+
+    from gkdtop.config import load_config
+    from gkdtop.yamlguard import ConfigError
+
+    (tmp_path / "c.yaml").write_text("phases:\n  - name: x\n    start: 'go'\n    hint:\n      actions:\n"
+                                     "        - text: compare steps\n          steps: two\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:7: .*steps: expected a whole number"):
+        load_config(tmp_path / "c.yaml")
