@@ -128,3 +128,90 @@ def test_a_hint_line_s_steps_must_be_a_count(tmp_path: Path) -> None:
                                      "        - text: compare steps\n          steps: two\n")
     with pytest.raises(ConfigError, match=r"c\.yaml:7: .*steps: expected a whole number"):
         load_config(tmp_path / "c.yaml")
+
+
+# --- [rootcause] the failure shown is the error that started it ------------------------------------------------
+
+def failure_of(tmp_path: Path, lines: list[str]) -> str:
+    status = run(tmp_path, lines).status
+    assert status.state == "failed"
+    return status.failure
+
+
+def test_a_logged_traceback_s_failure_is_its_exception_not_its_header(tmp_path: Path) -> None:
+    """vLLM's engine core logs its traceback with `ERROR date [core.py:N] ` on every line. Before: the failure shown
+    was `ERROR … [core.py:459] Traceback (most recent call last):`."""
+    who = "(LLMRayActor pid=5120) ERROR 04-11 09:02:17 [core.py:459] "
+    lines = [
+        who + "EngineCore encountered a fatal error.",
+        who + "Traceback (most recent call last):",
+        who + '  File "/py/vllm/v1/engine/core.py", line 450, in run_engine_core',
+        who + "    engine_core.run_busy_loop()",
+        who + "RuntimeError: CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:62",
+        "(LLMRayActor pid=5120) CRITICAL 04-11 09:02:17 [core_client.py:361] Got fatal signal from worker processes, "
+        "shutting down. See stack trace above for root cause issue.",
+    ]
+    assert "RuntimeError: CUDA Error: out of memory" in failure_of(tmp_path, lines)
+
+
+def test_a_dead_worker_is_the_failure_not_the_engine_errors_after_it(tmp_path: Path) -> None:
+    """`vllm serve`: a worker process died, then the engine's traceback and EngineDeadError, each saying the root
+    cause is above. Before: `ERROR … Traceback (most recent call last):`, the worker never named."""
+    lines = [
+        "INFO 05-02 10:11:02 [loggers.py:118] Engine 000: Avg prompt throughput: 410.2 tokens/s, Avg generation "
+        "throughput: 22.5 tokens/s, Running: 3 reqs, Waiting: 40 reqs",
+        "ERROR 05-02 10:11:09 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down "
+        "executor.",
+        "ERROR 05-02 10:11:09 [core.py:586] EngineCore encountered a fatal error.",
+        "ERROR 05-02 10:11:09 [core.py:586] Traceback (most recent call last):",
+        'ERROR 05-02 10:11:09 [core.py:586]   File "/py/vllm/v1/engine/core.py", line 577, in run_engine_core',
+        "ERROR 05-02 10:11:09 [core.py:586] RuntimeError: Worker failed with error 'Worker proc VllmWorker-1 died "
+        "unexpectedly', please check the stack trace above for the root cause",
+        "ERROR 05-02 10:11:09 [async_llm.py:420] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+        "issue. See stack trace (above) for the root cause.",
+    ]
+    assert "Worker proc VllmWorker-1 died unexpectedly" in failure_of(tmp_path, lines)
+
+
+def test_an_ib_adapter_fault_is_the_failure_not_the_abort_after_it(tmp_path: Path) -> None:
+    """MPI job: NCCL warns of the HCA's async fault on three ranks, then a fourth aborts. Before: the failure was
+    `terminate called after throwing an instance of 'std::runtime_error'`."""
+    lines = [
+        "[1,0]<stdout>:iter 20100 | loss 1.8821 | 0.391 s/iter",
+        "[1,5]<stdout>:node-3:811:840 [1] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local "
+        "catastrophic error",
+        "[1,6]<stderr>:terminate called after throwing an instance of 'std::runtime_error'",
+        "[1,6]<stderr>:  what():  NCCL error in: ProcessGroupNCCL.cpp:272, unhandled system error",
+    ]
+    assert "local catastrophic error" in failure_of(tmp_path, lines)
+
+
+def test_an_actor_that_raised_before_it_died_is_explained_by_its_error(tmp_path: Path) -> None:
+    """verl: pid 7001 raised a CUDA error, then Ray reported it dead. Before: ray-actor-died said 'killed (the OOM
+    killer, …)' and to look for an OOM kill."""
+    who = "(WorkerDict pid=7001, ip=10.1.0.3) "
+    lines = [
+        who + "Traceback (most recent call last):",
+        who + '  File "/py/verl/workers/fsdp_workers.py", line 582, in generate_sequences',
+        who + "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: WorkerDict",
+        "\tpid: 7001",
+    ]
+    died = [f for f in run(tmp_path, lines).findings if f.name == "ray-actor-died"]
+    assert died and "illegal memory access" in died[0].fields.get("raised", "")
+    assert "OOM" not in died[0].cause and "consequence" in died[0].cause
+
+
+def test_ray_s_actor_died_text_is_found_whatever_the_alias_and_class(tmp_path: Path) -> None:
+    """OpenRLHF's driver: `ray.exceptions.RayActorError` (the older alias) for an ActorModelRayActor. Before: no
+    finding (only `ActorDiedError` was matched)."""
+    lines = [
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: ActorModelRayActor",
+        "\tpid: 9120",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2.",
+    ]
+    died = [f for f in run(tmp_path, lines).findings if f.name == "ray-actor-died"]
+    assert died and died[0].fields.get("actor_class") == "ActorModelRayActor" and died[0].fields.get("pid") == "9120"

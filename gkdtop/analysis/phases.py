@@ -55,9 +55,16 @@ STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
 TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
-# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line.
-EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
+# logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core).
+LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[[\w./-]{1,80}:\d{1,6}\] )"
+EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
+# A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
+HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
+# An error that says it is a consequence: its root cause is an error above it (vLLM's `Worker failed with error
+# '…', please check the stack trace above for the root cause`, `EngineDeadError: … See stack trace (above) …`).
+POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b")
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
@@ -179,6 +186,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
     a C++ backtrace."""
     if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
         return False
+    if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
+        return False  # a consequence that points back at the error already named
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
@@ -275,10 +284,10 @@ class PhaseEngine:
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
         text = line.text
-        header_only = self.failure.startswith("Traceback")  # a failure no exception line has named yet
+        header_only = HEADER_RE.search(self.failure) is not None  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
-                _root_cause(text, self.failure) or self.failure.startswith("Traceback")):
+                _root_cause(text, self.failure) or header_only):
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._failure_line = line
             self._want_exception_line = False
@@ -685,7 +694,7 @@ class PhaseEngine:
             self._failed_at = t
             self.failure = text.strip()
             self._failure_line = self._line
-            self._want_exception_line = text.lstrip().startswith("Traceback")
+            self._want_exception_line = HEADER_RE.search(text) is not None
 
     @staticmethod
     def parse_step(text: str) -> tuple[int, int, dict[str, float]] | None:

@@ -56,6 +56,10 @@ class Signature:
     # A sentence added to `fix` where the job is that framework (or a fork of it): its own option's name
     # (`verl: actor_rollout_ref.rollout.gpu_memory_utilization`) never shown on a log of another stack.
     fix_for: dict[str, str] = field(default_factory=dict)
+    # Said instead of cause / fix where the process the `pid` field names raised an exception just before (a
+    # worker's death after its own error is that error's consequence, not a kill).
+    cause_if_raised: str = ""
+    fix_if_raised: str = ""
 
 
 @dataclass(slots=True)
@@ -153,7 +157,8 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested"}
-FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for"}
+FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
+                "cause_if_raised", "fix_if_raised"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -252,7 +257,7 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.require_extra = boolean(n, where, f"{key}.require_extra")
         if (n := get(item, "key")) is not None:
             sig.key = strings(n, where, f"{key}.key")
-        for attr in ("cause", "fix"):
+        for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):
             if (n := get(item, attr)) is not None:
                 setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
         if (n := get(item, "fix_for")) is not None:
