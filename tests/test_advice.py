@@ -215,3 +215,63 @@ def test_ray_s_actor_died_text_is_found_whatever_the_alias_and_class(tmp_path: P
     ]
     died = [f for f in run(tmp_path, lines).findings if f.name == "ray-actor-died"]
     assert died and died[0].fields.get("actor_class") == "ActorModelRayActor" and died[0].fields.get("pid") == "9120"
+
+
+# --- [erradvice] the advice on a failure fits its kind of error --------------------------------------------------
+
+LOOP = " 12%|█▏        | 60/500 [05:02<36:58,  5.04s/it]"
+
+
+def advice_on(tmp_path: Path, lines: list[str]) -> str:
+    status = run(tmp_path, [LOOP, *lines]).status
+    assert status.state == "failed"
+    return said(status)
+
+
+def test_an_async_cuda_error_gets_launch_blocking_and_xid_not_the_traceback_s_frames(tmp_path: Path) -> None:
+    """OpenRLHF's fit: `CUDA error: unspecified launch failure`, which CUDA reports at a later call. Before: 'its
+    traceback's last frames say which part of the step raised it' and 'read the assert line'."""
+    text = advice_on(tmp_path, [
+        "Traceback (most recent call last):",
+        '  File "/py/openrlhf/trainer/ppo_trainer.py", line 211, in fit',
+        "RuntimeError: CUDA error: unspecified launch failure",
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+        "incorrect.",
+    ])
+    assert "CUDA_LAUNCH_BLOCKING=1" in text and "Xid" in text
+    assert "last frames say" not in text and "assert" not in text
+
+
+def test_a_launcher_s_exit_report_names_the_rank_and_where_its_error_is(tmp_path: Path) -> None:
+    """accelerate launch: torchelastic reports local rank 3 exited with code 1; rank 3's own error is not in the log.
+    Before: 'A step raised: the error above is the root cause …' and the assert advice."""
+    text = advice_on(tmp_path, [
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3 (pid: 40112) of "
+        "binary: /env/bin/python",
+        "Traceback (most recent call last):",
+        '  File "/env/bin/accelerate", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    ])
+    assert "Rank 3 exited with code 1" in text and "own output" in text
+    assert "A step raised" not in text and "assert" not in text
+
+
+def test_a_connection_the_server_closed_sends_the_user_to_the_server_s_log(tmp_path: Path) -> None:
+    """TRL GRPO: the trainer's request to its vLLM server ended in RemoteDisconnected. Before: 'the error above is
+    the root cause' and the assert advice, on a client error whose cause is on the server."""
+    text = advice_on(tmp_path, [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/py/trl/extras/vllm_client.py", line 180, in generate',
+        "[rank0]: requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed "
+        "connection without response'))",
+    ])
+    assert "closed the connection" in text and "server's own log" in text and "assert" not in text
+
+
+def test_assert_advice_only_on_an_assertion(tmp_path: Path) -> None:
+    """The training loop's failure advice spoke of 'a failed assertion … read the assert line' on any error."""
+    value = ["Traceback (most recent call last):", '  File "/py/train.py", line 40, in step',
+             "ValueError: expected a batch of 8, got 7"]
+    assert "assert" not in advice_on(tmp_path, value)
+    assertion = [*value[:2], "AssertionError: train_batch_size must divide by n_gpus"]
+    assert "read the assert line" in advice_on(tmp_path, assertion)

@@ -144,6 +144,55 @@ FAILED_HINT = Hint(
     actions=["Fix what the first error names (findings explain the known ones; a traceback's last frames say where "
              "it was raised)."],
 )
+# The same without a traceback to read (an NCCL WARN, an abort, a dead worker): no frames to point at.
+FAILED_PLAIN_HINT = Hint(causes=FAILED_HINT.causes, actions=["Fix what the first error names (findings explain the "
+                                                             "known ones)."])
+# The kind of error picks the advice where a phase's own would mislead. An asynchronous CUDA error is reported at a
+# later call than the kernel that failed (the log says its stack trace might be incorrect).
+CUDA_ASYNC_RE = re.compile(
+    r"CUDA error: (?:unspecified launch failure|an illegal (?:memory access|instruction)|misaligned address"
+    r"|device-side assert)|CUDA kernel errors might be asynchronously reported"
+)
+CUDA_ASYNC_HINT = Hint(
+    causes=["An asynchronous CUDA error: a kernel failed before the call that reported it, so the traceback's frames "
+            "may not be where it happened (CUDA reports it at a later call). A kernel bug, indices out of range, or a "
+            "GPU or driver fault."],
+    actions=["Rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that failed raises it; check dmesg on that node for Xid "
+             "errors (a GPU or driver fault); where a library's kernels are in the frames, try the versions the "
+             "framework pins."],
+)
+# A launcher's report that a child exited (torchelastic's `failed (exitcode: 1) local_rank: 7`, `ChildFailedError`,
+# its summary's `exitcode : 1`): the launcher's own traceback after it says only that it noticed.
+LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+")
+LAUNCHER_DETAIL_RE = re.compile(r"\(exitcode: ?(-?\d{1,4})\) local_rank: (\d{1,6})")
+# A client whose server closed the connection mid-request (requests', http.client's, aiohttp's wordings).
+CLOSED_RE = re.compile(r"RemoteDisconnected|Connection aborted|Connection reset by peer|ConnectionResetError"
+                       r"|ServerDisconnectedError|Server disconnected|RemoteProtocolError|IncompleteRead")
+CLOSED_HINT = Hint(
+    causes=["The server this process called (an inference server, a reward or teacher service) closed the connection "
+            "in the middle of a request: it exited, was restarted, or a proxy or server timeout cut the request. "
+            "This process's traceback cannot show why."],
+    actions=["Read the server's own log at that time (its traceback, a kill, a restart); check that it is still up; "
+             "a request longer than the server's or a proxy's timeout is cut the same way."],
+)
+
+
+def launcher_hint(failure: str) -> Hint:
+    """A launcher's exit report: which rank exited with which code, where that rank's own error is."""
+    detail = LAUNCHER_DETAIL_RE.search(failure)
+    who = "A rank exited with an error code (a negative one: the signal that ended it)"
+    if detail is not None:
+        code, rank = detail.groups()
+        who = f"Rank {rank} was ended by signal {code[1:]}" if code.startswith("-") else \
+            f"Rank {rank} exited with code {code}"
+    return Hint(
+        causes=[f"{who}: the launcher (torchrun, accelerate launch) only reports it; that rank's own error (or what "
+                "ended it) is earlier in this log or only in that rank's own output."],
+        actions=["Find that rank's own traceback above the report (its lines may carry a [rankN]: or stderr: prefix) "
+                 "or in its own log file; the launcher's traceback after the report says only that it noticed."],
+    )
+
+
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\((?:autoscaler|scheduler) \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
@@ -805,6 +854,14 @@ class PhaseEngine:
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
             elif self._want_exception_line or HYDRA_WRAPPER_RE.match(self.failure):
                 hint = CUT_HINT
+            elif CUDA_ASYNC_RE.search(self.failure):
+                hint = CUDA_ASYNC_HINT
+            elif LAUNCHER_RE.search(self.failure):
+                hint = launcher_hint(self.failure)
+            elif CLOSED_RE.search(self.failure):
+                hint = CLOSED_HINT
+            elif hint is FAILED_HINT and not EXCEPTION_RE.match(RANK_PREFIX_RE.sub("", self.failure, count=1)):
+                hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
