@@ -275,3 +275,37 @@ def test_assert_advice_only_on_an_assertion(tmp_path: Path) -> None:
     assert "assert" not in advice_on(tmp_path, value)
     assertion = [*value[:2], "AssertionError: train_batch_size must divide by n_gpus"]
     assert "read the assert line" in advice_on(tmp_path, assertion)
+
+
+# --- [witness] a timeout line states how long the job waited ---------------------------------------------------
+
+def test_a_log_that_ends_on_a_stated_wait_says_it_hung_that_long(tmp_path: Path) -> None:
+    """DeepSpeed's save: faulthandler's `Timeout (0:05:00)!` and the thread dump end the log. TRL: the store connect
+    `timed out after 300000ms`. Before: 'replay cannot tell a hang there from a log copied mid-run' beside them."""
+    from gkdtop.replay import report_json
+
+    save = [
+        " 50%|█████     | 20/40 [00:31<00:29,  1.47s/it]Saving model checkpoint to /out/checkpoint-20",
+        "Timeout (0:05:00)!",
+        "Thread 0x00007f5a2e1f7740 (most recent call first):",
+        '  File "/py/deepspeed/runtime/engine.py", line 1463 in _checkpoint_tag_validation',
+    ]
+    store = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W305 11:20:02.118220431 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.2.0.9:41002 - retrying (try=0, timeout=600000ms, delay=3121ms): The client socket has timed out after "
+        "600000ms while trying to connect to (10.2.0.9, 41002).",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f6a40b6e1b8 in libc10.so)",
+    ]
+    for lines, wait, seconds in ((save, "5m00s", 300), (store, "10m00s", 600)):
+        report = run(tmp_path, lines)
+        text = report_text(report)
+        assert "cannot tell a hang" not in text and f"states a wait of {wait}" in text, text
+        assert report_json(report)["open_end"]["waited_s"] == seconds
+    assert "slow or full storage" not in report_text(run(tmp_path, save))
+
+
+def test_a_log_that_just_stops_still_cannot_tell(tmp_path: Path) -> None:
+    """Without a stated wait the open end stays what it was: a hang and a copy taken mid-run read the same."""
+    lines = ["INFO:trl.extras.vllm_client:Server is up!", "NCCL INFO Bootstrap : Using eth0:10.2.0.9<0>"]
+    assert "cannot tell a hang" in report_text(run(tmp_path, lines))
