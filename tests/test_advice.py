@@ -171,6 +171,8 @@ def test_a_dead_worker_is_the_failure_not_the_engine_errors_after_it(tmp_path: P
         "issue. See stack trace (above) for the root cause.",
     ]
     assert "Worker proc VllmWorker-1 died unexpectedly" in failure_of(tmp_path, lines)
+    died = [f for f in run(tmp_path, lines).findings if f.name == "vllm-worker-died"]
+    assert died and died[0].fields == {"worker": "VllmWorker-1"} and "consequences" in died[0].cause
 
 
 def test_an_ib_adapter_fault_is_the_failure_not_the_abort_after_it(tmp_path: Path) -> None:
