@@ -66,6 +66,7 @@ FAIL_PATTERN = (
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
+    r"|NET/IB ?: (?:\S+:\d+ )?Got async event ?: [\w ]*(?:catastrophic|fatal|error)|Worker proc \S+ died unexpectedly"
 )
 # Lines a hung job keeps printing; they are not progress.
 IDLE_PATTERNS = [

@@ -19,8 +19,8 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.analysis.steps import step_pace
-from gkdtop.format import shown
+from gkdtop.analysis.steps import step_pace, timed_steps
+from gkdtop.format import human_duration, shown
 from gkdtop.model import Hint
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ class OpenEnd:
     pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
     last_line: str = ""  # the log's own last line, where lines no rule knows follow `after`
     unknown: int = 0  # how many such lines
+    waited: float | None = None  # seconds without progress the log's own last lines state (a timeout's wait)
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")
@@ -138,6 +139,9 @@ class OpenEnd:
 
     @property
     def note(self) -> str:
+        if self.waited is not None:  # a witness: the job itself timed the wait
+            return (f"the log itself states a wait of {human_duration(self.waited)} there with no progress: it hung "
+                    "at least that long (`gkdtop snapshot --log FILE` judges a live file's silence)")
         return (self.STEPPING + (f"; {self.pace}" if self.pace else "")) if self.stepping else self.NOTE
 
     @property
@@ -149,7 +153,7 @@ class OpenEnd:
 
     def as_json(self) -> dict[str, Any]:
         return {"text": self.text, "after": self.after, "last_line": self.last_line or None,
-                "hint": self.hint.as_json() if self.hint else None}
+                "waited_s": self.waited, "hint": self.hint.as_json() if self.hint else None}
 
 
 def last_line_of(path: str, limit: int = 65536) -> str:
@@ -171,6 +175,26 @@ def last_line_of(path: str, limit: int = 65536) -> str:
     return ""
 
 
+# A line that states how long its process waited without progress: `timed out after 300000ms` (c10d's store),
+# faulthandler's `Timeout (0:05:00)!`, SGLang's `watchdog_timeout=300`, NCCL's `ran for 1800092 milliseconds`.
+STATED_WAIT_RE = re.compile(
+    r"\btimed out after (\d{1,12}(?:\.\d{1,6})?) ?(ms|milliseconds|s|secs?|seconds)\b"
+    r"|^Timeout \((\d{1,3}):(\d\d):(\d\d)\)!|\bwatchdog_timeout=(\d{1,9})\b|\bran for (\d{1,12}) milliseconds\b"
+)
+
+
+def stated_wait(text: str) -> float | None:
+    """The seconds without progress a line states, or None."""
+    m = STATED_WAIT_RE.search(text.strip())
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        return float(m.group(1)) / (1000 if m.group(2).startswith("m") else 1)
+    if m.group(3) is not None:
+        return int(m.group(3)) * 3600 + int(m.group(4)) * 60 + int(m.group(5))
+    return float(m.group(6)) if m.group(6) is not None else int(m.group(7)) / 1000
+
+
 def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = (),
              seen: Collection[str] = ()) -> OpenEnd | None:
     """OpenEnd for a log judged running (or waiting) at its end; the hint is the waiting phase's (its
@@ -187,12 +211,15 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
                        pace=step_pace(status.steps))
     name = status.expected or status.current
     rule = next((r for r in config.phases if r.name == name), None)
-    hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None
+    hint = rule.hint.for_steps(timed_steps(status.steps)).for_framework(frameworks).for_seen(seen) \
+        if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
     last_line = status.unrecognised_last
+    waited = stated_wait(status.recognised_last)  # the last line a rule knew, else the log's own last line
     return OpenEnd(phase=status.current or "no known phase", after=after, hint=hint,
-                   last_line=last_line, unknown=status.unrecognised if last_line else 0)
+                   last_line=last_line, unknown=status.unrecognised if last_line else 0,
+                   waited=waited if waited is not None else stated_wait(last_line))
 
 
 def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str | None = None) -> ReplayReport:
@@ -367,7 +394,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             out.append(f"  {end.unknown} line{'s' if end.unknown != 1 else ''} no rule knows follow; the last: "
                        f"`{end.last_line}`")
         if end.hint is not None:
-            out.append("  if it stopped there:")
+            out.append("  if it stopped there:" if end.waited is None else "  what to check:")
             out += hint_text(end.hint.causes, end.hint.actions, indent="    ")
     if report.errors:
         out += ["", "errors:"]

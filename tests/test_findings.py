@@ -85,6 +85,10 @@ CASES = [
       "error."),
       ray("WorkerDict", 2003, "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.")],
      {"what": "EngineDeadError"}),  # two lines of one incident: one finding, the latest detail
+    ("vllm-worker-died",
+     ["ERROR 07-09 14:21:27 [multiproc_executor.py:140] Worker proc VllmWorker-2 died unexpectedly, shutting down "
+      "executor."],
+     {"worker": "VllmWorker-2"}),
     ("vllm-init-failed",
      [ray("WorkerDict", 2003, "ERROR: Failed to initialize vLLM engine: not enough memory")],
      {}),

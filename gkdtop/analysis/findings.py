@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gkdtop.analysis.phases import EXCEPTION_PATTERN
 from gkdtop.model import Finding, LogLine
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from gkdtop.analysis.rules import Signature
 
 MAX_FINDINGS = 200
+MAX_RAISERS = 64  # processes whose last exception is kept (cause_if_raised)
+RAISED_BEFORE = 300.0  # seconds before a death in which its process's own exception explains it
 MAX_SAMPLE = 6
 # Text before a match that says the line restates an exception logged already (C++'s terminate handler,
 # c10d's watchdog and communicator-abort messages).
@@ -99,6 +102,8 @@ class FindingsEngine:
         self.keys: dict[int, Key] = {}  # id(finding) -> its key in found
         self.shown: dict[int, _Open] = {}  # id(finding) -> the incident whose fields it shows (the latest)
         self.open: dict[str, list[_Open]] = {}
+        self.exception_id = register(EXCEPTION_PATTERN)
+        self.raised: dict[int, tuple[float, str]] = {}  # a Ray prefix's pid -> (time, text) of its last exception
 
     def opens_window(self) -> tuple[frozenset[int], int]:
         """The ids whose lines open a window of following lines to look at, and its widest size."""
@@ -108,6 +113,11 @@ class FindingsEngine:
     def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         text = line.text
         speaker = (line.pid, line.ip)
+        if line.pid is not None and self.exception_id in ids:
+            self.raised.pop(line.pid, None)
+            self.raised[line.pid] = (t, text.strip()[:300])
+            if len(self.raised) > MAX_RAISERS:
+                del self.raised[next(iter(self.raised))]
         hits: list[tuple[int, Signature, dict[str, str], bool]] = []
         if ids and not self.match_ids.isdisjoint(ids):
             for order, sig in sorted(hit for i in ids for hit in self.by_id.get(i, ())):
@@ -249,4 +259,17 @@ class FindingsEngine:
         """Newest first; a vaguer report beside a record of the same signature that names its incident is left out."""
         named = {f.name for f in self.found.values() if self._identified(f)}
         shown = [f for f in self.found.values() if f.name not in named or self._identified(f)]
+        for finding in shown:
+            self._explain(finding)
         return sorted(shown, key=lambda f: f.last_seen, reverse=True)
+
+    def _explain(self, finding: Finding) -> None:
+        """A death whose process (its `pid` field) raised an exception just before: that error is the cause."""
+        sig = self.by_name.get(finding.name)
+        pid = finding.fields.get("pid", "")
+        if sig is None or not sig.cause_if_raised or not pid.isdigit() or int(pid) not in self.raised:
+            return
+        when, text = self.raised[int(pid)]
+        if finding.first_seen - RAISED_BEFORE <= when <= finding.first_seen + 5:
+            finding.fields["raised"] = text
+            finding.cause, finding.fix = sig.cause_if_raised, sig.fix_if_raised or sig.fix

@@ -18,7 +18,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
-from gkdtop.analysis.steps import StepStats
+from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.model import Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
@@ -56,9 +56,16 @@ STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
 TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
-# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line.
-EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
+# logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core).
+LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[[\w./-]{1,80}:\d{1,6}\] )"
+EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
+# A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
+HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
+# An error that says it is a consequence: its root cause is an error above it (vLLM's `Worker failed with error
+# '…', please check the stack trace above for the root cause`, `EngineDeadError: … See stack trace (above) …`).
+POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b")
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
@@ -143,6 +150,55 @@ FAILED_HINT = Hint(
     actions=["Fix what the first error names (findings explain the known ones; a traceback's last frames say where "
              "it was raised)."],
 )
+# The same without a traceback to read (an NCCL WARN, an abort, a dead worker): no frames to point at.
+FAILED_PLAIN_HINT = Hint(causes=FAILED_HINT.causes, actions=["Fix what the first error names (findings explain the "
+                                                             "known ones)."])
+# The kind of error picks the advice where a phase's own would mislead. An asynchronous CUDA error is reported at a
+# later call than the kernel that failed (the log says its stack trace might be incorrect).
+CUDA_ASYNC_RE = re.compile(
+    r"CUDA error: (?:unspecified launch failure|an illegal (?:memory access|instruction)|misaligned address"
+    r"|device-side assert)|CUDA kernel errors might be asynchronously reported"
+)
+CUDA_ASYNC_HINT = Hint(
+    causes=["An asynchronous CUDA error: a kernel failed before the call that reported it, so the traceback's frames "
+            "may not be where it happened (CUDA reports it at a later call). A kernel bug, indices out of range, or a "
+            "GPU or driver fault."],
+    actions=["Rerun with CUDA_LAUNCH_BLOCKING=1 so the kernel that failed raises it; check dmesg on that node for Xid "
+             "errors (a GPU or driver fault); where a library's kernels are in the frames, try the versions the "
+             "framework pins."],
+)
+# A launcher's report that a child exited (torchelastic's `failed (exitcode: 1) local_rank: 7`, `ChildFailedError`,
+# its summary's `exitcode : 1`): the launcher's own traceback after it says only that it noticed.
+LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+")
+LAUNCHER_DETAIL_RE = re.compile(r"\(exitcode: ?(-?\d{1,4})\) local_rank: (\d{1,6})")
+# A client whose server closed the connection mid-request (requests', http.client's, aiohttp's wordings).
+CLOSED_RE = re.compile(r"RemoteDisconnected|Connection aborted|Connection reset by peer|ConnectionResetError"
+                       r"|ServerDisconnectedError|Server disconnected|RemoteProtocolError|IncompleteRead")
+CLOSED_HINT = Hint(
+    causes=["The server this process called (an inference server, a reward or teacher service) closed the connection "
+            "in the middle of a request: it exited, was restarted, or a proxy or server timeout cut the request. "
+            "This process's traceback cannot show why."],
+    actions=["Read the server's own log at that time (its traceback, a kill, a restart); check that it is still up; "
+             "a request longer than the server's or a proxy's timeout is cut the same way."],
+)
+
+
+def launcher_hint(failure: str) -> Hint:
+    """A launcher's exit report: which rank exited with which code, where that rank's own error is."""
+    detail = LAUNCHER_DETAIL_RE.search(failure)
+    who = "A rank exited with an error code (a negative one: the signal that ended it)"
+    if detail is not None:
+        code, rank = detail.groups()
+        who = f"Rank {rank} was ended by signal {code[1:]}" if code.startswith("-") else \
+            f"Rank {rank} exited with code {code}"
+    return Hint(
+        causes=[f"{who}: the launcher (torchrun, accelerate launch) only reports it; that rank's own error (or what "
+                "ended it) is earlier in this log or only in that rank's own output."],
+        actions=["Find that rank's own traceback above the report (its lines may carry a [rankN]: or stderr: prefix) "
+                 "or in its own log file; the launcher's traceback after the report says only that it noticed."],
+    )
+
+
 # `(autoscaler +19m35s)`: Ray's autoscaler stamps its lines with the time since it started, not the clock.
 AUTOSCALER_RE = re.compile(r"\((?:autoscaler|scheduler) \+(?:(\d{1,4})h)?(?:(\d{1,4})m)?(?:(\d{1,6})s)?\)")
 MAX_RECENT_STEPS = 64
@@ -185,6 +241,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
     a C++ backtrace."""
     if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
         return False
+    if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
+        return False  # a consequence that points back at the error already named
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
@@ -281,10 +339,10 @@ class PhaseEngine:
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
         text = line.text
-        header_only = self.failure.startswith("Traceback")  # a failure no exception line has named yet
+        header_only = HEADER_RE.search(self.failure) is not None  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
-                _root_cause(text, self.failure) or self.failure.startswith("Traceback")):
+                _root_cause(text, self.failure) or header_only):
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._failure_line = line
             self._want_exception_line = False
@@ -707,7 +765,7 @@ class PhaseEngine:
             self._failed_at = t
             self.failure = text.strip()
             self._failure_line = self._line
-            self._want_exception_line = text.lstrip().startswith("Traceback")
+            self._want_exception_line = HEADER_RE.search(text) is not None
 
     @staticmethod
     def parse_step(text: str) -> tuple[int, int, dict[str, float]] | None:
@@ -802,8 +860,9 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        steps = self._steps_summary()
         if hint is not None:
-            hint = hint.for_seen(self.seen_matched)
+            hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
         if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
             own = expected.timeout_hint if expected is not None else None
@@ -817,6 +876,14 @@ class PhaseEngine:
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
             elif self._want_exception_line or HYDRA_WRAPPER_RE.match(self.failure):
                 hint = CUT_HINT
+            elif CUDA_ASYNC_RE.search(self.failure):
+                hint = CUDA_ASYNC_HINT
+            elif LAUNCHER_RE.search(self.failure):
+                hint = launcher_hint(self.failure)
+            elif CLOSED_RE.search(self.failure):
+                hint = CLOSED_HINT
+            elif hint is FAILED_HINT and not EXCEPTION_RE.match(RANK_PREFIX_RE.sub("", self.failure, count=1)):
+                hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
@@ -834,7 +901,7 @@ class PhaseEngine:
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
-            steps=self._steps_summary(),
+            steps=steps,
             evidence=self._evidence(state, span),
         )
 

@@ -56,6 +56,10 @@ class Signature:
     # A sentence added to `fix` where the job is that framework (or a fork of it): its own option's name
     # (`verl: actor_rollout_ref.rollout.gpu_memory_utilization`) never shown on a log of another stack.
     fix_for: dict[str, str] = field(default_factory=dict)
+    # Said instead of cause / fix where the process the `pid` field names raised an exception just before (a
+    # worker's death after its own error is that error's consequence, not a kill).
+    cause_if_raised: str = ""
+    fix_if_raised: str = ""
 
 
 @dataclass(slots=True)
@@ -115,6 +119,13 @@ def number(node: Any, where: str, key: str) -> float:
     return value
 
 
+def count(node: Any, where: str, key: str) -> int:
+    raw = scalar(node, where, key)
+    if not raw.isdigit() or not 0 < int(raw) < 1_000_000:
+        raise node_error(where, node, key, f"expected a whole number from 1, got {raw!r}")
+    return int(raw)
+
+
 def boolean(node: Any, where: str, key: str) -> bool:
     value = scalar(node, where, key).lower()
     if value not in ("true", "false", "yes", "no", "on", "off", "1", "0"):
@@ -146,7 +157,8 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested"}
-FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for"}
+FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
+                "cause_if_raised", "fix_if_raised"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -189,7 +201,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
     for a line that holds for those frameworks only, or `{text: ..., unless: [verl]}` for one that a
     framework's own line replaces (Hint.for_framework), and/or `{text: ..., seen: PATTERN}` for one
     shown only once a line of the log matched PATTERN (Hint.for_seen: no advice without its evidence), and/or
-    `{text: ..., unless_seen: PATTERN}` for one hidden once a line matched PATTERN (a later line contradicts it)."""
+    `{text: ..., unless_seen: PATTERN}` for one hidden once a line matched PATTERN (a later line contradicts it),
+    and/or `{text: ..., steps: N}` for one shown once N steps timed their parts (Hint.for_steps)."""
     check_keys(node, where, key, {"causes", "actions"})
     hint = Hint()
     for part, out in (("causes", hint.causes), ("actions", hint.actions)):
@@ -200,12 +213,13 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
             if item.tag != MAP:
                 out.append(scalar(item, where, where_item))
                 continue
-            check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen", "unless_seen"})
+            check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen", "unless_seen", "steps"})
             text, only, unless = get(item, "text"), get(item, "frameworks"), get(item, "unless")
-            seen, unseen = get(item, "seen"), get(item, "unless_seen")
-            if text is None or (only is not None and unless is not None) or (only is unless is seen is unseen is None):
-                raise node_error(where, item, where_item,
-                                 "needs `text` and one of `frameworks`, `unless`, and/or `seen`, `unless_seen`")
+            seen, unseen, steps = get(item, "seen"), get(item, "unless_seen"), get(item, "steps")
+            if text is None or (only is not None and unless is not None) or (
+                    only is unless is seen is unseen is steps is None):
+                raise node_error(where, item, where_item, "needs `text` and one of `frameworks`, `unless`, "
+                                 "and/or `seen`, `unless_seen`, `steps`")
             out.append(scalar(text, where, f"{where_item}.text"))
             if only is not None or unless is not None:
                 hint.only[out[-1]] = (
@@ -215,6 +229,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
                 hint.seen[out[-1]] = pattern(seen, where, f"{where_item}.seen").text
             if unseen is not None:
                 hint.unseen[out[-1]] = pattern(unseen, where, f"{where_item}.unless_seen").text
+            if steps is not None:
+                hint.steps[out[-1]] = count(steps, where, f"{where_item}.steps")
     return hint
 
 
@@ -241,7 +257,7 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.require_extra = boolean(n, where, f"{key}.require_extra")
         if (n := get(item, "key")) is not None:
             sig.key = strings(n, where, f"{key}.key")
-        for attr in ("cause", "fix"):
+        for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):
             if (n := get(item, attr)) is not None:
                 setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
         if (n := get(item, "fix_for")) is not None:

@@ -194,6 +194,12 @@ class StepStats:
         return out
 
 
+def timed_steps(steps: dict[str, Any]) -> int:
+    """How many steps timed their parts (a `timing_s/*` key besides the step's own time): a hint comparing
+    a step's breakdown needs two."""
+    return max((s["count"] for key, s in (steps.get("timing") or {}).items() if key != "step"), default=0)
+
+
 def step_pace(steps: dict[str, Any]) -> str:
     """Where a step's time goes, as the log's own timing keys measured it: the largest part and its share of
     the step (a slow run's first question), or "" where the log times no parts."""

@@ -253,6 +253,9 @@ class Hint:
     # Lines a later line of the log contradicts ("init waits for a rank" once every rank printed Init COMPLETE):
     # each such text and the pattern that, once matched, hides it.
     unseen: dict[str, str] = field(default_factory=dict)
+    # Lines about the steps' timed parts ("compare the last step's breakdown"): each such text and how many
+    # steps that timed their parts the log must hold.
+    steps: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"causes": self.causes, "actions": self.actions}
@@ -267,6 +270,14 @@ class Hint:
         kept = set(keep)
         return Hint([c for c in self.causes if c in kept], [a for a in self.actions if a in kept],
                     {t: v for t, v in self.only.items() if t in kept})
+
+    def for_steps(self, timed: int) -> Hint:
+        """The lines whose steps the log holds (`timed`: how many steps timed their parts)."""
+        if not self.steps:
+            return self
+        keep = {t for t in (*self.causes, *self.actions) if self.steps.get(t, 0) <= timed}
+        return Hint([c for c in self.causes if c in keep], [a for a in self.actions if a in keep],
+                    {t: v for t, v in self.only.items() if t in keep}, self.seen, self.unseen)
 
     def for_framework(self, names: tuple[str, ...]) -> Hint:
         """The lines that hold for a job of these frameworks (the detected one and its bases; none:

@@ -1,0 +1,313 @@
+"""Advice the log itself must support (issue 25, audit 2 of the posted corpus; logs written in those shapes with
+invented values): a cause or try line a line of the log contradicts, or that nothing in it supports, is not shown."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from gkdtop.replay import report_text
+from tests.test_phase_nesting import run, text_of
+from tests.verlrun import live_and_history, step_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def said(status) -> str:  # type: ignore[no-untyped-def]
+    assert status.hint is not None
+    return "\n".join((*status.hint.causes, *status.hint.actions))
+
+
+def stalled(tmp_path: Path, lines: list[str], phase: str = "") -> str:
+    """The stall advice on `lines` (read by replay's reader, also followed live until its last line is known, or
+    it is in `phase`), long after their last one."""
+    def done(store) -> bool:  # type: ignore[no-untyped-def]
+        if phase:
+            return store.phase_status().current == phase
+        return (store.phase_status().recognised_last or "").strip() == lines[-1].strip()
+
+    history, _ = live_and_history(tmp_path, text_of(lines), done)
+    text = said(history.status(1e12))
+    assert history.status(1e12).state == "stalled"
+    return text
+
+
+def test_a_single_process_run_that_loaded_its_weights_is_not_told_of_dist_init_or_slow_storage(tmp_path: Path) -> None:
+    """LLaMA-Factory, one GPU, silent after 'Using auto half precision backend'. Before: 'torch.distributed init waits
+    for a rank …' on `world size: 1 … distributed training: False`, and 'Loading a large checkpoint from slow storage'
+    after HF said every weight was in."""
+    lines = [
+        "[INFO|2026-01-05 09:12:01] llamafactory.hparams.parser:401 >> Process rank: 0, world size: 1, device: cuda:0, "
+        "distributed training: False, compute dtype: torch.bfloat16",
+        "[INFO|modeling_utils.py:1124] 2026-01-05 09:12:09,118 >> loading weights file /m/Qwen-0.5B/model.safetensors",
+        "[INFO|modeling_utils.py:4930] 2026-01-05 09:12:11,402 >> All the weights of Qwen2ForCausalLM were initialized "
+        "from the model checkpoint at /m/Qwen-0.5B.",
+        "[INFO|2026-01-05 09:12:11] llamafactory.model.loader:143 >> trainable params: 540,672 || all params: "
+        "494,573,440 || trainable%: 0.1093",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "torch.distributed init" not in text and "slow storage" not in text
+
+
+def test_a_distributed_run_still_hears_of_dist_init(tmp_path: Path) -> None:
+    """The same cause stays where the log shows a distributed run that never finished its init."""
+    lines = [
+        "[2026-01-05 09:12:01] torch.distributed: initializing, world_size=8, MASTER_ADDR=10.0.0.4",
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:09<00:00,  2.31s/it]",
+        "trainable params: 540,672 || all params: 494,573,440 || trainable%: 0.1093",
+    ]
+    assert "torch.distributed init waits" in stalled(tmp_path, lines)
+
+
+def test_an_engine_past_graph_capture_is_not_slow_in_start_up(tmp_path: Path) -> None:
+    """vLLM TP=2, silent for hours after both ranks finished graph capture. Before: 'start-up … takes minutes the
+    first time; a capture bar that stops moving is a hang there'."""
+    lines = [
+        "INFO 03-02 10:01:11 [core.py:65] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Mixtral'",
+        "(VllmWorker rank=0 pid=401) INFO 03-02 10:01:50 [default_loader.py:280] Loading weights took 31.20 seconds",
+        "(VllmWorker rank=1 pid=402) INFO 03-02 10:02:40 [gpu_model_runner.py:1933] Graph capturing finished in 22 "
+        "secs, took 1.90 GiB",
+        "(VllmWorker rank=0 pid=401) INFO 03-02 10:02:40 [gpu_model_runner.py:1933] Graph capturing finished in 22 "
+        "secs, took 1.90 GiB",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "take minutes the first time" not in text and "got past graph capture" in text
+
+
+def test_a_store_connect_timeout_gets_no_nccl_debug_advice(tmp_path: Path) -> None:
+    """TRL: the trainer's TCPStore connect to the vLLM server timed out; no NCCL line anywhere. Before: 'Run once
+    with NCCL_DEBUG=INFO; Init START without Init COMPLETE …'."""
+    lines = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W305 11:20:02.118220431 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.2.0.9:41002 - retrying (try=0, timeout=300000ms, delay=3121ms): The client socket has timed out after "
+        "300000ms while trying to connect to (10.2.0.9, 41002).",
+    ]
+    text = stalled(tmp_path, lines)
+    assert "NCCL_DEBUG" not in text and "MASTER_ADDR" in text
+    end = run(tmp_path, lines).open_end
+    assert end is not None and end.hint is not None and not any("NCCL_DEBUG" in a for a in end.hint.actions)
+
+
+def test_step_breakdown_advice_needs_two_timed_steps(tmp_path: Path) -> None:
+    """HF Trainer resuming on a streamed dataset, its bar at 0/800 for an hour. Before: 'compare the last step's
+    breakdown with earlier steps' with no step in the log. A verl run that timed two steps still gets it."""
+    bar = "  0%|          | 0/800 [00:00<?, ?it/s]"
+    lines = ["***** Running training *****", "  Num examples = 51,200", bar]
+    assert "step's breakdown" not in stalled(tmp_path, lines)
+    assert "step's breakdown" not in report_text(run(tmp_path, lines))
+    rng = random.Random(3)
+    verl = [step_line(n, 40.0, rng) for n in (1, 2)]
+    history, _ = live_and_history(tmp_path, text_of(verl), lambda s: s.phase_status().steps_done == 2)
+    assert "step's breakdown" in said(history.status(1e12))
+
+
+def test_a_save_waiting_in_a_collective_is_not_blamed_on_storage(tmp_path: Path) -> None:
+    """DeepSpeed: every file of the checkpoint was written, then faulthandler's dump shows rank 0 in the tag check
+    across ranks. Before: 'Writing the checkpoint to slow or full storage' first."""
+    lines = [
+        " 25%|██▌       | 10/40 [00:21<01:02,  2.08s/it]Saving model checkpoint to /out/checkpoint-10",
+        "Model weights saved in /out/checkpoint-10/pytorch_model.bin",
+        "Timeout (0:10:00)!",
+        "Thread 0x00007f11aa2b1740 (most recent call first):",
+        '  File "/py/deepspeed/runtime/engine.py", line 2210 in _checkpoint_tag_validation',
+        '  File "/py/deepspeed/runtime/engine.py", line 2301 in save_checkpoint',
+    ]
+    text = stalled(tmp_path, lines, "checkpoint save")
+    assert "slow or full storage" not in text and "A rank stuck in a collective of the save" in text
+
+
+def test_a_hint_line_s_steps_must_be_a_count(tmp_path: Path) -> None:
+    import pytest
+
+    from gkdtop.config import load_config
+    from gkdtop.yamlguard import ConfigError
+
+    (tmp_path / "c.yaml").write_text("phases:\n  - name: x\n    start: 'go'\n    hint:\n      actions:\n"
+                                     "        - text: compare steps\n          steps: two\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:7: .*steps: expected a whole number"):
+        load_config(tmp_path / "c.yaml")
+
+
+# --- [rootcause] the failure shown is the error that started it ------------------------------------------------
+
+def failure_of(tmp_path: Path, lines: list[str]) -> str:
+    status = run(tmp_path, lines).status
+    assert status.state == "failed"
+    return status.failure
+
+
+def test_a_logged_traceback_s_failure_is_its_exception_not_its_header(tmp_path: Path) -> None:
+    """vLLM's engine core logs its traceback with `ERROR date [core.py:N] ` on every line. Before: the failure shown
+    was `ERROR … [core.py:459] Traceback (most recent call last):`."""
+    who = "(LLMRayActor pid=5120) ERROR 04-11 09:02:17 [core.py:459] "
+    lines = [
+        who + "EngineCore encountered a fatal error.",
+        who + "Traceback (most recent call last):",
+        who + '  File "/py/vllm/v1/engine/core.py", line 450, in run_engine_core',
+        who + "    engine_core.run_busy_loop()",
+        who + "RuntimeError: CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:62",
+        "(LLMRayActor pid=5120) CRITICAL 04-11 09:02:17 [core_client.py:361] Got fatal signal from worker processes, "
+        "shutting down. See stack trace above for root cause issue.",
+    ]
+    assert "RuntimeError: CUDA Error: out of memory" in failure_of(tmp_path, lines)
+
+
+def test_a_dead_worker_is_the_failure_not_the_engine_errors_after_it(tmp_path: Path) -> None:
+    """`vllm serve`: a worker process died, then the engine's traceback and EngineDeadError, each saying the root
+    cause is above. Before: `ERROR … Traceback (most recent call last):`, the worker never named."""
+    lines = [
+        "INFO 05-02 10:11:02 [loggers.py:118] Engine 000: Avg prompt throughput: 410.2 tokens/s, Avg generation "
+        "throughput: 22.5 tokens/s, Running: 3 reqs, Waiting: 40 reqs",
+        "ERROR 05-02 10:11:09 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down "
+        "executor.",
+        "ERROR 05-02 10:11:09 [core.py:586] EngineCore encountered a fatal error.",
+        "ERROR 05-02 10:11:09 [core.py:586] Traceback (most recent call last):",
+        'ERROR 05-02 10:11:09 [core.py:586]   File "/py/vllm/v1/engine/core.py", line 577, in run_engine_core',
+        "ERROR 05-02 10:11:09 [core.py:586] RuntimeError: Worker failed with error 'Worker proc VllmWorker-1 died "
+        "unexpectedly', please check the stack trace above for the root cause",
+        "ERROR 05-02 10:11:09 [async_llm.py:420] vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+        "issue. See stack trace (above) for the root cause.",
+    ]
+    assert "Worker proc VllmWorker-1 died unexpectedly" in failure_of(tmp_path, lines)
+    died = [f for f in run(tmp_path, lines).findings if f.name == "vllm-worker-died"]
+    assert died and died[0].fields == {"worker": "VllmWorker-1"} and "consequences" in died[0].cause
+
+
+def test_an_ib_adapter_fault_is_the_failure_not_the_abort_after_it(tmp_path: Path) -> None:
+    """MPI job: NCCL warns of the HCA's async fault on three ranks, then a fourth aborts. Before: the failure was
+    `terminate called after throwing an instance of 'std::runtime_error'`."""
+    lines = [
+        "[1,0]<stdout>:iter 20100 | loss 1.8821 | 0.391 s/iter",
+        "[1,5]<stdout>:node-3:811:840 [1] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local "
+        "catastrophic error",
+        "[1,6]<stderr>:terminate called after throwing an instance of 'std::runtime_error'",
+        "[1,6]<stderr>:  what():  NCCL error in: ProcessGroupNCCL.cpp:272, unhandled system error",
+    ]
+    assert "local catastrophic error" in failure_of(tmp_path, lines)
+
+
+def test_an_actor_that_raised_before_it_died_is_explained_by_its_error(tmp_path: Path) -> None:
+    """verl: pid 7001 raised a CUDA error, then Ray reported it dead. Before: ray-actor-died said 'killed (the OOM
+    killer, …)' and to look for an OOM kill."""
+    who = "(WorkerDict pid=7001, ip=10.1.0.3) "
+    lines = [
+        who + "Traceback (most recent call last):",
+        who + '  File "/py/verl/workers/fsdp_workers.py", line 582, in generate_sequences',
+        who + "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: WorkerDict",
+        "\tpid: 7001",
+    ]
+    died = [f for f in run(tmp_path, lines).findings if f.name == "ray-actor-died"]
+    assert died and "illegal memory access" in died[0].fields.get("raised", "")
+    assert "OOM" not in died[0].cause and "consequence" in died[0].cause
+
+
+def test_ray_s_actor_died_text_is_found_whatever_the_alias_and_class(tmp_path: Path) -> None:
+    """OpenRLHF's driver: `ray.exceptions.RayActorError` (the older alias) for an ActorModelRayActor. Before: no
+    finding (only `ActorDiedError` was matched)."""
+    lines = [
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: ActorModelRayActor",
+        "\tpid: 9120",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2.",
+    ]
+    died = [f for f in run(tmp_path, lines).findings if f.name == "ray-actor-died"]
+    assert died and died[0].fields.get("actor_class") == "ActorModelRayActor" and died[0].fields.get("pid") == "9120"
+
+
+# --- [erradvice] the advice on a failure fits its kind of error --------------------------------------------------
+
+LOOP = " 12%|█▏        | 60/500 [05:02<36:58,  5.04s/it]"
+
+
+def advice_on(tmp_path: Path, lines: list[str]) -> str:
+    status = run(tmp_path, [LOOP, *lines]).status
+    assert status.state == "failed"
+    return said(status)
+
+
+def test_an_async_cuda_error_gets_launch_blocking_and_xid_not_the_traceback_s_frames(tmp_path: Path) -> None:
+    """OpenRLHF's fit: `CUDA error: unspecified launch failure`, which CUDA reports at a later call. Before: 'its
+    traceback's last frames say which part of the step raised it' and 'read the assert line'."""
+    text = advice_on(tmp_path, [
+        "Traceback (most recent call last):",
+        '  File "/py/openrlhf/trainer/ppo_trainer.py", line 211, in fit',
+        "RuntimeError: CUDA error: unspecified launch failure",
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+        "incorrect.",
+    ])
+    assert "CUDA_LAUNCH_BLOCKING=1" in text and "Xid" in text
+    assert "last frames say" not in text and "assert" not in text
+
+
+def test_a_launcher_s_exit_report_names_the_rank_and_where_its_error_is(tmp_path: Path) -> None:
+    """accelerate launch: torchelastic reports local rank 3 exited with code 1; rank 3's own error is not in the log.
+    Before: 'A step raised: the error above is the root cause …' and the assert advice."""
+    text = advice_on(tmp_path, [
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 3 (pid: 40112) of "
+        "binary: /env/bin/python",
+        "Traceback (most recent call last):",
+        '  File "/env/bin/accelerate", line 8, in <module>',
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    ])
+    assert "Rank 3 exited with code 1" in text and "own output" in text
+    assert "A step raised" not in text and "assert" not in text
+
+
+def test_a_connection_the_server_closed_sends_the_user_to_the_server_s_log(tmp_path: Path) -> None:
+    """TRL GRPO: the trainer's request to its vLLM server ended in RemoteDisconnected. Before: 'the error above is
+    the root cause' and the assert advice, on a client error whose cause is on the server."""
+    text = advice_on(tmp_path, [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/py/trl/extras/vllm_client.py", line 180, in generate',
+        "[rank0]: requests.exceptions.ConnectionError: ('Connection aborted.', RemoteDisconnected('Remote end closed "
+        "connection without response'))",
+    ])
+    assert "closed the connection" in text and "server's own log" in text and "assert" not in text
+
+
+def test_assert_advice_only_on_an_assertion(tmp_path: Path) -> None:
+    """The training loop's failure advice spoke of 'a failed assertion … read the assert line' on any error."""
+    value = ["Traceback (most recent call last):", '  File "/py/train.py", line 40, in step',
+             "ValueError: expected a batch of 8, got 7"]
+    assert "assert" not in advice_on(tmp_path, value)
+    assertion = [*value[:2], "AssertionError: train_batch_size must divide by n_gpus"]
+    assert "read the assert line" in advice_on(tmp_path, assertion)
+
+
+# --- [witness] a timeout line states how long the job waited ---------------------------------------------------
+
+def test_a_log_that_ends_on_a_stated_wait_says_it_hung_that_long(tmp_path: Path) -> None:
+    """DeepSpeed's save: faulthandler's `Timeout (0:05:00)!` and the thread dump end the log. TRL: the store connect
+    `timed out after 300000ms`. Before: 'replay cannot tell a hang there from a log copied mid-run' beside them."""
+    from gkdtop.replay import report_json
+
+    save = [
+        " 50%|█████     | 20/40 [00:31<00:29,  1.47s/it]Saving model checkpoint to /out/checkpoint-20",
+        "Timeout (0:05:00)!",
+        "Thread 0x00007f5a2e1f7740 (most recent call first):",
+        '  File "/py/deepspeed/runtime/engine.py", line 1463 in _checkpoint_tag_validation',
+    ]
+    store = [
+        "INFO:trl.extras.vllm_client:Server is up!",
+        "W305 11:20:02.118220431 TCPStore.cpp:330] [c10d] TCP client failed to connect/validate to host "
+        "10.2.0.9:41002 - retrying (try=0, timeout=600000ms, delay=3121ms): The client socket has timed out after "
+        "600000ms while trying to connect to (10.2.0.9, 41002).",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f6a40b6e1b8 in libc10.so)",
+    ]
+    for lines, wait, seconds in ((save, "5m00s", 300), (store, "10m00s", 600)):
+        report = run(tmp_path, lines)
+        text = report_text(report)
+        assert "cannot tell a hang" not in text and f"states a wait of {wait}" in text, text
+        assert report_json(report)["open_end"]["waited_s"] == seconds
+    assert "slow or full storage" not in report_text(run(tmp_path, save))
+
+
+def test_a_log_that_just_stops_still_cannot_tell(tmp_path: Path) -> None:
+    """Without a stated wait the open end stays what it was: a hang and a copy taken mid-run read the same."""
+    lines = ["INFO:trl.extras.vllm_client:Server is up!", "NCCL INFO Bootstrap : Using eth0:10.2.0.9<0>"]
+    assert "cannot tell a hang" in report_text(run(tmp_path, lines))
