@@ -19,7 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.analysis.steps import step_pace
+from gkdtop.analysis.steps import bar_pace, step_pace
 from gkdtop.format import shown
 from gkdtop.model import Hint
 
@@ -406,13 +406,23 @@ def _seconds(value: float | None) -> str:
 def steps_text(steps: dict[str, Any]) -> list[str]:
     """The step statistics for a person (replay's text; the bundle's summary)."""
     bar = steps.get("bar")
+    pace = bar_pace(bar)
+    at = f"the loop's bar is at {bar['n']}/{bar['total']}" + (f", {pace}" if pace else "") if bar else ""
     if not steps.get("count"):
-        return ["", f"steps: none with metrics; the loop's bar is at {bar['n']}/{bar['total']}"] if bar else []
+        return ["", f"steps: none with metrics; {at}"] if bar else []
     stats = ", ".join(f"{name} {_seconds(steps.get(key))}" for name, key in
                       (("mean", "mean_s"), ("p50", "p50_s"), ("p95", "p95_s"), ("max", "max_s")))
-    out = ["", f"steps: {steps['count']} ({steps['first']}..{steps['last']}), {stats}"]
-    if bar and bar["n"] > steps["last"]:  # metric records without the loop's own count: the bar says where it is
-        out[-1] = (f"steps: {steps['count']} with metrics, {stats}; the loop's bar is at {bar['n']}/{bar['total']}")
+    if steps.get("mean_s") is None and pace:  # no step line measured its time (no stamps of their own): the bar's
+        stats = f"{pace} by its bar"
+    first, last, count = steps["first"], steps["last"], steps["count"]
+    span = f"{first}..{last}" if first != last else f"step {last}"
+    head = f"{count} ({span})"
+    if first > 1 or count < last - first + 1:  # steps ran that printed no line here: say how far it got
+        head = f"up to {last}, {count} with metrics ({span})"
+    out = ["", f"steps: {head}, {stats}"]
+    if bar and bar["n"] > last:  # metric records without the loop's own count: the bar says where it is
+        out[-1] = f"steps: {count} with metrics" + (f"; {at}" if pace and stats.startswith(pace) else
+                                                      f", {stats}; {at}")
     if steps.get("trend") is not None:
         out[-1] += f", last tenth {steps['trend']:.2f}x the first"
     if steps.get("slowest"):

@@ -183,6 +183,7 @@ class HistoryReader:
         recognised = self.analysis.recognised_ids
         cap = self.cap
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
+        last_bar = None  # and the last before each line read the careful way: where the loop's bar was, its pace
         only_evidence, evidence = self.phases.only_evidence, self.phases.seen_ids
         evidence_sent: set[tuple[int, ...]] = set()  # a hint's evidence (Hint.seen): once per chunk, not per line
         for start, end, ids in extract.hits:
@@ -195,11 +196,17 @@ class HistoryReader:
                     first_bar = False
                     careful.append(len(records))
                     records.append((start, end, ids))
+                else:
+                    last_bar = (start, end, ids)
                 continue
             if ids[0] in evidence and only_evidence(ids):  # the first test inline: this runs for every hit
                 plain_end = end
                 if tuple(ids) not in evidence_sent:
                     evidence_sent.add(tuple(ids))
+                    if last_bar is not None:
+                        careful.append(len(records))
+                        records.append(last_bar)
+                        last_bar = None
                     careful.append(len(records))
                     records.append((start, end, ids))
                 continue
@@ -230,8 +237,15 @@ class HistoryReader:
                 if not recognised.isdisjoint(ids):
                     extract.last_fast = start
                 continue
+            if last_bar is not None:
+                careful.append(len(records))
+                records.append(last_bar)
+                last_bar = None
             careful.append(len(records))
             records.append((start, end, ids))  # _date_chunk makes it (line, ids, number, step)
+        if last_bar is not None:
+            careful.append(len(records))
+            records.append(last_bar)
         if previous < len(data) - 1:
             plain_end = len(data)
         extract.plain_end = plain_end
