@@ -329,6 +329,12 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             when = f"≤{when}"  # it began before its first stamp: at most that time, at least that long
             dur = f"≥{dur}" if s.duration else "?" if s.duration is not None else dur
         out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}")
+    loop = st.timeline[-1] if st.timeline else None
+    if st.within and st.current and loop is not None and loop.name == st.within and loop.end is None:
+        # The verdict names a part of the step (`FAILED in checkpoint save`): its row, under the loop's.
+        when = clock(st.since) if report.started is not None and st.since is not None else "--:--:--"
+        when = {"before": "≤", "after": "≥"}.get(st.since_bound, "") + when if st.since is not None else when
+        out.append(f"  {when:>9}    {st.current:<18} {'(unfinished)':>12}  {loop.status}")
     out += jumps
     out += steps_text(report.steps)
     if st.state == "done":

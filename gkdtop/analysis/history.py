@@ -40,7 +40,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
     utf8_cut,
 )
-from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, stamp_bound
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
 from gkdtop.safeopen import open_regular
 
@@ -403,8 +403,9 @@ class HistoryReader:
         if not taken:
             return 0, 0
         if inner_from is not None:  # the sub-phase began at that line's own time (_parse_record dates it)
-            since = self._parse_record(inner_from, extract, state)[0].seen
-            phases.inner_since = since if since >= 0 else None
+            line = self._parse_record(inner_from, extract, state)[0]
+            phases.inner_since = line.seen if line.seen >= 0 else None
+            phases.inner_bound = stamp_bound(line)
         if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
             for index, record in enumerate(steps, seen + 1):
                 self._fast_step(record, extract, state, index)

@@ -182,6 +182,15 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
     return int(m.group(3)), m.end(), timings
 
 
+def stamp_bound(line: LogLine | None) -> str:
+    """How a line's time bounds when it was written: "" its own stamp (or, live, its arrival), "before" the first
+    stamp after it (history: a line before any stamp), "after" the nearest stamp before it (history's date for an
+    unstamped line)."""
+    if line is None or line.ts is not None or not line.backlog:
+        return ""
+    return "before" if line.undated else "after"
+
+
 def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
@@ -240,6 +249,7 @@ class PhaseEngine:
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
+        self.inner_bound = ""  # stamp_bound of the line inner_since came from
         self._inner_evidence: Evidence | None = None  # the line that named the sub-phase, where one did
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.by_name = {rule.name: rule for rule in self.rules}
@@ -554,7 +564,7 @@ class PhaseEngine:
             self.rollout_seen = True
         if self._is_inner(rule):
             if self.inner is not rule:
-                self.inner, self.inner_since = rule, t
+                self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
         self.inner = None
@@ -784,10 +794,11 @@ class PhaseEngine:
         expected = rule
         within = None
         since = span.start if span else None
+        since_bound = "" if span is None else "before" if span.start_before else ""
         if rule is not None and span is not None and span.end is not None and not rule.terminal:
             expected = self._next_rule(rule) or rule  # finished a phase; the next one is what waits
         elif self.inner is not None and rule is not None:
-            within, since = rule.name, self.inner_since
+            within, since, since_bound = rule.name, self.inner_since, self.inner_bound
             rule = expected = self.inner
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
@@ -838,6 +849,7 @@ class PhaseEngine:
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
+            since_bound=since_bound,
             steps=self._steps_summary(),
             evidence=self._evidence(state, span),
         )

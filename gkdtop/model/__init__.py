@@ -314,6 +314,9 @@ class PhaseStatus:
     timeline: list[PhaseSpan] = field(default_factory=list)
     expected: str | None = None  # after a phase finished: the next phase, the one that waits
     within: str | None = None  # when `current` is a per-step sub-phase: the phase it recurs in
+    # How `since` bounds the start where its line carried no stamp: "before" (the first stamp after it, a line
+    # before any), "after" (the nearest stamp before it, how history dates an unstamped line), else "".
+    since_bound: str = ""
     steps: dict[str, Any] = field(default_factory=dict)  # analysis/steps.StepStats.summary(): the whole run
     clock_offset: float | None = None  # seconds added to a source's stamps (its clock or zone differs from ours)
     clock_source: str = ""  # the source with that offset
@@ -363,7 +366,7 @@ class PhaseStatus:
         last = self.last_step
         return {
             "current": self.current, "state": self.state, "since": self.since, "expected": self.expected,
-            "within": self.within, "last_progress": self.last_progress,
+            "within": self.within, "since_bound": self.since_bound, "last_progress": self.last_progress,
             "stalled_for": self.stalled_for, "stall_after": self.stall_after, "failure": self.failure,
             "hint": self.hint.as_json() if self.hint else None,
             "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last,

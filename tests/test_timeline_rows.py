@@ -1,0 +1,39 @@
+"""replay's timeline states what the lines support: a row for every phase the verdict names (a part of the step
+too), and no start or length a phase's own lines do not carry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def timeline(tmp_path: Path, lines: list[str]) -> tuple[list[str], str]:
+    """replay's timeline rows and its verdict line."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(log)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout.splitlines()
+    rows = text[text.index("timeline:") + 1 : text.index("", text.index("timeline:"))]
+    verdict = next(line for line in text if line.startswith(("FAILED", "ended", "stalled", "finished")))
+    return rows, verdict
+
+
+def test_the_timeline_has_a_row_for_the_part_of_the_step_the_verdict_names(tmp_path: Path) -> None:
+    """`FAILED in checkpoint save` beside a timeline of only `training loop (unfinished) failed`."""
+    lines = [
+        "[INFO|trainer.py:2414] 2026-05-19 16:40:00,101 >> ***** Running training *****",
+        " 50%|█████     | 12/24 [01:10<01:10,  5.83s/it]",
+        "{'loss': 0.5512, 'grad_norm': 1.41, 'learning_rate': 1.5e-06, 'epoch': 1.0}",
+        "100%|██████████| 24/24 [02:20<00:00,  5.84s/it]",
+        "[INFO|trainer.py:3984] 2026-05-19 16:42:21,930 >> Saving model checkpoint to ./out/checkpoint-24",
+        "[rank0]:[E519 17:12:22.501934114 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=2210, OpType=_ALLGATHER_BASE, NumelIn=6291456, NumelOut=12582912, "
+        "Timeout(ms)=1800000) ran for 1800044 milliseconds before timing out.",
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED in checkpoint save", (verdict, rows)
+    named = [row.split()[1:3] for row in rows]
+    assert ["checkpoint", "save"] in named, rows
