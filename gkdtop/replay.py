@@ -328,6 +328,14 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         elif s.start_before and report.started is not None:
             when = f"≤{when}"  # it began before its first stamp: at most that time, at least that long
             dur = f"≥{dur}" if s.duration else "?" if s.duration is not None else dur
+        elif (s.start_after or s.end_after) and report.started is not None:
+            # A line without a stamp took the one before it: it began at or after that time, and a length with no
+            # stamp between its first line and its last is none (`config 0s` of unstamped lines said otherwise).
+            when = f"≥{when}" if s.start_after else when
+            if s.unmeasured:
+                dur = "?"
+            elif s.duration is not None:
+                dur = ("~" if s.start_after and s.end_after else "≤" if s.start_after else "≥") + dur
         out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}")
     loop = st.timeline[-1] if st.timeline else None
     if st.within and st.current and loop is not None and loop.name == st.within and loop.end is None:

@@ -37,3 +37,28 @@ def test_the_timeline_has_a_row_for_the_part_of_the_step_the_verdict_names(tmp_p
     assert verdict == "FAILED in checkpoint save", (verdict, rows)
     named = [row.split()[1:3] for row in rows]
     assert ["checkpoint", "save"] in named, rows
+
+
+def test_a_phase_whose_lines_carry_no_stamp_has_no_length_and_a_bounded_start(tmp_path: Path) -> None:
+    """`config 0s`, `dataset generation 0s` from lines without stamps that took the launcher's stamp before them;
+    the training loop that began on an unstamped bar began at or after that stamp, not at it."""
+    lines = [
+        "W0921 07:45:30.118000 2217 torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for "
+        "each process to be 1 in default",
+        "Using sequence parallel size: 1",
+        "dataset len: 30512",
+        "dataset len: 800",
+        "Epoch 1/3: 100%|██████████| 120/120 [41:02<00:00, 20.52s/it]",
+        "step:120 - train/loss:0.701 - train/lr(1e-3):0.0093",
+        "Epoch 2/3:   0%|          | 0/120 [00:00<?, ?it/s]",
+        "[rank3]:[E921 08:36:33.402118337 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1904, OpType=ALLTOALL, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.",
+    ]
+    rows, _ = timeline(tmp_path, lines)
+    by_name = {" ".join(row.split()[1:-2]): row.split() for row in rows if "(unfinished)" not in row}
+    assert by_name["dataset generation"][-2] == "?", rows  # no stamp among its lines: no length
+    assert by_name["dataset generation"][0] == "≥07:45:30", rows  # its first line took the stamp before it
+    assert not any(row.split()[-2] in ("0s", "≥0s") for row in rows), rows
+    loop = next(row.split() for row in rows if "training loop" in row)
+    assert loop[0] == "≥07:45:30", rows

@@ -543,7 +543,8 @@ class PhaseEngine:
 
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
-        span = PhaseSpan(name=name, start=t, start_before=self._line is not None and self._line.undated)
+        span = PhaseSpan(name=name, start=t, start_before=self._line is not None and self._line.undated,
+                         start_after=stamp_bound(self._line) == "after")
         self._ran.add(name)
         if self._line is not None:
             span.evidence = Evidence.of(f"{name} {claim}", self._line)
@@ -556,6 +557,7 @@ class PhaseEngine:
         if self.timeline and self.timeline[-1].end is None:
             span = self.timeline[-1]
             span.end = max(t, span.start)
+            span.end_after = stamp_bound(self._line) == "after"
             if span.status == "running":
                 span.status = "done"
 
@@ -671,7 +673,8 @@ class PhaseEngine:
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
-            last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
+            if t > last.end:  # a second "done" line for the same phase (per rank, then driver)
+                last.end, last.end_after = t, stamp_bound(self._line) == "after"
             self._done_by(rule.name)
             return
         if self.current is not rule or last is None or last.end is not None:

@@ -213,15 +213,26 @@ class PhaseSpan:
     # Its first line had no stamp before it (a log that starts with a bar at 3:05:14): it began at or before `start`,
     # the first stamp after that line, so its duration is at least `duration`.
     start_before: bool = False
+    # History: the line that began it (`start_after`) or ended it (`end_after`) carried no stamp, so its time is the
+    # nearest stamp before that line: it began (ended) at or after it; with no time between, no length is known.
+    start_after: bool = False
+    end_after: bool = False
 
     @property
     def duration(self) -> float | None:
         return None if self.end is None else self.end - self.start
 
+    @property
+    def unmeasured(self) -> bool:
+        """Its first or last line carried no stamp of their own and no second passed between the stamps they took:
+        `0s` would say nothing about it."""
+        return self.end is not None and self.end - self.start < 1.0 and (self.start_after or self.end_after)
+
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
                 "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
-                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before}
+                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before,
+                "start_after": self.start_after, "end_after": self.end_after}
 
 
 @dataclass(slots=True)
