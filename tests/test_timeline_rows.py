@@ -62,3 +62,24 @@ def test_a_phase_whose_lines_carry_no_stamp_has_no_length_and_a_bounded_start(tm
     assert not any(row.split()[-2] in ("0s", "≥0s") for row in rows), rows
     loop = next(row.split() for row in rows if "training loop" in row)
     assert loop[0] == "≥07:45:30", rows
+
+
+def test_the_phases_pane_reads_a_replayed_timeline_as_replay_does(tmp_path: Path) -> None:
+    """The Phases pane's table of a log read as history: `?`, not `0s`, for a phase with no stamp of its own."""
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+    from gkdtop.tui.phases_pane import render_phases
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in [
+        "W0921 07:45:30.118000 2217 torch/distributed/run.py:792] Setting OMP_NUM_THREADS to 1",
+        "dataset len: 30512",
+        "Epoch 1/3:  10%|█         | 12/120 [04:06<36:56, 20.52s/it]",
+        "[rank3]:[E921 08:36:33.402118337 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1904, OpType=ALLTOALL, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.",
+    ]))
+    status = replay([str(log)], load_config(None)).status
+    rows = [row.split() for row in render_phases(status, now=status.timeline[-1].start, table=True).plain.splitlines()
+            if "dataset generation" in row]
+    assert rows and rows[0][-1] == "?" and rows[0][-2].startswith("≥"), rows
