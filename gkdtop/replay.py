@@ -340,8 +340,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     loop = st.timeline[-1] if st.timeline else None
     if st.within and st.current and loop is not None and loop.name == st.within and loop.end is None:
         # The verdict names a part of the step (`FAILED in checkpoint save`): its row, under the loop's.
-        when = clock(st.since) if report.started is not None and st.since is not None else "--:--:--"
-        when = {"before": "≤", "after": "≥"}.get(st.since_bound, "") + when if st.since is not None else when
+        when = "--:--:--"  # no stamps: no time of its own
+        if report.started is not None and st.since is not None:
+            when = {"before": "≤", "after": "≥"}.get(st.since_bound, "") + clock(st.since)
         out.append(f"  {when:>9}    {st.current:<18} {'(unfinished)':>12}  {loop.status}")
     out += jumps
     out += steps_text(report.steps)
