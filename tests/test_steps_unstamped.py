@@ -113,3 +113,4 @@ def test_iter_lines_with_their_seconds_per_iter_are_steps(tmp_path: Path) -> Non
     steps, said = steps_of(tmp_path, lines)
     assert steps["count"] == 3 and (steps["first"], steps["last"]) == (52100, 52300), steps
     assert steps["mean_s"] == pytest.approx(0.378), steps
+    assert said.startswith("steps: up to 52300, 3 with metrics (52100..52300), mean 0.38s"), said
