@@ -19,7 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.analysis.steps import step_pace, timed_steps
+from gkdtop.analysis.steps import bar_pace, step_pace, timed_steps
 from gkdtop.format import human_duration, shown
 from gkdtop.model import Hint
 
@@ -355,7 +355,22 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         elif s.start_before and report.started is not None:
             when = f"≤{when}"  # it began before its first stamp: at most that time, at least that long
             dur = f"≥{dur}" if s.duration else "?" if s.duration is not None else dur
+        elif (s.start_after or s.end_after) and report.started is not None:
+            # A line without a stamp took the one before it: it began at or after that time, and a length with no
+            # stamp between its first line and its last is none (`config 0s` of unstamped lines said otherwise).
+            when = f"≥{when}" if s.start_after else when
+            if s.unmeasured:
+                dur = "?"
+            elif s.duration is not None:
+                dur = ("~" if s.start_after and s.end_after else "≤" if s.start_after else "≥") + dur
         out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}")
+    loop = st.timeline[-1] if st.timeline else None
+    if st.within and st.current and loop is not None and loop.name == st.within and loop.end is None:
+        # The verdict names a part of the step (`FAILED in checkpoint save`): its row, under the loop's.
+        when = "--:--:--"  # no stamps: no time of its own
+        if report.started is not None and st.since is not None:
+            when = {"before": "≤", "after": "≥"}.get(st.since_bound, "") + clock(st.since)
+        out.append(f"  {when:>9}    {st.current:<18} {'(unfinished)':>12}  {loop.status}")
     out += jumps
     out += steps_text(report.steps)
     if st.state == "done":
@@ -433,13 +448,23 @@ def _seconds(value: float | None) -> str:
 def steps_text(steps: dict[str, Any]) -> list[str]:
     """The step statistics for a person (replay's text; the bundle's summary)."""
     bar = steps.get("bar")
+    pace = bar_pace(bar)
+    at = f"the loop's bar is at {bar['n']}/{bar['total']}" + (f", {pace}" if pace else "") if bar else ""
     if not steps.get("count"):
-        return ["", f"steps: none with metrics; the loop's bar is at {bar['n']}/{bar['total']}"] if bar else []
+        return ["", f"steps: none with metrics; {at}"] if bar else []
     stats = ", ".join(f"{name} {_seconds(steps.get(key))}" for name, key in
                       (("mean", "mean_s"), ("p50", "p50_s"), ("p95", "p95_s"), ("max", "max_s")))
-    out = ["", f"steps: {steps['count']} ({steps['first']}..{steps['last']}), {stats}"]
-    if bar and bar["n"] > steps["last"]:  # metric records without the loop's own count: the bar says where it is
-        out[-1] = (f"steps: {steps['count']} with metrics, {stats}; the loop's bar is at {bar['n']}/{bar['total']}")
+    if steps.get("mean_s") is None and pace:  # no step line measured its time (no stamps of their own): the bar's
+        stats = f"{pace} by its bar"
+    first, last, count = steps["first"], steps["last"], steps["count"]
+    span = f"{first}..{last}" if first != last else f"step {last}"
+    head = f"{count} ({span})"
+    if first > 1 or count < last - first + 1:  # steps ran that printed no line here: say how far it got
+        head = f"up to {last}, {count} with metrics ({span})"
+    out = ["", f"steps: {head}, {stats}"]
+    if bar and bar["n"] > last:  # metric records without the loop's own count: the bar says where it is
+        out[-1] = f"steps: {count} with metrics" + (f"; {at}" if pace and stats.startswith(pace) else
+                                                      f", {stats}; {at}")
     if steps.get("trend") is not None:
         out[-1] += f", last tenth {steps['trend']:.2f}x the first"
     if steps.get("slowest"):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
-from gkdtop.analysis.steps import step_pace
+from gkdtop.analysis.steps import bar_pace, step_pace
 from gkdtop.model import UNRECOGNISED_SHOWN, quotes_last_line
 
 if TYPE_CHECKING:
@@ -151,11 +151,17 @@ def text_summary(doc: dict[str, Any]) -> str:
                      " (zone or skew): silence is measured by arrival")
     if ph["steps"]["done"]:
         run = ph["steps"]["run"]
-        line = f"steps: {ph['steps']['done']} (last {ph['steps']['last']})"
+        first, last = run.get("first") or 0, run.get("last") or 0
+        printed = " with metrics" if first > 1 or run["count"] < last - first + 1 else ""  # others ran unprinted
+        line = f"steps: {ph['steps']['done']}{printed} (last {ph['steps']['last']})"
+        bar = run.get("bar")
         if run.get("p50_s") is not None:
             line += f", p50 {run['p50_s']:.2f}s, p95 {run['p95_s']:.2f}s, max {run['max_s']:.2f}s"
-        if (bar := run.get("bar")) and bar["n"] > (ph["steps"]["last"] or 0):  # records without the loop's count
-            line = f"steps: {ph['steps']['done']} with metrics; the loop's bar is at {bar['n']}/{bar['total']}"
+        elif bar_pace(bar):  # no step line measured its time (no stamps of their own): the bar's pace
+            line += f", {bar_pace(bar)} by its bar"
+        if bar and bar["n"] > (ph["steps"]["last"] or 0):  # records without the loop's count
+            line = (f"steps: {ph['steps']['done']} with metrics; the loop's bar is at {bar['n']}/{bar['total']}"
+                    + (f", {bar_pace(bar)}" if bar_pace(bar) else ""))
         lines.append(line)
         if ph["steps"].get("pace"):
             lines.append(f"  {ph['steps']['pace']}")

@@ -149,7 +149,7 @@ def test_time_the_log_cannot_give_is_not_given(tmp_path: Path) -> None:
     assert "≤03:41:17  training loop" in said and "0s from" not in said
     assert "the lines before the first stamp carry no time" in said
     assert "the loop's bar is at 3702/6080" in said and "steps: 1 (1..1)" not in said
-    assert report.steps["bar"] == {"n": 3702, "total": 6080}
+    assert report.steps["bar"] == {"n": 3702, "total": 6080, "s_per_it": 2.89}  # the bar's own pace
     # No stamp anywhere: no phase is given a length.
     bare = run(tmp_path, ["(TaskRunner pid=7) TaskRunner hostname: n, PID: 7", "(TaskRunner pid=7) dataset len: 7473",
                           "(TaskRunner pid=7) Training Progress:   0%|          | 0/870 [00:00<?, ?it/s]"])

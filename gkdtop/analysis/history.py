@@ -40,7 +40,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
     utf8_cut,
 )
-from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, stamp_bound
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
 from gkdtop.safeopen import open_regular
 
@@ -183,6 +183,7 @@ class HistoryReader:
         recognised = self.analysis.recognised_ids
         cap = self.cap
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
+        last_bar = None  # and the last before each line read the careful way: where the loop's bar was, its pace
         only_evidence, evidence = self.phases.only_evidence, self.phases.seen_ids
         evidence_sent: set[tuple[int, ...]] = set()  # a hint's evidence (Hint.seen): once per chunk, not per line
         for start, end, ids in extract.hits:
@@ -195,11 +196,17 @@ class HistoryReader:
                     first_bar = False
                     careful.append(len(records))
                     records.append((start, end, ids))
+                else:
+                    last_bar = (start, end, ids)
                 continue
             if ids[0] in evidence and only_evidence(ids):  # the first test inline: this runs for every hit
                 plain_end = end
                 if tuple(ids) not in evidence_sent:
                     evidence_sent.add(tuple(ids))
+                    if last_bar is not None:
+                        careful.append(len(records))
+                        records.append(last_bar)
+                        last_bar = None
                     careful.append(len(records))
                     records.append((start, end, ids))
                 continue
@@ -230,8 +237,15 @@ class HistoryReader:
                 if not recognised.isdisjoint(ids):
                     extract.last_fast = start
                 continue
+            if last_bar is not None:
+                careful.append(len(records))
+                records.append(last_bar)
+                last_bar = None
             careful.append(len(records))
             records.append((start, end, ids))  # _date_chunk makes it (line, ids, number, step)
+        if last_bar is not None:
+            careful.append(len(records))
+            records.append(last_bar)
         if previous < len(data) - 1:
             plain_end = len(data)
         extract.plain_end = plain_end
@@ -389,8 +403,9 @@ class HistoryReader:
         if not taken:
             return 0, 0
         if inner_from is not None:  # the sub-phase began at that line's own time (_parse_record dates it)
-            since = self._parse_record(inner_from, extract, state)[0].seen
-            phases.inner_since = since if since >= 0 else None
+            line = self._parse_record(inner_from, extract, state)[0]
+            phases.inner_since = line.seen if line.seen >= 0 else None
+            phases.inner_bound = stamp_bound(line)
         if steps and not (len(steps) > 1 and self._bulk_steps(steps, seen, extract, state)):
             for index, record in enumerate(steps, seen + 1):
                 self._fast_step(record, extract, state, index)

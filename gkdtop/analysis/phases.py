@@ -29,10 +29,10 @@ STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
 # ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
-# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |` (a plain loop's `iter 831400 | loss
-# 2.11 | …` too), the
-# `Step 2 | 9.5s | …` summaries of loguru-style trainers, the dict HF Trainer (TRL, LLaMA-Factory)
-# prints every `logging_steps`: `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
+# `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
+# `Step 2 | 9.5s | …` summaries of loguru-style trainers, `iter 831400 | loss 2.1 | … | 0.412 s/iter`,
+# the dict HF Trainer (TRL, LLaMA-Factory) prints every `logging_steps`:
+# `{'loss': 1.23, 'grad_norm': …, 'epoch': 0.05}` (its end-of-run
 # `{'train_runtime': …}` and eval's `{'eval_loss': …}` begin otherwise: no step), and a step's header
 # between rules, `========== Step 3/100 ==========`, that a block of results follows.
 RECORD_STEP_PATTERN = (
@@ -46,6 +46,7 @@ RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
 # A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
+ITER_SECONDS_RE = re.compile(r"\| {0,4}(\d{1,9}(?:\.\d{1,9})?) ?s/iter\b")  # `iter N | … | 0.412 s/iter`
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
 TIMING_VALUE = r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # a number as verl prints it
@@ -81,6 +82,9 @@ ELAPSED_RE = re.compile(
     r"(\d{1,9}(?:\.\d+)?) ?(ms|milliseconds|s|secs?|seconds)\b"
 )
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
+BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
+BAR_KEY_DIGITS_RE = re.compile(r"\d+")
+BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
@@ -224,14 +228,25 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
             return int(own.group(1)), at + 1, timings
         bar = GLUED_BAR_RE.search(text, 0, at)
         return (int(bar.group(1)) if bar is not None else None), at + 1, timings
-    if m.group(2) is not None:
+    if m.group(2) is not None:  # Megatron's iteration line, or a plain loop's `iter 831400 | … | 0.412 s/iter`
         if (ms := MEGATRON_STEP_MS_RE.search(text, m.end())) is not None:
             timings["step"] = float(ms.group(1)) / 1000
+        elif (own := ITER_SECONDS_RE.search(text, m.end())) is not None:
+            timings["step"] = float(own.group(1))
         return int(m.group(2)), m.end(), timings
     if m.group(6) is not None:  # a step's header (`===== Step 3/100 =====`): its metrics follow in a block
         return int(m.group(6)), m.end(), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
+
+
+def stamp_bound(line: LogLine | None) -> str:
+    """How a line's time bounds when it was written: "" its own stamp (or, live, its arrival), "before" the first
+    stamp after it (history: a line before any stamp), "after" the nearest stamp before it (history's date for an
+    unstamped line)."""
+    if line is None or line.ts is not None or not line.backlog:
+        return ""
+    return "before" if line.undated else "after"
 
 
 def _root_cause(text: str, failure: str = "") -> bool:
@@ -294,6 +309,7 @@ class PhaseEngine:
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
+        self.inner_bound = ""  # stamp_bound of the line inner_since came from
         self._inner_evidence: Evidence | None = None  # the line that named the sub-phase, where one did
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.by_name = {rule.name: rule for rule in self.rules}
@@ -320,6 +336,8 @@ class PhaseEngine:
         self._last_step: StepInfo | None = None
         self._bar_keys: dict[str, str] = {}
         self.bar_count: tuple[int, int] | None = None  # the last bar of a stepping phase: (n, total)
+        self._loop_bar: str | None = None  # the loop's bar, by its text before the percentage (_loop_bar_at)
+        self.bar_rate: float | None = None  # seconds per item the loop's bar said last (its `s/it`, or 1 / `it/s`)
         self.bar_pace: float | None = None  # seconds per item of the last slow bar (`218.61s/it`) in a stepping phase
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
         # The last metric dict (_record_number): its step, its text, whether its step was its own
@@ -558,8 +576,21 @@ class PhaseEngine:
             # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
             if (stepping or any(rule.inner for rule in self._rules_of(ids))) and (
                     count := BAR_COUNT_RE.search(text)) is not None:
-                self.bar_count = (int(count.group(1)), int(count.group(2)))
+                self._loop_bar_at(text, count)
         return True
+
+    def _loop_bar_at(self, text: str, count: re.Match[str]) -> None:
+        """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
+        OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
+        apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
+        pct = BAR_PCT_RE.search(text, 0, count.start())
+        key = BAR_KEY_DIGITS_RE.sub("#", text[: pct.start() if pct else 0]).strip()
+        if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
+            return  # an inner bar while the loop's is open
+        self._loop_bar, self.bar_count = key, (int(count.group(1)), int(count.group(2)))
+        rate = BAR_RATE_RE.search(text, count.end())
+        self.bar_rate = None if rate is None or not float(rate.group(1)) else (
+            float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
         """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""
@@ -572,7 +603,8 @@ class PhaseEngine:
 
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
-        span = PhaseSpan(name=name, start=t, start_before=self._line is not None and self._line.undated)
+        span = PhaseSpan(name=name, start=t, start_before=self._line is not None and self._line.undated,
+                         start_after=stamp_bound(self._line) == "after")
         self._ran.add(name)
         if self._line is not None:
             span.evidence = Evidence.of(f"{name} {claim}", self._line)
@@ -585,6 +617,7 @@ class PhaseEngine:
         if self.timeline and self.timeline[-1].end is None:
             span = self.timeline[-1]
             span.end = max(t, span.start)
+            span.end_after = stamp_bound(self._line) == "after"
             if span.status == "running":
                 span.status = "done"
 
@@ -593,7 +626,7 @@ class PhaseEngine:
             self.rollout_seen = True
         if self._is_inner(rule):
             if self.inner is not rule:
-                self.inner, self.inner_since = rule, t
+                self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
         self.inner = None
@@ -704,7 +737,8 @@ class PhaseEngine:
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.end is not None and last.name == rule.name:
-            last.end = max(last.end, t)  # a second "done" line for the same phase (per rank, then driver)
+            if t > last.end:  # a second "done" line for the same phase (per rank, then driver)
+                last.end, last.end_after = t, stamp_bound(self._line) == "after"
             self._done_by(rule.name)
             return
         if self.current is not rule or last is None or last.end is not None:
@@ -801,13 +835,14 @@ class PhaseEngine:
         if "step" in timings:
             self._own_seconds = (step, timings["step"])
         self.curves.add_text(step, text[metrics_at:])
-        self.add_step(step, t, timings, text[metrics_at:])
+        self.add_step(step, t, timings, text[metrics_at:], own=self._line is not None and self._line.ts is not None)
 
-    def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None) -> None:
+    def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None,
+                 own: bool = False) -> None:
         """A step line the history reader parsed itself. `t` may be None where nothing needs it (a
         step with its own `timing_s/step`, not among the last ones); `metrics`: its text after `step:N -`,
-        given for the last step line of a chunk (the one shown)."""
-        self.stats.add(step, t, timings)
+        given for the last step line of a chunk (the one shown); `own`: `t` is the line's own stamp."""
+        self.stats.add(step, t, timings, own)
         self.note_step(step, t, metrics)
 
     def note_step(self, step: int, t: float | None, metrics: str | None) -> None:
@@ -838,10 +873,11 @@ class PhaseEngine:
         expected = rule
         within = None
         since = span.start if span else None
+        since_bound = "" if span is None else "before" if span.start_before else ""
         if rule is not None and span is not None and span.end is not None and not rule.terminal:
             expected = self._next_rule(rule) or rule  # finished a phase; the next one is what waits
         elif self.inner is not None and rule is not None:
-            within, since = rule.name, self.inner_since
+            within, since, since_bound = rule.name, self.inner_since, self.inner_bound
             rule = expected = self.inner
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
@@ -901,6 +937,7 @@ class PhaseEngine:
             timeline=self.spans(),
             expected=expected.name if expected is not rule and expected else None,
             within=within,
+            since_bound=since_bound,
             steps=steps,
             evidence=self._evidence(state, span),
         )
@@ -931,7 +968,7 @@ class PhaseEngine:
         summary = self.stats.summary()
         if self.bar_count is None:
             return summary
-        return {**summary, "bar": {"n": self.bar_count[0], "total": self.bar_count[1]}}
+        return {**summary, "bar": {"n": self.bar_count[0], "total": self.bar_count[1], "s_per_it": self.bar_rate}}
 
     def _next_rule(self, rule: PhaseRule) -> PhaseRule | None:
         """The phase after a finished one: the next rule, except that every job loads its policy, so one that

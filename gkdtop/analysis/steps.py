@@ -93,16 +93,20 @@ class StepStats:
         self.seconds_steps = array("q")
         self.rows: list[_Rows] = []  # timing_s/* values, grouped by the keys a step printed
         self.stride = 1  # each kept step stands for this many (1 until MAX_VALUES was reached)
+        self._last_own = False  # the last step's time was its line's own stamp (not a neighbour's)
         self._summary: tuple[int, dict[str, Any]] | None = None
 
-    def add(self, step: int, t: float | None, timings: dict[str, float]) -> None:
-        """`t`: None where the reader did not need it (a step that carries its own `timing_s/step`)."""
+    def add(self, step: int, t: float | None, timings: dict[str, float], own: bool = True) -> None:
+        """`t`: None where the reader did not need it (a step that carries its own `timing_s/step`);
+        `own`: `t` is the line's own stamp. Only two own stamps space a step: lines dated by a stamp
+        before them (metric dicts printed in one burst) would say their steps took 0 s."""
         if self.last == step:
             return  # the same step printed again (another rank, a re-print)
         seconds = timings.get("step")
-        if seconds is None and self.last is not None and self.last_time is not None and step > self.last and (
-                t is not None and t >= self.last_time):  # stamps that go backwards measure no step
+        if seconds is None and own and self._last_own and self.last is not None and self.last_time is not None and (
+                step > self.last and t is not None and t >= self.last_time):  # stamps going backwards: no step
             seconds = (t - self.last_time) / (step - self.last)
+        self._last_own = own
         self.count += 1
         if self.first is None:
             self.first, self.first_time = step, t
@@ -126,6 +130,7 @@ class StepStats:
         if self.first is None:
             self.first, self.first_time = steps[0], first_time
         self.last, self.last_time = steps[-1], last_time
+        self._last_own = False  # history's fast lines carry no stamp of their own
         rows = self._rows_for(keys)
         done = 0
         while done < n:  # up to where `add` would thin, then on
@@ -198,6 +203,12 @@ def timed_steps(steps: dict[str, Any]) -> int:
     """How many steps timed their parts (a `timing_s/*` key besides the step's own time): a hint comparing
     a step's breakdown needs two."""
     return max((s["count"] for key, s in (steps.get("timing") or {}).items() if key != "step"), default=0)
+
+
+def bar_pace(bar: dict[str, Any] | None) -> str:
+    """The loop's bar's own pace, `5.19 s/it` (`it/s` turned round), or "" where it shows none."""
+    pace = (bar or {}).get("s_per_it")
+    return "" if pace is None else f"{pace:.2f} s/it"
 
 
 def step_pace(steps: dict[str, Any]) -> str:

@@ -213,15 +213,26 @@ class PhaseSpan:
     # Its first line had no stamp before it (a log that starts with a bar at 3:05:14): it began at or before `start`,
     # the first stamp after that line, so its duration is at least `duration`.
     start_before: bool = False
+    # History: the line that began it (`start_after`) or ended it (`end_after`) carried no stamp, so its time is the
+    # nearest stamp before that line: it began (ended) at or after it; with no time between, no length is known.
+    start_after: bool = False
+    end_after: bool = False
 
     @property
     def duration(self) -> float | None:
         return None if self.end is None else self.end - self.start
 
+    @property
+    def unmeasured(self) -> bool:
+        """Its first or last line carried no stamp of their own and no second passed between the stamps they took:
+        `0s` would say nothing about it."""
+        return self.end is not None and self.end - self.start < 1.0 and (self.start_after or self.end_after)
+
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
                 "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
-                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before}
+                "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before,
+                "start_after": self.start_after, "end_after": self.end_after}
 
 
 @dataclass(slots=True)
@@ -325,6 +336,9 @@ class PhaseStatus:
     timeline: list[PhaseSpan] = field(default_factory=list)
     expected: str | None = None  # after a phase finished: the next phase, the one that waits
     within: str | None = None  # when `current` is a per-step sub-phase: the phase it recurs in
+    # How `since` bounds the start where its line carried no stamp: "before" (the first stamp after it, a line
+    # before any), "after" (the nearest stamp before it, how history dates an unstamped line), else "".
+    since_bound: str = ""
     steps: dict[str, Any] = field(default_factory=dict)  # analysis/steps.StepStats.summary(): the whole run
     clock_offset: float | None = None  # seconds added to a source's stamps (its clock or zone differs from ours)
     clock_source: str = ""  # the source with that offset
@@ -374,7 +388,7 @@ class PhaseStatus:
         last = self.last_step
         return {
             "current": self.current, "state": self.state, "since": self.since, "expected": self.expected,
-            "within": self.within, "last_progress": self.last_progress,
+            "within": self.within, "since_bound": self.since_bound, "last_progress": self.last_progress,
             "stalled_for": self.stalled_for, "stall_after": self.stall_after, "failure": self.failure,
             "hint": self.hint.as_json() if self.hint else None,
             "unrecognised": {"lines": self.unrecognised, "after": self.recognised_last,

@@ -180,7 +180,10 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
             if span is spans[-1] and status.state == "stalled":
                 mark, style = "‖", "bold red"
             took = human_duration(end - span.start) + ("?" if span.clock_jump is not None else "")  # two zones, likely
-            text.append(f"  {mark} {span.name:<{width}}  {clock(span.start)}  {took:>7}\n", style)
+            if span.unmeasured:
+                took = "?"  # no stamp of its own between its first line and its last (replay says the same)
+            bound = "≤" if span.start_before else "≥" if span.start_after else ""
+            text.append(f"  {mark} {span.name:<{width}}  {bound}{clock(span.start)}  {took:>7}\n", style)
     elif status.current is None:
         text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
     return text
@@ -308,5 +311,5 @@ def chain(status: PhaseStatus, now: float) -> Text:
             text.append(f"▶ {span.name} {human_duration(end - span.start)}", "bold")
         else:
             text.append(f"{span.name} ", "")
-            text.append(human_duration(end - span.start), "dim")
+            text.append("?" if span.unmeasured else human_duration(end - span.start), "dim")
     return text

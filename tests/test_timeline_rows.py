@@ -1,0 +1,85 @@
+"""replay's timeline states what the lines support: a row for every phase the verdict names (a part of the step
+too), and no start or length a phase's own lines do not carry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def timeline(tmp_path: Path, lines: list[str]) -> tuple[list[str], str]:
+    """replay's timeline rows and its verdict line."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(log)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout.splitlines()
+    rows = text[text.index("timeline:") + 1 : text.index("", text.index("timeline:"))]
+    verdict = next(line for line in text if line.startswith(("FAILED", "ended", "stalled", "finished")))
+    return rows, verdict
+
+
+def test_the_timeline_has_a_row_for_the_part_of_the_step_the_verdict_names(tmp_path: Path) -> None:
+    """`FAILED in checkpoint save` beside a timeline of only `training loop (unfinished) failed`."""
+    lines = [
+        "[INFO|trainer.py:2414] 2026-05-19 16:40:00,101 >> ***** Running training *****",
+        " 50%|█████     | 12/24 [01:10<01:10,  5.83s/it]",
+        "{'loss': 0.5512, 'grad_norm': 1.41, 'learning_rate': 1.5e-06, 'epoch': 1.0}",
+        "100%|██████████| 24/24 [02:20<00:00,  5.84s/it]",
+        "[INFO|trainer.py:3984] 2026-05-19 16:42:21,930 >> Saving model checkpoint to ./out/checkpoint-24",
+        "[rank0]:[E519 17:12:22.501934114 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=2210, OpType=_ALLGATHER_BASE, NumelIn=6291456, NumelOut=12582912, "
+        "Timeout(ms)=1800000) ran for 1800044 milliseconds before timing out.",
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED in checkpoint save", (verdict, rows)
+    named = [row.split()[1:3] for row in rows]
+    assert ["checkpoint", "save"] in named, rows
+
+
+def test_a_phase_whose_lines_carry_no_stamp_has_no_length_and_a_bounded_start(tmp_path: Path) -> None:
+    """`config 0s`, `dataset generation 0s` from lines without stamps that took the launcher's stamp before them;
+    the training loop that began on an unstamped bar began at or after that stamp, not at it."""
+    lines = [
+        "W0921 07:45:30.118000 2217 torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for "
+        "each process to be 1 in default",
+        "Using sequence parallel size: 1",
+        "dataset len: 30512",
+        "dataset len: 800",
+        "Epoch 1/3: 100%|██████████| 120/120 [41:02<00:00, 20.52s/it]",
+        "step:120 - train/loss:0.701 - train/lr(1e-3):0.0093",
+        "Epoch 2/3:   0%|          | 0/120 [00:00<?, ?it/s]",
+        "[rank3]:[E921 08:36:33.402118337 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1904, OpType=ALLTOALL, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.",
+    ]
+    rows, _ = timeline(tmp_path, lines)
+    by_name = {" ".join(row.split()[1:-2]): row.split() for row in rows if "(unfinished)" not in row}
+    assert by_name["dataset generation"][-2] == "?", rows  # no stamp among its lines: no length
+    assert by_name["dataset generation"][0] == "≥07:45:30", rows  # its first line took the stamp before it
+    assert not any(row.split()[-2] in ("0s", "≥0s") for row in rows), rows
+    loop = next(row.split() for row in rows if "training loop" in row)
+    assert loop[0] == "≥07:45:30", rows
+
+
+def test_the_phases_pane_reads_a_replayed_timeline_as_replay_does(tmp_path: Path) -> None:
+    """The Phases pane's table of a log read as history: `?`, not `0s`, for a phase with no stamp of its own."""
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+    from gkdtop.tui.phases_pane import render_phases
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in [
+        "W0921 07:45:30.118000 2217 torch/distributed/run.py:792] Setting OMP_NUM_THREADS to 1",
+        "dataset len: 30512",
+        "Epoch 1/3:  10%|█         | 12/120 [04:06<36:56, 20.52s/it]",
+        "[rank3]:[E921 08:36:33.402118337 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1904, OpType=ALLTOALL, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.",
+    ]))
+    status = replay([str(log)], load_config(None)).status
+    rows = [row.split() for row in render_phases(status, now=status.timeline[-1].start, table=True).plain.splitlines()
+            if "dataset generation" in row]
+    assert rows and rows[0][-1] == "?" and rows[0][-2].startswith("≥"), rows
