@@ -73,6 +73,9 @@ ELAPSED_RE = re.compile(
     r"(\d{1,9}(?:\.\d+)?) ?(ms|milliseconds|s|secs?|seconds)\b"
 )
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
+BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
+# The same bar as the whole line (nothing glued after it, whose phase the line may start instead), n = total.
+BAR_DONE_RE = re.compile(r"(?:^|[\s:])100%\|[^|]{0,200}\|\s*(\d{1,9})/\1 \[[^\]]{0,200}\]\s*$")
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
@@ -197,6 +200,7 @@ class PhaseEngine:
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
+        self.bar_done_id = register(BAR_DONE_PATTERN)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
@@ -223,7 +227,7 @@ class PhaseEngine:
         # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
         self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids,
-             *self.seen_ids])
+             *self.seen_ids, self.bar_done_id])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
@@ -308,6 +312,8 @@ class PhaseEngine:
                 failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
+                    if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
+                        self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:
                     self._step_collective(text, t)
                 if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
@@ -527,6 +533,9 @@ class PhaseEngine:
     def _start(self, rule: PhaseRule, t: float) -> None:
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if self.current is None and rule.name in self.step_phases:
+            # A part of a step with no phase known (a log that begins mid-run): the step is in its loop.
+            self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             if self.inner is not rule:
                 self.inner, self.inner_since = rule, t
