@@ -287,3 +287,45 @@ def test_a_part_of_a_step_that_opens_the_log_is_in_the_training_loop(tmp_path: P
     for status in (history.status(1e12), store.phase_status()):
         assert (status.state, status.current, status.within) == ("failed", "weight sync", "training loop")
     assert [span.name for span in history.spans()] == ["training loop"]
+    # An engine's work alone opens no training loop: `vllm serve` generates, and trains nothing.
+    serving = ["INFO 07-09 14:21:02 [loggers.py:118] Engine 000: Avg prompt throughput: 811.4 tokens/s, Avg generation "
+               "throughput: 12.6 tokens/s, Running: 1 reqs, Waiting: 119 reqs, GPU KV cache usage: 3.1%"]
+    assert [span.name for span in run(tmp_path, serving).status.timeline] == ["generation"]
+
+
+V0_STATS = [
+    "(WorkerDict pid=3381, ip=10.21.4.12) Qwen2ForCausalLM contains 32.76B parameters",
+    "(WorkerDict pid=3381, ip=10.21.4.12) INFO 11-14 21:42:11 distributed_gpu_executor.py:57] # GPU blocks: 9120, "
+    "# CPU blocks: 4096",
+    *(f"(WorkerDict pid=3381, ip=10.21.4.12) INFO 11-14 21:43:{s:02d} metrics.py:406] Avg prompt throughput: {p} "
+      f"tokens/s, Avg generation throughput: {g} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs"
+      for s, p, g, r in ((40, "1391.7", "52.4", 64), (45, "0.0", "1840.2", 64), (50, "0.0", "214.6", 5),
+                         (55, "0.0", "96.5", 2))),
+]
+
+
+def test_an_older_vllm_s_stats_lines_are_generation(tmp_path: Path) -> None:
+    """verl with vLLM 0.6 stopped in its first rollout, its last lines vLLM's stats (`metrics.py:406] Avg prompt
+    throughput: …`, no `Engine 000:` before it). Before: 'rollout init' and 4 lines no rule knows. History reads the
+    stats lines after the first one as progress (a repeat of the line before it), and still knows the last one."""
+    history, store = live_and_history(tmp_path, text_of(V0_STATS),
+                                      lambda s: "Running: 2 reqs" in s.phase_status().recognised_last)
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current == "generation"
+    said = report_text(run(tmp_path, V0_STATS), why=True)
+    assert "generation started: train.log:3" in said
+    assert "last progress: train.log:6" in said and "lines no rule knows" not in said
+
+
+def test_of_two_lines_at_one_instant_the_later_is_the_last_progress(tmp_path: Path) -> None:
+    """vLLM's start-up, its start lines in a row (history reads the repeats as progress, not one by one), the last
+    two in one second: the engine's 'init engine … took' is the last progress, not the line before it (history
+    applies a chunk's plain progress after its named lines). Guards the repeat sieve: the code before it passes."""
+    lines = [f"(LLMRayActor pid=201877) INFO 05-22 14:07:{s} [{f}] {m}" for s, f, m in (
+        ("04", "backends.py:425", "Dynamo bytecode transform time: 5.91 s"),
+        ("10", "monitor.py:33", "torch.compile takes 5.91 s in total"),
+        ("11", "kv_cache_utils.py:566", "GPU KV cache size: 4,912,336 tokens"),
+        ("40", "gpu_model_runner.py:1534", "Graph capturing finished in 29 secs, took 1.31 GiB"),
+        ("40", "core.py:151", "init engine (profile, create kv cache, warmup model) took 41.62 seconds"))]
+    report = run(tmp_path, lines)
+    assert {e.claim: e.line for e in report.status.evidence}["last progress"] == 5

@@ -509,8 +509,15 @@ class PhaseEngine:
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line = t, line
-        elif t == self.last_progress and line is not None:
+        elif t == self.last_progress and line is not None and not self._before_progress_line(line):
             self._progress_line = line
+
+    def _before_progress_line(self, line: LogLine) -> bool:
+        """History gives a chunk's plain lines' progress after its named lines: of two lines with one stamp, the
+        later in the file is the evidence."""
+        last = self._progress_line
+        return (last is not None and last.source == line.source and line.number is not None
+                and last.number is not None and line.number < last.number)
 
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
@@ -533,8 +540,9 @@ class PhaseEngine:
     def _start(self, rule: PhaseRule, t: float) -> None:
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
-        if self.current is None and rule.name in self.step_phases:
-            # A part of a step with no phase known (a log that begins mid-run): the step is in its loop.
+        if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES:
+            # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
+            # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's.
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             if self.inner is not rule:
