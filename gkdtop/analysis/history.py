@@ -110,9 +110,6 @@ class HistoryReader:
         self.matcher, self.phases = analysis.matcher, analysis.phases
         # Lines with only these ids (and no stamp, no control bytes) are history's fast path (_fast_run).
         self.quick_ids = analysis.phases.quick_ids - analysis.findings_engine.match_ids - {analysis.traceback_id}
-        # A stamped line that only starts a phase, as the hit right before it did (vLLM's stats every few seconds):
-        # feeding it again changes nothing but the time of progress, which its place in the chunk gives.
-        self.repeat_ids = self.quick_ids - {analysis.phases.step_id, analysis.phases.bar_id}
         self._skeletons: dict[bytes, re.Pattern[bytes]] = {}  # a run's timing text between its values (_run_values)
         self._timing_names: dict[bytes, str] = {}  # timing_s/* keys as read from bytes, decoded once
 
@@ -188,23 +185,10 @@ class HistoryReader:
         first_bar = True  # the chunk's first bar is read: where no phase is known, its description names one
         only_evidence, evidence = self.phases.only_evidence, self.phases.seen_ids
         evidence_sent: set[tuple[int, ...]] = set()  # a hint's evidence (Hint.seen): once per chunk, not per line
-        repeat_ids = self.repeat_ids
-        last_key: tuple[list[int], str] | None = None  # the last hit's ids and writer, where a repeat of it is sieved
         for start, end, ids in extract.hits:
             if start > previous + 1:
                 plain_end = start - 1
             previous = end
-            key = None
-            if repeat_ids.issuperset(ids) and (chunk_plain or plain_ascii(data[start:end])):
-                raw = data[start:end]
-                msg = message_start(raw)
-                prefix = raw[:msg].decode("ascii")  # its writer: another's stamp may be on another clock
-                if confirm(raw[msg:].decode("ascii"), ids, prefix) == ids:
-                    key = (ids, prefix)
-                    if key == last_key:
-                        plain_end, extract.last_fast = end, start  # progress, the last line a rule knew
-                        continue
-            last_key = key
             if ids == bar_only:
                 plain_end = end
                 if first_bar:

@@ -225,9 +225,9 @@ class PhaseEngine:
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
                                    self.probe_id, self.step_id, self.record_step_id, self.step_collective_id])
         # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
-        self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
+        self.quick_ids = frozenset([self.step_id, self.bar_id, self.bar_done_id, *self.start_ids]) - frozenset(
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids,
-             *self.seen_ids, self.bar_done_id])
+             *self.seen_ids])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
@@ -365,8 +365,15 @@ class PhaseEngine:
         if not rules:
             return None if self.current is None and self.bar_id in ids else False  # a bar may name the phase
         rule = rules[0]  # feed() acts on the first rule only
+        if self.bar_done_id in ids and len(rules) > 1:
+            return None  # a bar at 100% and another rule's line glued to it (feed() tells whose bar it is)
         if self._is_inner(rule):
-            if self._behind(rule) or self.inner is rule:
+            if self._behind(rule):
+                return False
+            if self.bar_done_id in ids:  # the part's own bar at its total (feed(): BAR_DONE_RE)
+                self.inner = None
+                return False
+            if self.inner is rule:
                 return False
             self.inner = rule
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
@@ -509,15 +516,8 @@ class PhaseEngine:
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line = t, line
-        elif t == self.last_progress and line is not None and not self._before_progress_line(line):
+        elif t == self.last_progress and line is not None:
             self._progress_line = line
-
-    def _before_progress_line(self, line: LogLine) -> bool:
-        """History gives a chunk's plain lines' progress after its named lines: of two lines with one stamp, the
-        later in the file is the evidence."""
-        last = self._progress_line
-        return (last is not None and last.source == line.source and line.number is not None
-                and last.number is not None and line.number < last.number)
 
     def _open(self, name: str, t: float, claim: str = "started") -> PhaseSpan:
         """A new span at `t`; its evidence is the line fed now, cited for what it shows (`claim`)."""
