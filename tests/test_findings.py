@@ -297,6 +297,12 @@ CASES = [
     ("hf-datasets-lock",
      [ray("TaskRunner", 9, "Attempting to acquire lock 139 on /root/.cache/huggingface/datasets/_root_data.lock")],
      {}),
+    ("hf-resume-data-skip",  # HF Trainer's banner on a resumed run (LLaMA-Factory, TRL), then a bar stuck at 0
+     ["[INFO|trainer.py:1789] 2024-01-11 14:08:02,652 >>   Continuing training from checkpoint, will skip to saved "
+      "global_step",
+      "[INFO|trainer.py:1791] 2024-01-11 14:08:02,652 >>   Continuing training from global step 6400",
+      "  0%|          | 0/20000 [00:00<?, ?it/s]"],
+     {"global_step": "6400"}),
 ]
 
 

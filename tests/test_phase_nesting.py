@@ -306,3 +306,56 @@ def test_sglang_s_own_begin_end_lines_close_its_communicator_and_start_its_engin
         assert "Scheduler watchdog timeout" in status.failure
         assert status.hint is not None and "not a hang" not in " ".join(status.hint.causes)
     assert [span.name for span in history.spans()] == ["nccl init", "rollout init"]
+
+
+def test_a_part_of_the_step_whose_bar_reached_its_total_is_over(tmp_path: Path) -> None:
+    """A Ray PPO trainer: the policy's 'Train epoch' bar reached 32/32 while another model's bar was halfway, then the
+    policy's worker process died. Before: 'FAILED in actor update', an update whose own bar said it was done; the
+    step failed after it, in its loop. A bar at 100% with a log line glued after it (HF's `100%|…| 32/32 […]Saving
+    model checkpoint`) is that line's phase, not the end of it."""
+    lines = [
+        "(PolicyActor pid=4101) Episode [1/2]:   0%|          | 0/12 [00:00<?, ?it/s]",
+        "(PolicyActor pid=4101) make_experience: 100%|██████████| 16/16 [11:05<00:00, 41.60s/it]",
+        "(PolicyActor pid=4101) Train epoch [1/1]:  50%|█████     | 16/32 [02:10<02:10,  8.15s/it, pg=0.012]",
+        "(ValueActor pid=4388) Critic Train epoch [1/1]:  25%|██▌       | 16/64 [02:40<08:00,  10.0s/it, vf=0.2]",
+        "(PolicyActor pid=4101) Train epoch [1/1]: 100%|██████████| 32/32 [04:21<00:00,  8.16s/it, pg=0.009]",
+        "(ValueActor pid=4388) Critic Train epoch [1/1]:  50%|█████     | 32/64 [05:20<05:20,  10.0s/it, vf=0.18]",
+        "Traceback (most recent call last):",
+        '  File "/py/ray/_private/worker.py", line 2563, in get',
+        "    raise value.as_instanceof_cause()",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "training loop", None)
+    glued = [
+        " 94%|█████████▍| 30/32 [02:41<00:10,  5.21s/it]",
+        "100%|██████████| 32/32 [02:51<00:00,  5.19s/it][INFO|trainer.py:3984] 2025-06-16 09:14:27,604 >> Saving "
+        "model checkpoint to ./out/checkpoint-32",
+    ]
+    assert run(tmp_path, glued).status.current == "checkpoint save"
+
+
+def test_a_part_of_a_step_that_opens_the_log_is_in_the_training_loop(tmp_path: Path) -> None:
+    """A log that begins mid-run with the update's bar, which finishes; then the engine's wake-up runs out of memory,
+    its frames behind vLLM's own prefix. Before: a lone 'actor update' span, and the wake-up frame that names weight
+    sync was read as going back to an earlier part: 'FAILED in actor update'."""
+    lines = [
+        "Train epoch [2/2]:  83%|████████▎ | 5/6 [00:11<00:02,  2.27s/it, act_loss=-0.21, act_lr=3.1e-7]",
+        "Train epoch [2/2]: 100%|██████████| 6/6 [00:13<00:00,  2.24s/it, act_loss=0.117, act_lr=3.3e-7]",
+        "(LLMRayActor pid=77120) ERROR 03-02 09:12:44 [core.py:459] EngineCore encountered a fatal error.",
+        "(LLMRayActor pid=77120) ERROR 03-02 09:12:44 [core.py:459] Traceback (most recent call last):",
+        '(LLMRayActor pid=77120) ERROR 03-02 09:12:44 [core.py:459]   File "/py/vllm/v1/engine/core.py", line 236, '
+        "in wake_up",
+        "(LLMRayActor pid=77120) ERROR 03-02 09:12:44 [core.py:459]     self.model_executor.wake_up(tags)",
+        "(LLMRayActor pid=77120) ERROR 03-02 09:12:44 [core.py:459] RuntimeError: CUDA Error: out of memory at "
+        "/workspace/csrc/cumem_allocator.cpp:62",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "weight sync", "training loop")
+    assert [span.name for span in history.spans()] == ["training loop"]
+    # An engine's work alone opens no training loop: `vllm serve` generates, and trains nothing.
+    serving = ["INFO 07-09 14:21:02 [loggers.py:118] Engine 000: Avg prompt throughput: 811.4 tokens/s, Avg generation "
+               "throughput: 12.6 tokens/s, Running: 1 reqs, Waiting: 119 reqs, GPU KV cache usage: 3.1%"]
+    assert [span.name for span in run(tmp_path, serving).status.timeline] == ["generation"]

@@ -85,6 +85,9 @@ BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/608
 BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
 BAR_KEY_DIGITS_RE = re.compile(r"\d+")
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
+BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
+# The same bar as the whole line (nothing glued after it, whose phase the line may start instead), n = total.
+BAR_DONE_RE = re.compile(r"(?:^|[\s:])100%\|[^|]{0,200}\|\s*(\d{1,9})/\1 \[[^\]]{0,200}\]\s*$")
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
 MAX_SPANS = 500
@@ -276,6 +279,7 @@ class PhaseEngine:
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
+        self.bar_done_id = register(BAR_DONE_PATTERN)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
@@ -300,7 +304,7 @@ class PhaseEngine:
         self.rule_ids = frozenset([*self.start_ids, *self.done_ids, *self.fail_of.values(), self.fail_id,
                                    self.probe_id, self.step_id, self.record_step_id, self.step_collective_id])
         # History's fast lines (history.HistoryReader._fast_run): ids whose only effect is a step, a bar or a start.
-        self.quick_ids = frozenset([self.step_id, self.bar_id, *self.start_ids]) - frozenset(
+        self.quick_ids = frozenset([self.step_id, self.bar_id, self.bar_done_id, *self.start_ids]) - frozenset(
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids,
              *self.seen_ids])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
@@ -390,6 +394,8 @@ class PhaseEngine:
                 failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
                     self._start(rule, t)
+                    if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
+                        self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:
                     self._step_collective(text, t)
                 if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
@@ -441,8 +447,15 @@ class PhaseEngine:
         if not rules:
             return None if self.current is None and self.bar_id in ids else False  # a bar may name the phase
         rule = rules[0]  # feed() acts on the first rule only
+        if self.bar_done_id in ids and len(rules) > 1:
+            return None  # a bar at 100% and another rule's line glued to it (feed() tells whose bar it is)
         if self._is_inner(rule):
-            if self._behind(rule) or self.inner is rule:
+            if self._behind(rule):
+                return False
+            if self.bar_done_id in ids:  # the part's own bar at its total (feed(): BAR_DONE_RE)
+                self.inner = None
+                return False
+            if self.inner is rule:
                 return False
             self.inner = rule
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
@@ -624,6 +637,10 @@ class PhaseEngine:
     def _start(self, rule: PhaseRule, t: float) -> None:
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES:
+            # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
+            # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's.
+            self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             if self.inner is not rule:
                 self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
