@@ -80,6 +80,14 @@ FORMS = [
     ("  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
      "[rank2]:[E316 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout",
      local(2026, 3, 16, 10, 27, 51) + 0.204419857),
+    # Any text glued before a rank's prefix (a bar with its description, a print that lost its newline): the
+    # rank's line begins at `[rank3]:`, its stamp after it. A stamp at the very start still comes first.
+    ("Loading checkpoint shards: 100%|██████████| 2/2 [00:01<00:00,  1.20it/s][rank3]:[E316 10:27:51.204419857 "
+     "ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout",
+     local(2026, 3, 16, 10, 27, 51) + 0.204419857),
+    ("a print that lost its newline[rank0]: [2026-03-16 10:27:51,204] [INFO] [launch.py:315:sigkill_handler] x",
+     local(2026, 3, 16, 10, 27, 51, micro=204000)),
+    ("2026-03-01 10:00:00,123 [rank3]:[E301 10:00:05.100 x.cpp:1] x", local(2026, 3, 1, 10, 0, 0, micro=123000)),
 ]
 
 
@@ -230,6 +238,12 @@ LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
         (40, " 35%|███▌      | 100/284 [00:40<01:15,  2.47s/it][INFO|trainer.py:2904] {t} >> Saving model checkpoint "
              "to /scratch/out/checkpoint-100"),
     ], {"training loop": 0}),  # the checkpoint save is inside the loop: its stamp is where the log ends
+    "glued-before-a-rank": (ISO_MS[0], [  # text glued before `[rank0]:` (history's fast lines too)
+        (0, "[rank0]: [{t}] [INFO] [engine.py:12:__init__] DeepSpeed info: version=0.14.0, git-hash=unknown"),
+        (30, "Epoch 1:  10%|█         | 1/10 [00:05<00:45,  5.00s/it][rank0]: [{t}] [INFO] [logging.py:96:log_dist] "
+             "step=1, skipped=0, lr=[1e-05]"),
+        (40, "a print that lost its newline[rank1]: [{t}] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4"),
+    ], {"actor init": 0, "training loop": 30}),
     "torchtitan": (ISO_MS[0], [
         (0, "[rank0]:[titan] {t} - root - INFO - Starting job: Llama 3 8B training"),
         (40, "[rank0]:[titan] {t} - root - INFO - step:  1  loss: 12.2498  memory: 39.19GiB(41.23%)  tps: 1,238"),
