@@ -235,6 +235,37 @@ def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path)
     assert report_json(replay([write(tmp_path, lines)], load_config(None)))["open_end"] is None  # done: nothing open
 
 
+def test_a_log_that_starts_mid_run_spans_what_its_bar_and_its_timeout_say(tmp_path: Path) -> None:
+    """A log copied from the middle of a run: an unstamped loss dict, the loop's bar at `[1:52:10<`, a watchdog
+    line that ran 30 min, then the launcher's stamps two seconds apart. Before, replay said `2s of stamps` and
+    the loop began `≤` the first stamp; the bar says the run went on ≥1h52m: a bound (≤, ≥), never a stamp."""
+    lines = [
+        "{'loss': 1.2043, 'learning_rate': 0.000871, 'epoch': 0.05}",
+        "  5%|▍         | 211/4096 [1:52:10<34:28:09, 31.94s/it]",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9120, "
+        "OpType=_ALLGATHER_BASE, NumelIn=1310720, NumelOut=10485760, Timeout(ms)=1800000) ran for 1800233 "
+        "milliseconds before timing out.",
+        "[2026-02-11 08:40:12,101] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 5120",
+        "[2026-02-11 08:40:14,640] [ERROR] [launch.py:322:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] "
+        "exits with return code = -6",
+    ]
+    path = write(tmp_path, lines)
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", path], capture_output=True,
+                                    text=True, timeout=60, check=True).stdout)
+    bar_at = doc["ended"]  # the bar has no stamp: the first named stamp after it is no earlier than it
+    assert doc["began_by"] == pytest.approx(bar_at - (3600 + 52 * 60 + 10), abs=3)
+    assert doc["began_by"] < doc["started"]
+    first = doc["timeline"][0]
+    assert first["name"] == "training loop" and first["start_before"] is True
+    assert first["start"] == pytest.approx(doc["began_by"], abs=3)
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", path], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    head = text.splitlines()[0]
+    assert "≥1h52m, from ≤" in head and "stamps 08:40:12 to 08:40:14" in head, head
+    assert "under way by then" in text and "[1:52:10<" in text  # --why cites the bar
+    assert re.search(r"≤\d\d:\d\d:\d\d  training loop", text), text
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))
