@@ -584,6 +584,8 @@ class PhaseEngine:
             span.end, span.status = t, "done"
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
+        if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
+            self._back_date_first(span, t, self._line)  # the log's first phase opened by its bar at `[3:05:14<`
 
     def _back_date(self, span: PhaseSpan, text: str) -> None:
         """A start line that says how long its phase already ran moves the span's start back by that much, never
@@ -599,9 +601,10 @@ class PhaseEngine:
         span.start = start
 
     def _back_date_first(self, span: PhaseSpan, t: float, line: LogLine) -> None:
-        """A repeated start line of the log's first phase that says how long it ran (its bar at `[1:52:10<`): the
-        phase began at or before that long before the line, a bound (`start_before`), never a stamp. Only where
-        `t` is no earlier than the line (its own stamp, or the first after it), as `_note_began` reads it."""
+        """A start line (or a repeated one) of the log's first phase that says how long it ran (its bar at
+        `[1:52:10<`): the phase began at or before that long before the line, a bound (`start_before`), never a
+        stamp. Only where `t` is no earlier than the line (its own stamp, or the first after it), as
+        `_note_began` reads it."""
         if line.ts is None and not line.undated and line.backlog:
             return
         seconds = stated_elapsed(line.text, bar=True)
