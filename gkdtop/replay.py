@@ -190,7 +190,7 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
         return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True,
                        pace=step_pace(status.steps))
     name = status.expected or status.current
-    rule = next((r for r in config.phases if r.name == name), None)
+    rule = next((r for r in config.phases if name in (r.name, r.plain)), None)  # its plain name: rename
     hint = rule.hint.for_framework(frameworks).for_seen(seen) if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None

@@ -109,7 +109,7 @@ def test_start_up_advice_needs_its_evidence_and_goes_when_a_line_contradicts_it(
         "Time to load fused_adam op: 31.52 seconds",
         "Time to load fused_adam op: 31.60 seconds",
     ]
-    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "actor init")
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "model load")
     for hint in (history.status(history.last_progress + 3600).hint, store.phase_status(time.time() + 3600).hint):
         assert hint is not None
         said = " ".join([*hint.causes, *hint.actions])

@@ -291,6 +291,38 @@ VERL_START = [
 ]
 
 
+def test_phases_keep_rl_names_only_on_an_rl_trainer_s_log(tmp_path: Path) -> None:
+    """An HF Trainer + DeepSpeed run (no actor, no rollout) that hung loading its model, and a vLLM server's
+    start-up: before, replay called them `actor init` and `rollout init`, RL words for jobs that have neither.
+    Now their plain names (phases.yaml `plain`), with the phase's advice still found by that name; a verl log
+    keeps `actor init`."""
+    hf = [
+        "[2026-02-03 09:00:01,120] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda",
+        "[INFO|trainer.py:698] 2026-02-03 09:00:05,411 >> Using auto half precision backend",
+        "[2026-02-03 09:00:06,002] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.14.4, "
+        "git-hash=unknown, git-branch=unknown",
+        "[2026-02-03 09:00:09,310] [INFO] [logging.py:96:log_dist] [Rank 0] Creating ZeRO stage 3 optimizer",
+    ]
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", write(tmp_path, hf, "hf.log")],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert doc["stopped_in"] == "model load" and [s["name"] for s in doc["timeline"]] == ["model load"], doc
+    assert doc["open_end"]["hint"]["actions"], doc["open_end"]  # the phase's advice, found by its plain name
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", str(tmp_path / "hf.log")],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "actor" not in text.lower() and "model load started: hf.log:3" in text, text
+    serve = [
+        "INFO 02-03 09:10:00 [api_server.py:1043] vLLM API server version 0.9.1",
+        "INFO 02-03 09:10:02 [core.py:69] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Qwen3-8B'",
+        "INFO 02-03 09:10:40 [gpu_model_runner.py:1595] Model loading took 15.27 GiB and 31.12 seconds",
+    ]
+    from gkdtop.replay import report_text
+
+    report = replay([write(tmp_path, serve, "serve.log")], load_config(None))
+    assert report.status.current == "engine init" and "rollout" not in report_text(report)
+    verl = [*VERL_START, ray("WorkerDict", 8, "Initializing Actor Worker...")]
+    assert replay([write(tmp_path, verl, "verl.log")], load_config(None)).status.current == "actor init"
+
+
 def test_sglang_rollout_init_crash_is_the_rollout_init(tmp_path: Path) -> None:
     """A segfault while SGLang captures CUDA graphs (verl runs SGLang at log_level=error: the bar
     and the crash are all it shows): failed in rollout init, no dataset hint, the signal named."""
