@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from gkdtop.config import Config
-    from gkdtop.model import Anomaly, Finding, PhaseStatus
+    from gkdtop.model import Anomaly, Evidence, Finding, PhaseStatus
 
 SCHEMA = 2
 
@@ -116,6 +116,10 @@ class ReplayReport:
     framework: Framework = field(default_factory=Framework)
     open_end: OpenEnd | None = None  # the log ends mid-phase (state running): said, with what to check
     anomalies: list[Anomaly] = field(default_factory=list)  # slow failures: analysis/anomalies.py
+    # Where a line states how long the run had already gone on (a bar's `[1:52:10<`, `ran for 1800417 ms`) and
+    # that reaches before `started`: the run was under way by then (a bound, not a stamp), and that line.
+    began_by: float | None = None
+    began_evidence: Evidence | None = None
 
 
 @dataclass
@@ -210,7 +214,7 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
         return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True,
                        pace=step_pace(status.steps))
     name = status.expected or status.current
-    rule = next((r for r in config.phases if r.name == name), None)
+    rule = next((r for r in config.phases if name in (r.name, r.plain)), None)  # its plain name: rename
     hint = rule.hint.for_steps(timed_steps(status.steps)).for_framework(frameworks).for_seen(seen) \
         if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
@@ -245,12 +249,16 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     status = analysis.status(at, framework, last_line_of(paths[-1]) if paths else "")
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
+    began_by = analysis.phases.began_by
+    if began_by is not None and (analysis.started is None or began_by >= analysis.started):
+        began_by = None  # no stamp to count back from, or nothing before the first stamp
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
                         open_end=open_end(status, config, analysis.profiles.lineage(framework.name),
                                           analysis.phases.seen_matched),
-                        anomalies=analysis.anomalies(config.anomalies))
+                        anomalies=analysis.anomalies(config.anomalies), began_by=began_by,
+                        began_evidence=analysis.phases.began_evidence if began_by is not None else None)
 
 
 class StepTable:
@@ -307,6 +315,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
+        "began_by": report.began_by,
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
@@ -334,6 +343,10 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         if st.timeline and st.timeline[0].start_before:  # its first lines were written before any stamp
             span = (f"{human_duration(report.ended - report.started)} of stamps, {clock(report.started)} to "
                     f"{clock(report.ended)}; the lines before the first stamp carry no time")
+        if report.began_by is not None:  # a line says the run went on before the first stamp: a bound, not a stamp
+            span = (f"≥{human_duration(report.ended - report.began_by)}, from ≤{clock(report.began_by)} (a line states "
+                    f"how long the run had gone on) to {clock(report.ended)}; stamps {clock(report.started)} to "
+                    f"{clock(report.ended)}")
         if any(s.clock_jump is not None for s in st.timeline):
             span += " (writers' stamps in two clock zones, likely: see the '?' below)"
     else:
@@ -428,7 +441,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             fixes.add(f.fix)
     if why:
         out += ["", "why (the lines each statement stands on):"]
-        cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None)]
+        cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None),
+                 *([report.began_evidence] if report.began_evidence is not None else [])]
         if report.framework.evidence:
             out.append(f"  framework {report.framework.name}: `{report.framework.evidence[0][:200]}`")
         once: set[tuple[str, str, int | None]] = set()

@@ -69,6 +69,7 @@ class Store:
         self.processes: list[ProcInfo] = []
         self.ray = RayState()
         self.log_files: list[LogFileState] = []
+        self._tied: tuple[Any, set[int]] = ((), set())  # (processes and files it was found for, the tied PIDs)
         self.ray_logs = RayLogsState()  # remote log files (collectors/ray_logs); their lines join `lines`
         self.lines: deque[LogLine] = deque(maxlen=LINES)
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
@@ -307,7 +308,23 @@ class Store:
 
     def framework(self) -> Framework:
         """Which framework the job runs: the log's evidence and the processes' command lines (or the config's pin)."""
-        return self.analysis.profiles.result([p.cmdline for p in self.processes], self.config.framework)
+        return self.analysis.profiles.result([p.cmdline for p in self.voters()], self.config.framework)
+
+    def voters(self) -> list[ProcInfo]:
+        """The processes whose command lines may name the framework. Following log files, only those tied to
+        them (capture.proc.tied_to_files: a writer, the pipe it reads, their process tree): a Ray cluster or
+        another job on the machine says nothing of a log it does not write. Following none, all of them."""
+        import os
+
+        paths = {os.path.realpath(f.path) for f in self.log_files}
+        if not paths or not self.processes:
+            return self.processes
+        key = (tuple(sorted(paths)), tuple(sorted(p.pid for p in self.processes)))
+        if self._tied[0] != key:  # found again only when the processes or the files changed
+            from gkdtop.capture.proc import tied_to_files
+
+            self._tied = (key, tied_to_files(paths, {p.pid for p in self.processes}))
+        return [p for p in self.processes if p.pid in self._tied[1]]
 
     def gpu_pids(self) -> set[int]:
         return {p.pid for dev in self.gpus.devices for p in dev.processes}

@@ -51,6 +51,9 @@ PHASE_MAP = {
     "resource pool": "waiting for resources",
     "actor init": "model load",
     "rollout init": "rollout init",
+    # The plain names shown where the framework is no RL trainer (phases.yaml `plain`): the same phases.
+    "engine init": "rollout init",
+    "model update": "actor update",
     "teacher": "teacher init",
     "weight sync": "weight sync",
     "training loop": "training loop",
@@ -64,6 +67,7 @@ STEP_PHASES = {
     "reference log-prob",
     "advantage",
     "actor update",
+    "model update",
     "critic update",
     "weight sync",
     "checkpoint save",

@@ -71,7 +71,10 @@ def job(tmp_path: Path) -> Iterator[Job]:
     env = {**os.environ, "HF_TOKEN": HF, "AWS_SECRET_ACCESS_KEY": AWS_SECRET, "AWS_ACCESS_KEY_ID": AWS_ID,
            "NCCL_DEBUG": "INFO", "MASTER_PORT": "29500"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; print('up', flush=True); time.sleep(60)", "main_gkd",
+        # The job holds its log open for writing, as a job writing its log does: tied to it, its command line
+        # may name the framework (Store.voters).
+        [sys.executable, "-c", "import sys, time; f = open(sys.argv[1], 'a'); print('up', flush=True); time.sleep(60)",
+         str(log), "main_gkd",
          f"--api-key={SK}", "--token", TOKEN_ARG, "--max-num-batched-tokens", "8192"],
         env=env, stdout=subprocess.PIPE)
     config_path = tmp_path / "config.yaml"

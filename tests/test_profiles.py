@@ -153,3 +153,62 @@ def test_default_logs_filter_shows_where_a_real_verl_job_is(tmp_path: Path) -> N
     steps = sum(1 for raw in log.read_text().splitlines() if " step:" in raw or raw.startswith("step:"))
     assert sum(1 for text in shown if text.startswith("step:")) == steps
     assert not any("'ppo_epochs'" in text or text.startswith("After resume") for text in shown)
+
+
+def _snapshot_framework(tmp_path: Path, log: Path) -> dict:
+    import os
+
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path),
+           "LD_LIBRARY_PATH": str(tmp_path)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log), "--ray-address",
+                           "127.0.0.1:9"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["framework"]
+
+
+def _started(argv: list[str], **kw: object) -> subprocess.Popen:
+    """A real process, once its argv is its own (empty while it execs)."""
+    proc = subprocess.Popen(argv, **kw)  # type: ignore[call-overload]
+    deadline = time.monotonic() + 30
+    while argv[-1] not in " ".join(psutil.Process(proc.pid).cmdline()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.01)
+    return proc
+
+
+def test_only_processes_tied_to_the_log_name_its_framework(tmp_path: Path) -> None:
+    """`snapshot --log` of a log that names no framework, while another job (a torchrun of LLaMA-Factory) runs on
+    the machine: before, that job's command line (3 points) named the log's framework. Now only a process tied to
+    the log votes: one that writes it, or feeds the pipe its writer reads (`… | tee train.log`)."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"[2026-03-01 10:00:{i:02d},000] INFO step {i} done\n" for i in range(5)))
+    sleeper = "import sys, time; sys.stdout.flush(); time.sleep(120)"
+    other = _started([sys.executable, "-c", sleeper, "torchrun", "llamafactory-cli", "train", "other.yaml"],
+                     stdin=subprocess.DEVNULL)
+    writer = feeder = tee = None
+    try:
+        assert _snapshot_framework(tmp_path, log)["name"] is None  # no writer: the log alone, which names none
+        # The job writes the log itself (stdout redirected to it): its command line votes.
+        with log.open("a") as out:
+            writer = _started([sys.executable, "-c", sleeper, "torchrun", "-m", "openrlhf.cli.train_ppo_ray"],
+                              stdin=subprocess.DEVNULL, stdout=out)
+        fw = _snapshot_framework(tmp_path, log)
+        assert (fw["name"], fw["source"]) == ("openrlhf", "processes")
+        writer.kill()
+        writer.wait()
+        # The job's output piped to tee, which writes the log: the process feeding tee's pipe votes.
+        feeder = _started([sys.executable, "-c", sleeper, "torchrun", "-m", "verl.trainer.main_ppo"],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        tee = subprocess.Popen(["tee", "-a", str(log)], stdin=feeder.stdout, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not any(f.path == str(log) for f in psutil.Process(tee.pid).open_files()):
+            assert time.monotonic() < deadline and tee.poll() is None
+            time.sleep(0.01)
+        fw = _snapshot_framework(tmp_path, log)
+        assert (fw["name"], fw["source"]) == ("verl", "processes")
+    finally:
+        for proc in (other, writer, feeder, tee):
+            if proc is not None:
+                proc.kill()
+                proc.wait()

@@ -235,6 +235,37 @@ def test_a_log_that_stops_mid_phase_says_where_and_what_to_check(tmp_path: Path)
     assert report_json(replay([write(tmp_path, lines)], load_config(None)))["open_end"] is None  # done: nothing open
 
 
+def test_a_log_that_starts_mid_run_spans_what_its_bar_and_its_timeout_say(tmp_path: Path) -> None:
+    """A log copied from the middle of a run: an unstamped loss dict, the loop's bar at `[1:52:10<`, a watchdog
+    line that ran 30 min, then the launcher's stamps two seconds apart. Before, replay said `2s of stamps` and
+    the loop began `≤` the first stamp; the bar says the run went on ≥1h52m: a bound (≤, ≥), never a stamp."""
+    lines = [
+        "{'loss': 1.2043, 'learning_rate': 0.000871, 'epoch': 0.05}",
+        "  5%|▍         | 211/4096 [1:52:10<34:28:09, 31.94s/it]",
+        "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9120, "
+        "OpType=_ALLGATHER_BASE, NumelIn=1310720, NumelOut=10485760, Timeout(ms)=1800000) ran for 1800233 "
+        "milliseconds before timing out.",
+        "[2026-02-11 08:40:12,101] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 5120",
+        "[2026-02-11 08:40:14,640] [ERROR] [launch.py:322:sigkill_handler] ['/usr/bin/python', '-u', 'train.py'] "
+        "exits with return code = -6",
+    ]
+    path = write(tmp_path, lines)
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", path], capture_output=True,
+                                    text=True, timeout=60, check=True).stdout)
+    bar_at = doc["ended"]  # the bar has no stamp: the first named stamp after it is no earlier than it
+    assert doc["began_by"] == pytest.approx(bar_at - (3600 + 52 * 60 + 10), abs=3)
+    assert doc["began_by"] < doc["started"]
+    first = doc["timeline"][0]
+    assert first["name"] == "training loop" and first["start_before"] is True
+    assert first["start"] == pytest.approx(doc["began_by"], abs=3)
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", path], capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    head = text.splitlines()[0]
+    assert "≥1h52m, from ≤" in head and "stamps 08:40:12 to 08:40:14" in head, head
+    assert "under way by then" in text and "[1:52:10<" in text  # --why cites the bar
+    assert re.search(r"≤\d\d:\d\d:\d\d  training loop", text), text
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))
@@ -258,6 +289,38 @@ VERL_START = [
     ray("WorkerDict", 8, "Loading checkpoint shards: 100%|██████████| 4/4 [00:24<00:00, 6.10s/it]"),
     ray("WorkerDict", 8, "Qwen2ForCausalLM contains 7.62B parameters"),
 ]
+
+
+def test_phases_keep_rl_names_only_on_an_rl_trainer_s_log(tmp_path: Path) -> None:
+    """An HF Trainer + DeepSpeed run (no actor, no rollout) that hung loading its model, and a vLLM server's
+    start-up: before, replay called them `actor init` and `rollout init`, RL words for jobs that have neither.
+    Now their plain names (phases.yaml `plain`), with the phase's advice still found by that name; a verl log
+    keeps `actor init`."""
+    hf = [
+        "[2026-02-03 09:00:01,120] [INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda",
+        "[INFO|trainer.py:698] 2026-02-03 09:00:05,411 >> Using auto half precision backend",
+        "[2026-02-03 09:00:06,002] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.14.4, "
+        "git-hash=unknown, git-branch=unknown",
+        "[2026-02-03 09:00:09,310] [INFO] [logging.py:96:log_dist] [Rank 0] Creating ZeRO stage 3 optimizer",
+    ]
+    doc = json.loads(subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", write(tmp_path, hf, "hf.log")],
+                                    capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert doc["stopped_in"] == "model load" and [s["name"] for s in doc["timeline"]] == ["model load"], doc
+    assert doc["open_end"]["hint"]["actions"], doc["open_end"]  # the phase's advice, found by its plain name
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", str(tmp_path / "hf.log")],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "actor" not in text.lower() and "model load started: hf.log:3" in text, text
+    serve = [
+        "INFO 02-03 09:10:00 [api_server.py:1043] vLLM API server version 0.9.1",
+        "INFO 02-03 09:10:02 [core.py:69] Initializing a V1 LLM engine (v0.9.1) with config: model='/m/Qwen3-8B'",
+        "INFO 02-03 09:10:40 [gpu_model_runner.py:1595] Model loading took 15.27 GiB and 31.12 seconds",
+    ]
+    from gkdtop.replay import report_text
+
+    report = replay([write(tmp_path, serve, "serve.log")], load_config(None))
+    assert report.status.current == "engine init" and "rollout" not in report_text(report)
+    verl = [*VERL_START, ray("WorkerDict", 8, "Initializing Actor Worker...")]
+    assert replay([write(tmp_path, verl, "verl.log")], load_config(None)).status.current == "actor init"
 
 
 def test_sglang_rollout_init_crash_is_the_rollout_init(tmp_path: Path) -> None:

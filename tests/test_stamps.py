@@ -80,6 +80,14 @@ FORMS = [
     ("  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
      "[rank2]:[E316 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout",
      local(2026, 3, 16, 10, 27, 51) + 0.204419857),
+    # Any text glued before a rank's prefix (a bar with its description, a print that lost its newline): the
+    # rank's line begins at `[rank3]:`, its stamp after it. A stamp at the very start still comes first.
+    ("Loading checkpoint shards: 100%|██████████| 2/2 [00:01<00:00,  1.20it/s][rank3]:[E316 10:27:51.204419857 "
+     "ProcessGroupNCCL.cpp:607] [Rank 3] Watchdog caught collective operation timeout",
+     local(2026, 3, 16, 10, 27, 51) + 0.204419857),
+    ("a print that lost its newline[rank0]: [2026-03-16 10:27:51,204] [INFO] [launch.py:315:sigkill_handler] x",
+     local(2026, 3, 16, 10, 27, 51, micro=204000)),
+    ("2026-03-01 10:00:00,123 [rank3]:[E301 10:00:05.100 x.cpp:1] x", local(2026, 3, 1, 10, 0, 0, micro=123000)),
 ]
 
 
@@ -198,7 +206,7 @@ LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
         (12, "[WARNING|modeling_utils.py:3010] {t} >> Some weights of the model checkpoint were not used"),
         (30, "[INFO|trainer.py:2134] {t} >> ***** Running training *****"),
         (40, "[INFO|trainer.py:2135] {t} >>   Num examples = 981"),
-    ], {"actor init": 0, "training loop": 30}),
+    ], {"model load": 0, "training loop": 30}),
     "llamafactory": (ISO_MS[1], [
         (0, "[INFO|{t}] llamafactory.hparams.parser:355 >> Process rank: 0, device: cuda:0, n_gpu: 1, distributed "
             "training: True, compute dtype: torch.bfloat16"),
@@ -206,7 +214,7 @@ LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
         (30, "[WARNING|{t}] llamafactory.model.loader:143 >> trainable params: 20,971,520 || all params: "
              "8,051,232,768 || trainable%: 0.2605"),
         (40, "[INFO|{t}] llamafactory.model.loader:143 >> Gradient checkpointing enabled."),
-    ], {"config": 0, "dataset generation": 10, "actor init": 30}),
+    ], {"config": 0, "dataset generation": 10, "model load": 30}),
     "logging-us-date": (ISO_MS[2], [
         (0, "{t} - INFO - llamafactory.data.loader - Loading dataset alpaca_gpt4_data_zh.json..."),
         (12, "{t} - WARNING - llmtuner.hparams.parser - ddp_find_unused_parameters needs to be set as False"),
@@ -230,6 +238,12 @@ LOGS: dict[str, tuple[str, list[tuple[int | None, str]], dict[str, int]]] = {
         (40, " 35%|███▌      | 100/284 [00:40<01:15,  2.47s/it][INFO|trainer.py:2904] {t} >> Saving model checkpoint "
              "to /scratch/out/checkpoint-100"),
     ], {"training loop": 0}),  # the checkpoint save is inside the loop: its stamp is where the log ends
+    "glued-before-a-rank": (ISO_MS[0], [  # text glued before `[rank0]:` (history's fast lines too)
+        (0, "[rank0]: [{t}] [INFO] [engine.py:12:__init__] DeepSpeed info: version=0.14.0, git-hash=unknown"),
+        (30, "Epoch 1:  10%|█         | 1/10 [00:05<00:45,  5.00s/it][rank0]: [{t}] [INFO] [logging.py:96:log_dist] "
+             "step=1, skipped=0, lr=[1e-05]"),
+        (40, "a print that lost its newline[rank1]: [{t}] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4"),
+    ], {"model load": 0, "training loop": 30}),
     "torchtitan": (ISO_MS[0], [
         (0, "[rank0]:[titan] {t} - root - INFO - Starting job: Llama 3 8B training"),
         (40, "[rank0]:[titan] {t} - root - INFO - step:  1  loss: 12.2498  memory: 39.19GiB(41.23%)  tps: 1,238"),
@@ -266,6 +280,7 @@ def test_each_form_dates_replay_history_and_the_live_follower(name: str, tmp_pat
     import subprocess
     import sys
 
+    from gkdtop.config import builtin_phases
     from tests.verlrun import live_and_history
 
     base = datetime.now().replace(microsecond=0) - timedelta(seconds=55)
@@ -283,8 +298,9 @@ def test_each_form_dates_replay_history_and_the_live_follower(name: str, tmp_pat
                                               else base.timestamp() + at, abs=1e-3), (phase, starts)
 
     history, store = live_and_history(tmp_path, text, lambda s: s.total_lines >= len(LOGS[name][1]))
+    plain = {rule.name: rule.plain for rule in builtin_phases() if rule.plain}  # replay's names: no RL trainer here
     for engine in (history, store.phases):
-        spans = {span.name: span.start for span in engine.spans()}
+        spans = {plain.get(span.name, span.name): span.start for span in engine.spans()}
         for phase in phases:
             assert spans[phase] == pytest.approx(starts[phase], abs=1e-3), (phase, spans)
     live = [line.ts for line in store.lines_since(0) if line.ts is not None]

@@ -14,6 +14,7 @@ lines as its chunks go by).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -192,9 +193,11 @@ class Analysis:
         `last_line`: the log's own last line as written, which the verdict quotes where lines no rule
         knows follow the last one a rule knew (the store's newest line; replay's file's last)."""
         status = self.phases.status(now)
+        name = (framework if framework is not None else self.profiles.result()).name
         if status.hint is not None and status.hint.only:
-            name = (framework if framework is not None else self.profiles.result()).name
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
+        if not self.profiles.rl(name):  # no actor, no rollout engine known: phases by their plain names
+            status.rename(self._plain_names(status))
         status.unrecognised = self.lines_read - self.recognised_at
         status.recognised_last = self.recognised_text
         line = last_line.strip()
@@ -204,6 +207,18 @@ class Analysis:
             source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
             status.clock_offset, status.clock_source = offset, source
         return status
+
+    def _plain_names(self, status: PhaseStatus) -> dict[str, str]:
+        """The plain name of each phase that has one (phases.yaml `plain`: `actor init` -> `model load`), unless a
+        line that started it names it in its own words (`Initializing Actor Worker`, the probe's `phase 'actor
+        init' START`): a log of no RL trainer is not told of an actor or a rollout it never mentioned."""
+        names = {rule.name: rule.plain for rule in self.phases.rules if rule.plain}
+        cited = [*status.evidence, *(s.evidence for s in status.timeline if s.evidence is not None)]
+        for e in cited:
+            for name in list(names):
+                if e.claim.startswith(name + " ") and re.search(f"(?<![a-z]){name.split()[0]}", e.text.lower()):
+                    del names[name]
+        return names
 
     def anomalies(self, limits: AnomalyLimits) -> list[Anomaly]:
         """The run's slow failures (analysis/anomalies.py), scanned again only when a step landed."""

@@ -336,6 +336,8 @@ class HistoryReader:
                 analysis.started = extract.newest
         if extract.oldest is not None:
             analysis.started = extract.oldest if analysis.started is None else min(analysis.started, extract.oldest)
+            if state.oldest_line is None and state.oldest_at is not None:  # found in this chunk
+                state.oldest_line = base + extract.number_at(state.oldest_at)
         if extract.progress is not None:  # lines no rule needs are progress, as they are live
             line = None
             if extract.progress_line is not None:
@@ -359,8 +361,13 @@ class HistoryReader:
             # Its own stamp, read as every line's is (` [2024-03-30 14:22:03] iteration 52/…` has one).
             if raw_stamp_time(raw, part.mtime) is None and self.phases.idle_ids.isdisjoint(ids):
                 self.phases.note_skipped(part.mtime)
-        for line, ids, number, step in state.waiting:  # no timestamp anywhere: the file's own time
-            self.analysis.feed_one(line, part.mtime, ids, number, step)
+        for line, ids, number, step in state.waiting:  # no named line had a stamp after them
+            t = part.mtime  # no stamp anywhere: the file's own time
+            if state.oldest is not None:  # the file's first stamp: the first after a line above it (a bound),
+                t = state.oldest  # else the nearest before one further down than the look-back reached
+                line.undated = state.oldest_line is None or number is None or number < state.oldest_line
+            line.seen = t
+            self.analysis.feed_one(line, t, ids, number, step)
         state.waiting.clear()
 
     def _clean(self, raw: bytes) -> str:

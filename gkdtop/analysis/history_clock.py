@@ -31,6 +31,8 @@ class HistoryClock:
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
         self.oldest: float | None = None  # the file's first stamp, once found: when the run began
+        self.oldest_at: int | None = None  # where in its chunk that stamp's line begins (until oldest_line is known)
+        self.oldest_line: int | None = None  # that line's number in the file
         self.waiting: list[tuple[LogLine, Any, int | None, Any]] = []  # untimed lines before the first stamp
         self.tail = b""  # the last line read
         self._before_chunk: float | None = None  # `last` when the current chunk began
@@ -63,7 +65,7 @@ class HistoryClock:
                 end = chunk.find(b"\n", begin)
                 head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
                 if head and (ts := raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)) is not None:
-                    self.oldest = ts + self.offset
+                    self.oldest, self.oldest_at = ts + self.offset, begin
                     break
                 if end < 0:
                     break

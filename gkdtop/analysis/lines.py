@@ -187,6 +187,10 @@ _RANK_RE = re.compile(RANK_PREFIX)
 _HOST_TOKEN_RE = re.compile(r"[\w.-]{1,127}")
 _AFTER_HOST = frozenset("[0123456789(IWEF")  # what a stamp after a host begins with
 _LAYERS = 5  # prefixes peeled before a stamp at most (a line number, Ray's, a process's, a rank's, a tag)
+# How far into a line a rank's prefix with text glued before it is looked for: torch's elastic agent starts each
+# line of a rank with `[rank3]:`, so one found after other text (a bar's redraw with its description, a print that
+# lost its newline: `Loading: 100%|██| 2/2 [00:01<00:00]foo[rank3]:[E301 10:00:05 …]`) is where that line began.
+GLUE_REACH = 512
 # What a bracket before a stamp can be, one regex: `[61238] `, the line numbers of the editor or viewer a
 # log was pasted from; the level (and file:line) of HF transformers' explicit format,
 # `[INFO|trainer.py:1786] 2023-06-16 09:02:51,770 >> msg`, and of LLaMA-Factory's,
@@ -219,7 +223,7 @@ def stamp_text(text: str) -> str:
     (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `); a log pasted
     from an editor the line's number (`[61238] `); HF's and LLaMA-Factory's loggers, torchtitan and NeMo a
     level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `); a line glued to a
-    tqdm bar that lost its `\\r`, the bar's redraws."""
+    tqdm bar that lost its `\\r`, the bar's redraws; any text glued before a rank's `[rank3]:` (GLUE_REACH)."""
     for _ in range(_LAYERS):
         first = text[:1]
         if first == " ":
@@ -240,6 +244,8 @@ def stamp_text(text: str) -> str:
             text = text[m.end() :]  # a bar's redraw, a line glued to it
         elif first.isalnum() and (end := _host_end(text)):
             text = text[end:]
+        elif (at := text.find("[rank", 1, GLUE_REACH)) > 0 and (m := _RANK_RE.match(text, at)) is not None:
+            text = text[m.end() :]  # a line glued before a rank's prefix: the rank's line begins there
         else:
             return text
     return text

@@ -81,6 +81,9 @@ ELAPSED_RE = re.compile(
     r"\b(?:timed out after|took(?: [\d.]+ [KMGT]i?B and)?|ran for) "
     r"(\d{1,9}(?:\.\d+)?) ?(ms|milliseconds|s|secs?|seconds)\b"
 )
+# A tqdm bar's elapsed time, `| 168/4096 [1:52:10<43:39:18, 40.01s/it]`: the bar was made that long before the line.
+BAR_ELAPSED_RE = re.compile(r"\[(?:(\d{1,4}):)?(\d\d):(\d\d)<")
+EARLY_LINES = 64  # the first named lines whose stated elapsed time says how long before them the run began
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
 BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
 BAR_KEY_DIGITS_RE = re.compile(r"\d+")
@@ -252,6 +255,20 @@ def stamp_bound(line: LogLine | None) -> str:
     return "before" if line.undated else "after"
 
 
+def stated_elapsed(text: str, bar: bool) -> float | None:
+    """Seconds a line says something had already run: a bar's elapsed time (`bar`: the line is one; the largest of
+    its glued redraws), or `timed out after 900s`, `ran for 1800417 milliseconds`, `took 241.9 seconds`."""
+    seconds = None
+    if bar:
+        for m in BAR_ELAPSED_RE.finditer(text):
+            value = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+            seconds = value if seconds is None else max(seconds, value)
+    if (m := ELAPSED_RE.search(text)) is not None:
+        value = float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
+        seconds = value if seconds is None else max(seconds, value)
+    return seconds
+
+
 def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
@@ -326,6 +343,11 @@ class PhaseEngine:
         self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
         self.last_activity: float | None = None
+        # The latest time the run was surely under way by, from a line's own elapsed time (a bar's, `ran for N ms`):
+        # at or before the first stamp where the log starts mid-run. Its line is `began_evidence`.
+        self.began_by: float | None = None
+        self.began_evidence: Evidence | None = None
+        self._early = 0  # named lines read for it so far (EARLY_LINES)
         self.failure = ""
         self._want_exception_line = False
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
@@ -373,6 +395,9 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self._early < EARLY_LINES and (line.ts is not None or line.undated or not line.backlog):
+            self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
+            self._note_began(line, t, self.bar_id in ids)
         if self.seen_ids and not self.seen_ids.keys().isdisjoint(ids):
             self.seen_matched.update(self.seen_ids[i] for i in ids if i in self.seen_ids)
         if self.current is None and self.bar_id in ids and self.start_ids.keys().isdisjoint(ids):
@@ -422,6 +447,14 @@ class PhaseEngine:
             return
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
+
+    def _note_began(self, line: LogLine, t: float, bar: bool) -> None:
+        """A line that says how long something already ran (a bar's elapsed, `ran for 1800417 milliseconds`):
+        the run was under way at least that long before `t`, however late its first stamp comes."""
+        seconds = stated_elapsed(line.text, bar)
+        if seconds and (self.began_by is None or t - seconds < self.began_by):
+            self.began_by = t - seconds
+            self.began_evidence = Evidence.of("under way by then (the time it states it ran)", line)
 
     def _writer_stamp(self, line: LogLine, t: float) -> None:
         """A stamped line from another writer than the last stamped one, its stamp a whole number of half-hours
@@ -649,6 +682,8 @@ class PhaseEngine:
         self.inner = None
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
+            if len(self.timeline) == 1 and self._line is not None:
+                self._back_date_first(self.timeline[0], t, self._line)  # the run's first phase: its bar's elapsed
             return  # a repeated start line inside the same phase (a failure in it stands), or of the end
         last = self.timeline[-1] if self.timeline else None
         if self.current is rule and last is not None and last.name == rule.name and last.status == "done":
@@ -663,6 +698,8 @@ class PhaseEngine:
             span.end, span.status = t, "done"
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
+        if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
+            self._back_date_first(span, t, self._line)  # the log's first phase opened by its bar at `[3:05:14<`
 
     def _back_date(self, span: PhaseSpan, text: str) -> None:
         """A start line that says how long its phase already ran moves the span's start back by that much, never
@@ -676,6 +713,17 @@ class PhaseEngine:
         if before is not None and before.end is not None and before.end > start:
             before.end = start
         span.start = start
+
+    def _back_date_first(self, span: PhaseSpan, t: float, line: LogLine) -> None:
+        """A start line (or a repeated one) of the log's first phase that says how long it ran (its bar at
+        `[1:52:10<`): the phase began at or before that long before the line, a bound (`start_before`), never a
+        stamp. Only where `t` is no earlier than the line (its own stamp, or the first after it), as
+        `_note_began` reads it."""
+        if line.ts is None and not line.undated and line.backlog:
+            return
+        seconds = stated_elapsed(line.text, bar=True)
+        if seconds and t - seconds < span.start:
+            span.start, span.start_before = t - seconds, True
 
     def _step_collective(self, text: str, t: float) -> None:
         """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway

@@ -54,6 +54,7 @@ class Profile:
     traits: list[str] = field(default_factory=list)
     base: str = ""
     fallback: bool = False
+    rl: bool = False  # an RL trainer (actor, rollout, critic): phases keep their RL names (PhaseRule.plain)
 
 
 @dataclass(slots=True)
@@ -83,7 +84,7 @@ class Framework:
 
 # --- the data file ---------------------------------------------------------------------------------
 
-PROFILE_KEYS = {"name", "label", "evidence", "workers", "commands", "traits", "base", "fallback"}
+PROFILE_KEYS = {"name", "label", "evidence", "workers", "commands", "traits", "base", "fallback", "rl"}
 
 
 def parse_profiles(doc: Any, where: str = WHERE) -> Profiles:
@@ -134,6 +135,8 @@ def parse_profiles(doc: Any, where: str = WHERE) -> Profiles:
             prof.base = scalar(n, where, f"{key}.base")
         if (n := get(item, "fallback")) is not None:
             prof.fallback = boolean(n, where, f"{key}.fallback")
+        if (n := get(item, "rl")) is not None:
+            prof.rl = boolean(n, where, f"{key}.rl")
         profiles.append(prof)
     names = {p.name for p in profiles}
     for p in profiles:
@@ -225,6 +228,11 @@ class ProfileDetector:
             found.append(name)
             name = profiles[name].base
         return tuple(found)
+
+    def rl(self, name: str | None) -> bool:
+        """Is the profile (or a base of it) an RL trainer's? Unknown (None) is not: no actor is known of."""
+        profiles = {p.name: p for p in self.profiles.profiles}
+        return any(profiles[n].rl for n in self.lineage(name))
 
     def result(self, commands: Iterable[str] = (), pinned: str | None = None) -> Framework:
         """The framework now: `pinned` (the config's `framework:`) wins; else the best-supported profile."""

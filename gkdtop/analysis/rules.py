@@ -37,6 +37,9 @@ class PhaseRule:
     # A phase that happens inside whichever phase is underway (NCCL makes a communicator while the model
     # loads or the engine starts): once it is done, the phase it interrupted goes on.
     nested: bool = False
+    # The name shown where the log's framework is no RL one (SFT, pretraining, a server): `actor init` is
+    # `model load` on an HF Trainer log, which has no actor. Output only: rules and config name `name`.
+    plain: str = ""
 
 
 @dataclass(slots=True)
@@ -156,7 +159,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 # --- phases and findings ----------------------------------------------------------------------------
 
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
-              "nested"}
+              "nested", "plain"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
                 "cause_if_raised", "fix_if_raised"}
 
@@ -186,6 +189,8 @@ def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]
             rule.inner = strings(n, where, f"{key}.inner")
         if (n := get(item, "nested")) is not None:
             rule.nested = boolean(n, where, f"{key}.nested")
+        if (n := get(item, "plain")) is not None:
+            rule.plain = scalar(n, where, f"{key}.plain")
         if (n := get(item, "hint")) is not None:
             rule.hint = parse_hint(n, where, f"{key}.hint")
         if (n := get(item, "fail_hint")) is not None:

@@ -111,3 +111,86 @@ def owner(pid: int) -> int:
         return os.stat(f"/proc/{pid}").st_uid
     except OSError:
         return -1
+
+
+def _fds(pid: int) -> list[tuple[str, str]]:
+    """(fd, what it is open on) of a process: a path, `pipe:[N]`, `socket:[N]`; empty when unreadable."""
+    where = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return []
+    out = []
+    for fd in names:
+        try:
+            out.append((fd, os.readlink(f"{where}/{fd}")))
+        except OSError:
+            continue
+    return out
+
+
+def _writes(pid: int, fd: str) -> bool:
+    """Is the descriptor open for writing (O_WRONLY or O_RDWR in its fdinfo flags)? A reader (`tail -F`,
+    gkdtop following the file) is no writer."""
+    try:
+        info = read_proc_file(f"/proc/{pid}/fdinfo/{fd}")
+    except OSError:
+        return False
+    for line in info.splitlines():
+        if line.startswith(b"flags:"):
+            return int(line.split()[1], 8) & 3 != 0
+    return False
+
+
+def _ppid(pid: int) -> int:
+    try:
+        stat = read_proc_file(f"/proc/{pid}/stat")
+    except OSError:
+        return 0
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 else 0
+
+
+MAX_DEPTH = 64  # a process tree deeper than this is walked no further
+
+
+def tied_to_files(paths: set[str], candidates: set[int]) -> set[int]:
+    """Which of `candidates` are tied to the files at `paths` (real paths): a process that has one open for
+    writing (the job's stdout redirected to it, a logger's handler, `gkdtop run` itself), one whose stdout or
+    stderr feeds the pipe such a writer reads (`torchrun … | tee train.log`), the ancestors of those and
+    their descendants (the job's process tree). One scan of /proc: what another job or a Ray cluster on the
+    machine runs is not tied to a log it does not write."""
+    writers = set()
+    pipes: set[str] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        fds = _fds(pid)
+        if any(target.removesuffix(" (deleted)") in paths and _writes(pid, fd) for fd, target in fds):
+            writers.add(pid)
+            pipes.update(target for fd, target in fds if fd == "0" and target.startswith("pipe:"))
+    if pipes:
+        writers.update(pid for pid in candidates if any(fd in ("1", "2") and target in pipes
+                                                        for fd, target in _fds(pid)))
+    ancestors = set()
+    for pid in writers:
+        for _ in range(MAX_DEPTH):
+            pid = _ppid(pid)
+            if pid <= 1 or pid in ancestors:
+                break
+            ancestors.add(pid)
+    tied = set()
+    for pid in candidates:
+        if pid in writers or pid in ancestors:
+            tied.add(pid)
+            continue
+        up = pid
+        for _ in range(MAX_DEPTH):  # a descendant of a writer
+            up = _ppid(up)
+            if up <= 1:
+                break
+            if up in writers:
+                tied.add(pid)
+                break
+    return tied

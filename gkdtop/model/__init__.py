@@ -8,7 +8,7 @@ so the documents agree on its shape.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -381,6 +381,22 @@ class PhaseStatus:
         """The log's own last line as the Phases pane, snapshot's text and the bundle quote it: for a job
         that stopped moving, where lines no rule knows follow the last one a rule knew; else ""."""
         return self.unrecognised_last if quotes_last_line(self.state) else ""
+
+    def rename(self, names: dict[str, str]) -> None:
+        """Phases shown by other names (`actor init` as `model load` on a log of no RL trainer): the verdict's,
+        its timeline's (copies: the engine's spans keep their names) and its evidence's claims."""
+        if not names:
+            return
+        self.current = names.get(self.current, self.current) if self.current else self.current
+        self.expected = names.get(self.expected, self.expected) if self.expected else self.expected
+        self.within = names.get(self.within, self.within) if self.within else self.within
+        def claim(e: Evidence | None) -> Evidence | None:  # `actor init started` -> `model load started`
+            old = next((n for n in names if e is not None and e.claim.startswith(n + " ")), None)
+            return replace(e, claim=names[old] + e.claim[len(old):]) if old and e is not None else e
+
+        self.timeline = [replace(s, name=names[s.name], evidence=claim(s.evidence)) if s.name in names else s
+                         for s in self.timeline]
+        self.evidence = [claim(e) or e for e in self.evidence]
 
     def as_json(self) -> dict[str, Any]:
         """The verdict as snapshot's `phases` shows it (docs/snapshot.md); replay and the bundle show
