@@ -90,6 +90,7 @@ STEP_COLLECTIVE_PATTERN = (
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
+WEIGHT_SYNC = "weight sync"
 ACTOR_INIT = "actor init"
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
@@ -604,7 +605,11 @@ class PhaseEngine:
 
     def _behind(self, rule: PhaseRule) -> bool:
         """A start line of a phase the job has moved past: a second model's load bar, an NCCL
-        communicator made for weight sync, the weight sync a validation runs. Jobs don't go back."""
+        communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
+        update made are pushed to the rollout engines next (OpenRLHF after each train epoch), not before it."""
+        underway = self.inner or self.current
+        if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
+            return False
         if self._is_inner(rule):
             if self._failed() and self._line is not None and FRAME_RE.match(self._line.text):
                 return False  # a deeper frame of the traceback being read: it names where the step failed
@@ -727,6 +732,8 @@ class PhaseEngine:
         """A step line the history reader parsed itself. `t` may be None where nothing needs it (a
         step with its own `timing_s/step`, not among the last ones); `metrics`: its text after `step:N -`,
         given for the last step line of a chunk (the one shown)."""
+        if "gen" in timings:
+            self.rollout_seen = True  # the step timed its generation (verl's timing_s/gen): a rollout runs in it
         self.stats.add(step, t, timings)
         self.note_step(step, t, metrics)
 
