@@ -80,3 +80,23 @@ def test_the_weights_pushed_after_the_update_are_weight_sync(tmp_path: Path) -> 
         assert (status.state, status.current) == ("failed", "weight sync")
     said = report_text(run(tmp_path, OPENRLHF_BROADCAST), why=True)
     assert "FAILED in weight sync" in said and "weight sync started: train.log:3" in said
+
+
+OPENRLHF_WAKE_UP_OOM = [
+    "Train epoch [1/1]: 100%|██████████| 8/8 [00:19<00:00,  2.41s/it, act_loss=0.021, reward=0.38, kl=0, act_lr=2e-7]",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] EngineCore encountered a fatal error.",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] Traceback (most recent call last):",
+    '(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459]   File "/py/vllm/v1/engine/core.py", line 236, '
+    "in wake_up",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] RuntimeError: CUDA Error: out of memory at "
+    "/workspace/csrc/cumem_allocator.cpp:62",
+]
+
+
+def test_an_engine_traceback_behind_vllm_s_logger_names_the_part_that_failed(tmp_path: Path) -> None:
+    """OpenRLHF with vLLM sleep mode: after the train epoch the engine failed waking up, its traceback printed
+    line by line through vLLM's logger. With weight sync no longer taken for going back, its `in wake_up` frame
+    must still carry the failure there (before this it opened a running weight sync: 'ended in weight sync')."""
+    report = run(tmp_path, OPENRLHF_WAKE_UP_OOM)
+    assert (report.status.state, report.status.current) == ("failed", "weight sync")
+    assert report.status.failure and "FAILED in weight sync" in report_text(report)

@@ -121,7 +121,10 @@ TIMEOUT_HINT = Hint(
              "the network. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
              "(Flight Recorder dumps)."],
 )
-FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
+# A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
+# (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
+VLLM_LOGGER = r"[A-Z]{4,8} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]{1,80}:\d{1,6}\] "
+FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{VLLM_LOGGER})?\\s*File "[^"]*", line \\d+, in ')
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 # Hydra's line before a traceback (`Error executing job with overrides: [...]`): the job failed, but it names
 # no error; a traceback read to its end replaces it with the exception.
@@ -320,6 +323,8 @@ class PhaseEngine:
                     # driver was: the failure belongs there, not to the phase the crash line came in.
                     before.status = "done"
                     self.timeline[-1].status = "failed"
+                    if not self.failure:  # the crash line stays the failure until an exception line names it
+                        self.failure, self._failure_line = failure, failure_line
                 # A RayTaskError naming the worker method that failed, or an exception that names
                 # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
                 # not in the phase its traceback's first line happened to come in.
