@@ -100,3 +100,111 @@ def test_an_engine_traceback_behind_vllm_s_logger_names_the_part_that_failed(tmp
     report = run(tmp_path, OPENRLHF_WAKE_UP_OOM)
     assert (report.status.state, report.status.current) == ("failed", "weight sync")
     assert report.status.failure and "FAILED in weight sync" in report_text(report)
+
+
+RING_REFERENCE_HANG = [
+    "(LLMRayActor pid=6120, ip=10.2.0.8) INFO 07-02 12:40:15 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, "
+    "Avg generation throughput: 1810.2 tokens/s, Running: 48 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+    "usage: 33.0%, CPU KV cache usage: 0.0%.",
+    "make_experience:   0%|          | 0/64 [00:00<?, ?it/s]",
+    "(ReferenceModelRayActor pid=6408, ip=10.2.0.7) [rank2]:[E702 12:51:20.118204331 ProcessGroupNCCL.cpp:616] "
+    "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, "
+    "NumelIn=65536, NumelOut=131072, Timeout(ms)=600000) ran for 600018 milliseconds before timing out.",
+    "(ReferenceModelRayActor pid=6408, ip=10.2.0.7) [rank2]:[E702 12:51:20.119311872 ProcessGroupNCCL.cpp:1595] "
+    "[PG ID 1 PG GUID 1 Rank 2] Process group watchdog thread terminated with exception: [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=65536, NumelOut=131072, "
+    "Timeout(ms)=600000) ran for 600018 milliseconds before timing out.",
+]
+
+
+def test_the_reference_model_s_collective_in_a_step_is_the_reference_pass(tmp_path: Path) -> None:
+    """OpenRLHF with ring attention: generation ended, make_experience began, and the reference model's first
+    collective in its ring group timed out. Before: 'FAILED in nccl init', a false statement (NCCL had connected
+    long before; the first collective of that group came in the step). In a step the reference model only
+    computes reference log-probs. At start-up, with no step underway, the same line is still nccl init."""
+    history, store = live_and_history(tmp_path, text_of(RING_REFERENCE_HANG),
+                                      lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "reference log-prob")
+    assert "nccl init" not in report_text(run(tmp_path, RING_REFERENCE_HANG))
+    start_up = ["(ReferenceModelRayActor pid=6408) [2025-07-02 12:41:02,553] [INFO] [comm.py:637:init_distributed] "
+                "cdb=None", *RING_REFERENCE_HANG[2:]]
+    assert run(tmp_path, start_up).status.current == "nccl init"
+
+
+def test_the_actor_a_failed_init_names_is_the_model_it_loads(tmp_path: Path) -> None:
+    """OpenRLHF: the driver's ray.get raised a RayTaskError from ReferenceModelActor.init_model_from_pretrained.
+    Before: 'FAILED in config' (the driver's first line)."""
+    lines = [
+        "2025-06-04 21:07:15,662\tINFO worker.py:1888 -- Started a local Ray instance.",
+        "Traceback (most recent call last):",
+        '  File "/py/openrlhf/cli/train_ppo_ray.py", line 171, in train',
+        "    ray.get(refs)",
+        "ray.exceptions.RayTaskError(DistBackendError): ray::ReferenceModelActor.init_model_from_pretrained() "
+        "(pid=1305117, ip=192.168.31.20, actor_id=b7d3f1a9c5e0284e6a1c3e5b01000000)",
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "unhandled cuda error, NCCL version 2.21.5",
+    ]
+    assert (run(tmp_path, lines).status.state, run(tmp_path, lines).status.current) == ("failed", "reference init")
+
+
+def test_nccl_s_own_init_errors_are_nccl_init(tmp_path: Path) -> None:
+    """A vendor NCCL build's WARN lines from init.cc, then the barrier's DistBackendError. Before: 'FAILED (phase
+    unknown)'."""
+    lines = [
+        "(ActorModelRayActor pid=16101) [node-0][16101:17880][0][init.cc:1815] NCCL WARN init.cc:1815 -> 5",
+        "(ActorModelRayActor pid=16101) [node-0][16101:16101][0][init.cc:2103] NCCL WARN init.cc:2103 -> 3",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "nccl init")
+
+
+def test_an_engine_decoding_or_a_generate_bar_is_generation(tmp_path: Path) -> None:
+    """SGLang's scheduler printed decode batches, then raised; a batch-inference bar named Generate, behind an
+    outer capture stamp, then a watchdog timeout. Before: 'FAILED (phase unknown)' for both."""
+    sglang = [
+        "[2025-09-14 09:11:02 TP0] Decode batch. #running-req: 4, #token: 9071, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 61.02, #queue-req: 0, ",
+        "[2025-09-14 09:11:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
+    ]
+    report = run(tmp_path, sglang)
+    assert (report.status.state, report.status.current) == ("failed", "generation")
+    batch = [
+        "[2024-08-20 15:31:40] Generate:  41%|████      | 1178/2871 [2:11:05<3:03:22,  6.50s/it]",
+        "[2024-08-21 03:38:02] [rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=46133, OpType=_ALLGATHER_BASE, NumelIn=116391936, NumelOut=931135488, "
+        "Timeout(ms)=43200000) ran for 43200088 milliseconds before timing out.",
+    ]
+    report = run(tmp_path, batch)
+    assert (report.status.state, report.status.current) == ("failed", "generation")
+    # HF datasets' `Generating train split:` bar is the dataset's, not the model's.
+    assert run(tmp_path, ["Generating train split: 100%|██████████| 7473/7473 [00:00<00:00, 9.1 examples/s]"]
+               ).status.current != "generation"
+
+
+HF_OPTIMIZER_STEP = [
+    " 48%|████▊     | 169/351 [41:52<44:37, 14.71s/it]",
+    "{'loss': 1.1874, 'grad_norm': 0.3327, 'learning_rate': 5.3e-05, 'epoch': 1.44}",
+    " 49%|████▉     | 172/351 [42:37<44:06, 14.78s/it]",
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "/py/transformers/trainer.py", line 2534, in _inner_training_loop',
+    "[rank0]:     self.optimizer.step()",
+    '[rank0]:   File "/py/accelerate/optimizer.py", line 171, in step',
+    "[rank0]:     self.optimizer.step(closure)",
+    '[rank0]:   File "/py/torch/optim/adamw.py", line 376, in _single_tensor_adamw',
+    "[rank0]: RuntimeError: expected dtype float for `end` but got dtype c10::BFloat16",
+    " 49%|████▉     | 172/351 [42:51<44:35, 14.95s/it]",
+]
+
+
+def test_an_optimizer_step_in_the_traceback_is_the_update(tmp_path: Path) -> None:
+    """HF Trainer under FSDP: the optimizer's step raised, then the loop's bar was redrawn as the process ended.
+    Before: 'FAILED in training loop' (no frame named the update, and the redraw would have ended it anyway)."""
+    history, store = live_and_history(tmp_path, text_of(HF_OPTIMIZER_STEP),
+                                      lambda s: "BFloat16" in s.phase_status().failure
+                                      and "14.95" in (s.phase_status().recognised_last or ""))
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "actor update", "training loop")

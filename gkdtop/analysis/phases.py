@@ -90,6 +90,8 @@ STEP_COLLECTIVE_PATTERN = (
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
+REF_LOG_PROB = "reference log-prob"
+REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
 ACTOR_INIT = "actor init"
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
@@ -302,6 +304,8 @@ class PhaseEngine:
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             self._step(self._record_number(record, text), t, text)
         collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
+        if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
+            return
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -341,6 +345,22 @@ class PhaseEngine:
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
 
+    def _reference_pass(self, text: str, t: float) -> bool:
+        """A collective of the reference model's actor (OpenRLHF's `ReferenceModelRayActor`) timed out while a step
+        is underway: in a step that model only computes the reference log-probs, so that is where it hung, even on
+        its group's first collective (SeqNum=1), which at start-up would be the communicator's set-up."""
+        ref = self.by_name.get(REF_LOG_PROB)
+        underway = self.current
+        if ref is not None and underway is ref and self._failed():
+            return True  # the same timeout again (the watchdog thread's exception line): it stays there
+        if (ref is None or underway is None or not TIMEOUT_RE.search(text) or self._failed()
+                or not (underway.inner or underway.name in self.step_phases)
+                or not self.timeline or self.timeline[-1].end is not None):
+            return False
+        self._start(ref, t)
+        self._fail(text, t)
+        return True
+
     def _writer_stamp(self, line: LogLine, t: float) -> None:
         """A stamped line from another writer than the last stamped one, its stamp a whole number of half-hours
         (one hour or more, within 5 minutes) away: likely two clocks in two zones, not that much time. The
@@ -372,7 +392,8 @@ class PhaseEngine:
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
-            self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
+            if not self._failed():
+                self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
         return None
 
@@ -538,7 +559,8 @@ class PhaseEngine:
                 self.inner, self.inner_since = rule, t
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
-        self.inner = None
+        if not (self.current is rule and self._failed()):
+            self.inner = None  # (a failed step's bar, redrawn as the process ends, leaves the failed part named)
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
             return  # a repeated start line inside the same phase (a failure in it stands), or of the end
