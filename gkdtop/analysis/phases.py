@@ -65,6 +65,7 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 # A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
+BAR_RE = re.compile(BAR_PATTERN)
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
 # A start line that says how long it already went on (`timed out after 900s while trying to connect`, `Loading
 # weights took 241.9 seconds`): the phase began that long before the line's stamp.
@@ -392,7 +393,7 @@ class PhaseEngine:
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
-            if not self._failed():
+            if not (self._failed() and self.bar_id in ids):
                 self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
         return None
@@ -559,7 +560,7 @@ class PhaseEngine:
                 self.inner, self.inner_since = rule, t
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
-        if not (self.current is rule and self._failed()):
+        if not (self.current is rule and self._failed() and self._line is not None and BAR_RE.search(self._line.text)):
             self.inner = None  # (a failed step's bar, redrawn as the process ends, leaves the failed part named)
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
