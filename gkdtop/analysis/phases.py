@@ -74,6 +74,7 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 # A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
+BAR_RE = re.compile(BAR_PATTERN)
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
 # A start line that says how long it already went on (`timed out after 900s while trying to connect`, `Loading
 # weights took 241.9 seconds`): the phase began that long before the line's stamp.
@@ -112,6 +113,9 @@ DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
 DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
+REF_LOG_PROB = "reference log-prob"
+REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
+WEIGHT_SYNC = "weight sync"
 ACTOR_INIT = "actor init"
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
@@ -143,7 +147,10 @@ TIMEOUT_HINT = Hint(
              "the network. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
              "(Flight Recorder dumps)."],
 )
-FRAME_RE = re.compile(f'(?:{RANK_PREFIX})?\\s*File "[^"]*", line \\d+, in ')  # a traceback's frame line
+# A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
+# (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
+VLLM_LOGGER = r"[A-Z]{4,8} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]{1,80}:\d{1,6}\] "
+FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{VLLM_LOGGER})?\\s*File "[^"]*", line \\d+, in ')
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 # Hydra's line before a traceback (`Error executing job with overrides: [...]`): the job failed, but it names
 # no error; a traceback read to its end replaces it with the exception.
@@ -409,6 +416,8 @@ class PhaseEngine:
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             self._step(self._record_number(record, text), t, text)
         collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
+        if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
+            return
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
@@ -432,6 +441,8 @@ class PhaseEngine:
                     # driver was: the failure belongs there, not to the phase the crash line came in.
                     before.status = "done"
                     self.timeline[-1].status = "failed"
+                    if not self.failure:  # the crash line stays the failure until an exception line names it
+                        self.failure, self._failure_line = failure, failure_line
                 # A RayTaskError naming the worker method that failed, or an exception that names
                 # its phase (SGLang's `Not enough memory … --mem-fraction-static`): it failed there,
                 # not in the phase its traceback's first line happened to come in.
@@ -455,6 +466,22 @@ class PhaseEngine:
         if seconds and (self.began_by is None or t - seconds < self.began_by):
             self.began_by = t - seconds
             self.began_evidence = Evidence.of("under way by then (the time it states it ran)", line)
+
+    def _reference_pass(self, text: str, t: float) -> bool:
+        """A collective of the reference model's actor (OpenRLHF's `ReferenceModelRayActor`) timed out while a step
+        is underway: in a step that model only computes the reference log-probs, so that is where it hung, even on
+        its group's first collective (SeqNum=1), which at start-up would be the communicator's set-up."""
+        ref = self.by_name.get(REF_LOG_PROB)
+        underway = self.current
+        if ref is not None and underway is ref and self._failed():
+            return True  # the same timeout again (the watchdog thread's exception line): it stays there
+        if (ref is None or underway is None or not TIMEOUT_RE.search(text) or self._failed()
+                or not (underway.inner or underway.name in self.step_phases)
+                or not self.timeline or self.timeline[-1].end is not None):
+            return False
+        self._start(ref, t)
+        self._fail(text, t)
+        return True
 
     def _writer_stamp(self, line: LogLine, t: float) -> None:
         """A stamped line from another writer than the last stamped one, its stamp a whole number of half-hours
@@ -494,7 +521,8 @@ class PhaseEngine:
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
-            self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
+            if not (self._failed() and self.bar_id in ids):
+                self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
         return None
 
@@ -679,7 +707,8 @@ class PhaseEngine:
                 self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
             return
-        self.inner = None
+        if not (self.current is rule and self._failed() and self._line is not None and BAR_RE.search(self._line.text)):
+            self.inner = None  # (a failed step's bar, redrawn as the process ends, leaves the failed part named)
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
             if len(self.timeline) == 1 and self._line is not None:
@@ -770,7 +799,11 @@ class PhaseEngine:
 
     def _behind(self, rule: PhaseRule) -> bool:
         """A start line of a phase the job has moved past: a second model's load bar, an NCCL
-        communicator made for weight sync, the weight sync a validation runs. Jobs don't go back."""
+        communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
+        update made are pushed to the rollout engines next (OpenRLHF after each train epoch), not before it."""
+        underway = self.inner or self.current
+        if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
+            return False
         if self._is_inner(rule):
             if self._failed() and self._line is not None and FRAME_RE.match(self._line.text):
                 return False  # a deeper frame of the traceback being read: it names where the step failed
@@ -907,6 +940,8 @@ class PhaseEngine:
         """A step line the history reader parsed itself. `t` may be None where nothing needs it (a
         step with its own `timing_s/step`, not among the last ones); `metrics`: its text after `step:N -`,
         given for the last step line of a chunk (the one shown); `own`: `t` is the line's own stamp."""
+        if "gen" in timings:
+            self.rollout_seen = True  # the step timed its generation (verl's timing_s/gen): a rollout runs in it
         self.stats.add(step, t, timings, own)
         self.note_step(step, t, metrics)
 

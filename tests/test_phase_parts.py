@@ -1,0 +1,211 @@
+"""Which part of a run a line names, read from what the lines say (issue 25, rows 98-123 of the posted corpus's
+SOURCES.md): a step that timed its generation has a rollout, an engine's decode batches are generation, a bar
+named Generate is generation, the weights pushed to the engines after an update are weight sync, the actor a
+failing call names is the model it initialises. Each shape is written as users posted it, with invented values,
+and read by replay's history reader and, where it matters, by the real follower live."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gkdtop.config import load_config
+from gkdtop.replay import replay, report_text
+from tests.verlrun import live_and_history
+
+
+def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    path = tmp_path / "train.log"
+    path.write_text(text_of(lines))
+    return replay([str(path)], load_config(None))
+
+
+def text_of(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+VERL_LOG_PROB_WATCHDOG = [
+    "(TaskRunner pid=5110) step:17 - actor/pg_loss:-0.004 - timing_s/gen:201.4 - timing_s/old_log_prob:31.2 - "
+    "timing_s/update_actor:97.5 - timing_s/step:341.0",
+    "(TaskRunner pid=5110) step:18 - actor/pg_loss:0.002 - timing_s/gen:199.8 - timing_s/old_log_prob:30.9 - "
+    "timing_s/update_actor:98.1 - timing_s/step:338.2",
+    "(WorkerDict pid=5533) [rank0]:[E301 11:20:05.114210337 ProcessGroupNCCL.cpp:683] [Rank 0] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=90211, OpType=_ALLGATHER_BASE, NumelIn=52428800, "
+    "NumelOut=209715200, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.",
+    "Error executing job with overrides: ['trainer.n_gpus_per_node=4']",
+    "Traceback (most recent call last):",
+    '  File "/w/verl/verl/trainer/ppo/ray_trainer.py", line 1090, in fit',
+    "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)",
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+]
+
+
+def test_a_step_that_timed_its_generation_has_a_rollout(tmp_path: Path) -> None:
+    """verl PPO: its step lines time `gen`, then a parameter all-gather timed out and the driver's traceback named
+    compute_log_prob. Before: 'FAILED in actor update' (a run with no rollout line seen was taken for SFT, whose
+    every all-gather is the update); the step lines said a rollout runs in each step."""
+    history, store = live_and_history(tmp_path, text_of(VERL_LOG_PROB_WATCHDOG),
+                                      lambda s: "ActorDiedError" in s.phase_status().failure)
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current, status.within) == ("failed", "old log-prob", "training loop")
+    # The same watchdog after steps that time no generation (verl SFT) is still the update.
+    sft = [line.replace("timing_s/gen:201.4 - ", "").replace("timing_s/gen:199.8 - ", "")
+           for line in VERL_LOG_PROB_WATCHDOG[:3]]
+    assert run(tmp_path, sft).status.current == "actor update"
+
+
+OPENRLHF_BROADCAST = [
+    "Train epoch [1/1]:  99%|█████████▉| 95/96 [17:02<00:10, 10.71s/it, pg=0.011, rm=-0.25, kl=0, act_lr=3e-7]",
+    "Train epoch [1/1]: 100%|██████████| 96/96 [17:12<00:00, 10.73s/it, pg=0.009, rm=-0.25, kl=0, act_lr=3e-7]",
+    "(LLMRayActor pid=40211, ip=10.8.1.5) update weight: model.embed_tokens.weight, dtype: torch.bfloat16, shape: "
+    "torch.Size([151936, 3584])",
+    "(LLMRayActor pid=40211, ip=10.8.1.5) update weight: model.layers.0.mlp.up_proj.weight, dtype: torch.bfloat16, "
+    "shape: torch.Size([18944, 3584])",
+    "(LLMRayActor pid=40377, ip=10.8.1.6) ERROR 05-02 09:14:51 worker_base.py:467] Error executing method "
+    "update_weight. This might cause deadlock in distributed execution.",
+    '(LLMRayActor pid=40377, ip=10.8.1.6) ERROR 05-02 09:14:51 worker_base.py:467]   File "/w/openrlhf/trainer/ray/'
+    'vllm_worker_wrap.py", line 36, in update_weight',
+    "(LLMRayActor pid=40377, ip=10.8.1.6) ERROR 05-02 09:14:51 worker_base.py:467] torch.distributed.DistBackendError: "
+    "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, remote process exited or there was a network "
+    "error, NCCL version 2.21.5",
+]
+
+
+def test_the_weights_pushed_after_the_update_are_weight_sync(tmp_path: Path) -> None:
+    """OpenRLHF: the train epoch ended, the vLLM engines received the new weights one tensor at a time, and the
+    broadcast failed. Before: 'FAILED in actor update', a false statement (the update had finished; weight sync,
+    listed before the update, was taken for going back)."""
+    history, store = live_and_history(tmp_path, text_of(OPENRLHF_BROADCAST),
+                                      lambda s: "DistBackendError" in s.phase_status().failure)
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "weight sync")
+    said = report_text(run(tmp_path, OPENRLHF_BROADCAST), why=True)
+    assert "FAILED in weight sync" in said and "weight sync started: train.log:3" in said
+
+
+OPENRLHF_WAKE_UP_OOM = [
+    "Train epoch [1/1]: 100%|██████████| 8/8 [00:19<00:00,  2.41s/it, act_loss=0.021, reward=0.38, kl=0, act_lr=2e-7]",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] EngineCore encountered a fatal error.",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] Traceback (most recent call last):",
+    '(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459]   File "/py/vllm/v1/engine/core.py", line 236, '
+    "in wake_up",
+    "(LLMRayActor pid=77120) ERROR 03-14 08:02:11 [core.py:459] RuntimeError: CUDA Error: out of memory at "
+    "/workspace/csrc/cumem_allocator.cpp:62",
+]
+
+
+def test_an_engine_traceback_behind_vllm_s_logger_names_the_part_that_failed(tmp_path: Path) -> None:
+    """OpenRLHF with vLLM sleep mode: after the train epoch the engine failed waking up, its traceback printed
+    line by line through vLLM's logger. With weight sync no longer taken for going back, its `in wake_up` frame
+    must still carry the failure there (before this it opened a running weight sync: 'ended in weight sync')."""
+    report = run(tmp_path, OPENRLHF_WAKE_UP_OOM)
+    assert (report.status.state, report.status.current) == ("failed", "weight sync")
+    assert report.status.failure and "FAILED in weight sync" in report_text(report)
+
+
+RING_REFERENCE_HANG = [
+    "(LLMRayActor pid=6120, ip=10.2.0.8) INFO 07-02 12:40:15 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, "
+    "Avg generation throughput: 1810.2 tokens/s, Running: 48 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache "
+    "usage: 33.0%, CPU KV cache usage: 0.0%.",
+    "make_experience:   0%|          | 0/64 [00:00<?, ?it/s]",
+    "(ReferenceModelRayActor pid=6408, ip=10.2.0.7) [rank2]:[E702 12:51:20.118204331 ProcessGroupNCCL.cpp:616] "
+    "[Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, "
+    "NumelIn=65536, NumelOut=131072, Timeout(ms)=600000) ran for 600018 milliseconds before timing out.",
+    "(ReferenceModelRayActor pid=6408, ip=10.2.0.7) [rank2]:[E702 12:51:20.119311872 ProcessGroupNCCL.cpp:1595] "
+    "[PG ID 1 PG GUID 1 Rank 2] Process group watchdog thread terminated with exception: [Rank 2] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=65536, NumelOut=131072, "
+    "Timeout(ms)=600000) ran for 600018 milliseconds before timing out.",
+]
+
+
+def test_the_reference_model_s_collective_in_a_step_is_the_reference_pass(tmp_path: Path) -> None:
+    """OpenRLHF with ring attention: generation ended, make_experience began, and the reference model's first
+    collective in its ring group timed out. Before: 'FAILED in nccl init', a false statement (NCCL had connected
+    long before; the first collective of that group came in the step). In a step the reference model only
+    computes reference log-probs. At start-up, with no step underway, the same line is still nccl init."""
+    history, store = live_and_history(tmp_path, text_of(RING_REFERENCE_HANG),
+                                      lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "reference log-prob")
+    assert "nccl init" not in report_text(run(tmp_path, RING_REFERENCE_HANG))
+    start_up = ["(ReferenceModelRayActor pid=6408) [2025-07-02 12:41:02,553] [INFO] [comm.py:637:init_distributed] "
+                "cdb=None", *RING_REFERENCE_HANG[2:]]
+    assert run(tmp_path, start_up).status.current == "nccl init"
+
+
+def test_the_actor_a_failed_init_names_is_the_model_it_loads(tmp_path: Path) -> None:
+    """OpenRLHF: the driver's ray.get raised a RayTaskError from ReferenceModelActor.init_model_from_pretrained.
+    Before: 'FAILED in config' (the driver's first line)."""
+    lines = [
+        "2025-06-04 21:07:15,662\tINFO worker.py:1888 -- Started a local Ray instance.",
+        "Traceback (most recent call last):",
+        '  File "/py/openrlhf/cli/train_ppo_ray.py", line 171, in train',
+        "    ray.get(refs)",
+        "ray.exceptions.RayTaskError(DistBackendError): ray::ReferenceModelActor.init_model_from_pretrained() "
+        "(pid=1305117, ip=192.168.31.20, actor_id=b7d3f1a9c5e0284e6a1c3e5b01000000)",
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "unhandled cuda error, NCCL version 2.21.5",
+    ]
+    assert (run(tmp_path, lines).status.state, run(tmp_path, lines).status.current) == ("failed", "reference init")
+
+
+def test_nccl_s_own_init_errors_are_nccl_init(tmp_path: Path) -> None:
+    """A vendor NCCL build's WARN lines from init.cc, then the barrier's DistBackendError. Before: 'FAILED (phase
+    unknown)'."""
+    lines = [
+        "(ActorModelRayActor pid=16101) [node-0][16101:17880][0][init.cc:1815] NCCL WARN init.cc:1815 -> 5",
+        "(ActorModelRayActor pid=16101) [node-0][16101:16101][0][init.cc:2103] NCCL WARN init.cc:2103 -> 3",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+        "internal error - please report this issue to the NCCL developers, NCCL version 2.21.5",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "nccl init")
+
+
+def test_an_engine_decoding_or_a_generate_bar_is_generation(tmp_path: Path) -> None:
+    """SGLang's scheduler printed decode batches, then raised; a batch-inference bar named Generate, behind an
+    outer capture stamp, then a watchdog timeout. Before: 'FAILED (phase unknown)' for both."""
+    sglang = [
+        "[2025-09-14 09:11:02 TP0] Decode batch. #running-req: 4, #token: 9071, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 61.02, #queue-req: 0, ",
+        "[2025-09-14 09:11:06 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
+    ]
+    report = run(tmp_path, sglang)
+    assert (report.status.state, report.status.current) == ("failed", "generation")
+    batch = [
+        "[2024-08-20 15:31:40] Generate:  41%|████      | 1178/2871 [2:11:05<3:03:22,  6.50s/it]",
+        "[2024-08-21 03:38:02] [rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=46133, OpType=_ALLGATHER_BASE, NumelIn=116391936, NumelOut=931135488, "
+        "Timeout(ms)=43200000) ran for 43200088 milliseconds before timing out.",
+    ]
+    report = run(tmp_path, batch)
+    assert (report.status.state, report.status.current) == ("failed", "generation")
+    # HF datasets' `Generating train split:` bar is the dataset's, not the model's.
+    assert run(tmp_path, ["Generating train split: 100%|██████████| 7473/7473 [00:00<00:00, 9.1 examples/s]"]
+               ).status.current != "generation"
+
+
+HF_OPTIMIZER_STEP = [
+    " 48%|████▊     | 169/351 [41:52<44:37, 14.71s/it]",
+    "{'loss': 1.1874, 'grad_norm': 0.3327, 'learning_rate': 5.3e-05, 'epoch': 1.44}",
+    " 49%|████▉     | 172/351 [42:37<44:06, 14.78s/it]",
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "/py/transformers/trainer.py", line 2534, in _inner_training_loop',
+    "[rank0]:     self.optimizer.step()",
+    '[rank0]:   File "/py/accelerate/optimizer.py", line 171, in step',
+    "[rank0]:     self.optimizer.step(closure)",
+    '[rank0]:   File "/py/torch/optim/adamw.py", line 376, in _single_tensor_adamw',
+    "[rank0]: RuntimeError: expected dtype float for `end` but got dtype c10::BFloat16",
+    " 49%|████▉     | 172/351 [42:51<44:35, 14.95s/it]",
+]
+
+
+def test_an_optimizer_step_in_the_traceback_is_the_update(tmp_path: Path) -> None:
+    """HF Trainer under FSDP: the optimizer's step raised, then the loop's bar was redrawn as the process ended.
+    Before: 'FAILED in training loop' (no frame named the update, and the redraw would have ended it anyway)."""
+    history, store = live_and_history(tmp_path, text_of(HF_OPTIMIZER_STEP),
+                                      lambda s: "BFloat16" in s.phase_status().failure
+                                      and "14.95" in (s.phase_status().recognised_last or ""))
+    # The engine names the rule; the store shows an HF Trainer log (no RL trainer) under the phase's plain name.
+    for status, shown in ((history.status(1e12), "actor update"), (store.phase_status(), "model update")):
+        assert (status.state, status.current, status.within) == ("failed", shown, "training loop")
