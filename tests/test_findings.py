@@ -53,6 +53,13 @@ CASES = [
      [ray("WorkerDict", 313, "node-3:313:900 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
       "10.0.0.12<43215> failed : Software caused connection abort")],
      {"peer": "10.0.0.12", "port": "43215"}),
+    ("nccl-duplicate-gpu",  # torch's DistBackendError repeats NCCL's check under `Last error:`
+     ["[rank3]: torch.distributed.DistBackendError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/"
+      "ProcessGroupNCCL.cpp:1727, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5",
+      "[rank3]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+      "[rank3]: Last error:",
+      "[rank3]: Duplicate GPU detected : rank 3 and rank 0 both on CUDA device 1b000"],
+     {"rank": "3", "other": "0", "device": "1b000"}),
     ("ib-completion-error",
      ["node-3:2001:2100 [1] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.9<40811> "
       "with error 12, opcode 32753, len 0, vendor err 129 (Recv)"],
@@ -338,6 +345,7 @@ def test_every_builtin_signature_has_a_case() -> None:
     "Setting up process group for: env:// [rank=0, world_size=8]",             # a rendezvous that is starting
     "[rank0]:[W301 10:02:11.1 ProcessGroupNCCL.cpp:1479] destroy_process_group was called",
     "node-1:7:9 [0] transport/net_ib.cc:98 NCCL WARN NET/IB : mlx5_0:1 Got async event : GID table change",  # benign
+    "node-1:7:9 [0] NCCL INFO comm 0x5581 rank 1 nranks 2 cudaDev 1 busId 1b000 - Init COMPLETE",  # one GPU per rank
 ])
 def test_near_misses_find_nothing(tmp_path: Path, line: str) -> None:
     assert store_after(tmp_path, [ray("WorkerDict", 1, line)]).findings() == []
