@@ -219,6 +219,51 @@ def test_ray_s_actor_died_text_is_found_whatever_the_alias_and_class(tmp_path: P
     assert died and died[0].fields.get("actor_class") == "ActorModelRayActor" and died[0].fields.get("pid") == "9120"
 
 
+# Ray's report of a dead actor, as a driver's traceback ends in it (its fields tab-indented).
+ACTOR_DIED = [
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+    "\tpid: 8123",
+    "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+    "Worker unexpectedly exits with a connection error code 2. End of file.",
+]
+DRIVER_GET = ["Traceback (most recent call last):", '  File "/py/verl/trainer/main_ppo.py", line 96, in run_ppo',
+              "    ray.get(runner.run.remote(config))"]
+
+
+def test_hydra_s_banner_is_not_an_error_an_actor_death_follows(tmp_path: Path) -> None:
+    """verl: Hydra's `Error executing job` line, then the driver's traceback ending in ActorDiedError. Before: Hydra's
+    line stayed the failure and 'the exception is not in the log: the traceback is cut', with the exception there."""
+    lines = [LOOP, "Error executing job with overrides: ['trainer.total_epochs=3']", *DRIVER_GET, *ACTOR_DIED,
+             "", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    status = run(tmp_path, lines).status
+    assert status.failure.startswith("ray.exceptions.ActorDiedError")
+    assert "not in the log" not in said(status)
+
+
+def test_an_actor_death_after_a_collective_timeout_is_its_consequence(tmp_path: Path) -> None:
+    """verl: a worker's watchdog says an _ALLGATHER_BASE ran 600 s, then the driver's ActorDiedError. Before: the
+    ActorDiedError was the failure, with 'It failed with an error, not a hang'."""
+    who = "(WorkerDict pid=8123) [rank0]:[E217 03:51:47.904415262 ProcessGroupNCCL.cpp:683] [Rank 0] "
+    lines = [LOOP, who + "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9001, OpType=_ALLGATHER_BASE, "
+             "NumelIn=1835008, NumelOut=7340032, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.",
+             *DRIVER_GET, *ACTOR_DIED]
+    status = run(tmp_path, lines).status
+    assert "Watchdog caught collective operation timeout" in status.failure
+    assert "not a hang" not in said(status) and "collective timed out" in said(status)
+
+
+def test_a_worker_s_abort_before_its_actor_died_stays_the_failure(tmp_path: Path) -> None:
+    """verl: a WorkerDict aborted on boost::thread_resource_error, then the driver's ActorDiedError. Before: the
+    ActorDiedError was shown as the failure, 'the run's first error is usually the cause' beside it."""
+    who = "(WorkerDict pid=8123) "
+    lines = [LOOP, who + "terminate called after throwing an instance of "
+             "'boost::wrapexcept<boost::thread_resource_error>'",
+             who + "  what():  boost::thread_resource_error: Resource temporarily unavailable",
+             who + "*** SIGABRT received at time=1741083195 on cpu 77 ***", *DRIVER_GET, *ACTOR_DIED]
+    assert "thread_resource_error" in failure_of(tmp_path, lines)
+
+
 # --- [erradvice] the advice on a failure fits its kind of error --------------------------------------------------
 
 LOOP = " 12%|█▏        | 60/500 [05:02<36:58,  5.04s/it]"
@@ -277,6 +322,15 @@ def test_assert_advice_only_on_an_assertion(tmp_path: Path) -> None:
     assert "assert" not in advice_on(tmp_path, value)
     assertion = [*value[:2], "AssertionError: train_batch_size must divide by n_gpus"]
     assert "read the assert line" in advice_on(tmp_path, assertion)
+
+
+def test_an_actor_s_death_points_at_that_process_not_at_the_step(tmp_path: Path) -> None:
+    """OpenRLHF: the driver's ray.get ends in RayActorError (SYSTEM_ERROR: the process was killed). Before: 'A step
+    raised: the error above is the root cause; its traceback's last frames say which part of the step raised it'."""
+    died = ["ray.exceptions.RayActorError" + ACTOR_DIED[0][len("ray.exceptions.ActorDiedError"):], *ACTOR_DIED[1:]]
+    text = advice_on(tmp_path, [*DRIVER_GET, *died])
+    assert "own log" in text and "OOM" in text and "memory monitor" in text
+    assert "A step raised" not in text and "root cause" not in text
 
 
 # --- [witness] a timeout line states how long the job waited ---------------------------------------------------

@@ -44,7 +44,7 @@ def test_a_step_that_timed_its_generation_has_a_rollout(tmp_path: Path) -> None:
     compute_log_prob. Before: 'FAILED in actor update' (a run with no rollout line seen was taken for SFT, whose
     every all-gather is the update); the step lines said a rollout runs in each step."""
     history, store = live_and_history(tmp_path, text_of(VERL_LOG_PROB_WATCHDOG),
-                                      lambda s: "ActorDiedError" in s.phase_status().failure)
+                                      lambda s: "ActorDiedError" in s.phase_status().recognised_last)
     for status in (history.status(1e12), store.phase_status()):
         assert (status.state, status.current, status.within) == ("failed", "old log-prob", "training loop")
     # The same watchdog after steps that time no generation (verl SFT) is still the update.

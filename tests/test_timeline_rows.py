@@ -39,6 +39,25 @@ def test_the_timeline_has_a_row_for_the_part_of_the_step_the_verdict_names(tmp_p
     assert ["checkpoint", "save"] in named, rows
 
 
+def test_a_part_the_driver_s_traceback_names_after_a_timeout_began_by_the_wait_s_start(tmp_path: Path) -> None:
+    """verl: a worker's watchdog says its _ALLGATHER_BASE ran 600 s, then the driver's traceback names
+    compute_log_prob. Before: '≥03:51:47 old log-prob', a start at the file's end for a part under way 10 minutes."""
+    lines = [
+        "(TaskRunner pid=61) step:40 - actor/pg_loss:-0.0031 - timing_s/gen:311.48 - timing_s/old_log_prob:48.92 - "
+        "timing_s/step:561.30",
+        "(WorkerDict pid=68) [rank0]:[E217 03:51:47.904415262 ProcessGroupNCCL.cpp:683] [Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=284517, OpType=_ALLGATHER_BASE, NumelIn=1835008, "
+        "NumelOut=7340032, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.",
+        "Traceback (most recent call last):",
+        '  File "/py/verl/trainer/ppo/ray_trainer.py", line 1118, in fit',
+        "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED in old log-prob", (verdict, rows)
+    assert any(row.split()[:3] == ["≤03:41:47", "old", "log-prob"] for row in rows), rows
+
+
 def test_a_phase_whose_lines_carry_no_stamp_has_no_length_and_a_bounded_start(tmp_path: Path) -> None:
     """`config 0s`, `dataset generation 0s` from lines without stamps that took the launcher's stamp before them;
     the training loop that began on an unstamped bar began at or after that stamp, not at it."""

@@ -184,6 +184,16 @@ CUDA_ASYNC_HINT = Hint(
              "errors (a GPU or driver fault); where a library's kernels are in the frames, try the versions the "
              "framework pins."],
 )
+# A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
+ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b")
+ACTOR_DIED_HINT = Hint(
+    causes=["A Ray actor's process died (killed or crashed) and its caller reports it: this traceback is the "
+            "caller's, so its frames say only what the actor was asked to do. What ended the process (the OOM killer "
+            "or Ray's memory monitor, a signal, a crash in native code) is in that process's own output, not here."],
+    actions=["Read the dead actor's own log (worker-*.err and python-core-worker-*.log in the Ray session's logs, by "
+             "its pid); check dmesg on its node for an OOM kill, the raylet's log for its memory monitor, and the "
+             "job's memory against the node's or container's limit."],
+)
 # A launcher's report that a child exited (torchelastic's `failed (exitcode: 1) local_rank: 7`, `ChildFailedError`,
 # its summary's `exitcode : 1`): the launcher's own traceback after it says only that it noticed.
 LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+")
@@ -281,8 +291,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
     named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict); nor the header of
     a C++ backtrace."""
-    if "ActorDiedError" in text and EXCEPTION_RE.match(failure):
-        return False
+    if ACTOR_DIED_RE.search(text) and failure and not (HEADER_RE.search(failure) or HYDRA_WRAPPER_RE.match(failure)):
+        return False  # any error named first (a timeout, an abort), not only an exception line; Hydra's names none
     if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
         return False  # a consequence that points back at the error already named
     text = RANK_PREFIX_RE.sub("", text, count=1)
@@ -743,6 +753,18 @@ class PhaseEngine:
             before.end = start
         span.start = start
 
+    def _waited_from(self, since: float) -> float | None:
+        """When the wait the failure line states (`ran for 600047 milliseconds`) began, for a part of the step named
+        at or after that line (by the driver's traceback): that part was under way by then. None where the line
+        states no wait or that time falls before the step's phase began (where its start is a stamp, not a bound)."""
+        line = self._failure_line
+        seconds = stated_elapsed(line.text, bar=False) if line is not None and line.ts is not None else None
+        if not seconds or self._failed_at is None or since < self._failed_at:
+            return None
+        began = self._failed_at - seconds
+        loop = self.timeline[-1] if self.timeline else None
+        return began if loop is not None and (began > loop.start or loop.start_before) else None
+
     def _back_date_first(self, span: PhaseSpan, t: float, line: LogLine) -> None:
         """A start line (or a repeated one) of the log's first phase that says how long it ran (its bar at
         `[1:52:10<`): the phase began at or before that long before the line, a bound (`start_before`), never a
@@ -979,6 +1001,9 @@ class PhaseEngine:
         elif self.inner is not None and rule is not None:
             within, since, since_bound = rule.name, self.inner_since, self.inner_bound
             rule = expected = self.inner
+            if span is not None and span.status == "failed" and since is not None and (
+                    began := self._waited_from(since)) is not None:
+                since, since_bound = began, "before"  # a part a traceback named after a timeout that states its wait
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
@@ -1012,6 +1037,8 @@ class PhaseEngine:
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
             elif self._want_exception_line or HYDRA_WRAPPER_RE.match(self.failure):
                 hint = CUT_HINT
+            elif ACTOR_DIED_RE.search(self.failure):
+                hint = ACTOR_DIED_HINT
             elif CUDA_ASYNC_RE.search(self.failure):
                 hint = CUDA_ASYNC_HINT
             elif LAUNCHER_RE.search(self.failure):
