@@ -657,8 +657,11 @@ class PhaseEngine:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
         OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
         apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
-        pct = BAR_PCT_RE.search(text, 0, count.start())
-        key = BAR_KEY_DIGITS_RE.sub("#", text[: pct.start() if pct else 0]).strip()
+        begin = 0
+        while (later := BAR_COUNT_RE.search(text, count.end())) is not None:  # redraws glued on one line:
+            begin, count = text.find("]", count.end()) + 1, later  # the last one is the bar's state
+        pct = BAR_PCT_RE.search(text, begin, count.start())
+        key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
             return  # an inner bar while the loop's is open
         self._loop_bar, self.bar_count = key, (int(count.group(1)), int(count.group(2)))
