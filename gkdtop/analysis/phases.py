@@ -117,6 +117,7 @@ REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
 ACTOR_INIT = "actor init"
+SERVING = "serving"  # an inference server that is up, waiting for requests
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
@@ -1084,6 +1085,8 @@ class PhaseEngine:
             i = self.rules.index(rule)
         except ValueError:
             return None
+        if i + 2 < len(self.rules) and self.rules[i + 1].name == SERVING and ACTOR_INIT in self._ran:
+            i += 1  # a trainer's engines (it loaded a policy) serve no clients: its next phase is a trainer's
         return self.rules[i + 1] if i + 1 < len(self.rules) else None
 
     def _step_limit(self) -> float:
