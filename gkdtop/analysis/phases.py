@@ -971,7 +971,9 @@ class PhaseEngine:
             self._last_step = StepInfo(step=step, time=t, metrics=metrics)
         return self._last_step
 
-    def status(self, now: float) -> PhaseStatus:
+    def status(self, now: float, rl: bool = True) -> PhaseStatus:
+        """`rl`: the log may be an RL trainer's (engines, a critic); False where its framework is known to be no such
+        trainer (frameworks.yaml `rl`), which only changes the phase expected after a finished one."""
         span = self.timeline[-1] if self.timeline else None
         rule = self.current
         expected = rule
@@ -979,7 +981,7 @@ class PhaseEngine:
         since = span.start if span else None
         since_bound = "" if span is None else "before" if span.start_before else ""
         if rule is not None and span is not None and span.end is not None and not rule.terminal:
-            expected = self._next_rule(rule) or rule  # finished a phase; the next one is what waits
+            expected = self._next_rule(rule, rl) or rule  # finished a phase; the next one is what waits
         elif self.inner is not None and rule is not None:
             within, since, since_bound = rule.name, self.inner_since, self.inner_bound
             rule = expected = self.inner
@@ -1074,10 +1076,13 @@ class PhaseEngine:
             return summary
         return {**summary, "bar": {"n": self.bar_count[0], "total": self.bar_count[1], "s_per_it": self.bar_rate}}
 
-    def _next_rule(self, rule: PhaseRule) -> PhaseRule | None:
+    def _next_rule(self, rule: PhaseRule, rl: bool = True) -> PhaseRule | None:
         """The phase after a finished one: the next rule, except that every job loads its policy, so one that
-        started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that."""
+        started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that; and a
+        job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
+        if not rl and rule is actor and not self.rollout_seen:
+            return next((r for r in self.rules if r.inner), None)
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
                 and not any(s.name == ACTOR_INIT for s in self.spans())):
             return actor
