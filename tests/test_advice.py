@@ -361,6 +361,25 @@ def test_a_log_that_ends_on_a_stated_wait_says_it_hung_that_long(tmp_path: Path)
     assert "slow or full storage" not in report_text(run(tmp_path, save))
 
 
+def test_a_jobs_own_no_progress_watchdog_is_a_stated_wait_after_deepspeeds_finished_model(tmp_path: Path) -> None:
+    """A DeepSpeed script: the engine built (`Final Optimizer`), step lines of its own, then its own watchdog's
+    `no progress for 60s` and the launcher's exits. Before: 'ended in model load' and 'cannot tell a hang there from a
+    log copied mid-run'. Not an RL trainer's log and no engine seen: the loop comes next, not an engine's start-up."""
+    lines = [
+        "[2026-02-11 10:02:20,478] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: version=0.14.2",
+        "[2026-02-11 10:02:22,063] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed Final Optimizer = "
+        "DeepSpeedZeroOptimizer_Stage3",
+        "R0 STEP0 -> backward",
+        "R0 STEP0 -> step_begin",
+        "WATCHDOG: no progress for 60s in phase=step_begin (rank=0), exiting",
+        "[2026-02-11 10:03:26,991] [INFO] [launch.py:351:main] Process 48212 exits successfully.",
+    ]
+    text = report_text(run(tmp_path, lines))
+    assert "ended after model load (next expected: training loop)" in text, text
+    assert "cannot tell a hang" not in text and "states a wait of 1m00s" in text, text
+    assert "engine" not in text, text
+
+
 def test_a_log_that_just_stops_still_cannot_tell(tmp_path: Path) -> None:
     """Without a stated wait the open end stays what it was: a hang and a copy taken mid-run read the same."""
     lines = ["INFO:trl.extras.vllm_client:Server is up!", "NCCL INFO Bootstrap : Using eth0:10.2.0.9<0>"]

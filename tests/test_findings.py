@@ -214,6 +214,10 @@ CASES = [
       '  File "/opt/ds/deepspeed/runtime/engine.py", line 1463 in _checkpoint_tag_validation',
       '  File "/opt/ds/deepspeed/runtime/engine.py", line 1496 in save_checkpoint'],
      {"after": "0:05:00", "func": "_checkpoint_tag_validation", "line": "1463"}),
+    ("no-progress-watchdog",  # a training script's own watchdog, before it exits
+     ["R1 STEP0 route=0 -> step_begin", "HEARTBEAT rank=1 step=0 phase=step_begin t=60s",
+      "WATCHDOG: no progress for 60s in phase=step_begin (rank=0), exiting"],
+     {"after": "60"}),
     ("ray-worker-died",
      ["(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot the "
       "problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff7c1b0e9d8f2a3c4b5d6e7f8001000000 "

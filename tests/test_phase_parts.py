@@ -209,3 +209,32 @@ def test_an_optimizer_step_in_the_traceback_is_the_update(tmp_path: Path) -> Non
     # The engine names the rule; the store shows an HF Trainer log (no RL trainer) under the phase's plain name.
     for status, shown in ((history.status(1e12), "actor update"), (store.phase_status(), "model update")):
         assert (status.state, status.current, status.within) == ("failed", shown, "training loop")
+
+
+VERL_ROLLOUT_BUILT = [
+    "(TaskRunner pid=7720) Total training steps: 105",
+    "(WorkerDict pid=3381) Qwen2ForCausalLM contains 32.76B parameters",
+    "(WorkerDict pid=3381) Before building vllm rollout, memory allocated (GB): 1.06, memory reserved (GB): 1.42",
+    "(WorkerDict pid=3381) INFO 11-14 21:41:52 model_runner.py:1025] Loading model weights took 15.4196 GB",
+    "(WorkerDict pid=3381) INFO 11-14 21:42:11 distributed_gpu_executor.py:57] # GPU blocks: 9120, # CPU blocks: 4096",
+    "(WorkerDict pid=3381) After building vllm rollout, memory allocated (GB): 31.72, memory reserved (GB): 33.05",
+    "(WorkerDict pid=3381) After building sharding manager, memory allocated (GB): 31.72, memory reserved (GB): 33.05",
+    "(WorkerDict pid=3381) INFO 11-14 21:43:40 metrics.py:406] Avg prompt throughput: 1391.7 tokens/s, Avg generation "
+    "throughput: 52.4 tokens/s, Running: 64 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 6.1%",
+    "(WorkerDict pid=3381) INFO 11-14 21:44:00 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+    "throughput: 96.5 tokens/s, Running: 2 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 10.4%",
+]
+
+
+def test_verl_s_after_building_the_rollout_ends_the_engine_s_start_up(tmp_path: Path) -> None:
+    """verl builds its rollout around the engine once, then says so: start-up was over, whatever the engine's
+    per-step stats lines say after it. Before: 'ended in rollout init (running)', the engine's start-up hint
+    (compile, capture) on a run that was generating. A trainer's engine serves no clients: not 'serving' next."""
+    history, store = live_and_history(tmp_path, text_of(VERL_ROLLOUT_BUILT),
+                                      lambda s: "rollout init" in [p.name for p in s.phase_status().timeline])
+    for status in (history.status(1e12), store.phase_status()):
+        span = [p for p in status.timeline if p.name == "rollout init"]
+        assert span and span[-1].status == "done", status
+    text = report_text(run(tmp_path, VERL_ROLLOUT_BUILT))
+    assert "ended after rollout init" in text and "ended in rollout init" not in text, text
+    assert "serving" not in text and "compile, capture" not in text, text

@@ -87,6 +87,20 @@ def test_the_loops_bar_is_the_outermost_not_an_inner_per_update_bar(tmp_path: Pa
     assert "the loop's bar is at 0/24" in run(tmp_path, lines, "replay")
 
 
+def test_of_bar_redraws_glued_on_one_line_the_last_is_the_bars_state(tmp_path: Path) -> None:
+    """Redraws a pipe glued without a newline (an error printed after them): the bar is at the last one."""
+    lines = [
+        "{'loss': 2.3318, 'grad_norm': 11.204, 'learning_rate': 9.97e-05, 'epoch': 0.02}",
+        "  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
+        "[rank2]: Traceback (most recent call last):",
+        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.52 GiB.",
+    ]
+    doc = json.loads(run(tmp_path, lines, "replay", "--json"))
+    assert (doc["steps"]["bar"]["n"], doc["steps"]["bar"]["total"]) == (9, 376), doc["steps"]
+    assert doc["steps"]["bar"]["s_per_it"] == pytest.approx(263.40), doc["steps"]
+    assert "the loop's bar is at 9/376, 263.40 s/it" in run(tmp_path, lines, "replay")
+
+
 def test_a_step_count_says_how_far_the_run_got(tmp_path: Path) -> None:
     """One metric line at step 150 after an epoch bar at 150/150: not `steps: 1 (150..150)`."""
     lines = [

@@ -192,8 +192,8 @@ class Analysis:
         """The phase verdict; its hint holds only lines true of `framework` (default: the log's own).
         `last_line`: the log's own last line as written, which the verdict quotes where lines no rule
         knows follow the last one a rule knew (the store's newest line; replay's file's last)."""
-        status = self.phases.status(now)
         name = (framework if framework is not None else self.profiles.result()).name
+        status = self.phases.status(now, self.profiles.rl(name))
         if status.hint is not None and status.hint.only:
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
         if not self.profiles.rl(name):  # no actor, no rollout engine known: phases by their plain names

@@ -117,6 +117,7 @@ REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
 ACTOR_INIT = "actor init"
+SERVING = "serving"  # an inference server that is up, waiting for requests
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
@@ -667,8 +668,11 @@ class PhaseEngine:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
         OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
         apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
-        pct = BAR_PCT_RE.search(text, 0, count.start())
-        key = BAR_KEY_DIGITS_RE.sub("#", text[: pct.start() if pct else 0]).strip()
+        begin = 0
+        while (later := BAR_COUNT_RE.search(text, count.end())) is not None:  # redraws glued on one line:
+            begin, count = text.find("]", count.end()) + 1, later  # the last one is the bar's state
+        pct = BAR_PCT_RE.search(text, begin, count.start())
+        key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
             return  # an inner bar while the loop's is open
         self._loop_bar, self.bar_count = key, (int(count.group(1)), int(count.group(2)))
@@ -989,7 +993,9 @@ class PhaseEngine:
             self._last_step = StepInfo(step=step, time=t, metrics=metrics)
         return self._last_step
 
-    def status(self, now: float) -> PhaseStatus:
+    def status(self, now: float, rl: bool = True) -> PhaseStatus:
+        """`rl`: the log may be an RL trainer's (engines, a critic); False where its framework is known to be no such
+        trainer (frameworks.yaml `rl`), which only changes the phase expected after a finished one."""
         span = self.timeline[-1] if self.timeline else None
         rule = self.current
         expected = rule
@@ -997,7 +1003,7 @@ class PhaseEngine:
         since = span.start if span else None
         since_bound = "" if span is None else "before" if span.start_before else ""
         if rule is not None and span is not None and span.end is not None and not rule.terminal:
-            expected = self._next_rule(rule) or rule  # finished a phase; the next one is what waits
+            expected = self._next_rule(rule, rl) or rule  # finished a phase; the next one is what waits
         elif self.inner is not None and rule is not None:
             within, since, since_bound = rule.name, self.inner_since, self.inner_bound
             rule = expected = self.inner
@@ -1097,10 +1103,13 @@ class PhaseEngine:
             return summary
         return {**summary, "bar": {"n": self.bar_count[0], "total": self.bar_count[1], "s_per_it": self.bar_rate}}
 
-    def _next_rule(self, rule: PhaseRule) -> PhaseRule | None:
+    def _next_rule(self, rule: PhaseRule, rl: bool = True) -> PhaseRule | None:
         """The phase after a finished one: the next rule, except that every job loads its policy, so one that
-        started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that."""
+        started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that; and a
+        job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
+        if not rl and rule is actor and not self.rollout_seen:
+            return next((r for r in self.rules if r.inner), None)
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
                 and not any(s.name == ACTOR_INIT for s in self.spans())):
             return actor
@@ -1108,6 +1117,8 @@ class PhaseEngine:
             i = self.rules.index(rule)
         except ValueError:
             return None
+        if i + 2 < len(self.rules) and self.rules[i + 1].name == SERVING and ACTOR_INIT in self._ran:
+            i += 1  # a trainer's engines (it loaded a policy) serve no clients: its next phase is a trainer's
         return self.rules[i + 1] if i + 1 < len(self.rules) else None
 
     def _step_limit(self) -> float:
