@@ -120,6 +120,10 @@ class ReplayReport:
     # that reaches before `started`: the run was under way by then (a bound, not a stamp), and that line.
     began_by: float | None = None
     began_evidence: Evidence | None = None
+    # Where a failure line states something ran longer than the stamps (and began_by) span (`ran for 607342
+    # milliseconds` after the last stamp): the run went on at least that long (a bound), and that line.
+    ran_for: float | None = None
+    ran_evidence: Evidence | None = None
 
 
 @dataclass
@@ -253,13 +257,18 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     began_by = analysis.phases.began_by
     if began_by is not None and (analysis.started is None or began_by >= analysis.started):
         began_by = None  # no stamp to count back from, or nothing before the first stamp
+    ran_for = analysis.phases.ran_for
+    if ran_for is not None and (analysis.started is None or analysis.ended is None
+                                or ran_for <= analysis.ended - min(analysis.started, began_by or analysis.started) + 1):
+        ran_for = None  # the stamps already span that long (or there are none to compare)
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
                         open_end=open_end(status, config, analysis.profiles.lineage(framework.name),
                                           analysis.phases.seen_matched),
                         anomalies=analysis.anomalies(config.anomalies), began_by=began_by,
-                        began_evidence=analysis.phases.began_evidence if began_by is not None else None)
+                        began_evidence=analysis.phases.began_evidence if began_by is not None else None,
+                        ran_for=ran_for, ran_evidence=analysis.phases.ran_evidence if ran_for is not None else None)
 
 
 class StepTable:
@@ -317,6 +326,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "started": report.started,
         "ended": report.ended,
         "began_by": report.began_by,
+        "ran_for_s": report.ran_for,
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
@@ -348,6 +358,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             span = (f"≥{human_duration(report.ended - report.began_by)}, from ≤{clock(report.began_by)} (a line states "
                     f"how long the run had gone on) to {clock(report.ended)}; stamps {clock(report.started)} to "
                     f"{clock(report.ended)}")
+        if report.ran_for is not None:  # a line after the last stamp states a longer run: a bound on its length
+            span = (f"≥{human_duration(report.ran_for)} (a line states something ran that long); stamps "
+                    f"{clock(report.started)} to {clock(report.ended)}")
         if any(s.clock_jump is not None for s in st.timeline):
             span += " (writers' stamps in two clock zones, likely: see the '?' below)"
     else:
@@ -443,7 +456,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     if why:
         out += ["", "why (the lines each statement stands on):"]
         cited = [*st.evidence, *(s.evidence for s in st.timeline if s.evidence is not None),
-                 *([report.began_evidence] if report.began_evidence is not None else [])]
+                 *([report.began_evidence] if report.began_evidence is not None else []),
+                 *([report.ran_evidence] if report.ran_evidence is not None else [])]
         if report.framework.evidence:
             out.append(f"  framework {report.framework.name}: `{report.framework.evidence[0][:200]}`")
         once: set[tuple[str, str, int | None]] = set()

@@ -395,3 +395,26 @@ def test_a_snapshot_quotes_the_last_line_no_rule_knows(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log), "--ray-address",
                           "127.0.0.1:9"], capture_output=True, text=True, check=True, timeout=120).stdout
     assert "run_backward(" in json.loads(out)["phases"]["unrecognised"]["last"]
+
+
+def test_a_zone_jump_onto_a_line_no_rule_names_still_marks_the_span(tmp_path: Path) -> None:
+    """verl's driver stamps in UTC, vLLM's engine in UTC+8; the only vLLM stamps are on lines no rule names
+    (`Reducing Torch parallelism`): history dated the rollout's bars by them and said 'rollout init ~8h03m' with
+    no word of two zones (it checked only the stamps of named lines)."""
+    lines = ["2025-06-01 21:51:57,213\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(TaskRunner pid=85956) TaskRunner hostname: gpu-node-169, PID: 85956",
+             "(WorkerDict pid=38858) Qwen2ForCausalLM contains 7.62B parameters",
+             "(vLLMHttpServer pid=50000) enable_sleep_mode: True",
+             "(vLLMHttpServer pid=50000) (EngineCore_0 pid=472686) WARNING 06-02 05:54:35 "
+             "[multiproc_worker_utils.py:307] Reducing Torch parallelism from 24 threads to 1.",
+             "(vLLMHttpServer pid=50000) Capturing CUDA graph shapes: 100%|██████████| 67/67 [00:28<00:00, 2.38it/s]",
+             "(TaskRunner pid=85956) Checkpoint tracker file does not exist: /ckpt/latest_checkpointed_iteration.txt"]
+    report = run(tmp_path, lines)
+    jumped = [s for s in report.status.timeline if s.clock_jump is not None]
+    assert [s.clock_jump for s in jumped] == [8 * 3600], report_text(report)
+    assert "two clock zones, likely" in report_text(report)
+    lines[4] = lines[4].replace("(EngineCore_0 pid=472686) ", "").replace("(vLLMHttpServer pid=50000) ",
+                                                                          "(TaskRunner pid=85956) ")
+    lines[0] = "(TaskRunner pid=85956) 2025-06-01 21:51:57,213\tINFO worker.py:1852 -- Started a local Ray instance."
+    same = run(tmp_path, lines, "one_writer.log")  # one writer's 8 h: a wait it measured, not two zones
+    assert all(s.clock_jump is None for s in same.status.timeline), report_text(same)

@@ -102,3 +102,61 @@ def test_the_phases_pane_reads_a_replayed_timeline_as_replay_does(tmp_path: Path
     rows = [row.split() for row in render_phases(status, now=status.timeline[-1].start, table=True).plain.splitlines()
             if "dataset generation" in row]
     assert rows and rows[0][-1] == "?" and rows[0][-2].startswith("≥"), rows
+
+
+def test_a_row_a_timeout_line_opens_starts_at_or_before_what_it_says_ran(tmp_path: Path) -> None:
+    """The watchdog line says its ALLREDUCE ran 600 s: the update was under way by 16:42:02, not since the line's
+    own 16:52:02 (the row read `16:52:02 model update`, unmarked); a loop it opens, deep in its group, likewise."""
+    watchdog = ("[rank0]:[E519 16:52:02.501934114 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=1291, OpType=ALLREDUCE, NumelIn=9437184, NumelOut=9437184, "
+                "Timeout(ms)=600000) ran for 600078 milliseconds before timing out.")
+    lines = [
+        "[INFO|trainer.py:2414] 2026-05-19 16:40:00,101 >> ***** Running training *****",
+        " 50%|█████     | 12/24 [01:10<01:10,  5.83s/it]",
+        "{'loss': 0.5512, 'grad_norm': 1.41, 'learning_rate': 1.5e-06, 'epoch': 1.0}",
+        watchdog,
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED in model update", (verdict, rows)
+    update = next(row.split() for row in rows if "model update" in row)
+    assert update[0] == "≤16:42:02", rows
+    rows, _ = timeline(tmp_path, [watchdog])  # the log starts at the timeout: the loop, too, began by then
+    assert [row.split()[0] for row in rows] == ["≤16:42:02", "≤16:42:02"], rows
+
+
+def test_a_line_that_says_something_finished_in_n_seconds_bounds_its_phase_start(tmp_path: Path) -> None:
+    """`Graph capturing finished in 16 secs` at 14:02:58 opened rollout init at 14:02:58, though the engine was
+    capturing since 14:02:42 at the latest."""
+    lines = [
+        "(TaskRunner pid=915150) Total training steps: 58",
+        "(WorkerDict pid=916702) INFO 06-27 14:02:41 [executor_base.py:112] # cuda blocks: 36521, # CPU blocks: 9362",
+        "(WorkerDict pid=916702) INFO 06-27 14:02:58 [model_runner.py:1592] Graph capturing finished in 16 secs, "
+        "took 0.41 GiB",
+        "(TaskRunner pid=915150) Checkpoint tracker file does not exist: /ckpt/latest_checkpointed_iteration.txt",
+    ]
+    rows, _ = timeline(tmp_path, lines)
+    init = next(row.split() for row in rows if "rollout init" in row)
+    assert init[0] == "≤14:02:42", rows
+
+
+def test_the_span_is_at_least_what_a_line_after_the_last_stamp_says_ran(tmp_path: Path) -> None:
+    """Megatron's unstamped watchdog lines after its last stamp say the collectives ran 607 s: the header said
+    `32s from 03:11:09 to 03:11:41`."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in [
+        "[before the start of training step] datetime: 2024-09-20 03:11:09 ",
+        " [2024-09-20 03:11:41] iteration        1/   20000 | consumed samples:           16 | elapsed time per "
+        "iteration (ms): 32177.5 | lm loss: 1.098214E+01 |",
+        "[iteration] datetime: 2024-09-20 03:11:41 ",
+        "[E ProcessGroupNCCL.cpp:828] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=262, "
+        "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 607342 milliseconds before timing out.",
+    ]))
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--why", str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    header = proc.stdout.splitlines()[0]
+    assert header.endswith(": ≥10m07s (a line states something ran that long); stamps 03:11:09 to 03:11:41"), header
+    assert "the run went on at least this long (it states): train.log:4" in proc.stdout
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                         text=True, timeout=120).stdout
+    assert '"ran_for_s": 607.342' in out

@@ -278,7 +278,7 @@ class HistoryReader:
                 line.seen = ts if ts is not None else -1.0  # -1: no stamp yet (the first one after it, then)
             else:
                 line.seen = line.ts + state.offset
-                state.saw(line.seen, start)
+                state.saw(line.seen, start, line.raw)
             records[k] = (line, ids, number, self.phases.parse_step(line.text) if step_id in ids else None)
             if not recognised.isdisjoint(ids) and (last_known is None or start > last_known[0]):
                 last_known = (start, line.text)
@@ -369,6 +369,8 @@ class HistoryReader:
             line.seen = t
             self.analysis.feed_one(line, t, ids, number, step)
         state.waiting.clear()
+        for before, after in state.jumps:
+            self.phases.note_zone_jump(before, after)
 
     def _clean(self, raw: bytes) -> str:
         """clean_line, of at most max_line characters (as the follower delivers a line live)."""
@@ -533,7 +535,7 @@ class HistoryReader:
         line.backlog = True
         if line.ts is not None:  # a stamp the fast scan did not see (vLLM's, behind a Ray actor's prefix)
             line.seen = line.ts + state.offset
-            state.saw(line.seen, start)  # as _date_chunk keeps a stamped line's
+            state.saw(line.seen, start, line.raw)  # as _date_chunk keeps a stamped line's
         else:
             ts = state.before(data, start)
             line.seen = ts if ts is not None else -1.0

@@ -10,12 +10,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.lines import raw_stamp_time
+from gkdtop.analysis.lines import parse_line, raw_stamp_time
 
 if TYPE_CHECKING:
     from gkdtop.model import LogLine
 
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+MAX_JUMPS = 64  # zone-sized gaps between two writers' stamps kept per file (one is enough to say so)
 
 
 class HistoryClock:
@@ -38,16 +39,24 @@ class HistoryClock:
         self._before_chunk: float | None = None  # `last` when the current chunk began
         self._marks: list[int] = []  # offsets in the current chunk where a stamp was found, ascending
         self._marked: list[float] = []  # ... and those stamps
+        self._last_head: str | bytes = b""  # the start of the line `last` came from: its writer, where a jump asks
+        # (before, after) of consecutive stamps (in file order) of two writers a whole number of half-hours apart:
+        # two clocks in two zones, likely (PhaseEngine.note_zone_jump), seen here because history dates lines by
+        # stamps on lines no rule names, which never reach the phases' own check (_writer_stamp).
+        self.jumps: list[tuple[float, float]] = []
 
     def new_chunk(self) -> None:
         self._before_chunk = self.last
         self._marks.clear()
         self._marked.clear()
 
-    def saw(self, ts: float, at: int | None = None) -> None:
+    def saw(self, ts: float, at: int | None = None, head: str | bytes = b"") -> None:
+        """A stamp `ts` found at offset `at` of the chunk, on the line that starts with `head`."""
         self.newest = ts if self.newest is None else max(self.newest, ts)
         if at is None or not self._marks or at > self._marks[-1]:
-            self.last = ts
+            if self.last is not None and ts - self.last >= 3300 and len(self.jumps) < MAX_JUMPS:
+                self._zone_jump(self.last, ts, head)
+            self.last, self._last_head = ts, head
             if at is not None:
                 self._marks.append(at)
                 self._marked.append(ts)
@@ -56,6 +65,19 @@ class HistoryClock:
             if self._marks[where] != at:
                 self._marks.insert(where, at)
                 self._marked.insert(where, ts)
+
+    def _zone_jump(self, before: float, after: float, head: str | bytes) -> None:
+        """Two consecutive stamps an hour or more apart, forward: kept where they are a whole number of half-hours
+        apart (within 5 minutes, as PhaseEngine._writer_stamp reads one) and their lines' writers differ. (Backward,
+        no span's times straddle the gap: the lines after it date earlier than the span's start.)"""
+        gap = after - before
+        zones = round(gap / 1800)
+        if not (2 <= zones <= 29 and abs(gap - zones * 1800) <= 300) or not head or not self._last_head:
+            return
+        lines = [parse_line(h if isinstance(h, str) else h.decode("utf-8", "replace"), "", 0.0)
+                 for h in (self._last_head, head)]
+        if (lines[0].worker, lines[0].pid) != (lines[1].worker, lines[1].pid):
+            self.jumps.append((before, after))
 
     def first(self, chunk: bytes, lines: int) -> float | None:
         """The file's first stamp, from the first `lines` lines of its first chunk that has one."""
@@ -85,7 +107,7 @@ class HistoryClock:
                 ts = raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)
                 if ts is not None:
                     ts += self.offset
-                    self.saw(ts, begin)
+                    self.saw(ts, begin, head)
                     return ts
             end = begin - 1
         if self._marks and start <= self._marks[-1]:  # dated after the chunk was read: the mark before it

@@ -77,9 +77,10 @@ BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing 
 BAR_RE = re.compile(BAR_PATTERN)
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
 # A start line that says how long it already went on (`timed out after 900s while trying to connect`, `Loading
-# weights took 241.9 seconds`): the phase began that long before the line's stamp.
+# weights took 241.9 seconds`, `Graph capturing finished in 16 secs`): the phase began that long before the line's
+# stamp, or earlier (a bound: what it states is only the part that line reports).
 ELAPSED_RE = re.compile(
-    r"\b(?:timed out after|took(?: [\d.]+ [KMGT]i?B and)?|ran for) "
+    r"\b(?:timed out after|took(?: [\d.]+ [KMGT]i?B and)?|ran for|finished in) "
     r"(\d{1,9}(?:\.\d+)?) ?(ms|milliseconds|s|secs?|seconds)\b"
 )
 # A tqdm bar's elapsed time, `| 168/4096 [1:52:10<43:39:18, 40.01s/it]`: the bar was made that long before the line.
@@ -365,6 +366,10 @@ class PhaseEngine:
         # at or before the first stamp where the log starts mid-run. Its line is `began_evidence`.
         self.began_by: float | None = None
         self.began_evidence: Evidence | None = None
+        # The longest a failure line states something ran (a collective's `ran for 607342 milliseconds`, its bar's
+        # elapsed): the run went on at least that long, whatever its stamps span (unstamped lines after the last).
+        self.ran_for: float | None = None
+        self.ran_evidence: Evidence | None = None
         self._early = 0  # named lines read for it so far (EARLY_LINES)
         self.failure = ""
         self._want_exception_line = False
@@ -416,6 +421,8 @@ class PhaseEngine:
         if self._early < EARLY_LINES and (line.ts is not None or line.undated or not line.backlog):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
+        if self.fail_id in ids and (ran := stated_elapsed(text, self.bar_id in ids)) and ran > (self.ran_for or 0.0):
+            self.ran_for, self.ran_evidence = ran, Evidence.of("the run went on at least this long (it states)", line)
         if self.seen_ids and not self.seen_ids.keys().isdisjoint(ids):
             self.seen_matched.update(self.seen_ids[i] for i in ids if i in self.seen_ids)
         if self.current is None and self.bar_id in ids and self.start_ids.keys().isdisjoint(ids):
@@ -507,6 +514,14 @@ class PhaseEngine:
         zones = round(gap / 1800)
         if 2 <= abs(zones) <= 29 and abs(gap - zones * 1800) <= 300:
             self.timeline[-1].clock_jump = zones * 1800.0
+
+    def note_zone_jump(self, before: float, after: float) -> None:
+        """History's two consecutive stamps of two writers a whole number of half-hours apart (HistoryClock): the
+        span that runs across them says so, as _writer_stamp marks one live (its stamps date lines no rule names)."""
+        zones = round((after - before) / 1800)
+        for span in self.timeline:
+            if span.start <= before and (span.end is None or span.end >= after):
+                span.clock_jump = zones * 1800.0
 
     def quick_start(self, ids: list[int]) -> bool | None:
         """What feed() does to the phases with a line whose ids are all in `quick_ids` and that has no
@@ -720,6 +735,9 @@ class PhaseEngine:
             if self.inner is not rule:
                 self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None
+            ran = self._stated_start(t)  # a timeout line says its collective ran 600 s: under way by then, or before
+            if ran is not None and (self.inner_since is None or ran < self.inner_since):
+                self.inner_since, self.inner_bound = ran, "before"
             return
         if not (self.current is rule and self._failed() and self._line is not None and BAR_RE.search(self._line.text)):
             self.inner = None  # (a failed step's bar, redrawn as the process ends, leaves the failed part named)
@@ -756,6 +774,16 @@ class PhaseEngine:
         if before is not None and before.end is not None and before.end > start:
             before.end = start
         span.start = start
+        span.start_before = True  # the line states only what it reports ran: the phase began then or earlier
+
+    def _stated_start(self, t: float) -> float | None:
+        """When the line being fed says what it reports had begun (`ran for 600078 milliseconds`): `t` minus that,
+        a bound (at or before), where `t` is no earlier than the line (its own stamp, or the first one after it)."""
+        line = self._line
+        if line is None or (line.ts is None and not line.undated and line.backlog):
+            return None
+        m = ELAPSED_RE.search(line.text)
+        return None if m is None else t - float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
 
     def _waited_from(self, since: float) -> float | None:
         """When the wait the failure line states (`ran for 600047 milliseconds`) began, for a part of the step named
