@@ -15,6 +15,7 @@ lines as its chunks go by).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -51,12 +52,15 @@ class Analysis:
         self.rules = rules
         self.patterns: list[Pattern] = []
         self._ids: dict[str, int] = {}
+        self._registered: Counter[int] = Counter()  # how often each id was asked for (by every engine)
         self.phases = PhaseEngine(rules, self.register)
         self.findings_engine = FindingsEngine(rules.findings, self.register)
         self.profiles = ProfileDetector(self.register)  # which framework: evidence from matched lines
         self.traceback_id = self.register(TRACEBACK.replace("(", r"\(").replace(")", r"\)"))
         self.exception_id = self.phases.exception_id
-        self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1])
+        # A hint's evidence no other rule reads: one line of it per scan is enough (it is remembered once seen).
+        once = frozenset(i for i, n in self.phases.seen_registered.items() if self._registered[i] == n)
+        self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1], once=once)
         self.window_ids, self.window = self.findings_engine.opens_window()
         # The last line some phase rule or finding knew: what follows it is shown as unrecognised
         # ("after `Building rollout for sglang`: 37 lines no rule knows"), not charged to a phase.
@@ -81,6 +85,7 @@ class Analysis:
             # A text here is gkdtop's own pattern or one config.py has checked already: compiled on use.
             self.patterns.append(pattern if isinstance(pattern, Pattern)
                                  else compile_pattern(text, every_engine=False, lazy=True))
+        self._registered[found] += 1
         return found
 
     # --- live -----------------------------------------------------------------------------------

@@ -344,12 +344,15 @@ def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
     return spent
 
 
-def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None) -> Any:
+def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None,
+                  single: frozenset[int] = frozenset()) -> Any:
     """The compiled database. Compiled in a thread while this one waits (Hyperscan lets go of the GIL):
     Ctrl-C here stops gkdtop at once rather than after the compile; a compile over `budget` seconds is
-    refused (its thread is left to finish: Hyperscan cannot be stopped)."""
+    refused (its thread is left to finish: Hyperscan cannot be stopped). The ids in `single` report
+    their first match of a scan only (SINGLEMATCH)."""
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY] * len(expressions)
+    flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+             | (hyperscan.HS_FLAG_SINGLEMATCH if i in single else 0) for i in range(len(expressions))]
     if plain_check:
         expressions = expressions + _NOT_PLAIN
         flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(_NOT_PLAIN)
@@ -378,7 +381,7 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
     return db
 
 
-def _cached_db(expressions: list[bytes]) -> Any:
+def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset()) -> Any:
     """The database for these expressions, from the cache when it was compiled before: compiling
     takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature).
 
@@ -386,13 +389,15 @@ def _cached_db(expressions: list[bytes]) -> Any:
     planted or changed is never loaded, and a cache folder that is not private is not used at all."""
     from gkdtop.safeopen import cache_load, cache_store
 
-    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", *expressions]))
+    once = ",".join(map(str, sorted(single))).encode()
+    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", once,
+                                      *expressions]))
     name = key.hexdigest()[:32] + ".db"
     with contextlib.suppress(OSError, hyperscan.error):
         blob = cache_load("hyperscan", name, CACHE_MAX_BYTES)
         if blob is not None:
             return hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
-    db = _hyperscan_db(expressions, plain_check=True)
+    db = _hyperscan_db(expressions, plain_check=True, single=single)
     with contextlib.suppress(OSError):
         cache_store("hyperscan", name, hyperscan.dumpb(db))
     return db
@@ -430,10 +435,13 @@ class Matcher:
     """All the patterns of a rule set, compiled once. Ids are positions in the list given.
 
     `scan(chunk)` finds, for a chunk of `\\n`-separated raw lines, which line matches which ids;
-    `scan_texts(texts)` does the same for messages already split off their prefix.
+    `scan_texts(texts)` does the same for messages already split off their prefix. The ids in `once`
+    (evidence a rule needs to have seen once, not on every line) report one line per scan, where
+    Hyperscan scans: a flood of such lines costs no Python per line.
     """
 
-    def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None) -> None:
+    def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None,
+                 once: frozenset[int] = frozenset()) -> None:
         self.patterns = patterns
         self.engine = "hyperscan" if hyperscan is not None else "re2"
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
@@ -453,7 +461,7 @@ class Matcher:
         if not patterns:
             return
         if hyperscan is not None:
-            self._db = _cached_db([expression for expression, _ in chunked])
+            self._db = _cached_db([expression for expression, _ in chunked], once)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)
             for p in patterns:

@@ -10,7 +10,7 @@ gkdtop opened is STALLED at once.
 from __future__ import annotations
 
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -319,10 +319,12 @@ class PhaseEngine:
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
+        self.seen_registered: Counter[int] = Counter()  # how often each was registered as evidence (Analysis.once)
         for rule in rules.phases:
             for hint in (rule.hint, rule.fail_hint, rule.timeout_hint):
                 for text in ((*hint.seen.values(), *hint.unseen.values()) if hint is not None else ()):
-                    self.seen_ids[register(text)] = text
+                    self.seen_ids[evidence := register(text)] = text
+                    self.seen_registered[evidence] += 1
         self.seen_matched: set[str] = set()
         self.start_ids: dict[int, list[PhaseRule]] = {}
         self.done_ids: dict[int, list[PhaseRule]] = {}
