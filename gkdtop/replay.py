@@ -354,6 +354,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         if st.timeline and st.timeline[0].start_before:  # its first lines were written before any stamp
             span = (f"{human_duration(report.ended - report.started)} of stamps, {clock(report.started)} to "
                     f"{clock(report.ended)}; the lines before the first stamp carry no time")
+        if report.ended - report.started < 1:  # one stamped moment: no length, not "0s from A to A"
+            span = f"one stamped time, {clock(report.started)}: duration unknown"
         if report.began_by is not None:  # a line says the run went on before the first stamp: a bound, not a stamp
             span = (f"≥{human_duration(report.ended - report.began_by)}, from ≤{clock(report.began_by)} (a line states "
                     f"how long the run had gone on) to {clock(report.ended)}; stamps {clock(report.started)} to "

@@ -266,6 +266,18 @@ def test_a_log_that_starts_mid_run_spans_what_its_bar_and_its_timeout_say(tmp_pa
     assert re.search(r"≤\d\d:\d\d:\d\d  training loop", text), text
 
 
+def test_one_stamped_moment_is_no_duration(tmp_path: Path) -> None:
+    """A pasted excerpt whose only stamps are one moment (a crash's lines, written in the same second). Before, the
+    header said `0s from 03:41:17 to 03:41:17`, a measured length the log cannot give."""
+    path = write(tmp_path, ["Initializing Actor Worker...",
+                            "2026-03-02 03:41:17,101 ERROR RuntimeError: CUDA error: an illegal memory access",
+                            "2026-03-02 03:41:17,640 ERROR worker exited"])
+    from gkdtop.replay import report_text
+
+    head = report_text(replay([path], load_config(None))).splitlines()[0]
+    assert "one stamped time, 03:41:17: duration unknown" in head and "0s" not in head, head
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))
