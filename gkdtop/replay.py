@@ -184,11 +184,13 @@ def last_line_of(path: str, limit: int = 65536) -> str:
 
 
 # A line that states how long its process waited without progress: `timed out after 300000ms` (c10d's store),
-# faulthandler's `Timeout (0:05:00)!`, SGLang's `watchdog_timeout=300`, NCCL's `ran for 1800092 milliseconds`,
+# faulthandler's `Timeout (0:05:00)!`, SGLang's `Scheduler watchdog timeout (self.watchdog_timeout=300` (not its
+# start-up's server_args, which name the setting), NCCL's `ran for 1800092 milliseconds`,
 # a job's own watchdog's `no progress for 60s`.
 STATED_WAIT_RE = re.compile(
     r"\b(?:timed out after|no progress (?:for|in)) (\d{1,12}(?:\.\d{1,6})?) ?(ms|milliseconds|s|secs?|seconds)\b"
-    r"|^Timeout \((\d{1,3}):(\d\d):(\d\d)\)!|\bwatchdog_timeout=(\d{1,9})\b|\bran for (\d{1,12}) milliseconds\b"
+    r"|^Timeout \((\d{1,3}):(\d\d):(\d\d)\)!|[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=(\d{1,9})\b"
+    r"|\bran for (\d{1,12}) milliseconds\b"
 )
 
 

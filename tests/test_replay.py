@@ -278,6 +278,24 @@ def test_one_stamped_moment_is_no_duration(tmp_path: Path) -> None:
     assert "one stamped time, 03:41:17: duration unknown" in head and "0s" not in head, head
 
 
+def test_a_start_up_setting_is_no_stated_wait(tmp_path: Path) -> None:
+    """SGLang's start-up prints its settings, `watchdog_timeout=300` among them; a log that ends there did not say
+    it waited 300 s (before: "the log itself states a wait of 5m00s there with no progress: it hung at least that
+    long", on a 5-second log). The scheduler's own `Scheduler watchdog timeout (self.watchdog_timeout=300` does."""
+    from gkdtop.replay import stated_wait
+
+    args = ("[2026-03-01 10:00:05] server_args=ServerArgs(model_path='m', tp_size=2, watchdog_timeout=300, "
+            "mem_fraction_static=0.8)")
+    path = write(tmp_path, ["[2026-03-01 10:00:00] Init torch distributed begin.", args])
+    from gkdtop.replay import report_json
+
+    doc = report_json(replay([path], load_config(None)))
+    assert doc["open_end"] is None or doc["open_end"]["waited_s"] is None, doc["open_end"]
+    assert stated_wait(args) is None
+    assert stated_wait("[2026-03-01 10:05:32 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+                       "self.soft=False)") == 300
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))

@@ -221,7 +221,8 @@ class Analysis:
         cited = [*status.evidence, *(s.evidence for s in status.timeline if s.evidence is not None)]
         for e in cited:
             for name in list(names):
-                if e.claim.startswith(name + " ") and re.search(f"(?<![a-z]){name.split()[0]}", e.text.lower()):
+                word = re.escape(name.split()[0])
+                if e.claim.startswith(name + " ") and re.search(f"(?<![a-z]){word}", e.text.lower()):
                     del names[name]
         return names
 

@@ -461,6 +461,8 @@ class Matcher:
         if not patterns:
             return
         if hyperscan is not None:
+            # Not an id whose hit a message check may drop (that line's would be the scan's only one of it).
+            once = once - self._confirm_paren - self._confirm_utf8
             self._db = _cached_db([expression for expression, _ in chunked], once)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)

@@ -373,6 +373,7 @@ class PhaseEngine:
         self.ran_for: float | None = None
         self.ran_evidence: Evidence | None = None
         self._early = 0  # named lines read for it so far (EARLY_LINES)
+        self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
         self._want_exception_line = False
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
@@ -408,7 +409,9 @@ class PhaseEngine:
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
         text = line.text
-        header_only = HEADER_RE.search(self.failure) is not None  # a failure no exception line has named yet
+        if self._header_of[0] is not self.failure:  # once per failure, not per line of a flood after it
+            self._header_of = (self.failure, HEADER_RE.search(self.failure) is not None)
+        header_only = self._header_of[1]  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
         if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
@@ -745,7 +748,7 @@ class PhaseEngine:
             self.inner = None  # (a failed step's bar, redrawn as the process ends, leaves the failed part named)
         if self.current is rule and self.timeline and (
                 self.timeline[-1].end is None or (rule.terminal and self.timeline[-1].status == "done")):
-            if len(self.timeline) == 1 and self._line is not None:
+            if len(self.timeline) == 1 and self._line is not None and self._early < EARLY_LINES:
                 self._back_date_first(self.timeline[0], t, self._line)  # the run's first phase: its bar's elapsed
             return  # a repeated start line inside the same phase (a failure in it stands), or of the end
         last = self.timeline[-1] if self.timeline else None
