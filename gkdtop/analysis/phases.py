@@ -288,6 +288,13 @@ def stated_elapsed(text: str, bar: bool) -> float | None:
     return seconds
 
 
+def time_is_bound(line: LogLine) -> bool:
+    """Whether the time a line is fed at is no earlier than when it was written (its own stamp, the first stamp
+    after it, or its arrival live): then that time minus what the line states ran is a bound on a start. A history
+    line dated by the stamp before it is not."""
+    return line.ts is not None or line.undated or not line.backlog
+
+
 def _root_cause(text: str, failure: str = "") -> bool:
     """An exception line that says what went wrong, not a wrapper around it (Ray's, torchrun's,
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
@@ -423,7 +430,7 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
-        if self._early < EARLY_LINES and (line.ts is not None or line.undated or not line.backlog):
+        if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
         if self.fail_id in ids and (ran := stated_elapsed(text, self.bar_id in ids)) and ran > (self.ran_for or 0.0):
@@ -770,10 +777,9 @@ class PhaseEngine:
     def _back_date(self, span: PhaseSpan, text: str) -> None:
         """A start line that says how long its phase already ran moves the span's start back by that much, never
         before the span before it began; that span then ends where this one began (its wait was this phase's)."""
-        m = ELAPSED_RE.search(text)
-        if m is None:
+        seconds = stated_elapsed(text, bar=False)
+        if seconds is None:
             return
-        seconds = float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
         before = self.timeline[-2] if len(self.timeline) >= 2 else None
         start = span.start - seconds if before is None else max(span.start - seconds, before.start)
         if before is not None and before.end is not None and before.end > start:
@@ -785,10 +791,10 @@ class PhaseEngine:
         """When the line being fed says what it reports had begun (`ran for 600078 milliseconds`): `t` minus that,
         a bound (at or before), where `t` is no earlier than the line (its own stamp, or the first one after it)."""
         line = self._line
-        if line is None or (line.ts is None and not line.undated and line.backlog):
+        if line is None or not time_is_bound(line):
             return None
-        m = ELAPSED_RE.search(line.text)
-        return None if m is None else t - float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
+        seconds = stated_elapsed(line.text, bar=False)
+        return None if seconds is None else t - seconds
 
     def _waited_from(self, since: float) -> float | None:
         """When the wait the failure line states (`ran for 600047 milliseconds`) began, for a part of the step named
@@ -807,7 +813,7 @@ class PhaseEngine:
         `[1:52:10<`): the phase began at or before that long before the line, a bound (`start_before`), never a
         stamp. Only where `t` is no earlier than the line (its own stamp, or the first after it), as
         `_note_began` reads it."""
-        if line.ts is None and not line.undated and line.backlog:
+        if not time_is_bound(line):
             return
         seconds = stated_elapsed(line.text, bar=True)
         if seconds and t - seconds < span.start:
