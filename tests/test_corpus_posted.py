@@ -88,9 +88,9 @@ def test_names_heldout_and_sources_agree() -> None:
     # A retired list's logs are training logs; the lists still held out are scored only with --heldout.
     retired = corpus_eval._names(POSTED / "RETIRED")
     assert {"HELDOUT", "HELDOUT2", "HELDOUT3", "HELDOUT4"} <= set(corpus_eval.HELDOUT_LISTS)
-    assert set(retired) <= set(corpus_eval.HELDOUT_LISTS) and not {"HELDOUT2", "HELDOUT3", "HELDOUT4"} & set(retired)
-    still_held = set() if "HELDOUT" in retired else set(held)
-    still_held |= set(held2) | set(held3) | set(held4)
+    assert set(retired) <= set(corpus_eval.HELDOUT_LISTS)
+    draws = {"HELDOUT": held, "HELDOUT2": held2, "HELDOUT3": held3, "HELDOUT4": held4}
+    still_held = {name for which, listed in draws.items() if which not in retired for name in listed}
     assert {c.name for c in corpus_eval.load_cases(heldout=False, corpus_set="posted")} == written - still_held
     held_out = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted")}
     assert held_out == still_held & written
