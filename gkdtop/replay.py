@@ -164,10 +164,12 @@ class OpenEnd:
                 "waited_s": self.waited, "hint": self.hint.as_json() if self.hint else None}
 
 
-def last_line_of(path: str, limit: int = 65536) -> str:
-    """The last non-blank line of a file as a terminal shows it (escapes out, a bar's last redraw), cut at
-    300 characters: what the job printed last, whether or not a rule knows it. "" when unreadable."""
+def tail_of(path: str, limit: int = 65536) -> list[str]:
+    """The last non-blank lines of a file (TAIL_LINES at most, oldest first) as a terminal shows them (escapes
+    out, a bar's last redraw), each cut at 300 characters: what the job printed last, whether or not a rule
+    knows it. [] when unreadable."""
     from gkdtop.analysis.lines import clean_line
+    from gkdtop.analysis.wordphase import TAIL_LINES
 
     try:
         with open(path, "rb") as fh:
@@ -175,12 +177,9 @@ def last_line_of(path: str, limit: int = 65536) -> str:
             fh.seek(max(0, size - limit))
             tail = fh.read(limit)
     except OSError:
-        return ""
-    for raw in reversed(tail.split(b"\n")):
-        text = clean_line(raw).strip()
-        if text:
-            return text[:300]
-    return ""
+        return []
+    raws = tail.split(b"\n")[1 if size > limit else 0:][-TAIL_LINES - 1:]  # a cut first line is no line
+    return [text[:300] for raw in raws if (text := clean_line(raw).rstrip())][-TAIL_LINES:]
 
 
 # A line that states how long its process waited without progress: `timed out after 300000ms` (c10d's store),
@@ -253,7 +252,7 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     framework = analysis.profiles.result(pinned=config.framework)
-    status = analysis.status(at, framework, last_line_of(paths[-1]) if paths else "")
+    status = analysis.status(at, framework, tail_of(paths[-1]) if paths else [])
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
     began_by = analysis.phases.began_by
@@ -332,7 +331,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
-                                         "last_known", "finished_by")},
+                                         "last_known", "finished_by", "phase_from", "worded_note")},
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
@@ -418,6 +417,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         else:
             verdict = f"{prefix} {st.current}"
     out += ["", verdict + (f" (next expected: {st.expected})" if st.expected else "")]
+    if st.worded_note:
+        out.append(f"  {st.worded_note}")
     if st.finished_by:
         out.append(f"  {st.finished_by}")
     if st.state == "stalled" and st.stalled_for is not None:

@@ -121,6 +121,8 @@ def text_summary(doc: dict[str, Any]) -> str:
     if ph["state"] in ("stalled", "running") and last and last["name"] == ph["current"] and last["status"] == "done":
         phase = f"after {phase}" + (f" (next expected: {ph['expected']})" if ph["expected"] else "")  # it finished
     lines = [f"phase: {phase}  state: {ph['state']}"]
+    if ph.get("worded_note"):
+        lines.append(ph["worded_note"])
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:

@@ -345,7 +345,7 @@ class Store:
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:
         """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
-        status = self.analysis.status(time.time() if now is None else now, self.framework(), self.last_line())
+        status = self.analysis.status(time.time() if now is None else now, self.framework(), self.tail())
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
             demands += [f.fields.get("demand") or f.fields.get("infeasible") or ""
@@ -380,11 +380,14 @@ class Store:
             status.hint = Hint(causes=causes + base.causes, actions=actions + base.actions)
         return status
 
-    def last_line(self) -> str:
-        """The newest non-blank line the followed logs hold, as written (its Ray prefix too): what the job
-        printed last, which the verdict quotes where no rule knows it (Analysis.status)."""
-        return next((ln.raw or ln.text for ln in islice(reversed(self.lines), 100) if (ln.raw or ln.text).strip()),
-                    "")
+    def tail(self) -> list[str]:
+        """The newest non-blank lines the followed logs hold (TAIL_LINES at most, oldest first), as written (their
+        Ray prefix too): what the job printed last, which the verdict quotes where no rule knows it and whose words
+        it reads where no rule placed the run (Analysis.status)."""
+        from gkdtop.analysis.wordphase import TAIL_LINES
+
+        newest = [text for ln in islice(reversed(self.lines), TAIL_LINES) if (text := ln.raw or ln.text).strip()]
+        return newest[::-1]
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

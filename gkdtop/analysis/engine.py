@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -193,12 +193,14 @@ class Analysis:
 
     # --- verdicts -------------------------------------------------------------------------------
 
-    def status(self, now: float, framework: Framework | None = None, last_line: str = "") -> PhaseStatus:
+    def status(self, now: float, framework: Framework | None = None, tail: Sequence[str] = ()) -> PhaseStatus:
         """The phase verdict; its hint holds only lines true of `framework` (default: the log's own).
-        `last_line`: the log's own last line as written, which the verdict quotes where lines no rule
-        knows follow the last one a rule knew (the store's newest line; replay's file's last)."""
+        `tail`: the log's own last lines as written, oldest first (the store's newest; replay's file's last):
+        the verdict quotes the last where lines no rule knows follow the last one a rule knew, and reads their
+        words where no rule placed the run that far (analysis/wordphase.py)."""
         name = (framework if framework is not None else self.profiles.result()).name
-        status = self.phases.status(now, self.profiles.rl(name))
+        status = self.phases.status(now, self.profiles.rl(name), list(tail))
+        last_line = next((line for line in reversed(tail) if line.strip()), "")
         if status.hint is not None and status.hint.only:
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
         if not self.profiles.rl(name):  # no actor, no rollout engine known: phases by their plain names

@@ -19,7 +19,8 @@ from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
-from gkdtop.model import Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
+from gkdtop.analysis.wordphase import Worded, read_words, stretch
+from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import RuleSet
@@ -403,6 +404,7 @@ class PhaseEngine:
         # (not counted), and the steps between the last two that had their own.
         self._record: tuple[int, str, bool] = (0, "", False)
         self._record_gap = 1
+        self._words_read: tuple[tuple[str, str, int, str, str], Worded | None] | None = None  # (its tail, what it says)
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -1032,9 +1034,10 @@ class PhaseEngine:
             self._last_step = StepInfo(step=step, time=t, metrics=metrics)
         return self._last_step
 
-    def status(self, now: float, rl: bool = True) -> PhaseStatus:
+    def status(self, now: float, rl: bool = True, tail: list[str] | None = None) -> PhaseStatus:
         """`rl`: the log may be an RL trainer's (engines, a critic); False where its framework is known to be no such
-        trainer (frameworks.yaml `rl`), which only changes the phase expected after a finished one."""
+        trainer (frameworks.yaml `rl`), which only changes the phase expected after a finished one. `tail`: the log's
+        last lines as written, whose words may carry the verdict past where the rules placed it (wordphase.py)."""
         span = self.timeline[-1] if self.timeline else None
         rule = self.current
         expected = rule
@@ -1049,6 +1052,12 @@ class PhaseEngine:
             if span is not None and span.status == "failed" and since is not None and (
                     began := self._waited_from(since)) is not None:
                 since, since_bound = began, "before"  # a part a traceback named after a timeout that states its wait
+        failing = expected  # a failure's advice is the rules' phase's: it speaks of the failure, not of the words
+        worded = self._worded(tail, span) if tail else None
+        if worded is not None:
+            rule = expected = worded[0]
+            within = self._loop_name() if rule.name in self.step_phases else None
+            since, since_bound = None, ""  # a line's words date no start
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
@@ -1070,8 +1079,8 @@ class PhaseEngine:
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
         if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
-            hint = expected.fail_hint if expected is not None and expected.fail_hint is not None else FAILED_HINT
-            own = expected.timeout_hint if expected is not None else None
+            hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
+            own = failing.timeout_hint if failing is not None else None
             if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
                 hint = own  # what waits on what in this phase
             elif STUCK_RE.search(self.failure):
@@ -1095,7 +1104,7 @@ class PhaseEngine:
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
         return PhaseStatus(
-            current=self._interrupted(span) or (rule.name if rule else None),
+            current=(worded and rule.name) or self._interrupted(span) or (rule.name if rule else None),
             state=state,
             since=since,
             last_progress=self.last_progress,
@@ -1111,8 +1120,36 @@ class PhaseEngine:
             within=within,
             since_bound=since_bound,
             steps=steps,
-            evidence=self._evidence(state, span),
+            evidence=self._evidence(state, span) + ([worded[1]] if worded else []),
+            worded=worded[1] if worded else None,
         )
+
+    def _loop_name(self) -> str | None:
+        return next((rule.name for rule in self.rules if rule.inner), None)
+
+    def _worded(self, tail: list[str], span: PhaseSpan | None) -> tuple[PhaseRule, Evidence] | None:
+        """The phase the log's last lines name by their words (wordphase.py), where it is later than the one the
+        rules placed the run in (or a part of the step where they know only the loop), with the line it stands on;
+        None where the words add nothing, the run finished, or the rules already know the part of the step."""
+        rule = self.current
+        if rule is not None and (rule.terminal or self.inner is not None or rule.name in self.step_phases):
+            return None
+        failed = span is not None and span.status == "failed"
+        started = span.evidence.text if span is not None and span.evidence is not None else ""
+        failed_by = self._failure_line.raw or self._failure_line.text if failed and self._failure_line else ""
+        key = (started, failed_by, len(tail), tail[0], tail[-1])  # a verdict a second on an idle log reads once
+        if self._words_read is None or self._words_read[0] != key:
+            self._words_read = (key, read_words(stretch(tail, started, failed_by)))
+        found = self._words_read[1]
+        named = self.by_name.get(found.phase) if found is not None else None
+        if found is None or named is None:
+            return None
+        if rule is not None and not (named.name in self.step_phases and rule.inner) and (
+                self.order[named.name] <= self.order[rule.name]):
+            return None  # the words name a phase the run already passed: the rules' place stands
+        ago = f", {found.back} lines before the end" if found.back else ""
+        claim = f"the phase, read from the words of a line no phase rule knows (a guess{ago})"
+        return named, Evidence(claim, self._line.source if self._line else "", None, found.text[:EVIDENCE_CHARS])
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""

@@ -348,6 +348,15 @@ class PhaseStatus:
     # from the line the store or replay hands it), else "": what the job printed last, often the answer.
     unrecognised_last: str = ""
     evidence: list[Evidence] = field(default_factory=list)  # the lines the verdict stands on
+    # Where `current` was read from the words of a line no phase rule knows (analysis/wordphase.py): that line.
+    worded: Evidence | None = None
+
+    @property
+    def worded_note(self) -> str:
+        """Where the phase was read from a line's words, not a rule: the line, so the guess can be checked."""
+        if self.worded is None:
+            return ""
+        return f"phase read from the words of a line no rule knows (a guess): `{self.worded.text.strip()[:200]}`"
 
     @property
     def unsure(self) -> str:
@@ -422,6 +431,8 @@ class PhaseStatus:
             },
             "timeline": [span.as_json() for span in self.timeline],
             "evidence": [e.as_json() for e in self.evidence],
+            "phase_from": "words" if self.worded is not None else "rules",
+            "worded_note": self.worded_note or None,
         }
 
 

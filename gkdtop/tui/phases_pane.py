@@ -125,6 +125,8 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
     if status.timeline and not table:
         text.append_text(chain(status, now))
         text.append("\n")
+    if status.worded_note:  # a guess from a line's words: said so, with the line
+        text.append(f"  {fit(status.worded_note, (width or 134) - 2)}\n", "dim")
     if status.state == "failed" and status.failure:
         text.append(f"  {status.failure[:300]}\n", "red")
     if status.unsure:

@@ -133,6 +133,7 @@ class Gatherer:
             "steps": status.steps, "clock_offset": status.clock_offset, "clock_source": status.clock_source,
             "timeline": verdict["timeline"],
             "evidence": verdict["evidence"],  # the lines the verdict stands on (redacted below, as all of it)
+            "phase_from": verdict["phase_from"],  # "words": `current` is a guess from a line no rule knows
             "framework": self.store.framework().as_json(),  # its evidence may quote a command line: redacted below
         }
         w.add("phases.json", json_bytes(self.redactor.obj(json.loads(json_bytes(doc)), "phases.json")),
@@ -144,6 +145,8 @@ class Gatherer:
             lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}")
         lines.append(f"now: {status.current or '(phase unknown)'} {status.state}" + (
             f"; failure: {status.failure}" if status.failure else ""))
+        if status.worded_note:
+            lines.append(status.worded_note)
         if status.last_line:  # as the Phases pane and snapshot quote it
             lines.append(f"last line: {status.last_line}")  # no quotes: a redacted value would take the closing one
         lines += [f"why: {e.claim}: {e.where()}  {e.text}" for e in status.evidence]

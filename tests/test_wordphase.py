@@ -1,0 +1,171 @@
+"""The phase read from the words of lines no rule knows (analysis/wordphase.py): through the real CLI (replay and
+snapshot of a file), on logs written in the shapes of stacks no rule was written for, and the lines whose words
+must not move the verdict (data preparation, a part that ended, metric records, frames, an earlier phase)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gkdtop.analysis.wordphase import phase_of_words, read_words, stretch
+
+
+def _replay(path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(path)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    doc = json.loads(out)
+    return {**doc, "current": doc["stopped_in"]}
+
+
+def _write(tmp_path: Path, name: str, lines: list[str]) -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# A vLLM OpenAI server (no trainer): started, then serves; its stats lines with requests in flight are generation.
+SERVER = [
+    "INFO 03-11 14:02:05 api_server.py:212] args: Namespace(host='0.0.0.0', port=8011, model='/m/qwen-14b')",
+    "INFO 03-11 14:02:09 llm_engine.py:161] Initializing an LLM engine (v0.6.1) with config: model='/m/qwen-14b'",
+    "INFO 03-11 14:03:40 model_runner.py:1008] Loading model weights took 27.6 GiB",
+    "INFO 03-11 14:03:52 gpu_executor.py:122] # GPU blocks: 8120, # CPU blocks: 1310",
+    "INFO 03-11 14:04:11 model_runner.py:1523] Graph capturing finished in 19 secs.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8011 (Press CTRL+C to quit)",
+    *[f"INFO 03-11 14:{10 + i}:00 metrics.py:351] Avg prompt throughput: {210 + i}.3 tokens/s, Avg generation "
+      f"throughput: {88 + i}.1 tokens/s, Running: {17 + i} reqs, Swapped: 0 reqs, Pending: 4 reqs, GPU KV cache "
+      f"usage: 91.{i}%, CPU KV cache usage: 0.0%." for i in range(6)],
+]
+
+# A Ray Train job of a stack no rule knows: the driver connects, workers start, an epoch runs, then a worker's
+# DataLoader times out (its traceback after the epoch's line).
+RAY_TRAIN = [
+    "2026-03-02 07:11:04,511\tINFO worker.py:1660 -- Connecting to existing Ray cluster at address: 10.4.0.2:6379...",
+    "2026-03-02 07:11:04,530\tINFO worker.py:1843 -- Connected to Ray cluster.",
+    "(TrainController pid=811) Started training worker group of size 2:",
+    "(RayTrainWorker pid=902, ip=10.4.0.2) [epoch 0] images/s: 912.4",
+    "(RayTrainWorker pid=902, ip=10.4.0.2) [epoch 1] starting train_epoch",
+    "(TrainController pid=811) Training failed due to worker errors:",
+    "[Rank 0]:",
+    "Traceback (most recent call last):",
+    '  File "/srv/job/train.py", line 88, in train_epoch',
+    "    for batch in loader:",
+    '  File "/usr/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1256, in _try_get_data',
+    '    raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from e',
+    "RuntimeError: DataLoader timed out after 300 seconds",
+]
+
+# A DeepSpeed job whose step never returns: the model was built, each rank says which part of the step it is in.
+STEP_PARTS = [
+    "[2026-05-04 09:00:01,100] [INFO] [comm.py:652:init_distributed] Initializing TorchBackend in DeepSpeed with "
+    "backend nccl",
+    "[2026-05-04 09:00:03,400] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed Final Optimizer = AdamW",
+    "rank0 it=0 fwd ok -> backward",
+    "rank1 it=0 fwd ok -> backward",
+    "rank0 it=0 waiting in backward (30 s)",
+    "rank1 it=0 waiting in backward (30 s)",
+]
+
+
+def test_an_engine_serving_requests_is_in_generation(tmp_path: Path) -> None:
+    """Old code: rollout (engine) init, 'after' its graph capture, though six stats lines count requests in flight."""
+    ph = _replay(_write(tmp_path, "server.log", SERVER))
+    assert ph["current"] == "generation"
+    assert ph["phase_from"] == "words"
+    assert "Running: 22 reqs" in ph["worded_note"]
+    assert any("words" in e["claim"] and "Running: 22 reqs" in e["text"] for e in ph["evidence"])
+
+
+def test_a_failure_after_an_epoch_line_failed_in_the_loop(tmp_path: Path) -> None:
+    """Old code: FAILED in config (the Ray connection was the last line a rule knew). The epoch's line names the
+    loop; the traceback's own lines (`for batch in loader`, the DataLoader frame) are not read as the run's."""
+    path = _write(tmp_path, "raytrain.log", RAY_TRAIN)
+    ph = _replay(path)
+    assert ph["state"] == "failed" and ph["current"] == "training loop"
+    assert "[epoch 1] starting train_epoch" in ph["worded_note"]
+    text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(path)], capture_output=True, text=True,
+                          timeout=120, check=True).stdout
+    assert "FAILED in training loop" in text and "a guess" in text
+
+
+def test_the_part_of_a_step_a_rank_names(tmp_path: Path) -> None:
+    """Old code: ended after model load (next expected: training loop); the ranks say they are in the backward."""
+    ph = _replay(_write(tmp_path, "ds.log", STEP_PARTS))
+    assert ph["current"] == "model update"  # no RL trainer: the update's plain name
+    assert ph["phase_from"] == "words"
+
+
+def test_snapshot_of_the_file_reads_the_same_words(tmp_path: Path) -> None:
+    path = _write(tmp_path, "server.log", SERVER)
+    old = time.time() - 7200
+    os.utime(path, (old, old))
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    ph = json.loads(out)["phases"]
+    assert ph["current"] == "generation" and ph["phase_from"] == "words" and ph["state"] == "stalled"
+
+
+def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
+    """A verl run in its loop, whose last lines are a validation's end and a metric record full of timing names: the
+    rules' place stands (phase_from rules), as on the old code."""
+    lines = [
+        "(TaskRunner pid=7001) TaskRunner hostname: node-3, PID: 7001",
+        "(TaskRunner pid=7001) step:1 - actor/pg_loss:0.012 - timing_s/gen:41.2 - timing_s/update_actor:18.3 - "
+        "timing_s/step:70.1",
+        "(TaskRunner pid=7001) validation generation end",
+        "(TaskRunner pid=7001) step:2 - actor/pg_loss:0.010 - timing_s/gen:40.8 - timing_s/update_actor:18.0 - "
+        "timing_s/step:69.4",
+    ]
+    ph = _replay(_write(tmp_path, "verl.log", lines))
+    assert ph["phase_from"] == "rules" and ph["worded_note"] is None
+    assert ph["current"] == "training loop"
+
+
+@pytest.mark.parametrize(("line", "phase"), [
+    ("Generating train split from /data/math/train.jsonl", "dataset generation"),
+    ("> building train, validation, and test datasets for GPT ...", "dataset generation"),
+    ("(WorkerDict pid=3, ip=10.0.0.2) INFO 11-14 21:43:50 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, "
+     "Avg generation throughput: 117.2 tokens/s, Running: 23 reqs, Swapped: 0 reqs", "generation"),
+    ("/venv/lib/python3.11/site-packages/transformers/generation/utils.py:2479: UserWarning: The following "
+     "generation flags are not valid and may be ignored: ['top_k'].", "generation"),
+    ("> compiling and loading fused kernels ...", "actor init"),
+    ("Loading checkpoint shards:   0%|          | 0/5 [00:00<?, ?it/s]", "actor init"),
+    ("[epoch 3] starting train_epoch", "training loop"),
+    ("Saving model checkpoint to /ckpt/run7/checkpoint-500", "checkpoint save"),
+])
+def test_words_of_one_line(line: str, phase: str) -> None:
+    assert phase_of_words(line) == (phase, False)
+
+
+@pytest.mark.parametrize("line", [
+    "Total training steps: 105",  # a setting
+    "Namespace(model='/m', max_steps=1000, do_eval=True)",
+    "(TaskRunner pid=1) step:9 - actor/grad_norm:0.2 - timing_s/update_actor:20.1",  # a metric record
+    "INFO 11-14 21:44:00 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+    "tokens/s, Running: 0 reqs, Swapped: 0 reqs",  # an idle engine
+    '  File "/srv/x/rollout.py", line 12, in generate_sequences',  # a frame
+    "    Variable._execution_engine.run_backward(  # runs the backward pass",  # a frame's code
+    "RuntimeError: generation failed on rank 3",  # an error's line
+    "Upload finished (4 files)",
+])
+def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
+    assert phase_of_words(line) is None
+
+
+def test_a_part_that_says_it_ended_stops_the_words() -> None:
+    """`validation generation end` is the newest line with a phase's words: what runs after it, they do not say."""
+    assert read_words(["[epoch 2] starting train_epoch", "validation generation end"]) is None
+    found = read_words(["validation generation end", "rank0 forward 3/8"])
+    assert found is not None and found.phase == "actor update" and found.back == 0
+
+
+def test_stretch_is_after_the_phase_start_and_before_the_failure() -> None:
+    tail = ["Loading checkpoint shards: 100%", "rank0 backward", "phase start line", "[epoch 1] begins",
+            "Traceback (most recent call last):", '  File "x.py", line 1, in f', "RuntimeError: boom"]
+    assert stretch(tail, "phase start line", "RuntimeError: boom") == ["[epoch 1] begins"]
+    assert stretch(tail, "not in the tail", "") == tail
