@@ -4,6 +4,7 @@ checks and unit-tests the rules; every metric the shipped Grafana dashboard draw
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -85,10 +86,19 @@ def test_prometheus_scrapes_gkdtop_and_the_stall_alert_fires(tmp_path: Path) -> 
         alert = wait_for(firing, timeout=120, what="TrainingStalled firing")[0]
         assert alert["labels"]["phase"] == "training loop" and alert["labels"]["framework"] == "verl"
         assert alert["annotations"]["summary"].startswith("Training stalled in training loop on 127.0.0.1:")
-        names = set(get(f"{api}/label/__name__/values")["data"])
         drawn = {name for panel in json.loads((MONITORING / "grafana-gkdtop.json").read_text())["panels"]
                  for t in panel["targets"] for name in re.findall(r"\bgkdtop_[a-z_]+\b", t["expr"])}
         drawn.discard("gkdtop_job_")
+        # The stall's own event (gkdtop_alerts_total) is counted when gkdtop sends it, which may be a scrape after
+        # Prometheus saw the stall: wait for every name a panel draws, then say which never came.
+        names: set[str] = set()
+
+        def every_name() -> bool:
+            names.update(get(f"{api}/label/__name__/values")["data"])
+            return drawn - ONLY_WITH_RAY <= names
+
+        with contextlib.suppress(TimeoutError):  # the assertion below names the missing ones
+            wait_for(every_name, timeout=60, what="every metric a Grafana panel draws")
         assert drawn - ONLY_WITH_RAY <= names, sorted(drawn - ONLY_WITH_RAY - names)
         gpus = scrape(target)
         assert gpus['gkdtop_gpu_utilization_ratio{gpu="0",uuid="GPU-aaaa"}'] == pytest.approx(0.87)

@@ -137,6 +137,8 @@ def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
     ("Loading checkpoint shards:   0%|          | 0/5 [00:00<?, ?it/s]", "actor init"),
     ("[epoch 3] starting train_epoch", "training loop"),
     ("Saving model checkpoint to /ckpt/run7/checkpoint-500", "checkpoint save"),
+    ("Compute log probs:  71%|███████   | 227/320 [08:19<03:24,  2.20s/it]", "old log-prob"),
+    ("(Worker pid=4) Rollout generation:  62%|██████▎   | 40/64 [03:10<01:54,  4.77s/it]", "generation"),
 ])
 def test_words_of_one_line(line: str, phase: str) -> None:
     assert phase_of_words(line) == (phase, False)
@@ -152,9 +154,40 @@ def test_words_of_one_line(line: str, phase: str) -> None:
     "    Variable._execution_engine.run_backward(  # runs the backward pass",  # a frame's code
     "RuntimeError: generation failed on rank 3",  # an error's line
     "Upload finished (4 files)",
+    "[rank3]:     logps = selective_log_softmax(logits, ids)  # compute logprobs",  # a rank's traceback code
+    "INFO:trl.generation.vllm_client:Server is up!",  # a logger's name is no activity
+    "  0%|          | 0/934 [00:00<?, ?it/s]",  # a bar with no words
 ])
 def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
     assert phase_of_words(line) is None
+
+
+def test_a_bar_at_its_total_is_over() -> None:
+    assert phase_of_words("Compute log probs: 100%|██████████| 320/320 [11:40<00:00,  2.19s/it]") == (
+        "old log-prob", True)
+    assert read_words(["Loading checkpoint shards: 100%|██████████| 5/5 [00:01<00:00,  4.1it/s]"]) is None
+
+
+def test_a_later_part_of_the_step_after_the_one_the_rules_named(tmp_path: Path) -> None:
+    """EasyR1's shape: the rules named validation (`Start validation...`); after it the policy update's bar finished
+    and the log-prob bar stopped at 243/320 when Ray's memory monitor killed a worker. Old code: FAILED in
+    validation. The failure's own lines (raylet's report, the driver's traceback) are not read."""
+    lines = [
+        "(Runner pid=5100) Start validation...",
+        "(Runner pid=5100) Finish validation.",
+        "Update policy:  100%|██████████| 40/40 [05:41<00:00,  8.53s/it]",
+        "Compute log probs:  50%|█████     | 160/320 [05:51<05:51,  2.20s/it]",
+        "Compute log probs:  76%|███████▋  | 243/320 [08:54<02:49,  2.20s/it]",
+        "(raylet) [2026-04-02 16:47:12,604 E 130412 130412] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 4b1e9a7c)",
+        "Traceback (most recent call last):",
+        '  File "/srv/easyr1/verl/trainer/main.py", line 100, in main',
+        "    ray.get(runner.run.remote(ppo_config))",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ]
+    ph = _replay(_write(tmp_path, "easyr1.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "old log-prob" and ph["phase_from"] == "words"
+    assert "243/320" in ph["worded_note"]
 
 
 def test_a_part_that_says_it_ended_stops_the_words() -> None:

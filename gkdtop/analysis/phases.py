@@ -1128,23 +1128,31 @@ class PhaseEngine:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
     def _worded(self, tail: list[str], span: PhaseSpan | None) -> tuple[PhaseRule, Evidence] | None:
-        """The phase the log's last lines name by their words (wordphase.py), where it is later than the one the
-        rules placed the run in (or a part of the step where they know only the loop), with the line it stands on;
-        None where the words add nothing, the run finished, or the rules already know the part of the step."""
+        """The phase the log's last lines name by their words (wordphase.py), with the line it stands on: one later
+        than the rules placed the run in, or, where the rules know the loop or a part of the step, another part
+        named after that part's line. None where the words add nothing or the run finished."""
         rule = self.current
-        if rule is not None and (rule.terminal or self.inner is not None or rule.name in self.step_phases):
+        if rule is not None and rule.terminal:
             return None
-        failed = span is not None and span.status == "failed"
+        part = self.inner or (rule if rule is not None and rule.name in self.step_phases else None)
         started = span.evidence.text if span is not None and span.evidence is not None else ""
+        if self.inner is not None:
+            started = self._inner_evidence.text if self._inner_evidence is not None else ""
+        if part is not None and not started:
+            return None  # a part of the step whose line is not known: nothing is known to come after it
+        failed = span is not None and span.status == "failed"
         failed_by = self._failure_line.raw or self._failure_line.text if failed and self._failure_line else ""
         key = (started, failed_by, len(tail), tail[0], tail[-1])  # a verdict a second on an idle log reads once
         if self._words_read is None or self._words_read[0] != key:
-            self._words_read = (key, read_words(stretch(tail, started, failed_by)))
+            # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
+            self._words_read = (key, read_words(stretch(tail, started, failed_by, held=part is not None)))
         found = self._words_read[1]
         named = self.by_name.get(found.phase) if found is not None else None
         if found is None or named is None:
             return None
-        if rule is not None and not (named.name in self.step_phases and rule.inner) and (
+        if part is not None and (named.name not in self.step_phases or named is part):
+            return None  # after a part of the step, only another part of it
+        if part is None and rule is not None and not (named.name in self.step_phases and rule.inner) and (
                 self.order[named.name] <= self.order[rule.name]):
             return None  # the words name a phase the run already passed: the rules' place stands
         ago = f", {found.back} lines before the end" if found.back else ""

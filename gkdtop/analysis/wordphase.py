@@ -24,6 +24,8 @@ WORDS: tuple[tuple[str, str], ...] = (
     # prepare data, whatever other phase's word they hold.
     ("dataset generation",
      r"\b(?:train|test|validation|eval) split\b|\bexamples/s\b|\bdatasets?\b|\btokeniz\w*|\bdata ?loaders?\b"),
+    ("reference log-prob", r"\bref(?:erence)?[_ ](?:model[_ ])?log[_ -]?probs?\b"),
+    ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
@@ -66,6 +68,10 @@ _SETTING_RE = re.compile(r"\b(?:total|max|num|number of)[_ ]\w*|\w+_(?:steps|epo
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
+# Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
+_LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
+_OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
+_BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
 _METRIC_RE = re.compile(r"[\w/.'-]+'?\s?[:=]\s?-?\d")
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 
@@ -77,20 +83,50 @@ class Worded:
     back: int  # how many lines before the end of the stretch it is (0: the last)
 
 
-def phase_of_words(text: str) -> tuple[str, bool] | None:
-    """The phase one line's words name and whether the line says it is over (`validation generation end`), or
-    None (no phase word, a traceback's or an error's line, a setting, a metric record)."""
+def _message(text: str) -> str:
+    """A line past its Ray prefix, a rank's (`[rank3]:`) and a launcher's host (`node-7: `): a traceback's code keeps
+    its indentation, which tells it from the run's own lines."""
     message = split_prefix(strip_ansi(text))[1].rstrip()
-    if not message.strip() or _NOT_RUN_RE.search(message) or _SETTING_RE.search(message):
+    return _LOGGER_RE.sub("", _OUTER_RE.sub("", message, count=1), count=1)
+
+
+def _last_bar(message: str) -> tuple[str, bool] | None:
+    """A progress bar's description and whether it reached its total (of the last redraw where several are glued)."""
+    bars = list(_BAR_RE.finditer(message))
+    if not bars:
+        return None
+    found = bars[-1]
+    before = message[: found.start()]
+    desc = before[before.rfind("]") + 1:] if "]" in before else before  # past a glued redraw's `[00:03<00:09]`
+    return desc.strip(" :\r"), int(found["n"]) >= int(found["total"]) > 0
+
+
+def _words(message: str) -> str | None:
+    for phase, pattern in _WORDS:
+        if pattern.search(message):
+            return phase
+    return None
+
+
+def phase_of_words(text: str) -> tuple[str, bool] | None:
+    """The phase one line's words name and whether the line says it is over (`validation generation end`, a bar at
+    its total), or None (no phase word, a traceback's or an error's line, a setting, a metric record). A progress
+    bar is read by its description (`Compute log probs:  76%|…| 243/320`), not by the numbers after it."""
+    message = _message(text)
+    if not message.strip() or _NOT_RUN_RE.search(message):
+        return None
+    bar = _last_bar(message) if "%|" in message else None
+    if bar is not None:
+        phase = _words(bar[0]) if bar[0] else None
+        return (phase, bar[1]) if phase is not None else None
+    if _SETTING_RE.search(message):
         return None
     if _SERVING_RE.search(message):
         return "generation", False
     if len(_METRIC_RE.findall(message, 0, 400)) >= 2:
         return None
-    for phase, pattern in _WORDS:
-        if pattern.search(message):
-            return phase, _OVER_RE.search(message) is not None
-    return None
+    phase = _words(message)
+    return (phase, _OVER_RE.search(message) is not None) if phase is not None else None
 
 
 def _same(line: str, cited: str) -> bool:
@@ -98,18 +134,19 @@ def _same(line: str, cited: str) -> bool:
     return bool(cited) and line.startswith(cited.rstrip()[:200])
 
 
-def stretch(tail: list[str], started_by: str = "", failed_by: str = "") -> list[str]:
-    """The tail's lines after the one that started the rules' phase (`started_by`, where the tail holds it)
-    and before the failure's own lines (`failed_by`: its exception line; the traceback above it is left out)."""
+def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bool = False) -> list[str]:
+    """The tail's lines after the one that started the rules' phase (`started_by`, where the tail holds it; with
+    `held`, none unless it does) and before the failure's own lines (`failed_by`: its exception line; the traceback
+    above it is left out)."""
     end = len(tail)
     if failed_by:
         for i in range(len(tail) - 1, -1, -1):
             if _same(tail[i], failed_by) or failed_by.strip()[:200] in tail[i]:
                 end = i
                 break
-        while end > 0 and _NOT_RUN_RE.search(split_prefix(strip_ansi(tail[end - 1]))[1] or " "):
+        while end > 0 and _NOT_RUN_RE.search(_message(tail[end - 1]) or " "):
             end -= 1  # the traceback and error lines above the exception
-    start = 0
+    start = end if held else 0
     if started_by:
         for i in range(end - 1, -1, -1):
             if _same(tail[i], started_by):
