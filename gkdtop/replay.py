@@ -212,7 +212,8 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     It quotes the log's own last line where the verdict does (`status.unrecognised_last`)."""
     if status.state not in ("running", "waiting"):
         return None
-    after = status.recognised_last.strip()[:200]
+    # Where the verdict was read from a line's words, that line is the last place known (not the rules' last line).
+    after = (status.worded.text if status.worded is not None else status.recognised_last).strip()[:200]
     last = status.last_step
     if (last is not None and status.unrecognised == 0 and status.last_progress is not None
             and last.time >= status.last_progress):

@@ -127,7 +127,8 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:
         lines.append(f"failure: {ph['failure']}")
-    if ph["state"] not in ("running", "done") and ph["unrecognised"]["lines"] >= UNRECOGNISED_SHOWN:
+    if ph["state"] not in ("running", "done") and ph["unrecognised"]["lines"] >= UNRECOGNISED_SHOWN and not ph.get(
+            "worded_note"):
         after = ph["unrecognised"]["after"].strip()[:100]
         lines.append(f"{'after `' + after + '`' if after else 'from the start'}: "
                      f"{ph['unrecognised']['lines']} lines no rule knows")

@@ -540,7 +540,7 @@ def test_a_watchdog_abort_is_named_as_the_timeouts_consequence(tmp_path: Path) -
     assert "consequence" in abort.cause and "CUDA_LAUNCH_BLOCKING" not in abort.fix
     signal = only(store, "fatal-signal")
     assert "in native code" not in signal.cause.split("SIGSEGV")[0]  # SIGABRT is not said to be a native crash
-    assert signal.fix.index("watchdog") < signal.fix.index("CUDA_LAUNCH_BLOCKING")
+    assert signal.fix.index("timeout") < signal.fix.index("CUDA_LAUNCH_BLOCKING")
     assert only(store, "nccl-timeout").count == 1
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.analysis.wordphase import phase_of_words, read_words, stretch
+from gkdtop.analysis.wordphase import frame_words, phase_of_words, read_words, stretch
 
 
 def _replay(path: Path) -> dict:
@@ -87,7 +87,9 @@ def test_a_failure_after_an_epoch_line_failed_in_the_loop(tmp_path: Path) -> Non
     path = _write(tmp_path, "raytrain.log", RAY_TRAIN)
     ph = _replay(path)
     assert ph["state"] == "failed" and ph["current"] == "training loop"
-    assert "[epoch 1] starting train_epoch" in ph["worded_note"]
+    # The frame the error was raised under names it (`in train_epoch`); the DataLoader's frames below it (a data
+    # loader runs in every step) and the traceback's code lines (`for batch in loader`) do not.
+    assert "in train_epoch" in ph["worded_note"] and "frame" in ph["worded_note"]
     text = subprocess.run([sys.executable, "-m", "gkdtop", "replay", str(path)], capture_output=True, text=True,
                           timeout=120, check=True).stdout
     assert "FAILED in training loop" in text and "a guess" in text
@@ -165,7 +167,8 @@ def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
 def test_a_bar_at_its_total_is_over() -> None:
     assert phase_of_words("Compute log probs: 100%|██████████| 320/320 [11:40<00:00,  2.19s/it]") == (
         "old log-prob", True)
-    assert read_words(["Loading checkpoint shards: 100%|██████████| 5/5 [00:01<00:00,  4.1it/s]"]) is None
+    found = read_words(["Loading checkpoint shards: 100%|██████████| 5/5 [00:01<00:00,  4.1it/s]"])
+    assert found is not None and (found.phase, found.over) == ("actor init", True)
 
 
 def test_a_later_part_of_the_step_after_the_one_the_rules_named(tmp_path: Path) -> None:
@@ -191,10 +194,31 @@ def test_a_later_part_of_the_step_after_the_one_the_rules_named(tmp_path: Path) 
 
 
 def test_a_part_that_says_it_ended_stops_the_words() -> None:
-    """`validation generation end` is the newest line with a phase's words: what runs after it, they do not say."""
-    assert read_words(["[epoch 2] starting train_epoch", "validation generation end"]) is None
-    found = read_words(["validation generation end", "rank0 forward 3/8"])
-    assert found is not None and found.phase == "actor update" and found.back == 0
+    """`validation generation end` is the newest line with a phase's words: it is over (what runs after it, the
+    words do not say; test_words_never_take_back_what_the_rules_know keeps the loop there)."""
+    found = read_words(["[epoch 2] starting train_epoch", "validation generation end"])
+    assert found is not None and (found.phase, found.over) == ("generation", True)
+    found = read_words(["validation generation end", "rank0 backward 3/8"])
+    assert found is not None and (found.phase, found.back, found.over) == ("actor update", 0, False)
+
+
+def test_a_finished_start_up_part_says_the_run_got_that_far(tmp_path: Path) -> None:
+    """LLaMA-Factory's shape: the dataset was tokenized, DeepSpeed built the model (`finished initializing model`),
+    then the adapter lines and silence. Old code: 'ended in dataset generation' with the dataset's advice."""
+    lines = [
+        "[INFO|2026-01-05 09:12:01] llamafactory.data.loader:143 >> Loading dataset train_sql.json...",
+        "Running tokenizer on dataset (num_proc=8): 100%|██████████| 9000/9000 [00:12<00:00, 741.20 examples/s]",
+        "[INFO|2026-01-05 09:12:20] llamafactory.model.model_utils.kv_cache:143 >> KV cache is disabled during "
+        "training.",
+        "[2026-01-05 09:13:02,511] [INFO] [partition_parameters.py:348:__exit__] finished initializing model - "
+        "num_params = 5120, num_elems = 32.76B",
+        "[INFO|2026-01-05 09:25:40] llamafactory.model.adapter:143 >> Fine-tuning method: LoRA",
+    ]
+    path = _write(tmp_path, "lf.log", lines)
+    ph = _replay(path)
+    assert ph["current"] == "model load" and ph["phase_from"] == "words"
+    assert "got at least that far" in ph["worded_note"] and "finished initializing model" in ph["worded_note"]
+    assert "rollout" not in json.dumps(ph) and "engine" not in ph["current"]  # `KV cache is disabled`: no engine
 
 
 def test_stretch_is_after_the_phase_start_and_before_the_failure() -> None:
@@ -202,3 +226,80 @@ def test_stretch_is_after_the_phase_start_and_before_the_failure() -> None:
             "Traceback (most recent call last):", '  File "x.py", line 1, in f', "RuntimeError: boom"]
     assert stretch(tail, "phase start line", "RuntimeError: boom") == ["[epoch 1] begins"]
     assert stretch(tail, "not in the tail", "") == tail
+
+
+def _traceback(frames: list[tuple[str, str]], exception: str) -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for path, func in frames:
+        out += [f'  File "{path}", line {10 + len(out)}, in {func}', "    call()"]
+    return [*out, exception]
+
+
+def test_the_frame_the_error_was_raised_under_names_the_part(tmp_path: Path) -> None:
+    """TRL GRPO's shape: HF Trainer's training_step (the rules: the update) calls the rollout under it. Old code:
+    FAILED in actor update."""
+    lines = ["INFO 06-23 10:02:59 [core.py:171] init engine (profile, create kv cache, warmup model) took 15.1 seconds",
+             "  0%|          | 0/1868 [00:00<?, ?it/s]" + _traceback([
+                 ("/srv/grpo/train.py", "<module>"),
+                 ("/venv/lib/python3.11/site-packages/transformers/trainer.py", "_inner_training_loop"),
+                 ("/venv/lib/python3.11/site-packages/transformers/trainer.py", "training_step"),
+                 ("/venv/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", "_prepare_inputs"),
+                 ("/venv/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", "_generate_and_score_completions"),
+             ], "TypeError: 'NoneType' object is not iterable")[0],
+             *_traceback([
+                 ("/srv/grpo/train.py", "<module>"),
+                 ("/venv/lib/python3.11/site-packages/transformers/trainer.py", "_inner_training_loop"),
+                 ("/venv/lib/python3.11/site-packages/transformers/trainer.py", "training_step"),
+                 ("/venv/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", "_prepare_inputs"),
+                 ("/venv/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", "_generate_and_score_completions"),
+             ], "TypeError: 'NoneType' object is not iterable")[1:]]
+    ph = _replay(_write(tmp_path, "grpo.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "generation"
+    assert "_generate_and_score_completions" in ph["worded_note"] and "frame" in ph["worded_note"]
+
+
+def test_a_frame_a_part_calls_itself_does_not_move_it(tmp_path: Path) -> None:
+    """The reference pass calls the actor's compute_log_prob: still the reference pass (the rules' part), not the
+    old log-prob pass its callee's name says."""
+    lines = ["(TaskRunner pid=9) step:3 - actor/pg_loss:0.01 - timing_s/step:50.2",
+             *_traceback([("/srv/verl/verl/trainer/ppo/ray_trainer.py", "fit"),
+                          ("/srv/verl/verl/workers/fsdp_workers.py", "compute_ref_log_prob"),
+                          ("/srv/verl/verl/workers/actor/dp_actor.py", "compute_log_prob"),
+                          ("/srv/verl/verl/workers/actor/dp_actor.py", "_forward_micro_batch")],
+                         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.28 GiB.")]
+    ph = _replay(_write(tmp_path, "ref.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "reference log-prob"
+
+
+def test_a_collective_timeout_stays_the_failure_over_the_abort_it_causes(tmp_path: Path) -> None:
+    """accelerate's shape (an old torch: no SeqNum): the watchdog lines, then the traceback of the backward whose
+    all-reduce it aborted. Old code: the failure was `NCCL communicator was aborted` in the training loop."""
+    lines = ["Epoch 2: 100%|█████████▉| 9711/9712 [2:01:07<00:00,  1.34it/s, loss=2.1]",
+             "[E ProcessGroupNCCL.cpp:566] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(OpType="
+             "ALLREDUCE, Timeout(ms)=1800000) ran for 1801244 milliseconds before timing out.",
+             "[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(OpType="
+             "BROADCAST, Timeout(ms)=1800000) ran for 1801307 milliseconds before timing out.",
+             *_traceback([("train.py", "<module>"), ("train.py", "train"),
+                          ("/opt/conda/lib/python3.7/site-packages/accelerate/accelerator.py", "backward"),
+                          ("/opt/conda/lib/python3.7/site-packages/torch/autograd/__init__.py", "backward")],
+                         "RuntimeError: NCCL communicator was aborted.")]
+    ph = _replay(_write(tmp_path, "acc.log", lines))
+    assert ph["state"] == "failed" and "Watchdog caught collective operation timeout" in ph["failure"]
+    assert ph["current"] == "model update" and "in backward" in ph["worded_note"]
+
+
+def test_a_rendezvous_module_names_the_start_up(tmp_path: Path) -> None:
+    """torchrun's c10d rendezvous failing to reach its store, no rule's line before it. Old code: FAILED (phase
+    unknown). A data loader's frame never names the phase (it runs in every step)."""
+    lines = ["[INFO] 2026-09-13 22:40:02,120 api: Starting elastic_operator with launch configs:",
+             *_traceback([("/venv/lib/python3.10/site-packages/torch/distributed/run.py", "main"),
+                          ("/venv/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/"
+                           "c10d_rendezvous_backend.py", "_create_tcp_store")],
+                         "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the "
+                         "C10d store has failed.")]
+    ph = _replay(_write(tmp_path, "rdzv.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "nccl init"
+    assert frame_words([
+        '  File "/srv/job/train.py", line 88, in train_epoch',
+        '  File "/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1256, in _try_get_data',
+    ]).phase == "training loop"

@@ -19,7 +19,7 @@ from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
-from gkdtop.analysis.wordphase import Worded, read_words, stretch
+from gkdtop.analysis.wordphase import WITHIN_PART, Worded, failure_frames, frame_words, read_words, stretch
 from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
 # An error that says it is a consequence: its root cause is an error above it (vLLM's `Worker failed with error
 # '…', please check the stack trace above for the root cause`, `EngineDeadError: … See stack trace (above) …`).
+ABORTED_RE = re.compile(
+    r"communicator (?:was|has been) aborted|\bProcessGroupNCCL is aborted\b|NCCL communicator .{0,40}abort")
 POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b")
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
@@ -305,6 +307,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
         return False  # any error named first (a timeout, an abort), not only an exception line; Hydra's names none
     if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
         return False  # a consequence that points back at the error already named
+    if ABORTED_RE.search(text) and TIMEOUT_RE.search(failure):
+        return False  # the call a collective's timeout aborted (`NCCL communicator was aborted`): the timeout is it
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
@@ -404,7 +408,8 @@ class PhaseEngine:
         # (not counted), and the steps between the last two that had their own.
         self._record: tuple[int, str, bool] = (0, "", False)
         self._record_gap = 1
-        self._words_read: tuple[tuple[str, str, int, str, str], Worded | None] | None = None  # (its tail, what it says)
+        # (the tail it read, what its frames and its lines say)
+        self._words_read: tuple[tuple[str, str, int, str, str], list[Worded | None]] | None = None
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -1144,20 +1149,31 @@ class PhaseEngine:
         failed_by = self._failure_line.raw or self._failure_line.text if failed and self._failure_line else ""
         key = (started, failed_by, len(tail), tail[0], tail[-1])  # a verdict a second on an idle log reads once
         if self._words_read is None or self._words_read[0] != key:
+            # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
+            # before the failure or the end.
+            framed = None
+            if failed_by:
+                framed = frame_words(failure_frames(tail, failed_by), started)
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
-            self._words_read = (key, read_words(stretch(tail, started, failed_by, held=part is not None)))
-        found = self._words_read[1]
-        named = self.by_name.get(found.phase) if found is not None else None
-        if found is None or named is None:
-            return None
-        if part is not None and (named.name not in self.step_phases or named is part):
-            return None  # after a part of the step, only another part of it
-        if part is None and rule is not None and not (named.name in self.step_phases and rule.inner) and (
-                self.order[named.name] <= self.order[rule.name]):
-            return None  # the words name a phase the run already passed: the rules' place stands
-        ago = f", {found.back} lines before the end" if found.back else ""
-        claim = f"the phase, read from the words of a line no phase rule knows (a guess{ago})"
-        return named, Evidence(claim, self._line.source if self._line else "", None, found.text[:EVIDENCE_CHARS])
+            self._words_read = (key, [framed, read_words(stretch(tail, started, failed_by, held=part is not None))])
+        for found in self._words_read[1]:
+            named = self.by_name.get(found.phase) if found is not None else None
+            if found is None or named is None:
+                continue
+            if found.over and (part is not None or named.name in self.step_phases or named.inner):
+                continue  # a part of the step that ended: the next part, its words do not say
+            if part is not None and (named.name not in self.step_phases or named is part
+                                     or (found.frame and named.name in WITHIN_PART.get(part.name, ()))):
+                continue  # after a part of the step, only another part of it, and not one that part calls itself
+            if part is None and rule is not None and not (named.name in self.step_phases and rule.inner) and (
+                    self.order[named.name] <= self.order[rule.name]):
+                continue  # the words name a phase the run already passed: the rules' place stands
+            ago = f", {found.back} lines before the end" if found.back and not found.frame else ""
+            what = "the frame the error was raised under" if found.frame else "a line no phase rule knows"
+            got = "; that line says a part of it finished, so the run got at least that far" if found.over else ""
+            claim = f"the phase, read from the words of {what} (a guess{ago}{got})"
+            return named, Evidence(claim, self._line.source if self._line else "", None, found.text[:EVIDENCE_CHARS])
+        return None
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""

@@ -33,7 +33,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"),
     ("actor update",
-     r"\bforward\b|\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
+     r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
     ("checkpoint save",
      r"\bsav(?:e|es|ing)\b.{0,40}\b(?:checkpoints?|model|weights|state)\b|\bcheckpoint\b.{0,30}\bsav(?:e|ing)\b"
@@ -43,14 +43,18 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\[?\b(?:epoch|step|iteration|iter)\]? ?[=:#]? ?\d+(?! ?(?:steps|epochs))\b|\btrain(?:ing)?[_ ]epoch\b"
      r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"),
     ("rollout init",
-     r"\bKV cache\b|\bCUDA graphs?\b|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b"
-     r"|\bInitializing an LLM engine\b"),
+     r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
+     r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"),
     ("actor init",
      r"\bLoading (?:checkpoint shards|(?:the )?model|weights|state[_ ]dict)\b|\bfrom_pretrained\b|\bnum_params\b"
-     r"|\bfused kernels\b|\bmodel (?:loading|weights)\b"),
+     r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"),
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
+# What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
+# the actor's log-prob function. A frame below the part's naming these names the part, not another.
+WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
+DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
 _OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|end|ended|ends)\b", re.IGNORECASE)
@@ -62,7 +66,7 @@ _NOT_RUN_RE = re.compile(
     r"|^\[[Rr]ank ?\d+\]:?\s*$"
 )
 # Settings and summaries name phases without being in them: `Total training steps: 105`, `num_train_epochs=3`.
-_SETTING_RE = re.compile(r"\b(?:total|max|num|number of)[_ ]\w*|\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
+_SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
                          re.IGNORECASE)
 # A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
@@ -72,7 +76,7 @@ _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
-_METRIC_RE = re.compile(r"[\w/.'-]+'?\s?[:=]\s?-?\d")
+_METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?[A-Za-z%]*")  # not `x.py:12`
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 
 
@@ -81,6 +85,8 @@ class Worded:
     phase: str  # a phase rule's name (phases.yaml)
     text: str  # the line that names it, as written
     back: int  # how many lines before the end of the stretch it is (0: the last)
+    frame: bool = False  # a traceback's frame (the function the error was raised under), not a line of the run
+    over: bool = False  # the line says that part finished (`finished initializing model`): the run got that far
 
 
 def _message(text: str) -> str:
@@ -123,8 +129,11 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
         return None
     if _SERVING_RE.search(message):
         return "generation", False
-    if len(_METRIC_RE.findall(message, 0, 400)) >= 2:
-        return None
+    pairs = _METRIC_RE.findall(message, 0, 400)
+    if len(pairs) >= 3:
+        return None  # a metric record
+    if pairs:  # `finished initializing model - num_params = 71953, num_elems = 81.24B`: the words, not the names
+        message = _METRIC_RE.sub(" ", message)
     phase = _words(message)
     return (phase, _OVER_RE.search(message) is not None) if phase is not None else None
 
@@ -155,11 +164,67 @@ def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bo
     return tail[start:end]
 
 
+_FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]{1,120})')
+# A traceback's own lines, besides its frames: its header, code, chained-exception separators, exception lines.
+_TRACEBACK_RE = re.compile(
+    r"^\s|^$|^Traceback \(most recent call last\)|above exception|^\w[\w.]*(?:Error|Exception)\b")
+
+
+def _failure_at(tail: list[str], failed_by: str) -> int | None:
+    if not failed_by:
+        return None
+    for i in range(len(tail) - 1, -1, -1):
+        if _same(tail[i], failed_by) or failed_by.strip()[:200] in tail[i]:
+            return i
+    return None
+
+
+def failure_frames(tail: list[str], failed_by: str) -> list[str]:
+    """The frames of the failure's traceback, outermost first: the one that ends at the failure's line, else the
+    first after it (a collective's timeout, then the traceback of the call it aborted)."""
+    at = _failure_at(tail, failed_by)
+    if at is None:
+        return []
+    start = at
+    while start > 0 and _TRACEBACK_RE.search(_message(tail[start - 1])):
+        start -= 1
+    block = tail[start:at]
+    if not any(_FRAME_RE.match(_message(line)) for line in block):
+        after = next((k for k in range(at + 1, min(len(tail), at + 200)) if "Traceback (most recent" in tail[k]), None)
+        block = []
+        if after is not None:
+            end = after + 1
+            while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
+                end += 1
+            block = tail[after:end]
+    return [line for line in block if _FRAME_RE.match(_message(line))]
+
+
+def frame_words(frames: list[str], below: str = "") -> Worded | None:
+    """The phase the innermost frame (deeper than `below`, where that frame is among them) names by its function's
+    and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`): where the
+    error was raised, in words."""
+    cut = next((i for i, line in enumerate(frames) if _same(line, below)), None) if below else None
+    deeper = frames[cut + 1:] if cut is not None else frames
+    found: Worded | None = None
+    for back, line in enumerate(reversed(deeper)):
+        m = _FRAME_RE.match(_message(line))
+        if m is None:
+            continue
+        stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
+        phase = _words(f"{m['func']} {stem}".replace("_", " "))
+        if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
+            continue
+        if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
+            found = Worded(phase, line.strip()[:300], back, frame=True)
+    return found
+
+
 def read_words(lines: list[str]) -> Worded | None:
-    """The phase the last line of `lines` that names one is in; None where that line says its part is over
-    (what runs after it, its words do not say)."""
+    """The phase the last line of `lines` that names one speaks of (`over` where it says that part finished: what
+    runs after it, its words do not say, but the run got that far)."""
     for back, line in enumerate(reversed(lines)):
         found = phase_of_words(line)
         if found is not None:
-            return None if found[1] else Worded(found[0], line.strip()[:300], back)
+            return Worded(found[0], line.strip()[:300], back, over=found[1])
     return None

@@ -356,14 +356,15 @@ class PhaseStatus:
         """Where the phase was read from a line's words, not a rule: the line, so the guess can be checked."""
         if self.worded is None:
             return ""
-        return f"phase read from the words of a line no rule knows (a guess): `{self.worded.text.strip()[:200]}`"
+        how = self.worded.claim.removeprefix("the phase, ")  # read from the words of a line no rule knows (a guess)
+        return f"phase {how}: `{self.worded.text.strip()[:200]}`"
 
     @property
     def unsure(self) -> str:
         """For a job that stopped moving: the stretch after the last line a rule knew, if it is long
         enough to say so ("after `Building rollout for sglang`: 37 lines no rule knows"), else ""."""
-        if self.state in ("running", "done") or self.unrecognised < UNRECOGNISED_SHOWN:
-            return ""
+        if self.state in ("running", "done") or self.unrecognised < UNRECOGNISED_SHOWN or self.worded is not None:
+            return ""  # (where a line's words named the phase, worded_note speaks for the tail)
         after = f"after `{self.recognised_last.strip()[:100]}`" if self.recognised_last else "from the start"
         return f"{after}: {self.unrecognised} lines no rule knows"
 
@@ -372,7 +373,8 @@ class PhaseStatus:
         """For a job that stopped moving with (almost) nothing after the last line a rule knew: that
         line, where it stopped in its own words (`Capturing CUDA graph shapes: 46%|…| 31/67`,
         `local_global_step_folder: …/global_step_10`); else "" (`unsure` speaks for a longer tail)."""
-        if self.state != "stalled" or not self.recognised_last.strip() or self.unrecognised >= UNRECOGNISED_SHOWN:
+        if (self.state != "stalled" or not self.recognised_last.strip() or self.unrecognised >= UNRECOGNISED_SHOWN
+                or self.worded is not None):
             return ""
         return self.recognised_last.strip()[:200]
 
