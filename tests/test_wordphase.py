@@ -155,13 +155,19 @@ def test_words_of_one_line(line: str, phase: str) -> None:
     '  File "/srv/x/rollout.py", line 12, in generate_sequences',  # a frame
     "    Variable._execution_engine.run_backward(  # runs the backward pass",  # a frame's code
     "RuntimeError: generation failed on rank 3",  # an error's line
-    "Upload finished (4 files)",
     "[rank3]:     logps = selective_log_softmax(logits, ids)  # compute logprobs",  # a rank's traceback code
     "INFO:trl.generation.vllm_client:Server is up!",  # a logger's name is no activity
     "  0%|          | 0/934 [00:00<?, ?it/s]",  # a bar with no words
 ])
 def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
     assert phase_of_words(line) is None
+
+
+def test_an_upload_that_finished_is_over() -> None:
+    """Ray Train's worker uploads its model, says the upload finished, returns: the save is over, not running."""
+    assert phase_of_words("[Worker:0] [INFO] Uploading final model to object store") == ("checkpoint save", False)
+    assert read_words(["[Worker:0] [INFO] Uploading final model to object store", "[Worker:0] [INFO] Upload "
+                       "finished (4 files)", "[Worker:0] [INFO] Returning from train func!!"]).over
 
 
 def test_a_bar_at_its_total_is_over() -> None:

@@ -37,7 +37,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
     ("checkpoint save",
      r"\bsav(?:e|es|ing)\b.{0,40}\b(?:checkpoints?|model|weights|state)\b|\bcheckpoint\b.{0,30}\bsav(?:e|ing)\b"
-     r"|\bUploading\b.{0,30}\b(?:model|checkpoint)\b"),
+     r"|\bUpload(?:ing|ed)?\b.{0,30}\b(?:model|checkpoints?|weights|files?)\b|\bUpload (?:finished|done|complete)"),
     ("validation", r"\bvalidat(?:e|ing|ion)\b|\bevaluat(?:e|ing|ion)\b|\beval(?:uation)? (?:loop|step|batch)\b"),
     ("training loop",
      r"\[?\b(?:epoch|step|iteration|iter)\]? ?[=:#]? ?\d+(?! ?(?:steps|epochs))\b|\btrain(?:ing)?[_ ]epoch\b"
