@@ -68,14 +68,14 @@ _NOT_RUN_RE = re.compile(
 # Settings and summaries name phases without being in them: `Total training steps: 105`, `num_train_epochs=3`.
 _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
                          re.IGNORECASE)
-# A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
-# numbers, which the step rules read; the names of its timings are no phase the run is in.
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 # Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
 _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
+# A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
+# numbers, which the step rules read; the names of its timings are no phase the run is in.
 _METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?[A-Za-z%]*")  # not `x.py:12`
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 
