@@ -402,3 +402,19 @@ async def test_a_browser_view_hides_a_secret_yaml_block_s_lines(tmp_path: Path) 
         pane.set_filter("Tr0ub4dor", app.store)
         await pilot.pause(0.2)
         assert not any("Tr0ub4dor" in line or "<redacted>" in line for line in log_lines(app)), log_lines(app)
+
+
+async def test_the_phases_pane_marks_a_phase_read_from_words(tmp_path: Path) -> None:
+    """A vLLM server's stats lines with requests in flight, written an hour ago: the pane names generation and says
+    it is a guess from a line's words, with the line (analysis/wordphase.py), as replay and snapshot do."""
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(time.time() - 3600))
+    lines = [f"INFO {stamp} llm_engine.py:161] Initializing an LLM engine (v0.6.1) with config: model='/m/q'",
+             f"INFO {stamp} model_runner.py:1523] Graph capturing finished in 19 secs.",
+             *[f"INFO {stamp} metrics.py:351] Avg prompt throughput: 20.{i} tokens/s, Avg generation throughput: "
+               f"88.{i} tokens/s, Running: {17 + i} reqs, Swapped: 0 reqs, Pending: 4 reqs" for i in range(3)]]
+    app, _ = make_app(tmp_path, lines, mtime=time.time() - 3600)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, lambda: "a guess" in pane_text(app, PhasesPane))
+        phases = pane_text(app, PhasesPane)
+        assert "STALLED  generation" in phases and "phase read from the words" in phases
+        assert "training loop" not in phases  # a server runs no loop

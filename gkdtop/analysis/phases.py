@@ -1061,7 +1061,8 @@ class PhaseEngine:
         worded = self._worded(tail, span) if tail else None
         if worded is not None:
             rule = expected = worded[0]
-            within = self._loop_name() if rule.name in self.step_phases else None
+            loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
+            within = loop if rule.name in self.step_phases and loop in self._ran else None
             since, since_bound = None, ""  # a line's words date no start
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
