@@ -78,6 +78,7 @@ _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<tot
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
 _METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?[A-Za-z%]*")  # not `x.py:12`
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
+MESSAGE_CHARS = 2000  # of each (a store's line may be 64 KB: its words are at its start)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Worded:
 def _message(text: str) -> str:
     """A line past its Ray prefix, a rank's (`[rank3]:`) and a launcher's host (`node-7: `): a traceback's code keeps
     its indentation, which tells it from the run's own lines."""
-    message = split_prefix(strip_ansi(text))[1].rstrip()
+    message = split_prefix(strip_ansi(text[:MESSAGE_CHARS]))[1].rstrip()
     return _LOGGER_RE.sub("", _OUTER_RE.sub("", message, count=1), count=1)
 
 
