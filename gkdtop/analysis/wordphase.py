@@ -51,6 +51,12 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
+# Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
+_STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat", "request", "/v1/", "decode",
+          "rolling", "rollout", "backward", "optimi", "step", "update", "sav", "upload", "checkpoint", "validat",
+          "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph", "captur",
+          "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
+          "initiali", "init_process_group", "process group", "rendezvous", "nccl info")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
@@ -66,7 +72,7 @@ _NOT_RUN_RE = re.compile(
     r"|^\[[Rr]ank ?\d+\]:?\s*$"
 )
 # Settings and summaries name phases without being in them: `Total training steps: 105`, `num_train_epochs=3`.
-_SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
+_SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
                          re.IGNORECASE)
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
@@ -108,7 +114,14 @@ def _last_bar(message: str) -> tuple[str, bool] | None:
     return desc.strip(" :\r"), int(found["n"]) >= int(found["total"]) > 0
 
 
+def _any_stem(message: str) -> bool:
+    low = message.lower()
+    return any(stem in low for stem in _STEMS)
+
+
 def _words(message: str) -> str | None:
+    if not _any_stem(message):
+        return None
     for phase, pattern in _WORDS:
         if pattern.search(message):
             return phase
@@ -120,7 +133,9 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     its total), or None (no phase word, a traceback's or an error's line, a setting, a metric record). A progress
     bar is read by its description (`Compute log probs:  76%|…| 243/320`), not by the numbers after it."""
     message = _message(text)
-    if not message.strip() or _NOT_RUN_RE.search(message):
+    if not message.strip() or not (_any_stem(message) or _SERVING_RE.search(message)):
+        return None  # no phase's word: most lines
+    if _NOT_RUN_RE.search(message):
         return None
     bar = _last_bar(message) if "%|" in message else None
     if bar is not None:
