@@ -309,3 +309,34 @@ def test_a_rendezvous_module_names_the_start_up(tmp_path: Path) -> None:
         '  File "/srv/job/train.py", line 88, in train_epoch',
         '  File "/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1256, in _try_get_data',
     ]).phase == "training loop"
+
+
+def test_frames_after_rays_unhandled_error_behind_a_capture_stamp(tmp_path: Path) -> None:
+    """A collector's `[YYYY-MM-DD HH:MM:SS] ` before every line, then Ray's `Unhandled error … ray::Worker.method()`
+    followed by its frames (no `Traceback` header): the frames name where the worker raised (the rollout)."""
+    stamp = "[2026-03-12 11:50:36] (TaskRunner pid=3518)"
+    lines = ["[2026-03-12 11:35:52] (TaskRunner pid=3518) Training Progress:   0%|          | 0/233 [00:00<?, ?it/s]",
+             f"{stamp} Unhandled error (suppress with 'RAY_IGNORE_UNHANDLED_ERRORS=1'): "
+             "ray::AgentLoopWorker.generate_sequences() (pid=3524, ip=10.1.2.3)",
+             f'{stamp}   File "/srv/verl/verl/experimental/agent_loop/agent_loop.py", line 512, in generate_sequences',
+             f"{stamp}     outputs = await asyncio.gather(*tasks)",
+             f'{stamp}   File "/srv/verl/verl/experimental/agent_loop/agent_loop.py", line 349, in generate',
+             f"{stamp}     output = await self.server_manager.generate(request_id=request_id)",
+             f"{stamp} ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    ph = _replay(_write(tmp_path, "agent.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "generation" and "frame" in ph["worded_note"]
+
+
+def test_a_launchers_own_traceback_names_no_phase(tmp_path: Path) -> None:
+    """torchrun's agent raising RendezvousClosedError after the epochs ran: its frames (rendezvous) are the
+    launcher's, not a worker's; the run's own last lines say where it was."""
+    lines = ["For gpu:0. Running epoch: 3", "Better model found at epoch 2 with valid_loss value: 0.93",
+             *_traceback([("/venv/bin/torchrun", "<module>"),
+                          ("/venv/lib/python3.10/site-packages/torch/distributed/run.py", "main"),
+                          ("/venv/lib/python3.10/site-packages/torch/distributed/elastic/agent/server/api.py",
+                           "_rendezvous"),
+                          ("/venv/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/"
+                           "dynamic_rendezvous.py", "sync")],
+                         "torch.distributed.elastic.rendezvous.api.RendezvousClosedError")]
+    ph = _replay(_write(tmp_path, "launcher.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "training loop"

@@ -19,7 +19,15 @@ from gkdtop.analysis.lines import RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
-from gkdtop.analysis.wordphase import WITHIN_PART, Worded, failure_frames, frame_words, read_words, stretch
+from gkdtop.analysis.wordphase import (
+    WITHIN_PART,
+    Worded,
+    failure_frames,
+    frame_words,
+    launcher_frames,
+    read_words,
+    stretch,
+)
 from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
@@ -1152,11 +1160,11 @@ class PhaseEngine:
         if self._words_read is None or self._words_read[0] != key:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
-            framed = None
-            if failed_by:
-                framed = frame_words(failure_frames(tail, failed_by), started)
+            frames = failure_frames(tail, failed_by) if failed_by else []
+            framed = frame_words(frames, started)
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
-            self._words_read = (key, [framed, read_words(stretch(tail, started, failed_by, held=part is not None))])
+            lines = read_words(stretch(tail, started, failed_by, held=part is not None))
+            self._words_read = (key, [lines, framed] if launcher_frames(frames) else [framed, lines])
         for found in self._words_read[1]:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:

@@ -78,6 +78,11 @@ _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epoch
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 # Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
 _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
+# A capture stamp a collector put before every line (`[2026-03-12 11:50:36] (TaskRunner pid=7) …`).
+_CAPTURE_RE = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] (?=\()")
+# A launcher's outermost frames: its traceback says where the launcher was, not a worker.
+_LAUNCHER_RE = re.compile(r"/torch/distributed/run\.py|/bin/(?:torchrun|accelerate|deepspeed)\b|/elastic/agent/"
+                          r"|/accelerate/commands/launch\.py|/deepspeed/launcher/")
 _OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
 # A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
@@ -99,7 +104,8 @@ class Worded:
 def _message(text: str) -> str:
     """A line past its Ray prefix, a rank's (`[rank3]:`) and a launcher's host (`node-7: `): a traceback's code keeps
     its indentation, which tells it from the run's own lines."""
-    message = split_prefix(strip_ansi(text[:MESSAGE_CHARS]))[1].rstrip()
+    text = strip_ansi(text[:MESSAGE_CHARS])
+    message = split_prefix(_CAPTURE_RE.sub("", text, count=1) if text[:1] == "[" else text)[1].rstrip()
     return _LOGGER_RE.sub("", _OUTER_RE.sub("", message, count=1), count=1)
 
 
@@ -206,14 +212,23 @@ def failure_frames(tail: list[str], failed_by: str) -> list[str]:
         start -= 1
     block = tail[start:at]
     if not any(_FRAME_RE.match(_message(line)) for line in block):
-        after = next((k for k in range(at + 1, min(len(tail), at + 200)) if "Traceback (most recent" in tail[k]), None)
+        # Its frames right after it (Ray's `Unhandled error …: ray::Worker.method()` header), else the first
+        # traceback after it.
+        after = at if at + 1 < len(tail) and _FRAME_RE.match(_message(tail[at + 1])) else next(
+            (k for k in range(at + 1, min(len(tail), at + 200)) if "Traceback (most recent" in tail[k]), None)
         block = []
         if after is not None:
             end = after + 1
             while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
                 end += 1
-            block = tail[after:end]
+            block = tail[after + 1:end]
     return [line for line in block if _FRAME_RE.match(_message(line))]
+
+
+def launcher_frames(frames: list[str]) -> bool:
+    """A launcher's own traceback (torchrun's agent re-rendezvousing after the workers ran): where the launcher was,
+    which names the run's phase only where its own lines say nothing (a start-up that never reached the workers)."""
+    return any(_LAUNCHER_RE.search(line) for line in frames[:3])
 
 
 def frame_words(frames: list[str], below: str = "") -> Worded | None:
