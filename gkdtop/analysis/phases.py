@@ -1066,17 +1066,20 @@ class PhaseEngine:
                     began := self._waited_from(since)) is not None:
                 since, since_bound = began, "before"  # a part a traceback named after a timeout that states its wait
         failing = expected  # a failure's advice is the rules' phase's: it speaks of the failure, not of the words
+        # How long a silence may last is the rules' phase's too: a guess from words never makes a stall come sooner.
+        stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
+        stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
+        own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
+        if stepping and not self.stall_fixed and not own:
+            stall_after = max(stall_after, self._step_limit())
         worded = self._worded(tail, span) if tail else None
         if worded is not None:
             rule = expected = worded[0]
             loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
             within = loop if rule.name in self.step_phases and loop in self._ran else None
             since, since_bound = None, ""  # a line's words date no start
-        stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
-        stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
-        own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
-        if stepping and not self.stall_fixed and not own:
-            stall_after = max(stall_after, self._step_limit())
+            if rule.stall_after and not self.stall_fixed:
+                stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance
         hint = expected.hint if expected is not None else None
 
         if rule is not None and rule.terminal:
@@ -1169,11 +1172,12 @@ class PhaseEngine:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
-            if found.over and (part is not None or named.name in self.step_phases or named.inner):
-                continue  # a part of the step that ended: the next part, its words do not say
+            if found.over and (part is not None or named.name in self.step_phases or named.inner or (
+                    span is not None and span.status == "failed")):
+                continue  # a part that ended: the next part, its words do not say; a failure stays where it was
             if part is not None and (named.name not in self.step_phases or named is part
-                                     or (found.frame and named.name in WITHIN_PART.get(part.name, ()))):
-                continue  # after a part of the step, only another part of it, and not one that part calls itself
+                                     or named.name in WITHIN_PART.get(part.name, ())):
+                continue  # after a part of the step, only another part of it, and not one that part runs itself
             if part is None and rule is not None and not (named.name in self.step_phases and rule.inner) and (
                     self.order[named.name] <= self.order[rule.name]):
                 continue  # the words name a phase the run already passed: the rules' place stands

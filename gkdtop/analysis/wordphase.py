@@ -24,12 +24,14 @@ WORDS: tuple[tuple[str, str], ...] = (
     # prepare data, whatever other phase's word they hold.
     ("dataset generation",
      r"\b(?:train|test|validation|eval) split\b|\bexamples/s\b|\bdatasets?\b|\btokeniz\w*|\bdata ?loaders?\b"),
+    # Resuming reads a checkpoint: not the loop its step or epoch number names, nor a save.
+    ("checkpoint load",
+     r"\b(?:resum|restor)\w*\b.{0,40}\bcheckpoint|\bload(?:s|ing|ed)?\b.{0,20}\bcheckpoint\b(?! shards)"),
     ("reference log-prob", r"\bref(?:erence)?[_ ](?:model[_ ])?log[_ -]?probs?\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
-     r"|/generation/\w+\.py:\d+: \w*Warning"  # a warning raised in generate()
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"),
     ("actor update",
@@ -51,6 +53,8 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
+LOOP = "training loop"
+_LOOP_WORDS = dict(_WORDS)[LOOP]
 # Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
 _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat", "request", "/v1/", "decode",
           "rolling", "rollout", "backward", "optimi", "step", "update", "sav", "upload", "checkpoint", "validat",
@@ -63,7 +67,8 @@ WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-pro
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
-_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|end|ended|ends)\b", re.IGNORECASE)
+_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|\bends?\b(?=\s*(?:[.,;:!)]|$))",
+                      re.IGNORECASE)  # `validation generation end`, not `the end of the epoch`
 # Lines that are a failure's, not the run's: a traceback's header, frames and code, an exception, a rank's
 # header before its traceback (`[Rank 0]:`), Ray's tab-indented fields.
 _NOT_RUN_RE = re.compile(
@@ -72,12 +77,16 @@ _NOT_RUN_RE = re.compile(
     r"|^\[[Rr]ank ?\d+\]:?\s*$"
 )
 # Settings and summaries name phases without being in them: `Total training steps: 105`, `num_train_epochs=3`.
-_SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'",
+_SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'"
+                         r"|\bevery \d+ (?:steps|epochs|iterations)\b|\bwill (?:save|evaluate|run|generate)\b",
                          re.IGNORECASE)
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 # Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
 _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
+# A dotted module or logger name in any format (`- INFO - trl.generation.vllm_client -`, `[llamafactory.model.x]`,
+# `transformers/generation` as `transformers.generation.utils`): named after its module, whatever it says.
+_DOTTED_RE = re.compile(r"\b[a-z_]\w*(?:\.[a-z_]\w*)+\b")
 # A capture stamp a collector put before every line (`[2026-03-12 11:50:36] (TaskRunner pid=7) …`).
 _CAPTURE_RE = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] (?=\()")
 # A launcher's outermost frames: its traceback says where the launcher was, not a worker.
@@ -130,7 +139,7 @@ def _words(message: str) -> str | None:
         return None
     for phase, pattern in _WORDS:
         if pattern.search(message):
-            return phase
+            return LOOP if phase == DATASET and _LOOP_WORDS.search(message) else phase  # a new epoch's loader
     return None
 
 
@@ -143,6 +152,8 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
         return None  # no phase's word: most lines
     if _NOT_RUN_RE.search(message):
         return None
+    if "." in message:
+        message = _DOTTED_RE.sub(" ", message)
     bar = _last_bar(message) if "%|" in message else None
     if bar is not None:
         phase = _words(bar[0]) if bar[0] else None
@@ -201,6 +212,9 @@ def _failure_at(tail: list[str], failed_by: str) -> int | None:
     return None
 
 
+_VERBS = re.compile(r"(?:^|_)(?:log|save|evaluate|eval|validate|generate|update|load|train|step)(?=_|$)")
+
+
 def failure_frames(tail: list[str], failed_by: str) -> list[str]:
     """The frames of the failure's traceback, outermost first: the one that ends at the failure's line, else the
     first after it (a collective's timeout, then the traceback of the call it aborted)."""
@@ -243,6 +257,8 @@ def frame_words(frames: list[str], below: str = "") -> Worded | None:
         if m is None:
             continue
         stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
+        if len(_VERBS.findall(m["func"])) >= 2:
+            continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
         phase = _words(f"{m['func']} {stem}".replace("_", " "))
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
@@ -251,11 +267,25 @@ def frame_words(frames: list[str], below: str = "") -> Worded | None:
     return found
 
 
+def _progressed(text: str) -> bool:
+    """A step's record or a moving bar with no phase's words: the run went on after any older line's words."""
+    message = _message(text)
+    if _SERVING_RE.search(message):
+        return False
+    bar = _last_bar(message) if "%|" in message else None
+    if bar is not None:
+        return not bar[1]
+    return len(_METRIC_RE.findall(message, 0, 400)) >= 3
+
+
 def read_words(lines: list[str]) -> Worded | None:
     """The phase the last line of `lines` that names one speaks of (`over` where it says that part finished: what
-    runs after it, its words do not say, but the run got that far)."""
+    runs after it, its words do not say, but the run got that far). None where a step's record or a moving bar comes
+    after every such line: an evaluation 300 loss records back is over."""
     for back, line in enumerate(reversed(lines)):
         found = phase_of_words(line)
         if found is not None:
             return Worded(found[0], line.strip()[:300], back, over=found[1])
+        if _progressed(line):
+            return None
     return None
