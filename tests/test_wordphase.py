@@ -340,3 +340,52 @@ def test_a_launchers_own_traceback_names_no_phase(tmp_path: Path) -> None:
                          "torch.distributed.elastic.rendezvous.api.RendezvousClosedError")]
     ph = _replay(_write(tmp_path, "launcher.log", lines))
     assert ph["state"] == "failed" and ph["current"] == "training loop"
+
+
+# Shapes from the audit of the reader (logs written to trick it): each said something false before its fix.
+@pytest.mark.parametrize(("line", "said"), [
+    ("/venv/lib/python3.11/site-packages/transformers/generation/configuration_utils.py:628: UserWarning: do_sample "
+     "is set to False. However, temperature is set to 0.6", None),  # a module's path: where the code lives
+    ("06/23/2025 10:02:37 - INFO - trl.generation.vllm_client - Server is not up yet. Retrying...", None),
+    ("will save a checkpoint every 1000 steps and evaluate every 500", None),  # a setting
+    ("Restoring from checkpoint /ckpt/run3 (saved after epoch 4)", ("checkpoint load", False)),
+    ("Resuming from checkpoint at step 500", ("checkpoint load", False)),
+    ("re-creating train dataloader for epoch 1", ("training loop", False)),  # a new epoch's loader
+    ("Saving the optimizer state at the end of the training epoch", ("checkpoint save", False)),  # not 'over'
+])
+def test_audited_lines(line: str, said: tuple[str, bool] | None) -> None:
+    assert phase_of_words(line) == said
+
+
+def test_an_evaluation_long_past_is_over() -> None:
+    """HF Trainer: `***** Running Evaluation *****`, then 300 loss records: the evaluation's words are stale."""
+    lines = ["***** Running Evaluation *****", "  Num examples = 2000"] + [
+        f"{{'loss': 0.{i % 9 + 1}, 'grad_norm': 1.{i % 7}, 'learning_rate': 2e-05, 'epoch': 0.{i % 9}}}"
+        for i in range(300)]
+    assert read_words(lines) is None
+
+
+def test_a_dispatcher_frame_names_no_phase() -> None:
+    """HF's `_maybe_log_save_evaluate` logs, saves or evaluates: a collective under it says none of them."""
+    frames = ['  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2412, in _inner_training_loop',
+              '  File "/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2891, in '
+              '_maybe_log_save_evaluate',
+              '  File "/venv/lib/python3.11/site-packages/transformers/trainer_pt_utils.py", line 130, in '
+              '_nested_gather']
+    assert frame_words(frames) is None
+
+
+def test_a_guess_never_brings_a_stall_sooner(tmp_path: Path) -> None:
+    """A vLLM engine's start-up (the rules: engine init, 600 s before a stall) whose last line no rule knows speaks of
+    generating: five minutes of silence later it is still no stall, as without the words."""
+    stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(time.time() - 300))
+    path = _write(tmp_path, "engine.log", [
+        f"INFO {stamp} llm_engine.py:161] Initializing an LLM engine (v0.6.1) with config: model='/m/q'",
+        f"INFO {stamp} worker.py:12] warming up: generating dummy sequences"])
+    old = time.time() - 300
+    os.utime(path, (old, old))
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    ph = json.loads(out)["phases"]
+    assert ph["phase_from"] == "words" and ph["current"] == "generation"
+    assert ph["state"] == "running" and ph["stall_after"] >= 600

@@ -87,6 +87,7 @@ _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 # A dotted module or logger name in any format (`- INFO - trl.generation.vllm_client -`, `[llamafactory.model.x]`,
 # `transformers/generation` as `transformers.generation.utils`): named after its module, whatever it says.
 _DOTTED_RE = re.compile(r"\b[a-z_]\w*(?:\.[a-z_]\w*)+\b")
+_SOURCE_PATH_RE = re.compile(r"\S*/[\w.-]+\.py\b")  # `…/transformers/generation/configuration_utils.py`
 # A capture stamp a collector put before every line (`[2026-03-12 11:50:36] (TaskRunner pid=7) …`).
 _CAPTURE_RE = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] (?=\()")
 # A launcher's outermost frames: its traceback says where the launcher was, not a worker.
@@ -152,8 +153,8 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
         return None  # no phase's word: most lines
     if _NOT_RUN_RE.search(message):
         return None
-    if "." in message:
-        message = _DOTTED_RE.sub(" ", message)
+    if "." in message:  # a source file's path or a dotted module name: where code lives, not what runs
+        message = _DOTTED_RE.sub(" ", _SOURCE_PATH_RE.sub(" ", message))
     bar = _last_bar(message) if "%|" in message else None
     if bar is not None:
         phase = _words(bar[0]) if bar[0] else None
@@ -268,20 +269,18 @@ def frame_words(frames: list[str], below: str = "") -> Worded | None:
 
 
 def _progressed(text: str) -> bool:
-    """A step's record or a moving bar with no phase's words: the run went on after any older line's words."""
+    """A step's record (`{'loss': 0.41, 'grad_norm': 1.2, …}`): the run went on to its next step after any older line's
+    words. (Not a bar with no words: an evaluation's own bar moves under its `Running Evaluation` line.)"""
     message = _message(text)
-    if _SERVING_RE.search(message):
+    if _SERVING_RE.search(message) or "%|" in message:
         return False
-    bar = _last_bar(message) if "%|" in message else None
-    if bar is not None:
-        return not bar[1]
     return len(_METRIC_RE.findall(message, 0, 400)) >= 3
 
 
 def read_words(lines: list[str]) -> Worded | None:
     """The phase the last line of `lines` that names one speaks of (`over` where it says that part finished: what
-    runs after it, its words do not say, but the run got that far). None where a step's record or a moving bar comes
-    after every such line: an evaluation 300 loss records back is over."""
+    runs after it, its words do not say, but the run got that far). None where a step's record comes after every such
+    line: an evaluation 300 loss records back is over."""
     for back, line in enumerate(reversed(lines)):
         found = phase_of_words(line)
         if found is not None:
