@@ -177,16 +177,22 @@ def _same(line: str, cited: str) -> bool:
     return bool(cited) and line.startswith(cited.rstrip()[:200])
 
 
+def _failure_at(tail: list[str], failed_by: str) -> int | None:
+    if not failed_by:
+        return None
+    for i in range(len(tail) - 1, -1, -1):
+        if _same(tail[i], failed_by) or failed_by.strip()[:200] in tail[i]:
+            return i
+    return None
+
+
 def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bool = False) -> list[str]:
     """The tail's lines after the one that started the rules' phase (`started_by`, where the tail holds it; with
     `held`, none unless it does) and before the failure's own lines (`failed_by`: its exception line; the traceback
     above it is left out)."""
     end = len(tail)
-    if failed_by:
-        for i in range(len(tail) - 1, -1, -1):
-            if _same(tail[i], failed_by) or failed_by.strip()[:200] in tail[i]:
-                end = i
-                break
+    if (at := _failure_at(tail, failed_by)) is not None:
+        end = at
         while end > 0 and _NOT_RUN_RE.search(_message(tail[end - 1]) or " "):
             end -= 1  # the traceback and error lines above the exception
     start = end if held else 0
@@ -202,15 +208,6 @@ _FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]{1,400})", line \d+, in (?P<func
 # A traceback's own lines, besides its frames: its header, code, chained-exception separators, exception lines.
 _TRACEBACK_RE = re.compile(
     r"^\s|^$|^Traceback \(most recent call last\)|above exception|^\w[\w.]*(?:Error|Exception)\b")
-
-
-def _failure_at(tail: list[str], failed_by: str) -> int | None:
-    if not failed_by:
-        return None
-    for i in range(len(tail) - 1, -1, -1):
-        if _same(tail[i], failed_by) or failed_by.strip()[:200] in tail[i]:
-            return i
-    return None
 
 
 _VERBS = re.compile(r"(?:^|_)(?:log|save|evaluate|eval|validate|generate|update|load|train|step)(?=_|$)")
