@@ -389,3 +389,123 @@ def test_a_guess_never_brings_a_stall_sooner(tmp_path: Path) -> None:
     ph = json.loads(out)["phases"]
     assert ph["phase_from"] == "words" and ph["current"] == "generation"
     assert ph["state"] == "running" and ph["stall_after"] >= 600
+
+
+# A verl GRPO run in its third step: Ray's memory monitor kills the driver task; its table of the node's processes
+# says what the workers were running (invented pids, sizes, paths).
+RAY_OOM_TABLE = [
+    "2026-04-02 10:01:07,553\tINFO worker.py:1832 -- Started a local Ray instance.",
+    "(TaskRunner pid=41093) Total training steps: 300",
+    "(WorkerDict pid=41117) After building vllm rollout, memory allocated (GB): 11.62, memory reserved (GB): 12.04",
+    "(TaskRunner pid=41093) step:1 - critic/score/mean:0.31 - timing_s/gen:88.2 - timing_s/update_actor:40.5 - "
+    "timing_s/step:147.0",
+    "(TaskRunner pid=41093) step:2 - critic/score/mean:0.35 - timing_s/gen:91.6 - timing_s/update_actor:40.1 - "
+    "timing_s/step:149.7",
+    "(raylet) [2026-04-02 10:10:52,117 E 40810 40810] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) "
+    "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node",
+    "Traceback (most recent call last):",
+    '  File "/srv/verl/verl/trainer/main_ppo.py", line 33, in run_ppo',
+    "    ray.get(runner.run.remote(config))",
+    '  File "/opt/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 921, in get_objects',
+    "    raise value",
+    "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    "Memory on the node (IP: 10.8.0.3) where the task (name=TaskRunner.run, pid=41093, memory used=2.6GB) was running "
+    "was 470.1GB / 491.9GB (0.955), which exceeds the memory usage threshold of 0.95.",
+    "The top 10 memory consumers are:",
+    "PID\tMEM(GB)\tCOMMAND",
+    "41117\t27.93\tray::WorkerDict.actor_rollout_generate_sequences",
+    "41118\t27.81\tray::WorkerDict.actor_rollout_generate_sequences",
+    "41093\t2.61\tray::TaskRunner.run",
+]
+
+
+def test_the_ray_tasks_a_memory_kill_names_say_the_part(tmp_path: Path) -> None:
+    """Old code: 'training loop' (verl prints nothing inside a step), though the memory monitor's table lists the
+    workers' generation tasks as the memory's holders."""
+    ph = _replay(_write(tmp_path, "oom.log", RAY_OOM_TABLE))
+    assert ph["state"] == "failed" and ph["current"] == "generation"
+    assert "a Ray task the failure names" in ph["worded_note"]
+    assert "actor_rollout_generate_sequences" in ph["worded_note"]
+    assert ph["failure"].startswith("ray.exceptions.OutOfMemoryError")
+
+
+def _actor_died(class_name: str) -> list[str]:
+    return [
+        "Traceback (most recent call last):",
+        '  File "/srv/rlhf/trainer/ppo_actor.py", line 115, in ppo_train',
+        "    status.update(ray.get(critic_status_ref))",
+        '  File "/opt/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 861, in get_objects',
+        "    raise value.as_instanceof_cause()",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        f"\tclass_name: {class_name}",
+        "\tactor_id: 4c81d07e93a2f5b6c1e8d43a03000000",
+        "\tpid: 375881",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR",
+    ]
+
+
+def test_the_dead_actors_model_names_its_part_of_the_step(tmp_path: Path) -> None:
+    """Old code: 'training loop': an OpenRLHF critic died while its update ran beside the actor's (the driver's
+    frames wait on both)."""
+    loop = [
+        "(ActorModelRayActor pid=376114) Episode [1/1]:   4%|▍         | 3/64 [11:42<2:43:10, 205.31s/it]",
+        "(CriticModelRayActor pid=375881) Train epoch [1/1]: 100%|██████████| 8/8 [00:41<00:00,  5.13s/it, "
+        "critic_loss=0.0381, values=0.332]",
+        "(ActorModelRayActor pid=376114) Episode [1/1]:   6%|▍         | 4/64 [15:06<2:43:10, 205.41s/it]",
+    ]
+    ph = _replay(_write(tmp_path, "critic.log", loop + _actor_died("CriticModelRayActor")))
+    assert ph["state"] == "failed" and ph["current"] == "critic update"
+    assert "the class of the actor that died" in ph["worded_note"]
+    # The same death before any step: the critic's start-up, not its update.
+    start = ["2026-01-05 08:00:01,000\tINFO worker.py:1740 -- Connected to Ray cluster.",
+             "(ActorModelRayActor pid=376114) [2026-01-05 08:02:02,660] [INFO] [comm.py:637:init_distributed] cdb=None"]
+    ph = _replay(_write(tmp_path, "critic_start.log", start + _actor_died("CriticModelRayActor")))
+    assert ph["current"] == "critic init"
+    # An actor that holds no one model (the trainer's own) names nothing.
+    ph = _replay(_write(tmp_path, "policy.log", loop + _actor_died("PPORayActorGroup")))
+    assert ph["current"] != "critic update" and ph["phase_from"] == "rules"
+
+
+def test_a_printed_model_config_is_the_model_load(tmp_path: Path) -> None:
+    """Old code: 'config': a worker printed the model's config (HF prints it as it loads the model), then its owner
+    died."""
+    lines = [
+        "2026-08-14 09:12:41,027 INFO worker.py:1812 -- Started a local Ray instance.",
+        "(WorkerDict pid=52917) actor will use global batch size 512.",
+        "(WorkerDict pid=52917) Model config: Qwen2_5_VLConfig {",
+        '(WorkerDict pid=52917)   "hidden_size": 2048,',
+        '(WorkerDict pid=52917)   "model_type": "qwen2_5_vl",',
+        "(WorkerDict pid=52917) }",
+        "Traceback (most recent call last):",
+        '  File "/srv/easyr1/verl/trainer/main.py", line 124, in main',
+        "    ray.get(runner.run.remote(ppo_config))",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: Runner",
+    ]
+    ph = _replay(_write(tmp_path, "config.log", lines))
+    assert ph["current"] in ("actor init", "model load") and "Model config:" in ph["worded_note"]
+
+
+HF_END = [
+    "[INFO|trainer.py:2314] 2026-11-20 10:00:01,112 >> ***** Running training *****",
+    "{'loss': 1.2841, 'grad_norm': 3.112, 'learning_rate': 1.9e-05, 'epoch': 0.5}",
+    "{'loss': 0.9833, 'grad_norm': 2.411, 'learning_rate': 4.1e-06, 'epoch': 1.0}",
+    "{'train_runtime': 4359.39, 'train_samples_per_second': 2.753, 'train_loss': 1.1229, 'epoch': 1.0}",
+    "[INFO|trainer.py:3812] 2026-11-20 11:12:41,003 >> Saving model checkpoint to /data/out/qwen-sft",
+]
+
+
+@pytest.mark.parametrize(("after", "note"), [
+    ([], True),  # the save's line is the last: it may still be saving
+    (["[INFO|modeling_utils.py:3020] 2026-11-20 11:13:02,117 >> Model weights saved in /data/out/model.safetensors"],
+     False),
+    (["[WARNING|ploting.py:148] 2026-11-20 11:13:02,201 >> No metric eval_loss to plot."], False),
+])
+def test_a_finished_run_whose_last_line_is_its_final_save(tmp_path: Path, after: list[str], note: bool) -> None:
+    """Old code: 'finished' and nothing more, though the job may hang in its final save (a ZeRO-3 gather): the verdict
+    stays 'finished' (training did), and says the save may still run only where its line is the log's last."""
+    ph = _replay(_write(tmp_path, "end.log", HF_END + after))
+    assert ph["state"] == "done" and ph["current"] == "finished" and ph["phase_from"] == "rules"
+    assert ("it is still saving" in (ph["worded_note"] or "")) is note
+    if note:
+        assert "Saving model checkpoint to" in ph["worded_note"]

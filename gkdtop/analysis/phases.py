@@ -23,6 +23,7 @@ from gkdtop.analysis.wordphase import (
     WITHIN_PART,
     Worded,
     failure_frames,
+    failure_tasks,
     frame_words,
     launcher_frames,
     read_words,
@@ -125,6 +126,7 @@ DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
 DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
 UPDATE = "actor update"
+SAVE = "checkpoint save"
 REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
@@ -1073,6 +1075,9 @@ class PhaseEngine:
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
         worded = self._worded(tail, span) if tail else None
+        final_save = None
+        if worded is not None and rule is not None and rule.terminal:
+            final_save, worded = worded[1], None  # it finished training: the save is a note, not the verdict
         if worded is not None:
             rule = expected = worded[0]
             loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
@@ -1137,8 +1142,10 @@ class PhaseEngine:
             within=within,
             since_bound=since_bound,
             steps=steps,
-            evidence=self._evidence(state, span) + ([worded[1]] if worded else []),
+            evidence=self._evidence(state, span) + ([worded[1]] if worded else []) + (
+                [final_save] if final_save else []),
             worded=worded[1] if worded else None,
+            final_save=final_save,
         )
 
     def _loop_name(self) -> str | None:
@@ -1149,8 +1156,9 @@ class PhaseEngine:
         than the rules placed the run in, or, where the rules know the loop or a part of the step, another part
         named after that part's line. None where the words add nothing or the run finished."""
         rule = self.current
-        if rule is not None and rule.terminal:
-            return None
+        # After the run's end (`Training completed`, the last episode's bar at its total) the final save may still
+        # run: a later line's words may name only that, and only while none says it ended (`Model weights saved`).
+        ended = rule is not None and rule.terminal
         part = self.inner or (rule if rule is not None and rule.name in self.step_phases else None)
         started = span.evidence.text if span is not None and span.evidence is not None else ""
         if self.inner is not None:
@@ -1166,25 +1174,37 @@ class PhaseEngine:
             frames = failure_frames(tail, failed_by) if failed_by else []
             framed = frame_words(frames, started)
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
-            lines = read_words(stretch(tail, started, failed_by, held=part is not None))
-            self._words_read = (key, [lines, framed] if launcher_frames(frames) else [framed, lines])
+            lines = read_words(stretch(tail, started, failed_by, held=part is not None or ended))
+            # Where no frame names a phase: a Ray task the failure names (the memory monitor's table of what it
+            # killed), or the model an actor that died held.
+            stepping = part is not None or (rule is not None and bool(rule.inner))
+            tasks = failure_tasks(tail, failed_by, stepping) if failed_by else None
+            self._words_read = (key, [lines, framed, tasks] if launcher_frames(frames) else [framed, tasks, lines])
         for found in self._words_read[1]:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
+            if ended and (found.frame or found.back or named.name != SAVE):
+                continue  # after the end, only the final save's words on the log's last line: any line after them
+                # (a plot, a model card) is what ran once the save was over
             if found.over and (part is not None or named.name in self.step_phases or named.inner or (
                     span is not None and span.status == "failed")):
                 continue  # a part that ended: the next part, its words do not say; a failure stays where it was
             if part is not None and (named.name not in self.step_phases or named is part
                                      or named.name in WITHIN_PART.get(part.name, ())):
                 continue  # after a part of the step, only another part of it, and not one that part runs itself
-            if part is None and rule is not None and not (named.name in self.step_phases and rule.inner) and (
-                    self.order[named.name] <= self.order[rule.name]):
+            if part is None and rule is not None and not ended and not (
+                    named.name in self.step_phases and rule.inner) and self.order[named.name] <= self.order[rule.name]:
                 continue  # the words name a phase the run already passed: the rules' place stands
-            ago = f", {found.back} lines before the end" if found.back and not found.frame else ""
-            what = "the frame the error was raised under" if found.frame else "a line no phase rule knows"
+            ago = f", {found.back} line{'s' if found.back > 1 else ''} before the end" if (
+                found.back and not found.frame) else ""
+            what = found.via or (
+                "the frame the error was raised under" if found.frame else "a line no phase rule knows")
             got = "; that line says a part of it finished, so the run got at least that far" if found.over else ""
             claim = f"the phase, read from the words of {what} (a guess{ago}{got})"
+            if ended:
+                claim = ("training finished, and the log's last line is its final save's: if the job has not "
+                         "exited, it is still saving (a guess from that line's words)")
             return named, Evidence(claim, self._line.source if self._line else "", None, found.text[:EVIDENCE_CHARS])
         return None
 

@@ -28,6 +28,9 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("checkpoint load",
      r"\b(?:resum|restor)\w*\b.{0,40}\bcheckpoint|\bload(?:s|ing|ed)?\b.{0,20}\bcheckpoint\b(?! shards)"),
     ("reference log-prob", r"\bref(?:erence)?[_ ](?:model[_ ])?log[_ -]?probs?\b"),
+    # verl's worker methods (`critic_update_critic`, `critic_init_model`), as Ray names the tasks that run them.
+    ("critic init", r"\bcritic[_ ]init[_ ]model\b"),
+    ("critic update", r"\bupdate[_ ]critic\b|\bcritic[_ ](?:update|training)\b|\btrain(?:ing)?[_ ]critic\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
@@ -39,6 +42,8 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
     ("checkpoint save",
      r"\bsav(?:e|es|ing)\b.{0,40}\b(?:checkpoints?|model|weights|state)\b|\bcheckpoint\b.{0,30}\bsav(?:e|ing)\b"
+     r"|\b(?:model|weights|checkpoint|state(?:_dict)?|configuration|tokenizer|tokens) (?:\w+ )?(?:file )?saved\b"
+     r"|\bcheckpoint\b.{0,40}\bto be saved\b"
      r"|\bUpload(?:ing|ed)?\b.{0,30}\b(?:model|checkpoints?|weights|files?)\b|\bUpload (?:finished|done|complete)"),
     ("validation", r"\bvalidat(?:e|ing|ion)\b|\bevaluat(?:e|ing|ion)\b|\beval(?:uation)? (?:loop|step|batch)\b"),
     ("training loop",
@@ -49,7 +54,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"),
     ("actor init",
      r"\bLoading (?:checkpoint shards|(?:the )?model|weights|state[_ ]dict)\b|\bfrom_pretrained\b|\bnum_params\b"
-     r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"),
+     r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"
+     # HF prints the model's config as it loads it (`Model config Qwen2Config {`); verl's fused worker's load task.
+     r"|^Model config\b|\bactor[_ ]rollout[_ ]init[_ ]model\b"),
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
@@ -57,9 +64,9 @@ LOOP = "training loop"
 _LOOP_WORDS = dict(_WORDS)[LOOP]
 # Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
 _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat", "request", "/v1/", "decode",
-          "rolling", "rollout", "backward", "optimi", "step", "update", "sav", "upload", "checkpoint", "validat",
-          "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph", "captur",
-          "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
+          "rolling", "rollout", "backward", "critic", "optimi", "step", "update", "sav", "upload", "checkpoint",
+          "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph",
+          "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
           "initiali", "init_process_group", "process group", "rendezvous", "nccl info")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
@@ -67,8 +74,10 @@ WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-pro
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
-_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|\bends?\b(?=\s*(?:[.,;:!)]|$))",
-                      re.IGNORECASE)  # `validation generation end`, not `the end of the epoch`
+_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b"
+                      r"|(?<!be )\bsaved\b(?= (?:in|to|at|under)\b|\s*[.!]?\s*$)"  # `Model weights saved in …`
+                      r"|\bends?\b(?=\s*(?:[.,;:!)]|$))",  # `validation generation end`, not `the end of the epoch`
+                      re.IGNORECASE)
 # Lines that are a failure's, not the run's: a traceback's header, frames and code, an exception, a rank's
 # header before its traceback (`[Rank 0]:`), Ray's tab-indented fields.
 _NOT_RUN_RE = re.compile(
@@ -109,6 +118,7 @@ class Worded:
     back: int  # how many lines before the end of the stretch it is (0: the last)
     frame: bool = False  # a traceback's frame (the function the error was raised under), not a line of the run
     over: bool = False  # the line says that part finished (`finished initializing model`): the run got that far
+    via: str = ""  # what the text is, where not a frame or a line of the run (a Ray task the failure names)
 
 
 def _message(text: str) -> str:
@@ -235,6 +245,39 @@ def failure_frames(tail: list[str], failed_by: str) -> list[str]:
                 end += 1
             block = tail[after + 1:end]
     return [line for line in block if _FRAME_RE.match(_message(line))]
+
+
+# Ray names a task by its actor's class and method (`ray::WorkerDict.actor_rollout_generate_sequences`): in the memory
+# monitor's table of the processes it weighed, in a task error's header.
+_TASK_RE = re.compile(r"\bray::(?P<cls>[A-Za-z_]\w{0,80})\.(?P<method>[A-Za-z_]\w{0,120})")
+# An actor death's tab-indented fields name the dead actor's class; the model it held says which part it ran.
+_CLASS_RE = re.compile(r"^\s+class_name: (?P<cls>\w+)")
+_ROLES = ((re.compile(r"^Critic[A-Z_]"), "critic update", "critic init"),
+          (re.compile(r"^Ref(?:erence)?[A-Z_]"), "reference log-prob", "reference init"))
+TASK_LINES = 40  # of the failure's block after its line
+
+
+def failure_tasks(tail: list[str], failed_by: str, stepping: bool) -> Worded | None:
+    """The phase a Ray task the failure names speaks of by its method's words (the memory monitor killed a task while
+    `actor_rollout_generate_sequences` held the memory), else the model the actor that died held (`class_name:
+    CriticModelRayActor`): its part of the step where the run was `stepping`, its start-up before."""
+    at = _failure_at(tail, failed_by)
+    if at is None:
+        return None
+    for k in range(at, min(len(tail), at + TASK_LINES)):
+        line = tail[k][:MESSAGE_CHARS]
+        if k > at and "Traceback (most recent" in line:
+            break  # another failure's
+        for m in _TASK_RE.finditer(line):
+            phase = _words(m["method"].replace("_", " "))
+            if phase is not None and phase != DATASET:
+                return Worded(phase, line.strip()[:300], 0, frame=True, via="a Ray task the failure names")
+        if (held := _CLASS_RE.match(line)) is not None:
+            for role, in_step, at_start in _ROLES:
+                if role.match(held["cls"]):
+                    return Worded(in_step if stepping else at_start, line.strip()[:300], 0, frame=True,
+                                  via="the class of the actor that died")
+    return None
 
 
 def launcher_frames(frames: list[str]) -> bool:

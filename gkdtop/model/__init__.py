@@ -350,10 +350,15 @@ class PhaseStatus:
     evidence: list[Evidence] = field(default_factory=list)  # the lines the verdict stands on
     # Where `current` was read from the words of a line no phase rule knows (analysis/wordphase.py): that line.
     worded: Evidence | None = None
+    # A finished run whose last line is its final save's (`Saving model checkpoint to …`): still saving, if the job
+    # has not exited. The verdict stays the rules' (it finished training); this line says what may still run.
+    final_save: Evidence | None = None
 
     @property
     def worded_note(self) -> str:
         """Where the phase was read from a line's words, not a rule: the line, so the guess can be checked."""
+        if self.final_save is not None:
+            return f"{self.final_save.claim}: `{self.final_save.text.strip()[:200]}`"
         if self.worded is None:
             return ""
         how = self.worded.claim.removeprefix("the phase, ")  # read from the words of a line no rule knows (a guess)
