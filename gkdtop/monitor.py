@@ -61,7 +61,8 @@ class Monitor:
         self.store = Store(config)
         self.log_sources = list(logs) if logs else (config.logs or default_log_sources())
         wiring = Wiring(self.log_sources, config.backlog, config.max_line, ray_address, tuple(root_pids), gpu_backend,
-                        list(ray_logs), list(config.driver_patterns), self.store.flood_sieve(), self.store.gpu_pids)
+                        list(ray_logs), list(config.driver_patterns), self.store.flood_sieve(), self.store.gpu_pids,
+                        self.store.followed_paths)
         # Every polled source of the registry (collectors/registry.py), at its configured interval.
         self.collectors: list[Collector] = [
             source.collector(wiring, config.refresh.get(source.name, source.interval)) for source in polled()

@@ -25,6 +25,7 @@ from gkdtop.model import (
     LogLine,
     PhaseStatus,
     ProcInfo,
+    ProcTable,
     RayLogsState,
     RayState,
     SourceHealth,
@@ -69,7 +70,7 @@ class Store:
         self.processes: list[ProcInfo] = []
         self.ray = RayState()
         self.log_files: list[LogFileState] = []
-        self._tied: tuple[Any, set[int]] = ((), set())  # (processes and files it was found for, the tied PIDs)
+        self._tied: tuple[Any, frozenset[int]] = ((), frozenset())  # voters() own look, for a table no collector saw
         self.ray_logs = RayLogsState()  # remote log files (collectors/ray_logs); their lines join `lines`
         self.lines: deque[LogLine] = deque(maxlen=LINES)
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
@@ -109,11 +110,13 @@ class Store:
             self._bump(source)
 
     def write_procs(self, processes: list[ProcInfo]) -> bool:
+        """The processes collector's table; a `ProcTable` also says which rows are tied to the followed files."""
         before = self.processes
         self.processes = processes
         self._join_gpu_memory()
         self._join_actors()
-        return processes != before  # an idle job's table is the same poll after poll: nothing to redraw
+        # An idle job's table is the same poll after poll: nothing to redraw.
+        return processes != before or getattr(processes, "tied", None) != getattr(before, "tied", None)
 
     def write_ray(self, state: RayState) -> bool:
         changed = state != self.ray
@@ -313,18 +316,30 @@ class Store:
     def voters(self) -> list[ProcInfo]:
         """The processes whose command lines may name the framework. Following log files, only those tied to
         them (capture.proc.tied_to_files: a writer, the pipe it reads, their process tree): a Ray cluster or
-        another job on the machine says nothing of a log it does not write. Following none, all of them."""
-        import os
+        another job on the machine says nothing of a log it does not write. Following none, all of them.
 
-        paths = {os.path.realpath(f.path) for f in self.log_files}
+        The processes collector finds the tied ones with its rows, in its thread (`ProcTable.tied`): this is
+        called on the UI thread at every frame, and that scan reads every /proc/N/fd. Files followed since its
+        last poll count from its next one. Only a table no collector looked at (a store filled by hand) is
+        scanned here, once per change of its processes or the files."""
+        paths = self.followed_paths()
         if not paths or not self.processes:
             return self.processes
-        key = (tuple(sorted(paths)), tuple(sorted(p.pid for p in self.processes)))
-        if self._tied[0] != key:  # found again only when the processes or the files changed
-            from gkdtop.capture.proc import tied_to_files
+        tied = self.processes.tied if isinstance(self.processes, ProcTable) else None
+        if tied is None:
+            key = (tuple(sorted(paths)), tuple(sorted(p.pid for p in self.processes)))
+            if self._tied[0] != key:
+                from gkdtop.capture.proc import tied_to_files
 
-            self._tied = (key, tied_to_files(paths, {p.pid for p in self.processes}))
-        return [p for p in self.processes if p.pid in self._tied[1]]
+                self._tied = (key, frozenset(tied_to_files(set(paths), {p.pid for p in self.processes})))
+            tied = self._tied[1]
+        return [p for p in self.processes if p.pid in tied]
+
+    def followed_paths(self) -> frozenset[str]:
+        """The followed log files' real paths: the processes collector asks, from its thread, each poll."""
+        import os
+
+        return frozenset(os.path.realpath(f.path) for f in self.log_files)
 
     def gpu_pids(self) -> set[int]:
         return {p.pid for dev in self.gpus.devices for p in dev.processes}

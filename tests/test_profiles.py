@@ -212,3 +212,65 @@ def test_only_processes_tied_to_the_log_name_its_framework(tmp_path: Path) -> No
             if proc is not None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_framework_is_read_without_scanning_proc(tmp_path: Path) -> None:
+    """`Store.framework()` runs on the UI thread at every frame. Which processes are tied to the log is one scan
+    of every /proc/N/fd: before, framework() ran it whenever a PID came or went (every poll on a Ray node), a
+    frame blocked for as long. Now the processes collector finds them with its rows, in its thread: a real
+    Monitor fills the store, framework() is called here, and nothing under /proc is listed on this thread,
+    while the verdict is the same (only the log's writer votes; another job on the machine does not), and a
+    file followed since is counted from the next poll."""
+    import asyncio
+    import threading
+
+    from gkdtop.config import builtin_phases
+    from gkdtop.monitor import Monitor
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"[2026-03-01 10:00:{i:02d},000] INFO step {i} done\n" for i in range(5)))
+    listed: list[str] = []
+    watching: list[int] = []  # this thread's id while framework() runs; the audit hook cannot be removed
+
+    def audit(event: str, args: tuple) -> None:
+        if event in ("os.listdir", "os.scandir") and threading.get_ident() in watching:
+            where = args[0].decode() if isinstance(args[0], bytes) else str(args[0])
+            if where.startswith("/proc"):
+                listed.append(where)
+
+    sys.addaudithook(audit)
+
+    def framework_looked_at(monitor: Monitor) -> tuple[str | None, str]:
+        asyncio.run(monitor.collect_once())  # the collectors, each in a worker thread, as the dashboard polls them
+        watching.append(threading.get_ident())
+        try:
+            fw = monitor.store.framework()
+        finally:
+            watching.clear()
+        assert not listed, f"framework() listed {listed[:3]} on the calling thread"
+        return fw.name, fw.source
+
+    sleeper = "import sys, time; sys.stdout.flush(); time.sleep(120)"
+    other = _started([sys.executable, "-c", sleeper, "torchrun", "llamafactory-cli", "train", "other.yaml"],
+                     stdin=subprocess.DEVNULL)
+    writer = None
+    monitor = Monitor(Config(phases=builtin_phases(), stack_phase=False), logs=[str(tmp_path / "*.log")],
+                      ray_address="http://127.0.0.1:9")
+    logs = next(c for c in monitor.collectors if c.name == "logs")
+    logs.glob_every = 0  # type: ignore[attr-defined]  # each poll expands the pattern (2 s apart otherwise)
+    try:
+        assert framework_looked_at(monitor) == (None, "none")  # the other job is in the table but writes no log
+        assert other.pid in {p.pid for p in monitor.store.processes}
+        # A new file and a new PID: the job's writer, its stdout redirected to a log the pattern now matches.
+        # The next poll follows the file and finds the writer tied to it.
+        with (tmp_path / "job.log").open("a") as out:
+            writer = _started([sys.executable, "-c", sleeper, "torchrun", "-m", "openrlhf.cli.train_ppo_ray"],
+                              stdin=subprocess.DEVNULL, stdout=out)
+        assert framework_looked_at(monitor) == ("openrlhf", "processes")
+        assert {Path(f.path).name for f in monitor.store.log_files} == {"train.log", "job.log"}
+    finally:
+        asyncio.run(monitor.stop())
+        for proc in (other, writer):
+            if proc is not None:
+                proc.kill()
+                proc.wait()

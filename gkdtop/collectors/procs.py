@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from gkdtop.capture.proc import read_proc_file
+from gkdtop.capture.proc import read_proc_file, tied_to_files
 from gkdtop.collectors.registry import CollectorSpec
-from gkdtop.model import ProcInfo
+from gkdtop.model import ProcInfo, ProcTable
 from gkdtop.prockind import SESSION_RE, classify, display_name
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -88,6 +88,7 @@ class ProcCollector:
         root_pids: Iterable[int] = (),
         gpu_pids: Callable[[], set[int]] = set,
         interval: float = 2.0,
+        followed: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         from gkdtop.analysis.matcher import any_of
 
@@ -97,8 +98,11 @@ class ProcCollector:
         self.interval = interval
         self.me = os.getpid()
         self._known: dict[int, _Known] = {}
+        self.followed = followed  # the followed log files' real paths, asked each scan (they change at any time)
+        self._tied: tuple[tuple[frozenset[str], frozenset[int]], frozenset[int]] = ((frozenset(), frozenset()),
+                                                                                     frozenset())
 
-    def collect(self) -> list[ProcInfo]:
+    def collect(self) -> ProcTable:
         # One listdir of /proc per scan; a process is read in full once, when it first appears.
         # Only job processes are read again each scan (in _row): that keeps 1,000 processes cheap.
         import psutil
@@ -151,7 +155,19 @@ class ProcCollector:
             if row is not None:
                 rows.append(row)
         rows.sort(key=lambda r: (r.role, r.pid))
-        return rows
+        return self._with_tied(rows)
+
+    def _with_tied(self, rows: list[ProcInfo]) -> ProcTable:
+        """The rows and which of them are tied to the followed files. That is one scan of every /proc/N/fd, so it
+        runs here, in the collector's thread, not in a view's `Store.framework()`; and again only when the rows'
+        PIDs or the files changed."""
+        if self.followed is None:
+            return ProcTable(rows)
+        key = (self.followed(), frozenset(r.pid for r in rows))
+        if key != self._tied[0]:
+            paths, pids = key
+            self._tied = (key, frozenset(tied_to_files(set(paths), set(pids)) if paths and pids else ()))
+        return ProcTable(rows, key[0], self._tied[1])
 
     def _learn(self, pid: int) -> _Known | None:
         import psutil
@@ -262,7 +278,8 @@ SPEC: CollectorSpec[list[ProcInfo]] = CollectorSpec(
     result=list,
     write=lambda store, processes: store.write_procs(processes),
     build=lambda wiring, interval: ProcCollector(
-        wiring.driver_patterns, wiring.root_pids, wiring.gpu_pids or set, interval=interval),
+        wiring.driver_patterns, wiring.root_pids, wiring.gpu_pids or set, interval=interval,
+        followed=wiring.followed),
     snapshot=("processes", lambda store: [asdict(p) for p in store.processes]),
-    after=("gpus",),  # GPU holders join the process list
+    after=("gpus", "logs"),  # GPU holders join the process list; the followed files say which rows are tied
 )

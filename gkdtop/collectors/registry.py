@@ -37,6 +37,7 @@ class Wiring:
     driver_patterns: list[str] = field(default_factory=list)  # config `driver_patterns`
     sieve: Callable[[bytes, int], set[int]] | None = None  # which lines of a flood some rule needs (the store's)
     gpu_pids: Callable[[], set[int]] | None = None  # the GPU holders the store knows of (procs joins them)
+    followed: Callable[[], frozenset[str]] | None = None  # the followed log files' real paths (procs: who is tied)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Iterable
 
 
 @dataclass(slots=True)
@@ -61,6 +61,20 @@ class ProcInfo:
     actor: str = ""  # Ray actor class from the `ray::Class` title, if any
     gpu_memory: int | None = None  # bytes, joined from NVML by PID
     flags: list[str] = field(default_factory=list)  # zombie, orphaned, stale-session
+
+
+class ProcTable(list[ProcInfo]):
+    """The processes collector's rows, and which of them are tied to the followed log files (a writer, the pipe
+    it reads, their process tree: capture.proc.tied_to_files). Found in the collector's thread with the rows, so
+    the views' `Store.framework()` reads it instead of scanning every /proc/N/fd on the UI thread.
+    `tied` is None where nobody looked (a collector not told which files are followed); `paths`: the real paths
+    it was found for (empty: none followed yet)."""
+
+    def __init__(self, rows: Iterable[ProcInfo] = (), paths: frozenset[str] = frozenset(),
+                 tied: frozenset[int] | None = None) -> None:
+        super().__init__(rows)
+        self.paths = paths
+        self.tied = tied
 
 
 @dataclass(slots=True)
