@@ -509,3 +509,35 @@ def test_a_finished_run_whose_last_line_is_its_final_save(tmp_path: Path, after:
     assert ("it is still saving" in (ph["worded_note"] or "")) is note
     if note:
         assert "Saving model checkpoint to" in ph["worded_note"]
+
+
+def _chained(first: list[str], handler: list[str]) -> list[str]:
+    return [*first, "", "During handling of the above exception, another exception occurred:", "", *handler]
+
+
+def test_a_fault_whose_handler_failed_stays_the_failure(tmp_path: Path) -> None:
+    """Old code: the emergency save's write error was the failure and named the phase (checkpoint save), though
+    the GPU ran out of memory in the backward pass first and the save ran in that error's handler."""
+    oom = _traceback([("/srv/job/pretrain.py", "main"), ("/opt/venv/lib/python3.11/site-packages/deepspeed/runtime/"
+                                                          "engine.py", "backward"),
+                      ("/opt/venv/lib/python3.11/site-packages/torch/autograd/__init__.py", "backward")],
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 2 has a total "
+                     "capacity of 79.15 GiB of which 0.92 GiB is free.")
+    save = _traceback([("/srv/job/pretrain.py", "<module>"), ("/srv/job/pretrain.py", "main"),
+                       ("/opt/venv/lib/python3.11/site-packages/deepspeed/runtime/engine.py", "save_checkpoint"),
+                       ("/opt/venv/lib/python3.11/site-packages/torch/serialization.py", "save")],
+                      "RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 8813312 vs 8813248")
+    start = ["[2026-02-11 04:00:05,001] [INFO] [comm.py:683:init_distributed] Initializing TorchBackend in DeepSpeed "
+             "with backend nccl", "iter 10 loss 2.113", "iter 20 loss 2.004"]
+    ph = _replay(_write(tmp_path, "chained.log", start + _chained(oom, save)))
+    assert ph["state"] == "failed" and ph["failure"].startswith("torch.OutOfMemoryError")
+    assert ph["current"] in ("actor update", "model update") and "backward" in ph["worded_note"]
+    # A handler's error after an ordinary one (a lookup's KeyError, then the error the library reports): the last is
+    # what went wrong, as before.
+    lookup = _traceback([("/opt/venv/lib/python3.11/site-packages/transformers/models/auto/auto_factory.py",
+                          "from_pretrained")], "KeyError: 'qwen9'")
+    report = _traceback([("/srv/job/train.py", "<module>")],
+                        "ValueError: The checkpoint you are trying to load has model type `qwen9` but Transformers "
+                        "does not recognize this architecture.")
+    ph = _replay(_write(tmp_path, "lookup.log", start[:1] + _chained(lookup, report)))
+    assert ph["failure"].startswith("ValueError: The checkpoint you are trying to load")

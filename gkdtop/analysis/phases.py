@@ -199,6 +199,12 @@ CUDA_ASYNC_HINT = Hint(
              "errors (a GPU or driver fault); where a library's kernels are in the frames, try the versions the "
              "framework pins."],
 )
+# An error in the handler of another (`During handling of the above exception, another exception occurred`): where
+# the first was the GPU's memory, a CUDA or NCCL fault or a collective's timeout, the handler's own failure (an
+# emergency save that could not write) is its consequence, not the cause.
+HANDLING_PATTERN = r"During handling of the above exception, another exception occurred"
+FAULT_RE = re.compile(r"\bOutOfMemoryError\b|\bout of memory\b|\bCUDA error\b|illegal memory access|\bNCCL error\b"
+                      r"|\bDistBackendError\b|Watchdog caught collective operation timeout")
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
 ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b")
 ACTOR_DIED_HINT = Hint(
@@ -334,6 +340,7 @@ class PhaseEngine:
         self.record_step_id = register(RECORD_STEP_PATTERN)
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
+        self.handling_id = register(HANDLING_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
@@ -398,6 +405,7 @@ class PhaseEngine:
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
         self._want_exception_line = False
+        self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
         self._line: LogLine | None = None
         self._failure_line: LogLine | None = None
@@ -437,7 +445,11 @@ class PhaseEngine:
             self._header_of = (self.failure, HEADER_RE.search(self.failure) is not None)
         header_only = self._header_of[1]  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
-        if self.exception_id in ids and (self._want_exception_line or self._failed()) and (
+        if self.handling_id in ids and self.failure and FAULT_RE.search(self.failure):
+            self._handled = True
+        if self._handled and self.exception_id in ids and not header_only:
+            self._handled = False  # the handler's own error: the fault above stays the failure
+        elif self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._failure_line = line
