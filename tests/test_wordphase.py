@@ -427,6 +427,11 @@ def test_the_ray_tasks_a_memory_kill_names_say_the_part(tmp_path: Path) -> None:
     assert "a Ray task the failure names" in ph["worded_note"]
     assert "actor_rollout_generate_sequences" in ph["worded_note"]
     assert ph["failure"].startswith("ray.exceptions.OutOfMemoryError")
+    # A task whose method's words say nothing (OpenRLHF's engines take requests): the task table's rules know it.
+    openrlhf = [line.replace("WorkerDict.actor_rollout_generate_sequences", "LLMRayActor.add_requests")
+                for line in RAY_OOM_TABLE]
+    ph = _replay(_write(tmp_path, "oom_openrlhf.log", openrlhf))
+    assert ph["current"] == "generation" and "LLMRayActor.add_requests" in ph["worded_note"]
 
 
 def _actor_died(class_name: str) -> list[str]:

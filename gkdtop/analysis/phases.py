@@ -9,6 +9,7 @@ gkdtop opened is STALLED at once.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Collection
@@ -33,6 +34,7 @@ from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, Pha
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import RuleSet
+    from gkdtop.analysis.taskphases import TaskPhaser
 
 # Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
@@ -328,6 +330,18 @@ def _root_cause(text: str, failure: str = "") -> bool:
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
                 or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
+
+
+@functools.cache
+def _task_phaser() -> TaskPhaser:
+    from gkdtop.analysis.taskphases import TaskPhaser, builtin_task_phases
+
+    return TaskPhaser(builtin_task_phases())
+
+
+def _task_phase(func: str) -> str | None:
+    """The phase the built-in task table (frameworks.yaml `task_phases`) gives a Ray task's `Class.method`."""
+    return _task_phaser().phase_of(func)
 
 
 class PhaseEngine:
@@ -1190,7 +1204,7 @@ class PhaseEngine:
             # Where no frame names a phase: a Ray task the failure names (the memory monitor's table of what it
             # killed), or the model an actor that died held.
             stepping = part is not None or (rule is not None and bool(rule.inner))
-            tasks = failure_tasks(tail, failed_by, stepping) if failed_by else None
+            tasks = failure_tasks(tail, failed_by, stepping, _task_phase) if failed_by else None
             self._words_read = (key, [lines, framed, tasks] if launcher_frames(frames) else [framed, tasks, lines])
         for found in self._words_read[1]:
             named = self.by_name.get(found.phase) if found is not None else None

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gkdtop.analysis.lines import split_prefix, strip_ansi
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # Each phase's words, most specific first: the first that a line matches is its phase. A line's message
 # (past its Ray prefix) and the source a warning names are read; frames and error lines are not (a
@@ -257,26 +261,31 @@ _ROLES = ((re.compile(r"^Critic[A-Z_]"), "critic update", "critic init"),
 TASK_LINES = 40  # of the failure's block after its line
 
 
-def failure_tasks(tail: list[str], failed_by: str, stepping: bool) -> Worded | None:
-    """The phase a Ray task the failure names speaks of by its method's words (the memory monitor killed a task while
-    `actor_rollout_generate_sequences` held the memory), else the model the actor that died held (`class_name:
-    CriticModelRayActor`): its part of the step where the run was `stepping`, its start-up before."""
+def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
+                  task_phase: Callable[[str], str | None] = lambda func: None) -> Worded | None:
+    """The model the actor that died held (`class_name: CriticModelRayActor`): its part of the step where the run was
+    `stepping`, its start-up before; else the phase of a Ray task the failure names (the memory monitor killed a task
+    while `actor_rollout_generate_sequences` held the memory), by `task_phase` (the task table's rules,
+    `Class.method`) or by its method's words."""
     at = _failure_at(tail, failed_by)
     if at is None:
         return None
-    for k in range(at, min(len(tail), at + TASK_LINES)):
-        line = tail[k][:MESSAGE_CHARS]
-        if k > at and "Traceback (most recent" in line:
+    block = [tail[at][:MESSAGE_CHARS]]
+    for line in tail[at + 1:at + TASK_LINES]:
+        if "Traceback (most recent" in line:
             break  # another failure's
-        for m in _TASK_RE.finditer(line):
-            phase = _words(m["method"].replace("_", " "))
-            if phase is not None and phase != DATASET:
-                return Worded(phase, line.strip()[:300], 0, frame=True, via="a Ray task the failure names")
+        block.append(line[:MESSAGE_CHARS])
+    for line in block:
         if (held := _CLASS_RE.match(line)) is not None:
             for role, in_step, at_start in _ROLES:
                 if role.match(held["cls"]):
                     return Worded(in_step if stepping else at_start, line.strip()[:300], 0, frame=True,
                                   via="the class of the actor that died")
+    for line in block:
+        for m in _TASK_RE.finditer(line):
+            phase = task_phase(f"{m['cls']}.{m['method']}") or _words(m["method"].replace("_", " "))
+            if phase is not None and phase != DATASET:
+                return Worded(phase, line.strip()[:300], 0, frame=True, via="a Ray task the failure names")
     return None
 
 
