@@ -70,8 +70,9 @@ TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode()
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
 # An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
-# logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core).
-LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[[\w./-]{1,80}:\d{1,6}\] )"
+# logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core; its
+# older versions print `file.py:N] ` with no opening bracket).
+LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[?[\w./-]{1,80}:\d{1,6}\] )"
 EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 # A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
@@ -166,8 +167,7 @@ TIMEOUT_HINT = Hint(
 )
 # A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
 # (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
-VLLM_LOGGER = r"[A-Z]{4,8} \d\d-\d\d \d\d:\d\d:\d\d \[?[\w./-]{1,80}:\d{1,6}\] "
-FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{VLLM_LOGGER})?\\s*File "[^"]*", line \\d+, in ')
+FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{LOGGER_PREFIX})?\\s*File "[^"]*", line \\d+, in ')
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 # Hydra's line before a traceback (`Error executing job with overrides: [...]`): the job failed, but it names
 # no error; a traceback read to its end replaces it with the exception.
