@@ -411,6 +411,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         last = st.timeline[-1] if st.timeline else None
         if st.state != "failed" and last is not None and last.name == st.current and last.status == "done":
             prefix = {"stalled": "stalled after"}.get(st.state, "ended after")  # it finished: not "in" it
+        if st.worded is not None:  # a guess from a line's words: said as one (`FAILED, likely in generation`)
+            prefix = prefix.replace(" in", ", likely in")
         if not st.current:
             verdict = f"{prefix.split()[0]} (phase unknown)"
         elif st.current.startswith("after "):  # the unnamed phase after a finished one: "FAILED after nccl init"

@@ -416,5 +416,5 @@ async def test_the_phases_pane_marks_a_phase_read_from_words(tmp_path: Path) -> 
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, lambda: "a guess" in pane_text(app, PhasesPane))
         phases = pane_text(app, PhasesPane)
-        assert "STALLED  generation" in phases and "phase read from the words" in phases
+        assert "STALLED  generation (a guess)" in phases and "phase read from the words" in phases
         assert "training loop" not in phases  # a server runs no loop

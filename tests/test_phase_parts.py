@@ -237,5 +237,5 @@ def test_verl_s_after_building_the_rollout_ends_the_engine_s_start_up(tmp_path: 
         assert span and span[-1].status == "done", status
     text = report_text(run(tmp_path, VERL_ROLLOUT_BUILT))
     # After it, the engine's stats lines count requests in flight: the words place it in generation, a guess it marks.
-    assert "ended in generation" in text and "a guess" in text and "ended in rollout init" not in text, text
+    assert "ended, likely in generation" in text and "a guess" in text and "in rollout init" not in text, text
     assert "serving" not in text and "compile, capture" not in text, text

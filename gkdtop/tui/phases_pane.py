@@ -89,6 +89,8 @@ def headline(status: PhaseStatus, now: float) -> Text:
     name = status.current or "no phase yet"
     text.append(f" {status.state.upper()} ", STATE_STYLE.get(status.state, "bold"))
     text.append(f" {name}", "bold")
+    if status.worded is not None:
+        text.append(" (a guess)", "dim")  # read from a line's words, not a rule: the note under it cites the line
     if status.within:
         step = f", step {status.last_step.step + 1}" if status.last_step else ""
         text.append(f" (in {status.within}{step})", "dim")
