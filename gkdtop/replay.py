@@ -332,7 +332,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
-                                         "last_known", "finished_by", "phase_from", "worded_note")},
+                                         "last_known", "finished_by", "interrupted", "phase_from", "worded_note")},
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
@@ -408,6 +408,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
     else:
         prefix = {"failed": "FAILED in", "stalled": "stalled in"}.get(st.state, "ended in")  # a log may still print
+        if st.interrupted:
+            prefix = "INTERRUPTED in"  # stopped from outside (Ctrl+C, a signal), not by an error of its own
         last = st.timeline[-1] if st.timeline else None
         if st.state != "failed" and last is not None and last.name == st.current and last.status == "done":
             prefix = {"stalled": "stalled after"}.get(st.state, "ended after")  # it finished: not "in" it

@@ -121,7 +121,8 @@ def text_summary(doc: dict[str, Any]) -> str:
     if ph["state"] in ("stalled", "running") and last and last["name"] == ph["current"] and last["status"] == "done":
         phase = f"after {phase}" + (f" (next expected: {ph['expected']})" if ph["expected"] else "")  # it finished
     guess = " (a guess)" if ph.get("phase_from") == "words" else ""  # read from a line's words: worded_note says which
-    lines = [f"phase: {phase}{guess}  state: {ph['state']}"]
+    stopped = " (interrupted: Ctrl+C or a signal)" if ph.get("interrupted") else ""
+    lines = [f"phase: {phase}{guess}  state: {ph['state']}{stopped}"]
     if ph.get("worded_note"):
         lines.append(ph["worded_note"])
     if ph["stalled_for"] is not None:

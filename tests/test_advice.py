@@ -386,3 +386,35 @@ def test_a_log_that_just_stops_still_cannot_tell(tmp_path: Path) -> None:
     """Without a stated wait the open end stays what it was: a hang and a copy taken mid-run read the same."""
     lines = ["INFO:trl.extras.vllm_client:Server is up!", "NCCL INFO Bootstrap : Using eth0:10.2.0.9<0>"]
     assert "cannot tell a hang" in report_text(run(tmp_path, lines))
+
+
+def test_a_run_stopped_by_hand_is_a_hang_it_ended_not_an_error(tmp_path: Path) -> None:
+    """A verl run stopped with Ctrl+C while it hung (users stop a hung job, then paste its log). Before: 'It failed
+    with an error, not a hang' and 'A step raised: the error above is the root cause … Fix what the error names'."""
+    ctrl_c = [
+        "^CTraceback (most recent call last):",
+        '  File "/srv/verl/verl/trainer/main_ppo.py", line 76, in run_ppo',
+        "    ray.get(runner.run.remote(config))",
+        '  File "python/ray/_raylet.pyx", line 3189, in ray._raylet.CoreWorker.get_objects',
+        "KeyboardInterrupt",
+        "(TaskRunner pid=7120) *** SIGTERM received at time=1746012345 on cpu 12 ***",
+    ]
+    status = run(tmp_path, [LOOP, *ctrl_c]).status
+    assert status.state == "failed" and status.interrupted and status.failure == "KeyboardInterrupt"
+    text = said(status)
+    assert text.startswith("Stopped from outside (Ctrl+C, SIGINT or SIGTERM")
+    assert "not a hang" not in text and "root cause" not in text and "Fix what the error names" not in text
+    assert "press s" in text  # the phase's own hang advice, for the next time
+    assert "INTERRUPTED in training loop" in report_text(run(tmp_path, [LOOP, *ctrl_c]))
+    # torchrun's agent stopped by the scheduler (SIGTERM): the same, with no Python traceback of the run's own.
+    agent = ["Traceback (most recent call last):",
+             '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+             "    sys.exit(main())",
+             '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 64,'
+             " in _terminate_process_handler",
+             '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+             "torch.distributed.elastic.multiprocessing.api.SignalException: Process 41127 got signal: 15"]
+    assert run(tmp_path, [LOOP, *agent]).status.interrupted
+    # An error of the run's own is no interrupt.
+    own = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert not run(tmp_path, [LOOP, own]).status.interrupted

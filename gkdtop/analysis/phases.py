@@ -13,6 +13,7 @@ import functools
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.curves import Curves
@@ -164,6 +165,20 @@ TIMEOUT_HINT = Hint(
              "behind the others is the culprit; ranks all at one SeqNum waited on a rank that printed nothing, or on "
              "the network. On a live job press s for the ranks' stacks; keep /tmp/nccl_trace_rank_* "
              "(Flight Recorder dumps)."],
+)
+# The run stopped from outside (Ctrl+C, SIGINT, SIGTERM): users stop a hung job and paste its log. Not an error of its
+# own: the phase's hang advice applies, with this cause first.
+INTERRUPT_RE = re.compile(
+    r"^(?:\^C)?(?:\[rank\d{1,6}\]: ?)?KeyboardInterrupt\b|\*\*\* SIG(?:INT|TERM) received at time="
+    r"|\bSignal (?:2|15) \(SIG(?:INT|TERM)\) received\b|\b[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b"
+    r"|\bSignalException: Process \d+ got signal: (?:2|15)\b"  # torchrun's agent, stopped by a scheduler
+)
+INTERRUPT_HINT = Hint(
+    causes=["Stopped from outside (Ctrl+C, SIGINT or SIGTERM: a person, a scheduler's time limit, a supervisor), not "
+            "by an error of its own: most likely the run had hung or slowed here. The traceback at the interrupt says "
+            "where the stopped process waited, not why."],
+    actions=["Next time, before stopping it, press s (every rank's stack, py-spy) or b (the bundle): a stopped run's "
+             "stacks are gone with it."],
 )
 # A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
 # (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
@@ -1126,7 +1141,12 @@ class PhaseEngine:
         steps = self._steps_summary()
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
-        if state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
+        interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
+        if interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
+            hang = hint or Hint()
+            hint = replace(hang, causes=INTERRUPT_HINT.causes + hang.causes,
+                           actions=hang.actions + INTERRUPT_HINT.actions)  # its lines keep their frameworks
+        elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
             if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
@@ -1172,6 +1192,7 @@ class PhaseEngine:
                 [final_save] if final_save else []),
             worded=worded[1] if worded else None,
             final_save=final_save,
+            interrupted=interrupted,
         )
 
     def _loop_name(self) -> str | None:

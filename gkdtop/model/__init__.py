@@ -367,6 +367,9 @@ class PhaseStatus:
     # A finished run whose last line is its final save's (`Saving model checkpoint to …`): still saving, if the job
     # has not exited. The verdict stays the rules' (it finished training); this line says what may still run.
     final_save: Evidence | None = None
+    # The failure is an interrupt from outside (Ctrl+C, SIGINT, SIGTERM), not an error of the run's own: most likely
+    # it was stopped while it hung.
+    interrupted: bool = False
 
     @property
     def worded_note(self) -> str:
@@ -452,6 +455,7 @@ class PhaseStatus:
             },
             "timeline": [span.as_json() for span in self.timeline],
             "evidence": [e.as_json() for e in self.evidence],
+            "interrupted": self.interrupted,
             "phase_from": "words" if self.worded is not None else "rules",
             "worded_note": self.worded_note or None,
         }

@@ -89,6 +89,8 @@ def headline(status: PhaseStatus, now: float) -> Text:
     name = status.current or "no phase yet"
     text.append(f" {status.state.upper()} ", STATE_STYLE.get(status.state, "bold"))
     text.append(f" {name}", "bold")
+    if status.interrupted:
+        text.append(" (interrupted: Ctrl+C or a signal)", "bold")  # stopped from outside, not an error of its own
     if status.worded is not None:
         text.append(" (a guess)", "dim")  # read from a line's words, not a rule: the note under it cites the line
     if status.within:
