@@ -410,8 +410,8 @@ def test_a_run_stopped_by_hand_is_a_hang_it_ended_not_an_error(tmp_path: Path) -
     agent = ["Traceback (most recent call last):",
              '  File "/opt/venv/bin/torchrun", line 8, in <module>',
              "    sys.exit(main())",
-             '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 64,'
-             " in _terminate_process_handler",
+             '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", '
+             "line 64, in _terminate_process_handler",
              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
              "torch.distributed.elastic.multiprocessing.api.SignalException: Process 41127 got signal: 15"]
     assert run(tmp_path, [LOOP, *agent]).status.interrupted

@@ -550,3 +550,30 @@ def test_a_fault_whose_handler_failed_stays_the_failure(tmp_path: Path) -> None:
                         "does not recognize this architecture.")
     ph = _replay(_write(tmp_path, "lookup.log", start[:1] + _chained(lookup, report)))
     assert ph["failure"].startswith("ValueError: The checkpoint you are trying to load")
+
+
+def test_a_models_own_text_names_no_phase(tmp_path: Path) -> None:
+    """A reward function prints each sample it scores (TinyZero's and Logic-RL's shapes): the model's text and the
+    score's checks. Old code: 'generation' from `<think> … generate …` and 'validation' from `Format validation:
+    PASS`, though the run was scoring rewards after its step."""
+    record = ("(main_task pid=3617) step:41 - critic/score/mean:0.41 - actor/pg_loss:-0.01 - timing_s/gen:18.7 - "
+              "timing_s/update_actor:9.8 - timing_s/step:31.2")
+    samples = [
+        "(main_task pid=3617) --------------------------------",
+        "(main_task pid=3617) Target: 52 | Numbers: [7, 19, 26]",
+        "(main_task pid=3617) Solution string: <|im_start|>assistant",
+        "(main_task pid=3617) Let me work through it.",
+        "(main_task pid=3617) <think> I should generate 52 from 7, 19 and 26: 26 + 19 + 7 = 52. </think>",
+        "(main_task pid=3617) <answer> 26 + 19 + 7 </answer><|im_end|>",
+        "(main_task pid=3617) --------------------------------",
+        "(main_task pid=3617) Format validation: PASS",
+        "(main_task pid=3617) Model Output: <think> Validate each clue, then generate the answer. </think>",
+        "(main_task pid=3617) Content validation: FULL MATCH",
+    ]
+    ph = _replay(_write(tmp_path, "reward.log", [record, *samples]))
+    assert ph["current"] == "training loop" and ph["phase_from"] == "rules", ph["worded_note"]
+    # A line in the run's own shape after a sample still speaks.
+    ph = _replay(_write(tmp_path, "reward_then_eval.log", [record, *samples, "(main_task pid=3617) INFO 11-02 "
+                                                           "10:41:07 [trainer.py:911] Running evaluation on 500 "
+                                                           "prompts"]))
+    assert ph["current"] == "validation" and "Running evaluation" in ph["worded_note"]

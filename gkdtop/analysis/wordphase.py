@@ -326,11 +326,54 @@ def _progressed(text: str) -> bool:
     return len(_METRIC_RE.findall(message, 0, 400)) >= 3
 
 
+# A model's own text, as reward functions and samplers print it (`Solution string: <|im_start|>assistant`,
+# `<think> I need to generate 71 …`, `Model Output: …`): what the model wrote, not what the run does.
+_CONTENT_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|begin_of_text|start_header_id|assistant|user)\|>"
+                         r"|</?(?:think|answer|reasoning|tool_call)>|\[/?INST\]"
+                         r"|^(?:Solution string|Model [Oo]utput|Generated text|Completion|Response|Prompt)\s*:")
+_CONTENT_HINTS = ("<|", "think>", "answer>", "reasoning>", "tool_call>", "INST]", "Solution string", "odel Output",
+                  "odel output", "Generated text", "Completion", "Response", "Prompt")  # _CONTENT_RE's literals
+_SEPARATOR_RE = re.compile(r"^\s*(?:-{8,}|={8,}|\*{8,}|#{8,})\s*$")
+# A line in the run's own shape (a level, a clock time, a bar): the model's text printed before it has ended.
+_RUN_SHAPE_RE = re.compile(r"\b(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|\b\d{1,2}:\d\d:\d\d\b|%\|")
+
+
+def _content(lines: list[str]) -> set[int]:
+    """Which of `lines` are a model's text: those that hold its markers, and the lines around them of a block printed
+    after a separator line (`--------`: a reward function's print of a sample, `Format validation: PASS`), up to the
+    next separator or a line in the run's own shape (a level, a clock time, a bar, a step's record)."""
+    marked: set[int] = set()
+    whole = "\n".join(lines)
+    if not any(hint in whole for hint in _CONTENT_HINTS):
+        return marked  # most tails: no marker anywhere, and no line need be looked at
+    block: list[int] = []
+    in_content = False
+    for i, line in enumerate(lines):
+        message = _message(line)
+        if _SEPARATOR_RE.match(message):
+            block, in_content = [], False
+            continue
+        if _RUN_SHAPE_RE.search(message) or len(_METRIC_RE.findall(message, 0, 400)) >= 3:
+            block, in_content = [], False  # the run speaks again
+            continue
+        block.append(i)
+        if _CONTENT_RE.search(message):
+            if not in_content:
+                marked.update(block)
+            in_content = True
+        if in_content:
+            marked.add(i)
+    return marked
+
+
 def read_words(lines: list[str]) -> Worded | None:
     """The phase the last line of `lines` that names one speaks of (`over` where it says that part finished: what
     runs after it, its words do not say, but the run got that far). None where a step's record comes after every such
-    line: an evaluation 300 loss records back is over."""
+    line: an evaluation 300 loss records back is over. A model's own text (_content) names nothing."""
+    content = _content(lines)
     for back, line in enumerate(reversed(lines)):
+        if len(lines) - 1 - back in content:
+            continue
         found = phase_of_words(line)
         if found is not None:
             return Worded(found[0], line.strip()[:300], back, over=found[1])
