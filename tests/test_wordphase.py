@@ -577,3 +577,27 @@ def test_a_models_own_text_names_no_phase(tmp_path: Path) -> None:
                                                            "10:41:07 [trainer.py:911] Running evaluation on 500 "
                                                            "prompts"]))
     assert ph["current"] == "validation" and "Running evaluation" in ph["worded_note"]
+
+
+def test_the_call_a_frame_makes_names_the_part(tmp_path: Path) -> None:
+    """A verl fork renamed the rollout call (`generate_sequences_loop`): no frame's function says generation and the
+    rules know only `generate_sequences(`. Old code: 'training loop'. The code line under the driver's frame says it."""
+    lines = [
+        "(TaskRunner pid=5120) step:3 - critic/score/mean:0.28 - timing_s/gen:61.0 - timing_s/update_actor:22.4 - "
+        "timing_s/step:96.3",
+        "Traceback (most recent call last):",
+        '  File "/srv/fork/verl/trainer/main_ppo.py", line 88, in run',
+        "    trainer.fit()",
+        '  File "/srv/fork/verl/trainer/ppo/ray_trainer.py", line 961, in fit',
+        "    gen_batch_output = self.actor_rollout_wg.generate_sequences_loop(gen_batch)",
+        '  File "/opt/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 921, in get_objects',
+        "    raise value",
+        "ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_generate_sequences_loop() (pid=5311)",
+        "RuntimeError: tool server at http://10.2.0.7:8001 refused the connection",
+    ]
+    ph = _replay(_write(tmp_path, "fork.log", lines))
+    assert ph["current"] == "generation" and "generate_sequences_loop(gen_batch)" in ph["worded_note"]
+    # A call with no phase's words (`ray.get(refs)`) names nothing.
+    plain = [line.replace("self.actor_rollout_wg.generate_sequences_loop(gen_batch)", "ray.get(refs)")
+             .replace("actor_rollout_generate_sequences_loop", "run_batch") for line in lines]
+    assert _replay(_write(tmp_path, "plain.log", plain))["current"] == "training loop"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gkdtop.analysis.lines import split_prefix, strip_ansi
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
 # Each phase's words, most specific first: the first that a line matches is its phase. A line's message
 # (past its Ray prefix) and the source a warning names are read; frames and error lines are not (a
@@ -227,9 +227,10 @@ _TRACEBACK_RE = re.compile(
 _VERBS = re.compile(r"(?:^|_)(?:log|save|evaluate|eval|validate|generate|update|load|train|step)(?=_|$)")
 
 
-def failure_frames(tail: list[str], failed_by: str) -> list[str]:
-    """The frames of the failure's traceback, outermost first: the one that ends at the failure's line, else the
-    first after it (a collective's timeout, then the traceback of the call it aborted)."""
+def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
+    """The frames of the failure's traceback, outermost first, each with the code line under it (the call it made,
+    or ""): the traceback that ends at the failure's line, else the first after it (a collective's timeout, then the
+    traceback of the call it aborted)."""
     at = _failure_at(tail, failed_by)
     if at is None:
         return []
@@ -248,7 +249,12 @@ def failure_frames(tail: list[str], failed_by: str) -> list[str]:
             while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
                 end += 1
             block = tail[after + 1:end]
-    return [line for line in block if _FRAME_RE.match(_message(line))]
+    frames = []
+    for k, line in enumerate(block):
+        if _FRAME_RE.match(_message(line)):
+            code = _message(block[k + 1]) if k + 1 < len(block) else ""
+            frames.append((line, "" if _FRAME_RE.match(code) else code.strip()))
+    return frames
 
 
 # Ray names a task by its actor's class and method (`ray::WorkerDict.actor_rollout_generate_sequences`): in the memory
@@ -289,20 +295,32 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
     return None
 
 
-def launcher_frames(frames: list[str]) -> bool:
+def launcher_frames(frames: list[tuple[str, str]]) -> bool:
     """A launcher's own traceback (torchrun's agent re-rendezvousing after the workers ran): where the launcher was,
     which names the run's phase only where its own lines say nothing (a start-up that never reached the workers)."""
-    return any(_LAUNCHER_RE.search(line) for line in frames[:3])
+    return any(_LAUNCHER_RE.search(line) for line, _ in frames[:3])
 
 
-def frame_words(frames: list[str], below: str = "") -> Worded | None:
+# The call a frame's code line makes (`gen_batch_output = self.actor_rollout_wg.generate_sequences_loop(gen_batch)`):
+# a fork's renamed worker call, a remote call whose own frames are in another process.
+_CALL_RE = re.compile(r"([A-Za-z_]\w{0,80})\s*\(")
+
+
+def _call_words(code: str) -> str | None:
+    call = _CALL_RE.search(code)
+    return _words(call.group(1).replace("_", " ")) if call is not None else None
+
+
+def frame_words(frames: Sequence[str | tuple[str, str]], below: str = "") -> Worded | None:
     """The phase the innermost frame (deeper than `below`, where that frame is among them) names by its function's
-    and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`): where the
-    error was raised, in words."""
-    cut = next((i for i, line in enumerate(frames) if _same(line, below)), None) if below else None
-    deeper = frames[cut + 1:] if cut is not None else frames
+    and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`), else by the
+    call its code line makes (`self.actor_rollout_wg.generate_sequences_loop(batch)`): where the error was raised, in
+    words. `frames`: frame lines, or (frame line, its code line) pairs."""
+    pairs = [(f, "") if isinstance(f, str) else f for f in frames]
+    cut = next((i for i, (line, _) in enumerate(pairs) if _same(line, below)), None) if below else None
+    deeper = pairs[cut + 1:] if cut is not None else pairs
     found: Worded | None = None
-    for back, line in enumerate(reversed(deeper)):
+    for back, (line, code) in enumerate(reversed(deeper)):
         m = _FRAME_RE.match(_message(line))
         if m is None:
             continue
@@ -310,10 +328,14 @@ def frame_words(frames: list[str], below: str = "") -> Worded | None:
         if len(_VERBS.findall(m["func"])) >= 2:
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
         phase = _words(f"{m['func']} {stem}".replace("_", " "))
+        cited = line.strip()[:300]
+        if (phase is None or phase == DATASET) and code and _any_stem(code):
+            phase = _call_words(code)
+            cited = f"{line.strip()[:200]}: {code[:100]}"
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
         if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
-            found = Worded(phase, line.strip()[:300], back, frame=True)
+            found = Worded(phase, cited, back, frame=True)
     return found
 
 
