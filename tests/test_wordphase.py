@@ -470,6 +470,11 @@ def test_the_dead_actors_model_names_its_part_of_the_step(tmp_path: Path) -> Non
              "(ActorModelRayActor pid=376114) [2026-01-05 08:02:02,660] [INFO] [comm.py:637:init_distributed] cdb=None"]
     ph = _replay(_write(tmp_path, "critic_start.log", start + _actor_died("CriticModelRayActor")))
     assert ph["current"] == "critic init"
+    # Where the rules name the part (the actor makes experience; the critic computes values for it), the class says
+    # which model died, not which part ran: the part stands.
+    making = [*loop, "(ActorModelRayActor pid=376114) make_experience:  50%|█████     | 2/4 [01:10<01:10, 35.0s/it]"]
+    ph = _replay(_write(tmp_path, "critic_in_generation.log", making + _actor_died("CriticModelRayActor")))
+    assert ph["current"] == "generation" and ph["phase_from"] == "rules"
     # An actor that holds no one model (the trainer's own) names nothing.
     ph = _replay(_write(tmp_path, "policy.log", loop + _actor_died("PPORayActorGroup")))
     assert ph["current"] != "critic update" and ph["phase_from"] == "rules"

@@ -22,6 +22,7 @@ from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.analysis.wordphase import (
+    DEAD_ACTOR,
     WITHIN_PART,
     Worded,
     failure_frames,
@@ -1231,6 +1232,9 @@ class PhaseEngine:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
+            if found.via == DEAD_ACTOR and part is not None:
+                continue  # which model died, not which part ran: the part the rules named stands (OpenRLHF's critic
+                # computes values while the actor makes experience)
             if ended and (found.frame or found.back or named.name != SAVE):
                 continue  # after the end, only the final save's words on the log's last line: any line after them
                 # (a plot, a model card) is what ran once the save was over

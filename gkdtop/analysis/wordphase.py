@@ -265,6 +265,7 @@ _CLASS_RE = re.compile(r"^\s+class_name: (?P<cls>\w+)")
 _ROLES = ((re.compile(r"^Critic[A-Z_]"), "critic update", "critic init"),
           (re.compile(r"^Ref(?:erence)?[A-Z_]"), "reference log-prob", "reference init"))
 TASK_LINES = 40  # of the failure's block after its line
+DEAD_ACTOR = "the class of the actor that died"  # Worded.via of a dead actor's class: which model, not which part
 
 
 def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
@@ -286,7 +287,7 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
             for role, in_step, at_start in _ROLES:
                 if role.match(held["cls"]):
                     return Worded(in_step if stepping else at_start, line.strip()[:300], 0, frame=True,
-                                  via="the class of the actor that died")
+                                  via=DEAD_ACTOR)
     for line in block:
         for m in _TASK_RE.finditer(line):
             phase = task_phase(f"{m['cls']}.{m['method']}") or _words(m["method"].replace("_", " "))
