@@ -606,3 +606,36 @@ def test_the_call_a_frame_makes_names_the_part(tmp_path: Path) -> None:
     plain = [line.replace("self.actor_rollout_wg.generate_sequences_loop(gen_batch)", "ray.get(refs)")
              .replace("actor_rollout_generate_sequences_loop", "run_batch") for line in lines]
     assert _replay(_write(tmp_path, "plain.log", plain))["current"] == "training loop"
+
+
+VERL_SILENT_AFTER_DATA = [
+    "2026-02-23 10:05:12,774\tINFO worker.py:1832 -- Started a local Ray instance.",
+    "(main_task pid=5847) {'actor_rollout_ref': {'rollout': {'name': 'vllm', 'tensor_model_parallel_size': 2}},",
+    "(main_task pid=5847)  'trainer': {'n_gpus_per_node': 8, 'nnodes': 1, 'total_epochs': 15}}",
+    "(main_task pid=5847) original dataset len: 7473",
+    "(main_task pid=5847) filter dataset len: 7473",
+    "(main_task pid=5847) Size of train dataloader: 7",
+    "(main_task pid=5847) Total training steps: 105",
+]
+
+
+def test_verl_s_step_count_ends_its_data_preparation(tmp_path: Path) -> None:
+    """verl asked for more GPUs than the node had and waited for its placement groups without a line. Old code: 'ended
+    in dataset generation' with stale-lock advice, framework 'Ray'. verl prints its step count once its loaders are
+    built: the worker group comes next, and its advice is `ray status`."""
+    ph = _replay(_write(tmp_path, "silent.log", VERL_SILENT_AFTER_DATA))
+    assert ph["current"] == "dataset generation" and ph["expected"] == "worker-group creation"
+    assert ph["framework"]["name"] == "verl"
+    advice = " ".join(ph["open_end"]["hint"]["actions"])
+    assert "ray status" in advice and "lock" not in advice
+    # Then the driver's task fails in init_workers (Ray's task header, then the task's own frames, cut).
+    failed = [*VERL_SILENT_AFTER_DATA,
+              "Traceback (most recent call last):",
+              '  File "/srv/verl/verl/trainer/main_ppo.py", line 33, in run_ppo',
+              "    ray.get(main_task.remote(config))",
+              "ray.exceptions.RayTaskError(RaySystemError): ray::main_task() (pid=5847, ip=10.0.0.4)",
+              '  File "/srv/verl/verl/trainer/main_ppo.py", line 126, in main_task',
+              "    trainer.init_workers()",
+              '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 511, in init_workers']
+    ph = _replay(_write(tmp_path, "init_workers.log", failed))
+    assert ph["state"] == "failed" and ph["current"] == "worker-group creation", ph["worded_note"]

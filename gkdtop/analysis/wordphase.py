@@ -62,6 +62,8 @@ WORDS: tuple[tuple[str, str], ...] = (
      # HF prints the model's config as it loads it (`Model config Qwen2Config {`); verl's fused worker's load task.
      r"|^Model config\b|\bactor[_ ]rollout[_ ]init[_ ]model\b"),
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
+    # verl's and EasyR1's `init_workers` (the driver's frame while the worker group's actors start).
+    ("worker-group creation", r"\binit[_ ]workers\b|\bcreat(?:e|es|ing) (?:the )?worker ?groups?\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
 LOOP = "training loop"
@@ -71,7 +73,8 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "rolling", "rollout", "backward", "critic", "optimi", "step", "update", "sav", "upload", "checkpoint",
           "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph",
           "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
-          "initiali", "init_process_group", "process group", "rendezvous", "nccl info")
+          "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
+          "init_workers", "worker group", "workergroup")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
@@ -238,6 +241,11 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
     while start > 0 and _TRACEBACK_RE.search(_message(tail[start - 1])):
         start -= 1
     block = tail[start:at]
+    if "ray::" in tail[at] and at + 1 < len(tail) and _FRAME_RE.match(_message(tail[at + 1])):
+        end = at + 1  # Ray's `RayTaskError(…): ray::main_task()` header: the task's own frames follow, deeper
+        while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
+            end += 1
+        block += tail[at + 1:end]
     if not any(_FRAME_RE.match(_message(line)) for line in block):
         # Its frames right after it (Ray's `Unhandled error …: ray::Worker.method()` header), else the first
         # traceback after it.
