@@ -418,3 +418,35 @@ def test_a_run_stopped_by_hand_is_a_hang_it_ended_not_an_error(tmp_path: Path) -
     # An error of the run's own is no interrupt.
     own = "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert not run(tmp_path, [LOOP, own]).status.interrupted
+
+
+def test_a_launcher_s_rendezvous_timeout_names_the_launcher_s_setting(tmp_path: Path) -> None:
+    """torchrun on the second node gave up on the rendezvous store after 900 s (the first node was still installing
+    packages). Before: 'give the wait longer: init_process_group(timeout=...)', which does not set this wait."""
+    lines = [
+        "W0108 19:49:31.102000 3117 torch/distributed/run.py:793] Setting OMP_NUM_THREADS environment variable",
+        "[E108 20:04:34.467642512 socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to "
+        "connect to (10.40.2.7, 29500).",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py", line 540, in '
+        "_rendezvous",
+        "    rdzv_info = spec.rdzv_handler.next_rendezvous()",
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/'
+        'static_tcp_rendezvous.py", line 67, in next_rendezvous',
+        "    self._store = TCPStore(  # type: ignore[call-arg]",
+        "torch.distributed.DistNetworkError: The client socket has timed out after 900s while trying to connect to "
+        "(10.40.2.7, 29500).",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and status.current == "nccl init"
+    text = said(status)
+    assert "--rdzv-conf timeout=" in text and "init_process_group(timeout" not in text
+    # A process group's own store wait (no launcher frames) keeps the process group's timeout.
+    own = [lines[1], "Traceback (most recent call last):",
+           '  File "/srv/job/train.py", line 40, in setup',
+           "    dist.init_process_group('nccl', timeout=timedelta(minutes=15))",
+           '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
+           "init_process_group", "    store, rank, world_size = next(rendezvous_iterator)", lines[-1]]
+    assert "init_process_group(timeout" in said(run(tmp_path, own).status)
