@@ -181,6 +181,9 @@ CASES = [
     ("killed-sigkill",
      ["  traceback : Signal 9 (SIGKILL) received by PID 475677"],
      {"pid": "475677"}),
+    ("killed-sigkill",  # Ray's memory monitor, where only the caller's error reached the log
+     ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."],
+     {}),
     ("ray-job-failed",
      ["Job 'raysubmit_Xk2pQ9vLm4TnR8wa' failed"],
      {"job": "raysubmit_Xk2pQ9vLm4TnR8wa"}),
