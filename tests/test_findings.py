@@ -181,6 +181,12 @@ CASES = [
     ("killed-sigkill",
      ["  traceback : Signal 9 (SIGKILL) received by PID 475677"],
      {"pid": "475677"}),
+    ("thread-limit",  # a gloo group made in a worker's __init__, past the pids limit
+     ["(WorkerDict pid=18748) RuntimeError: Resource temporarily unavailable"],
+     {}),
+    ("thread-limit",
+     ["OpenBLAS blas_thread_init: pthread_create failed for thread 17 of 64: Resource temporarily unavailable"],
+     {}),
     ("killed-sigkill",  # Ray's memory monitor, where only the caller's error reached the log
      ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."],
      {}),
