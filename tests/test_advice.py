@@ -450,3 +450,28 @@ def test_a_launcher_s_rendezvous_timeout_names_the_launcher_s_setting(tmp_path: 
            '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
            "init_process_group", "    store, rank, world_size = next(rendezvous_iterator)", lines[-1]]
     assert "init_process_group(timeout" in said(run(tmp_path, own).status)
+
+
+def test_a_span_the_failure_moved_from_is_not_cited_as_failed(tmp_path: Path) -> None:
+    """Hydra's banner failed the phase after rollout init; the traceback's `_validate` frame moved the failure to
+    validation. Before: the timeline said the first span was done while `--why` cited it as `… failed`."""
+    lines = [
+        "(WorkerDict pid=5187) INFO 03-24 11:02:49 gpu_executor.py:76] # GPU blocks: 41277, # CPU blocks: 9362",
+        "(WorkerDict pid=5187) After building vllm rollout, memory allocated (GB): 48.13, memory reserved (GB): 48.62",
+        "Error executing job with overrides: ['trainer.n_gpus_per_node=8']",
+        "Traceback (most recent call last):",
+        '  File "/srv/verl/verl/trainer/main_ppo.py", line 101, in main',
+        "    ray.get(main_task.remote(config))",
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=51230, ip=10.40.3.17)",
+        '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 668, in fit',
+        "    val_metrics = self._validate()",
+        '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 517, in _validate',
+        "    test_output_gen_batch = self.actor_rollout_wg.generate_sequences(test_gen_batch)",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and status.current == "validation"
+    for span in status.timeline:
+        if span.status == "done" and span.evidence is not None:
+            assert not span.evidence.claim.endswith(" failed"), (span.name, span.evidence.claim)
+    assert sum(span.status == "failed" for span in status.timeline) == 1

@@ -528,7 +528,7 @@ class PhaseEngine:
                       and FRAME_RE.match(text)):
                     # The driver's traceback right after a worker's crash (an abort, a signal) names where the
                     # driver was: the failure belongs there, not to the phase the crash line came in.
-                    before.status = "done"
+                    self._not_failed(before)
                     self.timeline[-1].status = "failed"
                     if not self.failure:  # the crash line stays the failure until an exception line names it
                         self.failure, self._failure_line = failure, failure_line
@@ -538,7 +538,7 @@ class PhaseEngine:
                 if self.fail_id in ids or raised:
                     if before is not None and before is not self.timeline[-1] and before.status == "failed" and (
                             raised or header_only):
-                        before.status = "done"
+                        self._not_failed(before)
                     self._fail(text, t)
                 return
         if collective:
@@ -787,6 +787,14 @@ class PhaseEngine:
             self.first_spans.append(span)
         return span
 
+    @staticmethod
+    def _not_failed(span: PhaseSpan) -> None:
+        """A span the failure was first put in, which a later line moved elsewhere: done, and its line cited for
+        what it started (`--why` said `after rollout init failed` beside a timeline that said done)."""
+        span.status = "done"
+        if span.evidence is not None and span.evidence.claim == f"{span.name} failed":
+            span.evidence = replace(span.evidence, claim=f"{span.name} started")
+
     def _close_current(self, t: float) -> None:
         if self.timeline and self.timeline[-1].end is None:
             span = self.timeline[-1]
@@ -905,7 +913,7 @@ class PhaseEngine:
                 if before in self.first_spans:
                     self.first_spans.remove(before)
             else:
-                before.status = "done"
+                self._not_failed(before)
         self.timeline[-1].status = "failed"
         self.failure, self._failure_line, self._want_exception_line = failure, failure_line, True
 
