@@ -639,3 +639,36 @@ def test_verl_s_step_count_ends_its_data_preparation(tmp_path: Path) -> None:
               '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 511, in init_workers']
     ph = _replay(_write(tmp_path, "init_workers.log", failed))
     assert ph["state"] == "failed" and ph["current"] == "worker-group creation", ph["worded_note"]
+
+
+def test_a_pasted_py_spy_dump_names_the_phase(tmp_path: Path) -> None:
+    """A vLLM batch job hung with no progress bar; the user ran py-spy and pasted its dump into the log. Old code:
+    'ended in rollout init' (the engine's start-up lines were the last a rule knew). The main thread's stack is in
+    vLLM's generate (the stack rules, data/stack_phases.yaml)."""
+    lines = [
+        "INFO 05-12 10:02:11 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='/m/judge-9b'",
+        "INFO 05-12 10:03:40 model_runner.py:1067] Loading model weights took 17.2 GiB",
+        "INFO 05-12 10:03:52 gpu_executor.py:122] # GPU blocks: 9310, # CPU blocks: 1638",
+        "$ py-spy dump --pid 81177",
+        "Process 81177: python score_pairs.py --model /m/judge-9b",
+        "Python v3.10.14 (/usr/bin/python3.10)",
+        "",
+        'Thread 81177 (active): "MainThread"',
+        "    deepcopy (copy.py:146)",
+        "    clone (vllm/sampling_params.py:498)",
+        "    add_request (vllm/engine/llm_engine.py:771)",
+        "    _validate_and_add_requests (vllm/entrypoints/llm.py:1102)",
+        "    generate (vllm/entrypoints/llm.py:390)",
+        "    main (score_pairs.py:88)",
+        "    <module> (score_pairs.py:120)",
+        'Thread 81342 (idle): "Thread-1"',
+        "    wait (threading.py:324)",
+        "    run (tqdm/_monitor.py:60)",
+    ]
+    ph = _replay(_write(tmp_path, "dump.log", lines))
+    assert ph["current"] == "generation" and ph["phase_from"] == "words"
+    note = ph["worded_note"]
+    assert "a py-spy dump in the log" in note and "generate (vllm/entrypoints/llm.py:390)" in note
+    # A dump of a thread no stack rule knows says nothing.
+    idle = [*lines[:8], "    wait (threading.py:324)", "    main (score_pairs.py:88)"]
+    assert _replay(_write(tmp_path, "idle.log", idle))["phase_from"] == "rules"

@@ -25,6 +25,7 @@ from gkdtop.analysis.wordphase import (
     DEAD_ACTOR,
     WITHIN_PART,
     Worded,
+    dump_words,
     failure_frames,
     failure_tasks,
     frame_words,
@@ -1235,7 +1236,10 @@ class PhaseEngine:
             # killed), or the model an actor that died held.
             stepping = part is not None or (rule is not None and bool(rule.inner))
             tasks = failure_tasks(tail, failed_by, stepping, _task_phase) if failed_by else None
-            self._words_read = (key, [lines, framed, tasks] if launcher_frames(frames) else [framed, tasks, lines])
+            # A py-spy dump a user pasted (a hung job's stack): where a process was, by the stack rules.
+            dumped = dump_words(tail) if any(line.startswith("Thread ") for line in tail) else None
+            self._words_read = (key, [lines, framed, tasks, dumped] if launcher_frames(frames)
+                                else [framed, tasks, dumped, lines])
         for found in self._words_read[1]:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:

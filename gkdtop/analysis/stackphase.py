@@ -28,6 +28,7 @@ from gkdtop.analysis.rules import (
 
 if TYPE_CHECKING:
     from gkdtop.analysis.matcher import Pattern
+    from gkdtop.model.stacks import ThreadStack
 
 
 class Frame(Protocol):
@@ -214,6 +215,28 @@ def match_process(threads: Sequence[Any], rules: StackRules, source: SourceLine 
         if found is not None:
             return found
     return None
+
+
+_THREAD_RE = re.compile(r'^Thread (0x[0-9a-fA-F]+|\d+) \((idle|active)(\+gil)?\)(?:: "(.*)")?\s*$')
+_FRAME_RE = re.compile(r"^ {4}(\S.*?) \((.*?)(?::(\d+))?\)\s*$")
+
+
+def parse_py_spy_text(text: str) -> list[ThreadStack]:
+    """py-spy's plain `dump` output (what Ray's agent returns, what users paste in a log) as ThreadStacks; frames
+    innermost first."""
+    from gkdtop.model.stacks import StackFrame, ThreadStack
+
+    threads: list[ThreadStack] = []
+    for line in text.splitlines():
+        if m := _THREAD_RE.match(line):
+            tid = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
+            threads.append(ThreadStack(name=m.group(4) or f"Thread {tid}", thread_id=tid,
+                                       idle=m.group(2) == "idle", owns_gil=bool(m.group(3))))
+        elif threads and (m := _FRAME_RE.match(line)):
+            file, lineno = m.group(2), m.group(3)
+            threads[-1].frames.append(StackFrame(function=m.group(1), file=file, line=int(lineno or 0),
+                                                 native=lineno is None))
+    return threads
 
 
 def consensus(matches: Sequence[tuple[int, StackMatch | None]],

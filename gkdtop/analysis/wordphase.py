@@ -304,6 +304,34 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
     return None
 
 
+# A py-spy dump pasted in the log (`Thread 2290417 (active): "MainThread"`, then
+# `    generate (vllm/entrypoints/llm.py:467)`).
+_DUMP_THREAD_RE = re.compile(r'^Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active)(?:\+gil)?\)')
+_DUMP_LINE_RE = re.compile(r"^(?:Thread |Process \d+: |Python v\d| {4}\S|\s*$|\$ py-spy )")
+
+
+def dump_words(tail: list[str]) -> Worded | None:
+    """The phase the last py-spy dump in the tail names, by the stack rules (data/stack_phases.yaml: the main thread's
+    innermost frame a rule knows; `generate (vllm/entrypoints/llm.py)` is generation): where a process was when a
+    user looked, in the log."""
+    last = next((i for i in range(len(tail) - 1, -1, -1) if _DUMP_THREAD_RE.match(tail[i])), None)
+    if last is None:
+        return None
+    start = last
+    while start > 0 and _DUMP_LINE_RE.match(tail[start - 1]):
+        start -= 1
+    end = last + 1
+    while end < len(tail) and _DUMP_LINE_RE.match(tail[end]) and not tail[end].startswith("$ "):
+        end += 1
+    from gkdtop.analysis.stackphase import builtin_stack_rules, match_process, parse_py_spy_text
+
+    found = match_process(parse_py_spy_text("\n".join(tail[start:end])), builtin_stack_rules())
+    if found is None:
+        return None
+    text = f"{found.thread}: {found.frame}" + (f" → {found.via}" if found.via else "")
+    return Worded(found.phase, text[:300], len(tail) - end, frame=True, via="a py-spy dump in the log")
+
+
 def launcher_frames(frames: list[tuple[str, str]]) -> bool:
     """A launcher's own traceback (torchrun's agent re-rendezvousing after the workers ran): where the launcher was,
     which names the run's phase only where its own lines say nothing (a start-up that never reached the workers)."""

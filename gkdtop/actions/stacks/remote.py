@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -29,9 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gkdtop.actions.stacks.analysis import group_stacks, outliers
+from gkdtop.analysis.stackphase import parse_py_spy_text
 from gkdtop.capture.pyspy import parse_py_spy_json
 from gkdtop.collectors.ray import DashboardFinder, ray_temp_dir, state_list
-from gkdtop.model.stacks import StackDump, StackFrame, StackReport, ThreadStack
+from gkdtop.model.stacks import StackDump, StackReport
 
 MAX_TARGETS = 256
 RESULT_MARK = "@@GKDTOP-AGENT@@"
@@ -73,25 +73,6 @@ def _blank(target: RemoteTarget, method: str) -> StackDump:
 
 
 # ---------------------------------------------------------------- 1. the dashboard's traceback endpoint
-
-_THREAD_RE = re.compile(r'^Thread (0x[0-9a-fA-F]+|\d+) \((idle|active)(\+gil)?\)(?:: "(.*)")?\s*$')
-_FRAME_RE = re.compile(r"^ {4}(\S.*?) \((.*?)(?::(\d+))?\)\s*$")
-
-
-def parse_py_spy_text(text: str) -> list[ThreadStack]:
-    """py-spy's plain `dump` output (what Ray's agent returns) as ThreadStacks; frames innermost first."""
-    threads: list[ThreadStack] = []
-    for line in text.splitlines():
-        if m := _THREAD_RE.match(line):
-            tid = int(m.group(1), 16) if m.group(1).startswith("0x") else int(m.group(1))
-            threads.append(ThreadStack(name=m.group(4) or f"Thread {tid}", thread_id=tid,
-                                       idle=m.group(2) == "idle", owns_gil=bool(m.group(3))))
-        elif threads and (m := _FRAME_RE.match(line)):
-            file, lineno = m.group(2), m.group(3)
-            threads[-1].frames.append(StackFrame(function=m.group(1), file=file, line=int(lineno or 0),
-                                                 native=lineno is None))
-    return threads
-
 
 def profiling_enabled(url: str, timeout: float = 5.0) -> bool | None:
     """What the head says about RAY_DASHBOARD_ENABLE_PROFILING (None: it does not say)."""
