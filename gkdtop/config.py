@@ -65,6 +65,7 @@ FAIL_PATTERN = (
     r"|Received sigquit from a child"
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
+    r"|Heartbeat monitor timed out! Process will be terminated"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
     r"|NET/IB ?: (?:\S+:\d+ )?Got async event ?: [\w ]*(?:catastrophic|fatal|error)|Worker proc \S+ died unexpectedly"
 )

@@ -475,3 +475,16 @@ def test_a_span_the_failure_moved_from_is_not_cited_as_failed(tmp_path: Path) ->
         if span.status == "done" and span.evidence is not None:
             assert not span.evidence.claim.endswith(" failed"), (span.name, span.evidence.claim)
     assert sum(span.status == "failed" for span in status.timeline) == 1
+
+
+def test_the_heartbeat_monitor_s_timeout_ends_the_run_as_a_hang(tmp_path: Path) -> None:
+    """Newer torch: `Heartbeat monitor timed out! Process will be terminated …` on every rank, hours after the bar
+    stopped at 0. Before: 'running' and no culprit: the line was no failure."""
+    lines = [
+        "[0]:  0%|          | 0/1847 [00:00<?, ?it/s]",
+        "[3]:E0423 02:10:44.182842  8355 ProcessGroupNCCL.cpp:1329] [PG 0 (default_pg) Rank 3] Heartbeat monitor timed "
+        "out! Process will be terminated after dumping debug info. workMetaList_.size()=0",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and "Heartbeat monitor timed out" in status.failure
+    assert said(status).startswith("A hang: NCCL's watchdog itself stopped making progress")

@@ -152,6 +152,10 @@ CASES = [
       "Rank 0] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring "
       "enqueued collectives.")],
      {"stuck_s": "480"}),
+    ("nccl-heartbeat-stuck",  # newer torch: no seconds, the monitor's own words
+     ["[2]:E0423 02:10:44.184026  8352 ProcessGroupNCCL.cpp:1329] [PG 0 (default_pg) Rank 2] Heartbeat monitor timed "
+      "out! Process will be terminated after dumping debug info. workMetaList_.size()=0"],
+     {}),
     ("nccl-socket-bad-interface",
      [ray("WorkerDict", 71822, "gpu-node-194:71822:72133 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: "
       "Connect to 169.254.3.1<42391> failed : Software caused connection abort")],

@@ -142,7 +142,7 @@ SERVING = "serving"  # an inference server that is up, waiting for requests
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
 # The watchdog thread itself stopped (a CUDA call hung): the heartbeat monitor kills the process after it.
-STUCK_RE = re.compile(r"watchdog got stuck for \d+ seconds")
+STUCK_RE = re.compile(r"watchdog got stuck for \d+ seconds|Heartbeat monitor timed out! Process will be terminated")
 STUCK_HINT = Hint(
     causes=["A hang: NCCL's watchdog itself stopped making progress (a CUDA call or a GPU hung), and the heartbeat "
             "monitor took the process down after it; the abort that follows is its consequence, not a crash."],
@@ -788,10 +788,16 @@ class PhaseEngine:
             self.first_spans.append(span)
         return span
 
-    @staticmethod
-    def _not_failed(span: PhaseSpan) -> None:
+    def _not_failed(self, span: PhaseSpan) -> None:
         """A span the failure was first put in, which a later line moved elsewhere: done, and its line cited for
-        what it started (`--why` said `after rollout init failed` beside a timeline that said done)."""
+        what it started (`--why` said `after rollout init failed` beside a timeline that said done). A placeholder
+        (`after dataset generation`) opened only for the failure goes."""
+        if span.name.startswith("after ") and span in self.timeline and span is not self.timeline[-1] and (
+                self.timeline[-1].start <= span.start + FRAMES_AFTER):
+            self.timeline.remove(span)
+            if span in self.first_spans:
+                self.first_spans.remove(span)
+            return
         span.status = "done"
         if span.evidence is not None and span.evidence.claim == f"{span.name} failed":
             span.evidence = replace(span.evidence, claim=f"{span.name} started")
@@ -849,6 +855,11 @@ class PhaseEngine:
         if seconds is None:
             return
         before = self.timeline[-2] if len(self.timeline) >= 2 else None
+        if (before is not None and before.status == "done" and before.end is not None and before.end <= before.start
+                and before.name not in ROLLOUT_PHASES):
+            # A phase known only by its done line (`Total training steps: 58`) bounds nothing; an engine's start-up
+            # still does: the wait it states is its communicator's (_interrupted).
+            before = None
         start = span.start - seconds if before is None else max(span.start - seconds, before.start)
         if before is not None and before.end is not None and before.end > start:
             before.end = start

@@ -325,10 +325,16 @@ def dump_words(tail: list[str]) -> Worded | None:
         end += 1
     from gkdtop.analysis.stackphase import builtin_stack_rules, match_process, parse_py_spy_text
 
-    found = match_process(parse_py_spy_text("\n".join(tail[start:end])), builtin_stack_rules())
+    threads = parse_py_spy_text("\n".join(tail[start:end]))
+    found = match_process(threads, builtin_stack_rules())
     if found is None:
         return None
-    text = f"{found.thread}: {found.frame}" + (f" → {found.via}" if found.via else "")
+    # Where it waits (the innermost frame: `wait (torch/utils/file_baton.py:42)`), then the frame the rule knew.
+    thread = next((t for t in threads if t.name == found.thread), None)
+    inner = next((f for f in thread.frames if not f.native), None) if thread is not None else None
+    waits = f"{inner.function} ({inner.file}:{inner.line}) … in " if inner is not None and (
+        inner.function, inner.line) != (found.function, found.line) else ""
+    text = f"{found.thread}: {waits}{found.frame}" + (f" → {found.via}" if found.via else "")
     return Worded(found.phase, text[:300], len(tail) - end, frame=True, via="a py-spy dump in the log")
 
 
