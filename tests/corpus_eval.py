@@ -58,6 +58,7 @@ PHASE_MAP = {
     "weight sync": "weight sync",
     "training loop": "training loop",
     "finished": "finished",
+    "after training finished": "finished",  # a failure after the run's end (the corpus: phase finished, state failed)
 }
 
 # Sub-phases of a training step: 'training loop' is right but coarse for these (the lenient score).

@@ -488,3 +488,28 @@ def test_the_heartbeat_monitor_s_timeout_ends_the_run_as_a_hang(tmp_path: Path) 
     status = run(tmp_path, lines).status
     assert status.state == "failed" and "Heartbeat monitor timed out" in status.failure
     assert said(status).startswith("A hang: NCCL's watchdog itself stopped making progress")
+
+
+def test_a_crash_after_training_finished_is_a_failure_not_done(tmp_path: Path) -> None:
+    """HF Trainer ran out of memory loading the best checkpoint after its loop (load_best_model_at_end). Before: state
+    'done' and no failure, though the run died with an exception."""
+    lines = [
+        "[INFO|trainer.py:2414] 2026-03-02 02:00:12,101 >> ***** Running training *****",
+        "{'loss': 0.9833, 'grad_norm': 2.411, 'learning_rate': 4.1e-06, 'epoch': 1.0}",
+        "[INFO|trainer.py:2681] 2026-03-02 02:40:41,220 >> ",
+        "",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "",
+        "[INFO|trainer.py:2690] 2026-03-02 02:40:41,221 >> Loading best model from /out/checkpoint-200 (score: 0.41).",
+        "Traceback (most recent call last):",
+        '  File "/work/sft.py", line 88, in <module>',
+        "    trainer.train()",
+        '  File "/opt/venv/lib/python3.11/site-packages/transformers/trainer.py", line 2690, in _load_best_model',
+        "    load_result = model.load_state_dict(state_dict, False)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a total capacity of "
+        "79.15 GiB of which 211.12 MiB is free.",
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.state == "failed" and report.status.current == "after training finished"
+    assert report.status.failure.startswith("torch.OutOfMemoryError")
+    assert "FAILED after training finished" in report_text(report)

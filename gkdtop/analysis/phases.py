@@ -1031,10 +1031,12 @@ class PhaseEngine:
     def _fail(self, text: str, t: float) -> None:
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None
-            if self.current is not None and last is not None and last.status == "done" and not self.current.terminal:
-                # It finished; what failed came after it and no line says what that was: not "FAILED in" it.
+            if self.current is not None and last is not None and last.status == "done":
+                # It finished; what failed came after it and no line says what that was: not "FAILED in" it. After the
+                # run's end (`Training completed.`): loading the best model, the final save or evaluation failed.
                 name = self.current.name
-                self.current = self._phase_named(f"after {name}", self.order.get(name, 0)) or self.current
+                after = "after training finished" if self.current.terminal else f"after {name}"
+                self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
             self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
         self.timeline[-1].status = "failed"
         if not self.failure:
