@@ -66,6 +66,9 @@ FAIL_PATTERN = (
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|Heartbeat monitor timed out! Process will be terminated"
+    # DeepSpeed's launcher reporting a rank's exit; SGLang's scheduler watchdog (a hang it ended); gloo's barrier
+    r"|\bexits with return code = -?[1-9]\d*|\bWatchdog timeout \((?:self\.)?watchdog_timeout=\d+"
+    r"|successfully reached monitoredBarrier, but received errors"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
     r"|NET/IB ?: (?:\S+:\d+ )?Got async event ?: [\w ]*(?:catastrophic|fatal|error)|Worker proc \S+ died unexpectedly"
 )

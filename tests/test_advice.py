@@ -513,3 +513,35 @@ def test_a_crash_after_training_finished_is_a_failure_not_done(tmp_path: Path) -
     assert report.status.state == "failed" and report.status.current == "after training finished"
     assert report.status.failure.startswith("torch.OutOfMemoryError")
     assert "FAILED after training finished" in report_text(report)
+
+
+def test_launchers_and_watchdogs_of_other_stacks(tmp_path: Path) -> None:
+    """Audit 7's shapes. DeepSpeed's launcher reporting a rank killed by signal 9 was 'running'; SGLang's scheduler
+    watchdog was 'It failed with an error, not a hang'; Ray Tune's `Error file: …/error.txt` was the failure."""
+    deepspeed = [
+        "[2026-11-28 01:02:11,100] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.15.4",
+        "[2026-11-28 01:03:31,551] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4411",
+        "[2026-11-28 01:03:31,990] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank=1', '--deepspeed', 'ds_z3.json'] exits with return code = -9",
+    ]
+    status = run(tmp_path, deepspeed).status
+    assert status.state == "failed" and said(status).startswith("Rank 1 was ended by signal 9")
+    sglang = [
+        "[2026-11-28 03:01:02 TP0] Decode batch. #running-req: 12, #token: 40211, token usage: 0.31, gen throughput "
+        "(token/s): 811.20, #queue-req: 0",
+        "[2026-11-28 03:06:14 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+        "[2026-11-28 03:06:20] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    status = run(tmp_path, sglang).status
+    assert status.state == "failed" and "Watchdog timeout" in status.failure
+    assert said(status).startswith("A wait gave up") and "not a hang" not in said(status)
+    tune = [
+        "(RayTrainWorker pid=43514) epoch 0 | batch 300/938 | loss 0.3902",
+        "Traceback (most recent call last):",
+        '  File "/srv/job/train_mnist.py", line 61, in <module>',
+        "    result = trainer.fit()",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "Training errored after 0 iterations at 2026-11-28 01:14:40. Total running time: 4min 35s",
+        "Error file: /tmp/ray/session_2026-11-28_01-10-01/artifacts/TorchTrainer_e82c1_00000_0/error.txt",
+    ]
+    assert run(tmp_path, tune).status.failure.startswith("ray.exceptions.ActorDiedError")

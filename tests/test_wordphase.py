@@ -475,6 +475,9 @@ def test_the_dead_actors_model_names_its_part_of_the_step(tmp_path: Path) -> Non
     making = [*loop, "(ActorModelRayActor pid=376114) make_experience:  50%|█████     | 2/4 [01:10<01:10, 35.0s/it]"]
     ph = _replay(_write(tmp_path, "critic_in_generation.log", making + _actor_died("CriticModelRayActor")))
     assert ph["current"] == "generation" and ph["phase_from"] == "rules"
+    # A plain Ray job's class that only begins with the word (`CriticBatchLoader`) holds no critic model.
+    ph = _replay(_write(tmp_path, "loader.log", start + _actor_died("CriticBatchLoader")))
+    assert ph["current"] != "critic init" and ph["phase_from"] == "rules"
     # An actor that holds no one model (the trainer's own) names nothing.
     ph = _replay(_write(tmp_path, "policy.log", loop + _actor_died("PPORayActorGroup")))
     assert ph["current"] != "critic update" and ph["phase_from"] == "rules"

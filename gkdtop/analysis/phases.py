@@ -76,7 +76,9 @@ TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)
 # logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core; its
 # older versions print `file.py:N] ` with no opening bracket).
 LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[?[\w./-]{1,80}:\d{1,6}\] )"
-EXCEPTION_PATTERN = r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)\b"
+# The name ends at its `:`, a wrapper's `(` or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
+EXCEPTION_PATTERN = (r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX
+                     + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)(?::|\(|\s*$)")
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 # A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
 HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
@@ -84,7 +86,7 @@ HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
 # '…', please check the stack trace above for the root cause`, `EngineDeadError: … See stack trace (above) …`).
 ABORTED_RE = re.compile(
     r"communicator (?:was|has been) aborted|\bProcessGroupNCCL is aborted\b|NCCL communicator .{0,40}abort")
-POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b")
+POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b|\berrored already\b")
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
@@ -151,7 +153,7 @@ STUCK_HINT = Hint(
 )
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:wait|watchdog) timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
@@ -236,7 +238,10 @@ ACTOR_DIED_HINT = Hint(
 )
 # A launcher's report that a child exited (torchelastic's `failed (exitcode: 1) local_rank: 7`, `ChildFailedError`,
 # its summary's `exitcode : 1`): the launcher's own traceback after it says only that it noticed.
-LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+")
+LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+|\bexits with return code = -?\d+")  # DeepSpeed's
+# DeepSpeed's: `['/usr/bin/python', '-u', 'train.py', '--local_rank=1', …] exits with return code = -9`
+DS_LAUNCHER_DETAIL_RE = re.compile(
+    r"--local_rank=(?P<rank>\d{1,6})\b.{0,2000}?exits with return code = (?P<code>-?\d{1,4})")
 LAUNCHER_DETAIL_RE = re.compile(r"\(exitcode: ?(-?\d{1,4})\) local_rank: (\d{1,6})")
 # A client whose server closed the connection mid-request (requests', http.client's, aiohttp's wordings).
 CLOSED_RE = re.compile(r"RemoteDisconnected|Connection aborted|Connection reset by peer|ConnectionResetError"
@@ -253,14 +258,15 @@ CLOSED_HINT = Hint(
 def launcher_hint(failure: str) -> Hint:
     """A launcher's exit report: which rank exited with which code, where that rank's own error is."""
     detail = LAUNCHER_DETAIL_RE.search(failure)
+    deepspeed = DS_LAUNCHER_DETAIL_RE.search(failure)
     who = "A rank exited with an error code (a negative one: the signal that ended it)"
-    if detail is not None:
-        code, rank = detail.groups()
+    if detail is not None or deepspeed is not None:
+        code, rank = detail.groups() if detail is not None else (deepspeed["code"], deepspeed["rank"])
         who = f"Rank {rank} was ended by signal {code[1:]}" if code.startswith("-") else \
             f"Rank {rank} exited with code {code}"
     return Hint(
-        causes=[f"{who}: the launcher (torchrun, accelerate launch) only reports it; that rank's own error (or what "
-                "ended it) is earlier in this log or only in that rank's own output."],
+        causes=[f"{who}: the launcher (torchrun, accelerate launch, deepspeed) only reports it; that rank's own error "
+                "(or what ended it) is earlier in this log or only in that rank's own output."],
         actions=["Find that rank's own traceback above the report (its lines may carry a [rankN]: or stderr: prefix) "
                  "or in its own log file; the launcher's traceback after the report says only that it noticed."],
     )

@@ -270,8 +270,10 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
 _TASK_RE = re.compile(r"\bray::(?P<cls>[A-Za-z_]\w{0,80})\.(?P<method>[A-Za-z_]\w{0,120})")
 # An actor death's tab-indented fields name the dead actor's class; the model it held says which part it ran.
 _CLASS_RE = re.compile(r"^\s+class_name: (?P<cls>\w+)")
-_ROLES = ((re.compile(r"^Critic[A-Z_]"), "critic update", "critic init"),
-          (re.compile(r"^Ref(?:erence)?[A-Z_]"), "reference log-prob", "reference init"))
+# Only an RL trainer's role classes (`CriticModelRayActor`, `CriticWorker`, `ReferenceModelRayActor`): a plain Ray
+# job's `CriticBatchLoader` holds no critic model.
+_ROLES = ((re.compile(r"^Critic\w*(?:Actor|Worker)$"), "critic update", "critic init"),
+          (re.compile(r"^Ref(?:erence)?\w*(?:Actor|Worker)$"), "reference log-prob", "reference init"))
 TASK_LINES = 40  # of the failure's block after its line
 DEAD_ACTOR = "the class of the actor that died"  # Worded.via of a dead actor's class: which model, not which part
 
