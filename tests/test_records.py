@@ -231,3 +231,25 @@ async def test_metrics_pane_charts_hf_defaults(tmp_path: Path) -> None:
         rendered = [str(p.render()) for p in pane.query(PlotextPlot) if p.display]
         assert any("loss" in r for r in rendered) and any("grad_norm" in r for r in rendered)
         assert any("learning_rate" in r for r in rendered)
+
+
+def test_stamped_records_with_no_step_number_time_no_step(tmp_path: Path) -> None:
+    """`kubectl logs --timestamps` puts a stamp on HF's `{'loss': …}` dicts, which carry no step number: one is
+    printed every logging_steps. Before: 'mean 300.85s … slowest: step 2', an interval timed as one step beside a
+    bar at 9.38 s/it. With no two numbered records, their stamps time no step."""
+    lines = [
+        "2026-11-28T02:00:01.001Z [INFO|trainer.py:2128] 2026-11-28 02:00:01,001 >> ***** Running training *****",
+        "2026-11-28T02:05:01.300Z {'loss': 1.4121, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 0.03}",
+        "2026-11-28T02:10:02.410Z {'loss': 1.2034, 'grad_norm': 2.2, 'learning_rate': 2e-05, 'epoch': 0.07}",
+        "2026-11-28T02:15:03.002Z {'loss': 1.1087, 'grad_norm': 1.9, 'learning_rate': 2e-05, 'epoch': 0.1}",
+        "2026-11-28T02:15:40.100Z [rank0]:  3%|▎         | 100/3000 [15:39<7:33:20,  9.38s/it]",
+    ]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    summary = replay([str(path)], Config(phases=builtin_phases())).steps
+    assert summary.get("count") == 3 and summary.get("p50_s") is None and summary.get("mean_s") is None, summary
+    # Numbered records (ms-swift's `global_step/max_steps`) are timed as before.
+    numbered = [f"2026-11-28T02:0{i}:00.000Z {{'loss': 1.{i}, 'global_step/max_steps': '{i}/90', 'epoch': 0.0{i}}}"
+                for i in range(1, 6)]
+    path.write_text("\n".join([lines[0], *numbered]) + "\n")
+    assert replay([str(path)], Config(phases=builtin_phases())).steps.get("p50_s") == 60.0

@@ -463,6 +463,7 @@ class PhaseEngine:
         # (not counted), and the steps between the last two that had their own.
         self._record: tuple[int, str, bool] = (0, "", False)
         self._record_gap = 1
+        self._gap_measured = False  # two numbered records said how many steps lie between two records
         # (the tail it read, what its frames and its lines say)
         self._words_read: tuple[tuple[str, str, int, str, str], list[Worded | None]] | None = None
 
@@ -510,7 +511,10 @@ class PhaseEngine:
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
             self._step(step, t, text)
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
-            self._step(self._record_number(record, text), t, text)
+            # A dict with no number of its own, while no two numbered ones said how many steps one logging interval
+            # holds (HF's logging_steps): its stamp times an interval, not a step.
+            timed = record[0] is not None or self._gap_measured
+            self._step(self._record_number(record, text), t, text, timed=timed)
         collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
         if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
             return
@@ -1075,17 +1079,19 @@ class PhaseEngine:
         if step is None:
             step = last if body == last_text else last + self._record_gap
         elif last_own and step > last:
-            self._record_gap = step - last
+            self._record_gap, self._gap_measured = step - last, True
         self._record = (step, body, parsed[0] is not None)
         return step, at, timings
 
-    def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str) -> None:
-        """A step line: its number, where its metrics begin, its timings (`step`: its own seconds)."""
+    def _step(self, parsed: tuple[int, int, dict[str, float]], t: float, text: str, timed: bool = True) -> None:
+        """A step line: its number, where its metrics begin, its timings (`step`: its own seconds). `timed`: its
+        stamp may time the steps since the last one (not a guessed step number)."""
         step, metrics_at, timings = parsed
         if "step" in timings:
             self._own_seconds = (step, timings["step"])
         self.curves.add_text(step, text[metrics_at:])
-        self.add_step(step, t, timings, text[metrics_at:], own=self._line is not None and self._line.ts is not None)
+        own = timed and self._line is not None and self._line.ts is not None
+        self.add_step(step, t, timings, text[metrics_at:], own=own)
 
     def add_step(self, step: int, t: float | None, timings: dict[str, float], metrics: str | None,
                  own: bool = False) -> None:
