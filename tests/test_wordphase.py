@@ -675,3 +675,21 @@ def test_a_pasted_py_spy_dump_names_the_phase(tmp_path: Path) -> None:
     # A dump of a thread no stack rule knows says nothing.
     idle = [*lines[:8], "    wait (threading.py:324)", "    main (score_pairs.py:88)"]
     assert _replay(_write(tmp_path, "idle.log", idle))["phase_from"] == "rules"
+
+
+def test_a_vision_model_s_load_and_the_reference_s_start_up(tmp_path: Path) -> None:
+    """EasyR1 on a vision-language model: its workers built the actor and the reference model, then the engines'
+    processes started and nothing came. Old code: 'ended after dataset generation (next expected: worker-group
+    creation)', 16 lines stale, with `ray status` advice: a VL model's `…ForConditionalGeneration contains 3.75B
+    parameters` was no model load, and `After Ref FSDP init` said nothing."""
+    lines = [
+        "2026-02-24 16:17:58,913\tINFO worker.py:1832 -- Started a local Ray instance.",
+        "(main_task pid=41102) Total training steps: 60",
+        "(WorkerDict pid=41588) Qwen2_5_VLForConditionalGeneration contains 3.75B parameters",
+        "(WorkerDict pid=41588) After Actor FSDP init, memory allocated (GB): 2.09, memory reserved (GB): 2.52.",
+        "(WorkerDict pid=41588) After Ref FSDP init, memory allocated (GB): 2.13, memory reserved (GB): 2.55.",
+        "(pid=42060) INFO 02-24 16:21:44 __init__.py:183] Automatically detected platform cuda.",
+    ]
+    ph = _replay(_write(tmp_path, "vl.log", lines))
+    assert [s["name"] for s in ph["timeline"]][-1] == "actor init"
+    assert ph["current"] == "reference init" and "got at least that far" in ph["worded_note"]

@@ -32,6 +32,8 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("checkpoint load",
      r"\b(?:resum|restor)\w*\b.{0,40}\bcheckpoint|\bload(?:s|ing|ed)?\b.{0,20}\bcheckpoint\b(?! shards)"),
     ("reference log-prob", r"\bref(?:erence)?[_ ](?:model[_ ])?log[_ -]?probs?\b"),
+    # verl's and EasyR1's `After Ref FSDP init, memory allocated …`: the reference model's start-up.
+    ("reference init", r"\bRef(?:erence)? (?:model |FSDP |policy )?init\b"),
     # verl's worker methods (`critic_update_critic`, `critic_init_model`), as Ray names the tasks that run them.
     ("critic init", r"\bcritic[_ ]init[_ ]model\b"),
     ("critic update", r"\bupdate[_ ]critic\b|\bcritic[_ ](?:update|training)\b|\btrain(?:ing)?[_ ]critic\b"),
@@ -70,7 +72,7 @@ LOOP = "training loop"
 _LOOP_WORDS = dict(_WORDS)[LOOP]
 # Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
 _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat", "request", "/v1/", "decode",
-          "rolling", "rollout", "backward", "critic", "optimi", "step", "update", "sav", "upload", "checkpoint",
+          "rolling", "rollout", "backward", "critic", "ref", "optimi", "step", "update", "sav", "upload", "checkpoint",
           "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph",
           "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
           "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
@@ -81,7 +83,7 @@ WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-pro
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
-_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b"
+_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|^After\b"  # verl's `After X init, …`
                       r"|(?<!be )\bsaved\b(?= (?:in|to|at|under)\b|\s*[.!]?\s*$)"  # `Model weights saved in …`
                       r"|\bends?\b(?=\s*(?:[.,;:!)]|$))",  # `validation generation end`, not `the end of the epoch`
                       re.IGNORECASE)
