@@ -693,3 +693,30 @@ def test_a_vision_model_s_load_and_the_reference_s_start_up(tmp_path: Path) -> N
     ph = _replay(_write(tmp_path, "vl.log", lines))
     assert [s["name"] for s in ph["timeline"]][-1] == "actor init"
     assert ph["current"] == "reference init" and "got at least that far" in ph["worded_note"]
+
+
+def test_only_verl_s_after_init_lines_say_a_part_ended() -> None:
+    """`After Ref FSDP init, …` says the reference model's start-up ended; a line that merely begins with 'after' does
+    not say its part is over (the review: `^After` matched case-insensitively)."""
+    assert phase_of_words("(WorkerDict pid=4) After Ref FSDP init, memory allocated (GB): 2.13") == (
+        "reference init", True)
+    assert phase_of_words("after 3 retries, generating the batch again") == ("generation", False)
+
+
+def test_a_dump_of_two_processes_cites_the_thread_that_matched(tmp_path: Path) -> None:
+    """Two processes' dumps pasted one after the other, both with a MainThread: the note's innermost frame is the
+    matching thread's, not the first MainThread's (the review: it looked the thread up by name)."""
+    lines = [
+        "INFO 05-12 10:02:11 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='/m/j'",
+        "Process 81100: python helper.py",
+        'Thread 81100 (idle): "MainThread"',
+        "    select (selectors.py:468)",
+        "    serve_forever (helper.py:40)",
+        "Process 81177: python score_pairs.py",
+        'Thread 81177 (active): "MainThread"',
+        "    clone (vllm/sampling_params.py:498)",
+        "    generate (vllm/entrypoints/llm.py:390)",
+        "    main (score_pairs.py:88)",
+    ]
+    note = _replay(_write(tmp_path, "two.log", lines))["worded_note"]
+    assert "clone (vllm/sampling_params.py:498) … in generate" in note and "select" not in note

@@ -351,8 +351,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
     if ABORTED_RE.search(text) and TIMEOUT_RE.search(failure):
         return False  # the call a collective's timeout aborted (`NCCL communicator was aborted`): the timeout is it
     text = RANK_PREFIX_RE.sub("", text, count=1)
-    return not (text.startswith(("nccl", "Error executing job", "Exception raised from")) or "RayTaskError(" in text
-                or "ChildFailedError" in text)  # `Exception raised from checkTimeout at …`: c10's backtrace header
+    return not (text.startswith("nccl") or "RayTaskError(" in text
+                or "ChildFailedError" in text)
 
 
 @functools.cache

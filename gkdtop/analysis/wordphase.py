@@ -72,10 +72,10 @@ LOOP = "training loop"
 _LOOP_WORDS = dict(_WORDS)[LOOP]
 # Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
 _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat", "request", "/v1/", "decode",
-          "rolling", "rollout", "backward", "critic", "ref", "optimi", "step", "update", "sav", "upload", "checkpoint",
-          "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks", "cuda graph",
-          "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel", "model",
-          "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
+          "rolling", "rollout", "backward", "ref ", "reference", "optimi", "step", "update", "sav", "upload",
+          "checkpoint", "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks",
+          "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
+          "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
@@ -83,7 +83,8 @@ WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-pro
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
-_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|^After\b"  # verl's `After X init, …`
+# verl's `After Ref FSDP init, …` (case-sensitive: not any line that begins with "after").
+_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|(?-i:^After\b[^,]{0,60}\binit\b)"
                       r"|(?<!be )\bsaved\b(?= (?:in|to|at|under)\b|\s*[.!]?\s*$)"  # `Model weights saved in …`
                       r"|\bends?\b(?=\s*(?:[.,;:!)]|$))",  # `validation generation end`, not `the end of the epoch`
                       re.IGNORECASE)
@@ -327,15 +328,21 @@ def dump_words(tail: list[str]) -> Worded | None:
     end = last + 1
     while end < len(tail) and _DUMP_LINE_RE.match(tail[end]) and not tail[end].startswith("$ "):
         end += 1
-    from gkdtop.analysis.stackphase import builtin_stack_rules, match_process, parse_py_spy_text
+    from gkdtop.analysis.stackphase import builtin_stack_rules, match_thread, parse_py_spy_text
 
     threads = parse_py_spy_text("\n".join(tail[start:end]))
-    found = match_process(threads, builtin_stack_rules())
-    if found is None:
+    rules = builtin_stack_rules()
+    # The main thread first (match_process's order), keeping the thread that matched: a paste of several processes
+    # has several MainThreads.
+    found = thread = None
+    for candidate in sorted(threads, key=lambda t: t.name != "MainThread"):
+        if (found := match_thread(candidate, rules)) is not None:
+            thread = candidate
+            break
+    if found is None or thread is None:
         return None
     # Where it waits (the innermost frame: `wait (torch/utils/file_baton.py:42)`), then the frame the rule knew.
-    thread = next((t for t in threads if t.name == found.thread), None)
-    inner = next((f for f in thread.frames if not f.native), None) if thread is not None else None
+    inner = next((f for f in thread.frames if not f.native), None)
     waits = f"{inner.function} ({inner.file}:{inner.line}) … in " if inner is not None and (
         inner.function, inner.line) != (found.function, found.line) else ""
     text = f"{found.thread}: {waits}{found.frame}" + (f" → {found.via}" if found.via else "")
