@@ -462,8 +462,7 @@ class PhaseEngine:
         # The last metric dict (_record_number): its step, its text, whether its step was its own
         # (not counted), and the steps between the last two that had their own.
         self._record: tuple[int, str, bool] = (0, "", False)
-        self._record_gap = 1
-        self._gap_measured = False  # two numbered records said how many steps lie between two records
+        self._record_gap: int | None = None  # steps between two records, once two numbered ones said it
         # (the tail it read, what its frames and its lines say)
         self._words_read: tuple[tuple[str, str, int, str, str], list[Worded | None]] | None = None
 
@@ -513,7 +512,7 @@ class PhaseEngine:
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             # A dict with no number of its own, while no two numbered ones said how many steps one logging interval
             # holds (HF's logging_steps): its stamp times an interval, not a step.
-            timed = record[0] is not None or self._gap_measured
+            timed = record[0] is not None or self._record_gap is not None
             self._step(self._record_number(record, text), t, text, timed=timed)
         collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
         if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
@@ -1077,9 +1076,9 @@ class PhaseEngine:
         last, last_text, last_own = self._record
         body = text[at:]
         if step is None:
-            step = last if body == last_text else last + self._record_gap
+            step = last if body == last_text else last + (self._record_gap or 1)
         elif last_own and step > last:
-            self._record_gap, self._gap_measured = step - last, True
+            self._record_gap = step - last
         self._record = (step, body, parsed[0] is not None)
         return step, at, timings
 

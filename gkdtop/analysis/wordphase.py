@@ -399,6 +399,11 @@ def _progressed(text: str) -> bool:
     message = _message(text)
     if _SERVING_RE.search(message) or "%|" in message:
         return False
+    return _is_record(message)
+
+
+def _is_record(message: str) -> bool:
+    """Three or more `name: number` pairs: a step's record (`{'loss': 0.41, …}`, `step:116 - k:v - …`)."""
     return len(_METRIC_RE.findall(message, 0, 400)) >= 3
 
 
@@ -429,7 +434,7 @@ def _content(lines: list[str]) -> set[int]:
         if _SEPARATOR_RE.match(message):
             block, in_content = [], False
             continue
-        if _RUN_SHAPE_RE.search(message) or len(_METRIC_RE.findall(message, 0, 400)) >= 3:
+        if _RUN_SHAPE_RE.search(message) or _is_record(message):
             block, in_content = [], False  # the run speaks again
             continue
         block.append(i)
