@@ -353,7 +353,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     st = report.status
     if report.started is not None and report.ended is not None:
         span = f"{human_duration(report.ended - report.started)} from {clock(report.started)} to {clock(report.ended)}"
-        if st.timeline and st.timeline[0].start_before:  # its first lines were written before any stamp
+        first = st.timeline[0] if st.timeline else None
+        if first is not None and first.start_before and not first.guess:  # its first lines came before any stamp
             span = (f"{human_duration(report.ended - report.started)} of stamps, {clock(report.started)} to "
                     f"{clock(report.ended)}; the lines before the first stamp carry no time")
         if report.ended - report.started < 1:  # one stamped moment: no length, not "0s from A to A"
@@ -394,7 +395,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
                 dur = "?"
             elif s.duration is not None:
                 dur = ("~" if s.start_after and s.end_after else "≤" if s.start_after else "≥") + dur
-        out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}")
+        if s.status == "passed":
+            dur = "?"  # the words put the run past it; no line says when it ended
+        out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}" + (" (a guess)" if s.guess else ""))
     loop = st.timeline[-1] if st.timeline else None
     if st.within and st.current and loop is not None and loop.name == st.within and loop.end is None:
         # The verdict names a part of the step (`FAILED in checkpoint save`): its row, under the loop's.

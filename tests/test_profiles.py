@@ -66,6 +66,21 @@ def test_hf_trainer_and_llamafactory_are_told_from_what_a_pasted_excerpt_keeps(t
     assert replay_json(str(swift))["framework"]["name"] is None
 
 
+@pytest.mark.parametrize(("banner", "name"), [
+    ("***** Running training *****", "hf-trainer"),
+    ("[INFO|trainer.py:2048] 2026-11-28 03:00:09,415 >> ***** Running training *****", "hf-trainer"),
+    ("[rank0]:***** Running training *****", "hf-trainer"),
+    ("11/28/2026 03:00:09 - INFO - transformers.trainer - ***** Running training *****", "hf-trainer"),
+    # accelerate's no_trainer examples print the same banner through the script's own logger: no Trainer runs.
+    ("11/28/2026 03:00:09 - INFO - __main__ - ***** Running training *****", None),
+])
+def test_trainer_s_banner_names_hf_trainer_a_script_s_own_does_not(tmp_path: Path, banner: str, name: str | None
+                                                                      ) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(banner + "\n")
+    assert replay_json(str(log))["framework"]["name"] == name
+
+
 def test_a_warning_from_trl_s_grpo_config_names_trl(tmp_path: Path) -> None:
     """A GRPO run's start: the model loaded, then a warning from TRL's own grpo_config.py (its path is the only line
     that names the trainer). Before: no framework."""

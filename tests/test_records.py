@@ -57,6 +57,19 @@ def headed_blocks(t0: float, steps: int) -> list[str]:
     return out
 
 
+def torchtitan(t0: float, steps: int) -> list[str]:
+    """torchtitan's `step:  10  loss:  9.8121  memory: 61.22GiB(77.31%)  tps: 6,231`."""
+    return [f"[rank0]:{datetime.fromtimestamp(int(t0) + 8 * i):%Y-%m-%d %H:%M:%S},120 - root - INFO - step: {i:>3}  "
+            f"loss: {9.8 - i / 10:7.4f}  memory: 61.22GiB(77.31%)  tps: 6,231  mfu: 36.51%"
+            for i in range(1, steps + 1)]
+
+
+def deepspeed_steps(t0: float, steps: int) -> list[str]:
+    """DeepSpeed's engine every `steps_per_print`: `[Rank 0] step=20410, skipped=3, lr=[…], mom=[…]`."""
+    return [f"[{datetime.fromtimestamp(int(t0) + 3 * i):%Y-%m-%d %H:%M:%S},002] [INFO] [logging.py:128:log_dist] "
+            f"[Rank 0] step={i}, skipped=3, lr=[1.9e-05], mom=[(0.9, 0.999)]" for i in range(1, steps + 1)]
+
+
 def live(tmp_path: Path, lines: list[str]) -> Store:
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
@@ -71,7 +84,8 @@ def live(tmp_path: Path, lines: list[str]) -> Store:
 
 @pytest.mark.parametrize(("shape", "write", "seconds"), [
     ("ms-swift dict", swift, 7.0), ("Megatron", megatron, 2.1047), ("Step N | 9.5s", summaries, 9.5),
-    ("=== Step N/M === blocks", headed_blocks, 45.2)])
+    ("=== Step N/M === blocks", headed_blocks, 45.2), ("torchtitan", torchtitan, 8.0),
+    ("DeepSpeed step=", deepspeed_steps, 3.0)])
 def test_step_lines_of_other_stacks_are_steps(tmp_path: Path, shape: str, write, seconds: float) -> None:  # type: ignore[no-untyped-def]
     t0 = time.time() - 600
     status = live(tmp_path, write(t0, 12)).phase_status()
@@ -99,6 +113,31 @@ def test_the_dict_s_metrics_are_the_step_s_metrics(tmp_path: Path) -> None:
     assert status.last_step is not None
     assert status.last_step.metrics["loss"] == pytest.approx(1.47)
     assert status.last_step.metrics["grad_norm"] == pytest.approx(3.1)
+
+
+def test_a_value_with_a_unit_or_a_thousands_comma_is_no_number() -> None:
+    """torchtitan's `memory: 61.22GiB(77.31%)  tps: 6,231` read as memory 61 and tps 6: a false number in the Steps
+    pane. A value ends where its number does; a dict's `'loss': 1.2, 'lr': …` keeps its values."""
+    from gkdtop.analysis.phases import METRIC_RE
+
+    assert dict(METRIC_RE.findall("loss:  9.7000  memory: 61.22GiB(77.31%)  tps: 6,231  mfu: 36.51%")) == {
+        "loss": "9.7000", "mfu": "36.51"}
+    assert dict(METRIC_RE.findall("{'loss': 1.2, 'grad_norm': 0.5, 'epoch': 0.03}")) == {
+        "loss": "1.2", "grad_norm": "0.5", "epoch": "0.03"}
+
+
+def test_a_torchtitan_run_s_steps_open_its_loop(tmp_path: Path) -> None:
+    """Before: no step and no loop, so a save that hung after step 30 was '(phase unknown)' in the timeline."""
+    report = replay([str(_write(tmp_path, torchtitan(time.time() - 900, 3)))], Config(phases=builtin_phases()))
+    assert report.status.current == "training loop" and report.steps["count"] == 3
+    last = report.status.last_step
+    assert last is not None and last.metrics == {"loss": pytest.approx(9.5), "mfu": pytest.approx(36.51)}
+
+
+def _write(tmp_path: Path, lines: list[str]) -> Path:
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    return log
 
 
 def test_stamps_that_go_backwards_measure_no_step(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ too), and no start or length a phase's own lines do not carry."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,93 @@ def test_the_span_is_at_least_what_a_line_after_the_last_stamp_says_ran(tmp_path
     out = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
                          text=True, timeout=120).stdout
     assert '"ran_for_s": 607.342' in out
+
+
+def replay_json(tmp_path: Path, lines: list[str]) -> dict:  # type: ignore[type-arg]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    proc = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+VLLM_SERVER_OOM = [
+    "INFO 11-28 02:01:00 llm_engine.py:237] Initializing an LLM engine (v0.5.0) with config: model='/m/l3-8b'",
+    "INFO 11-28 02:01:20 model_runner.py:160] Loading model weights took 14.9595 GB",
+    "INFO 11-28 02:01:22 gpu_executor.py:83] # GPU blocks: 27910, # CPU blocks: 2048",
+    "INFO 11-28 02:01:40 model_runner.py:965] Graph capturing finished in 18 secs.",
+    "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+    "INFO 11-28 02:27:29 metrics.py:341] Avg prompt throughput: 5120.0 tokens/s, Avg generation throughput: 3.0 "
+    "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%, CPU KV cache usage: 0.0%.",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] Engine background task failed",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] Traceback (most recent call last):",
+    'ERROR 11-28 02:27:29 async_llm_engine.py:52]   File "/py/vllm/model_executor/layers/sampler.py", line 771, '
+    "in _get_logprobs",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52]     logprobs = torch.log_softmax(logits, dim=-1)",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+    "7.83 GiB. GPU 0 has a total capacity of 79.15 GiB of which 3.01 GiB is free.",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] ",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] The above exception was the direct cause of the following exception:",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] ",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] Traceback (most recent call last):",
+    'ERROR 11-28 02:27:29 async_llm_engine.py:52]   File "/py/vllm/engine/async_llm_engine.py", line 42, in '
+    "_log_task_completion",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52]     raise AsyncEngineDeadError(",
+    "ERROR 11-28 02:27:29 async_llm_engine.py:52] vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished "
+    "unexpectedly. This should never happen! Please open an issue on Github.",
+]
+
+
+def test_words_that_move_the_verdict_move_the_timeline_too(tmp_path: Path) -> None:
+    """A vLLM server up, serving, then an OOM in a request. Before: 'engine init (unfinished) failed' under
+    'FAILED, likely in generation': the timeline said the engine's start-up failed. Now the phase the rules knew is
+    passed (no line says when it ended) and the words' phase follows it, marked as a guess, in text and JSON."""
+    rows, verdict = timeline(tmp_path, VLLM_SERVER_OOM)
+    assert verdict == "FAILED, likely in generation", (verdict, rows)
+    assert [row.split()[1] for row in rows] == ["engine", "serving", "generation"], rows
+    assert rows[1].split()[-2:] == ["?", "passed"] and rows[2].endswith("failed (a guess)"), rows
+    doc = replay_json(tmp_path, VLLM_SERVER_OOM)
+    spans = [(s["name"], s["status"], s["guess"], s["end"]) for s in doc["timeline"]]
+    assert spans[-2:] == [("serving", "passed", False, None), ("generation", "failed", True, None)], spans
+    assert doc["timeline"][-1]["evidence"]["text"].startswith("INFO 11-28 02:27:29 metrics.py:341]")
+
+
+def test_a_fault_stays_the_failure_over_the_error_it_directly_caused(tmp_path: Path) -> None:
+    """vLLM's engine loop died of an OOM and raised AsyncEngineDeadError `from` it. Before: the failure shown was
+    `AsyncEngineDeadError: Task finished unexpectedly`, which names nothing to fix."""
+    doc = replay_json(tmp_path, VLLM_SERVER_OOM)
+    assert "torch.cuda.OutOfMemoryError: CUDA out of memory" in doc["failure"], doc["failure"]
+
+
+def test_sglang_s_uvicorn_line_before_its_warmup_is_not_serving(tmp_path: Path) -> None:
+    """vLLM's `INFO:     Uvicorn running on …` comes once its engine is up: the engine's start-up ended there.
+    SGLang's comes before its warmup request (behind its own stamp); only `fired up` says it is ready."""
+    vllm = [*VLLM_SERVER_OOM[:5]]
+    rows, _ = timeline(tmp_path, vllm)
+    assert [row.split()[1] for row in rows] == ["engine", "serving"], rows
+    sglang = [
+        "[2026-02-03 08:19:36 TP0] Load weight begin. avail mem=70.1 GB",
+        "[2026-02-03 08:20:31] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "[2026-02-03 08:20:32 TP0] Prefill batch. #new-seq: 1, #new-token: 6, #cached-token: 0, token usage: 0.00",
+    ]
+    rows, _ = timeline(tmp_path, sglang)
+    assert [row.split()[1] for row in rows] == ["engine"], rows
+
+
+def test_the_loop_s_first_collective_does_not_end_the_loop(tmp_path: Path) -> None:
+    """HF Trainer at 0/1128 when its first collective (NCCL's lazy init, SeqNum=1) timed out. Before: 'training loop
+    ? done' above 'nccl init failed', beside a bar at 0%."""
+    lines = [
+        "[INFO|trainer.py:2048] 2026-11-28 03:02:11,415 >> ***** Running training *****",
+        "  0%|          | 0/1128 [00:00<?, ?it/s]",
+        "node7:41210:41210 [0] NCCL INFO Bootstrap : Using eth0:10.2.3.7<0>",
+        "node7:41210:42011 [0] NCCL INFO comm 0x8e1c2a0 rank 0 nranks 8 cudaDev 0 busId 1b000 - Init COMPLETE",
+        "[E ProcessGroupNCCL.cpp:915] [Rank 3] NCCL watchdog thread terminated with exception: [Rank 3] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLGATHER, NumelIn=1, NumelOut=8, "
+        "Timeout(ms)=1800000) ran for 1800183 milliseconds before timing out.",
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED in nccl init", (verdict, rows)
+    assert [row.split()[1:] for row in rows] == [["training", "loop", "(unfinished)", "failed"],
+                                                 ["nccl", "init", "(unfinished)", "failed"]], rows

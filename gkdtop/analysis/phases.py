@@ -56,6 +56,8 @@ RECORD_STEP_PATTERN = (
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
+    r"|\bstep:\s{1,8}(\d{1,18})\s{1,8}loss:\s"  # torchtitan's `step:  10  loss:  9.8121  memory: …`
+    r"|\[Rank \d{1,6}\] step=(\d{1,18}), skipped=\d"  # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…`
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -63,7 +65,8 @@ GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 ITER_SECONDS_RE = re.compile(r"\| {0,4}(\d{1,9}(?:\.\d{1,9})?) ?s/iter\b")  # `iter N | … | 0.412 s/iter`
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
-METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)\b")
+# A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
+METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
 TIMING_VALUE = r"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"  # a number as verl prints it
 TIMING_RE = re.compile(r"timing_s/([\w./@-]+):\s*" + TIMING_VALUE + r"\b")
 # The same two on the bytes of a plain ASCII line (history's step lines, read without decoding them);
@@ -154,7 +157,7 @@ STUCK_HINT = Hint(
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
     r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
-    r"|\bSocket Timeout\b"
+    r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
@@ -220,12 +223,16 @@ CUDA_ASYNC_HINT = Hint(
              "errors (a GPU or driver fault); where a library's kernels are in the frames, try the versions the "
              "framework pins."],
 )
-# An error in the handler of another (`During handling of the above exception, another exception occurred`): where
-# the first was the GPU's memory, a CUDA or NCCL fault or a collective's timeout, the handler's own failure (an
-# emergency save that could not write) is its consequence, not the cause.
-HANDLING_PATTERN = r"During handling of the above exception, another exception occurred"
+# An error in the handler of another (`During handling of the above exception, another exception occurred`), or one
+# raised from it (`The above exception was the direct cause of the following exception`: vLLM's AsyncEngineDeadError
+# over an OOM): where the first was the GPU's memory, a CUDA or NCCL fault or a collective's timeout, the later one
+# (an emergency save that could not write, an engine that reports its loop died) is its consequence, not the cause;
+# so is a trainer's summary of an actor's death.
+HANDLING_PATTERN = (r"During handling of the above exception, another exception occurred"
+                    r"|The above exception was the direct cause of the following exception")
 FAULT_RE = re.compile(r"\bOutOfMemoryError\b|\bout of memory\b|\bCUDA error\b|illegal memory access|\bNCCL error\b"
-                      r"|\bDistBackendError\b|Watchdog caught collective operation timeout")
+                      r"|\bDistBackendError\b|Watchdog caught collective operation timeout"
+                      r"|\b(?:RayActorError|ActorDiedError)\b")  # under Ray Train's `Training has failed after …`
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
 ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b")
 ACTOR_DIED_HINT = Hint(
@@ -305,6 +312,10 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         return int(m.group(2)), m.end(), timings
     if m.group(6) is not None:  # a step's header (`===== Step 3/100 =====`): its metrics follow in a block
         return int(m.group(6)), m.end(), timings
+    if m.group(7) is not None:  # torchtitan's: the loss follows the number
+        return int(m.group(7)), m.end(7), timings
+    if m.group(8) is not None:
+        return int(m.group(8)), m.end(8), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
@@ -1018,12 +1029,20 @@ class PhaseEngine:
     def _resume(self, t: float) -> None:
         """A nested phase is done: the phase it interrupted (not ended by its own done line) goes on."""
         before = self.timeline[-2] if len(self.timeline) >= 2 else None
+        rule = self._resumable(before)
+        if rule is None:
+            return
+        self.current = rule
+        self._open(rule.name, t, "goes on")
+
+    def _resumable(self, before: PhaseSpan | None) -> PhaseRule | None:
+        """The rule of the span a nested phase interrupted, where it goes on once that is done: not the first phase
+        (config is what a run starts from, not one it goes back to), nor one its own done line ended."""
         rule = self.by_name.get(before.name) if before is not None else None
         if (rule is None or rule.terminal or rule.nested or rule is self.rules[0] or before is None
                 or before.status != "done" or rule.name in self._finished):
-            return  # the first phase (config) is what a run starts from, not one it goes back to
-        self.current = rule
-        self._open(rule.name, t, "goes on")
+            return None
+        return rule
 
     def _interrupted(self, span: PhaseSpan | None) -> str | None:
         """The engine start-up or weight sync that a nested phase still underway (a communicator: NCCL's, a
@@ -1158,7 +1177,10 @@ class PhaseEngine:
             loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
             within = loop if rule.name in self.step_phases and loop in self._ran else None
             since, since_bound = None, ""  # a line's words date no start
-            if rule.stall_after and not self.stall_fixed:
+            if failing is not None and failing.name == SERVING and worded[0].name in self.step_phases:
+                # A server's day of waiting is for one with no requests: its stats say requests were in flight.
+                stall_after = (worded[0].stall_after if worded[0].stall_after else None) or self.stall_after
+            elif rule.stall_after and not self.stall_fixed:
                 stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance
         hint = expected.hint if expected is not None else None
 
@@ -1205,6 +1227,17 @@ class PhaseEngine:
                 hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
+        timeline = self.spans()
+        nested = timeline[-1] if len(timeline) >= 2 else None
+        rule_of = self.by_name.get(nested.name) if nested is not None else None
+        if (nested is not None and rule_of is not None and rule_of.nested and nested.end is None
+                and timeline[-2].end == nested.start and (loop := self._resumable(timeline[-2])) is not None
+                and loop.inner):
+            # A communicator made inside the loop (its first collective: NCCL's lazy init) interrupts it, not ends
+            # it: the timeline said `training loop done` beside its bar at 0/1128.
+            timeline[-2] = replace(timeline[-2], end=None, status=nested.status)
+        if worded is not None and within is None:
+            timeline = self._worded_timeline(timeline, worded, state)
         return PhaseStatus(
             current=(worded and rule.name) or self._interrupted(span) or (rule.name if rule else None),
             state=state,
@@ -1217,7 +1250,7 @@ class PhaseEngine:
             steps_done=self.stats.count,
             last_step=self.last_step,
             step_time=self._step_time(),
-            timeline=self.spans(),
+            timeline=timeline,
             expected=expected.name if expected is not rule and expected else None,
             within=within,
             since_bound=since_bound,
@@ -1228,6 +1261,25 @@ class PhaseEngine:
             final_save=final_save,
             interrupted=interrupted,
         )
+
+    @staticmethod
+    def _worded_timeline(spans: list[PhaseSpan], worded: tuple[PhaseRule, Evidence], state: str) -> list[PhaseSpan]:
+        """The timeline as the verdict tells it where words moved it: the rules' unfinished span was passed (the run
+        went on; when, no line says), and the words' phase follows it, a guess, with the verdict's state. Without this
+        the timeline said `engine init failed` under `FAILED, likely in generation`."""
+        if not spans:
+            return spans  # no line dated anything: the verdict says the guess, the timeline has no row to give it
+        last = spans[-1]
+        if last.name.startswith("after ") or last.name == BEFORE_ANY:
+            # A placeholder the failure opened at its own time (`after rollout init`): the words name it, and it
+            # began at or before that time.
+            spans, guess = spans[:-1], PhaseSpan(worded[0].name, last.start, start_before=True)
+        else:
+            if last.end is None:
+                spans = [*spans[:-1], replace(last, status="passed")]
+            guess = PhaseSpan(worded[0].name, last.start if last.end is None else last.end, start_after=True)
+        guess.status, guess.evidence, guess.guess = state, worded[1], True
+        return [*spans, guess]
 
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)

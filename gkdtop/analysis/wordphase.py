@@ -51,7 +51,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\b(?:model|weights|checkpoint|state(?:_dict)?|configuration|tokenizer|tokens) (?:\w+ )?(?:file )?saved\b"
      r"|\bcheckpoint\b.{0,40}\bto be saved\b"
      r"|\bUpload(?:ing|ed)?\b.{0,30}\b(?:model|checkpoints?|weights|files?)\b|\bUpload (?:finished|done|complete)"),
-    ("validation", r"\bvalidat(?:e|ing|ion)\b|\bevaluat(?:e|ing|ion)\b|\beval(?:uation)? (?:loop|step|batch)\b"),
+    # accelerate's `gather_for_metrics` and HF's `compute_metrics` collect an evaluation's predictions.
+    ("validation", r"\bvalidat(?:e|ing|ion)\b|\bevaluat(?:e|ing|ion)\b|\beval(?:uation)? (?:loop|step|batch)\b"
+                   r"|\b(?:gather[_ ]for|compute)[_ ]metrics\b"),
     ("training loop",
      r"\[?\b(?:epoch|step|iteration|iter)\]? ?[=:#]? ?\d+(?! ?(?:steps|epochs))\b|\btrain(?:ing)?[_ ]epoch\b"
      r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"),
@@ -76,7 +78,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "checkpoint", "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
-          "init_workers", "worker group", "workergroup")
+          "init_workers", "worker group", "workergroup", "metrics")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
@@ -397,8 +399,8 @@ def _progressed(text: str) -> bool:
     """A step's record (`{'loss': 0.41, 'grad_norm': 1.2, …}`): the run went on to its next step after any older line's
     words. (Not a bar with no words: an evaluation's own bar moves under its `Running Evaluation` line.)"""
     message = _message(text)
-    if _SERVING_RE.search(message) or "%|" in message:
-        return False
+    if _SERVING_RE.search(message) or "%|" in message or _NOT_RUN_RE.search(message):
+        return False  # (Ray's `A worker died …` holds `Worker port: 10016 Worker PID: 1942`: no step's numbers)
     return _is_record(message)
 
 

@@ -218,7 +218,7 @@ class PhaseSpan:
     name: str
     start: float
     end: float | None = None
-    status: str = "running"  # running | done | failed | stalled
+    status: str = "running"  # running | done | failed | stalled | passed (the words put the run later; end unknown)
     evidence: Evidence | None = None  # the line that started it
     # Seconds by which the stamps jumped, in whole half-hours, where one writer handed over to another inside
     # the span (a driver in UTC, workers in UTC+8): likely a clock zone, so its duration is not measured.
@@ -231,6 +231,9 @@ class PhaseSpan:
     # nearest stamp before that line: it began (ended) at or after it; with no time between, no length is known.
     start_after: bool = False
     end_after: bool = False
+    # Read from the words of a line no phase rule knows (wordphase.py), not opened by a rule: the verdict's phase,
+    # in the timeline as a guess. The rules' span before it is then `passed`: the run went on, when is not known.
+    guess: bool = False
 
     @property
     def duration(self) -> float | None:
@@ -246,7 +249,7 @@ class PhaseSpan:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,
                 "status": self.status, "evidence": self.evidence.as_json() if self.evidence else None,
                 "clock_jump_s": self.clock_jump, "done_by": list(self.done_by), "start_before": self.start_before,
-                "start_after": self.start_after, "end_after": self.end_after}
+                "start_after": self.start_after, "end_after": self.end_after, "guess": self.guess}
 
 
 @dataclass(slots=True)

@@ -181,15 +181,16 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
             if len(spans) > 14 and i == 8:
                 text.append(f"  … {len(spans) - 14} more\n", "dim")
             end = span.end if span.end is not None else now
-            mark = {"done": "✓", "failed": "✗", "running": "▶"}.get(span.status, "·")
+            mark = {"done": "✓", "passed": "✓", "failed": "✗", "running": "▶"}.get(span.status, "·")
             style = {"failed": "red", "running": "bold"}.get(span.status, "")
             if span is spans[-1] and status.state == "stalled":
                 mark, style = "‖", "bold red"
             took = human_duration(end - span.start) + ("?" if span.clock_jump is not None else "")  # two zones, likely
-            if span.unmeasured:
-                took = "?"  # no stamp of its own between its first line and its last (replay says the same)
+            if span.unmeasured or span.status == "passed" or span.guess:
+                took = "?"  # no stamp of its own between its first line and its last, or no line dates its start/end
             bound = "≤" if span.start_before else "≥" if span.start_after else ""
-            text.append(f"  {mark} {span.name:<{width}}  {bound}{clock(span.start)}  {took:>7}\n", style)
+            text.append(f"  {mark} {span.name:<{width}}  {bound}{clock(span.start)}  {took:>7}", style)
+            text.append(" (a guess)\n" if span.guess else "\n", "dim")
     elif status.current is None:
         text.append("  waiting for log lines that start a phase (see docs/configuration.md)\n", "dim")
     return text
@@ -308,14 +309,15 @@ def chain(status: PhaseStatus, now: float) -> Text:
         if len(spans) > 12 and i == 6:
             text.append(f"… {len(spans) - 11} more › ", "dim")
         end = span.end if span.end is not None else now
+        took = "(a guess)" if span.guess else human_duration(end - span.start)  # a line's words date no start
         last = span is spans[-1]
         if last and status.state == "stalled":
-            text.append(f"‖ {span.name} {human_duration(end - span.start)}", "bold red")
+            text.append(f"‖ {span.name} {took}", "bold red")
         elif span.status == "failed":
-            text.append(f"✗ {span.name} {human_duration(end - span.start)}", "bold red")
+            text.append(f"✗ {span.name} {took}", "bold red")
         elif last and span.end is None:
-            text.append(f"▶ {span.name} {human_duration(end - span.start)}", "bold")
+            text.append(f"▶ {span.name} {took}", "bold")
         else:
             text.append(f"{span.name} ", "")
-            text.append("?" if span.unmeasured else human_duration(end - span.start), "dim")
+            text.append("?" if span.unmeasured or span.status == "passed" else human_duration(end - span.start), "dim")
     return text

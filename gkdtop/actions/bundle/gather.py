@@ -142,7 +142,10 @@ class Gatherer:
         for span in status.timeline:
             start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(span.start))
             dur = f"{span.duration:.1f}s" if span.duration is not None else "running"
-            lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}")
+            if span.status == "passed":
+                dur = "?"  # the words put the run past it; no line says when it ended
+            guess = " (a guess)" if span.guess else ""
+            lines.append(f"{start:<19}  {dur:>9}  {span.status:<8} {span.name}{guess}")
         lines.append(f"now: {status.current or '(phase unknown)'} {status.state}" + (
             f"; failure: {status.failure}" if status.failure else ""))
         if status.worded_note:
