@@ -811,3 +811,26 @@ def test_a_gloo_barrier_s_errors_are_a_wait_not_a_crash(tmp_path: Path) -> None:
     assert (ph["current"], ph["state"]) == ("checkpoint save", "failed"), ph
     causes = " ".join(ph["hint"]["causes"])
     assert "not a hang" not in causes and "A wait gave up" in causes, causes
+
+
+def test_a_frame_that_pushes_weights_to_the_engines_is_weight_sync(tmp_path: Path) -> None:
+    """OpenRLHF's actor died in `_broadcast_to_vllm` (an engine on another node died): the frames name weight sync.
+    Before: 'likely in actor update', from the `fit` task the header names; no words named weight sync at all."""
+    lines = [
+        "(ActorModelRayActor pid=93310) Train epoch [1/1]: 100%|██████████| 64/64 [02:51<00:00,  2.68s/it]",
+        "Traceback (most recent call last):",
+        '  File "/work/examples/train_ppo_ray.py", line 143, in train',
+        "    ray.get(refs)",
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::ActorModelRayActor.fit() (pid=93310, ip=10.0.1.12)",
+        '  File "/work/openrlhf/trainer/ppo_trainer.py", line 210, in fit',
+        "    status = self.ppo_train()",
+        '  File "/work/openrlhf/trainer/ray/ppo_actor.py", line 124, in ppo_train',
+        "    self._broadcast_to_vllm()",
+        '  File "/work/openrlhf/trainer/ray/ppo_actor.py", line 159, in _broadcast_to_vllm',
+        "    ray.get(refs)",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: LLMRayActor",
+    ]
+    ph = _replay(_write(tmp_path, "openrlhf.log", lines))
+    assert (ph["current"], ph["phase_from"]) == ("weight sync", "words"), ph["worded_note"]
+    assert phase_of_words("INFO 02-06 16:39:07 llm_engine.py:96] load_weights took 12.1 s") != ("weight sync", False)

@@ -37,6 +37,11 @@ WORDS: tuple[tuple[str, str], ...] = (
     # verl's worker methods (`critic_update_critic`, `critic_init_model`), as Ray names the tasks that run them.
     ("critic init", r"\bcritic[_ ]init[_ ]model\b"),
     ("critic update", r"\bupdate[_ ]critic\b|\bcritic[_ ](?:update|training)\b|\btrain(?:ing)?[_ ]critic\b"),
+    # The trainer's weights pushed to the rollout engines: OpenRLHF's `_broadcast_to_vllm`, vLLM/SGLang's
+    # `update_weights(_from_tensor)`, TRL's `update_named_param` (not `load_weights`: an engine's start-up).
+    ("weight sync",
+     r"\bbroadcast[_ ]to[_ ](?:vllm|sglang|engines?|rollout)\b|\bupdate[_ ](?:named[_ ]params?|weights?)\b"
+     r"|\bsync[_ ](?:model[_ ])?weights?\b|\bweights?[_ ]sync\w*\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
@@ -78,7 +83,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "checkpoint", "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
-          "init_workers", "worker group", "workergroup", "metrics")
+          "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
