@@ -16,8 +16,7 @@ from gkdtop.collectors.registry import default_refresh
 
 if TYPE_CHECKING:
     from gkdtop.analysis.anomalies import AnomalyLimits
-    from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature
-    from gkdtop.analysis.taskphases import TaskPhaseRule
+    from gkdtop.analysis.rules import PhaseRule, RuleSet, Signature, TaskPhaseRule
 
 # Re-exported from analysis/rules.py when first asked for: the dashboard's first frame needs a Config
 # with its defaults, not the rule parser, the matcher and YAML (about 50 ms of imports).
@@ -116,7 +115,7 @@ class Config:
         from gkdtop.analysis.rules import RuleSet
 
         return RuleSet(list(self.phases), list(self.findings), self.fail_pattern, list(self.idle_patterns),
-                       self.stall_after, self.stall_fixed, self.max_line)
+                       self.stall_after, self.stall_fixed, self.max_line, list(self.task_phases))
 
     @property
     def default_filter(self) -> str:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from gkdtop.analysis.phases import PhaseEngine
     from gkdtop.analysis.profiles import Framework
     from gkdtop.analysis.taskphases import TaskPhaser
+    from gkdtop.capture.proc import TiedFinder
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
     from gkdtop.config import Config
@@ -70,7 +71,7 @@ class Store:
         self.processes: list[ProcInfo] = []
         self.ray = RayState()
         self.log_files: list[LogFileState] = []
-        self._tied: tuple[Any, frozenset[int]] = ((), frozenset())  # voters() own look, for a table no collector saw
+        self._tied: TiedFinder | None = None  # voters() own look, for a table no collector saw
         self.ray_logs = RayLogsState()  # remote log files (collectors/ray_logs); their lines join `lines`
         self.lines: deque[LogLine] = deque(maxlen=LINES)
         self.total_lines = 0  # lines ever stored: views ask for what came after their last look
@@ -152,9 +153,9 @@ class Store:
     def task_phaser(self) -> TaskPhaser:
         """The task-name rules: the user's config `task_phases:` first, then data/frameworks.yaml's."""
         if self._task_phaser is None:
-            from gkdtop.analysis.taskphases import TaskPhaser, builtin_task_phases
+            from gkdtop.analysis.taskphases import task_phaser
 
-            self._task_phaser = TaskPhaser([*self.config.task_phases, *builtin_task_phases()])
+            self._task_phaser = task_phaser(self.config.task_phases)
         return self._task_phaser
 
     def failed_task_causes(self, since: float | None = None) -> list[str]:
@@ -327,12 +328,11 @@ class Store:
             return self.processes
         tied = self.processes.tied if isinstance(self.processes, ProcTable) else None
         if tied is None:
-            key = (tuple(sorted(paths)), tuple(sorted(p.pid for p in self.processes)))
-            if self._tied[0] != key:
-                from gkdtop.capture.proc import tied_to_files
+            if self._tied is None:
+                from gkdtop.capture.proc import TiedFinder
 
-                self._tied = (key, frozenset(tied_to_files(set(paths), {p.pid for p in self.processes})))
-            tied = self._tied[1]
+                self._tied = TiedFinder()
+            tied = self._tied(paths, frozenset(p.pid for p in self.processes))
         return [p for p in self.processes if p.pid in tied]
 
     def followed_paths(self) -> frozenset[str]:

@@ -310,8 +310,8 @@ def test_a_rendezvous_module_names_the_start_up(tmp_path: Path) -> None:
     ph = _replay(_write(tmp_path, "rdzv.log", lines))
     assert ph["state"] == "failed" and ph["current"] == "nccl init"
     assert frame_words([
-        '  File "/srv/job/train.py", line 88, in train_epoch',
-        '  File "/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1256, in _try_get_data',
+        ('  File "/srv/job/train.py", line 88, in train_epoch', ""),
+        ('  File "/venv/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1256, in _try_get_data', ""),
     ]).phase == "training loop"
 
 
@@ -376,7 +376,7 @@ def test_a_dispatcher_frame_names_no_phase() -> None:
               '_maybe_log_save_evaluate',
               '  File "/venv/lib/python3.11/site-packages/transformers/trainer_pt_utils.py", line 130, in '
               '_nested_gather']
-    assert frame_words(frames) is None
+    assert frame_words([(frame, "") for frame in frames]) is None
 
 
 def test_a_guess_never_brings_a_stall_sooner(tmp_path: Path) -> None:
@@ -436,6 +436,22 @@ def test_the_ray_tasks_a_memory_kill_names_say_the_part(tmp_path: Path) -> None:
                 for line in RAY_OOM_TABLE]
     ph = _replay(_write(tmp_path, "oom_openrlhf.log", openrlhf))
     assert ph["current"] == "generation" and "LLMRayActor.add_requests" in ph["worded_note"]
+
+
+def test_the_user_s_task_table_names_a_failure_s_ray_task(tmp_path: Path) -> None:
+    """A stack of the user's own: its engines' task `ray::Sampler.serve_batch` says nothing in words; the user's config
+    `task_phases:` names it generation. Before: the failure's tasks were read by the built-in table only (the review's
+    point), so the verdict stayed in the training loop."""
+    lines = [line.replace("WorkerDict.actor_rollout_generate_sequences", "Sampler.serve_batch")
+             for line in RAY_OOM_TABLE]
+    log = _write(tmp_path, "oom_own.log", lines)
+    assert _replay(log)["current"] == "training loop"
+    config = tmp_path / "c.yaml"
+    config.write_text("task_phases:\n  - phase: generation\n    tasks: '^Sampler\\.serve_batch$'\n")
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "replay", "--json", "--config", str(config), str(log)],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    doc = json.loads(out)
+    assert doc["stopped_in"] == "generation" and "Sampler.serve_batch" in doc["worded_note"], doc["worded_note"]
 
 
 def _actor_died(class_name: str) -> list[str]:

@@ -9,7 +9,6 @@ gkdtop opened is STALLED at once.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Collection
@@ -366,18 +365,6 @@ def _root_cause(text: str, failure: str = "") -> bool:
                 or "ChildFailedError" in text)
 
 
-@functools.cache
-def _task_phaser() -> TaskPhaser:
-    from gkdtop.analysis.taskphases import TaskPhaser, builtin_task_phases
-
-    return TaskPhaser(builtin_task_phases())
-
-
-def _task_phase(func: str) -> str | None:
-    """The phase the built-in task table (frameworks.yaml `task_phases`) gives a Ray task's `Class.method`."""
-    return _task_phaser().phase_of(func)
-
-
 class PhaseEngine:
     def __init__(self, rules: RuleSet, register: Callable[[str | Pattern], int]) -> None:
         self.rules = list(rules.phases)
@@ -476,6 +463,8 @@ class PhaseEngine:
         self._record_gap: int | None = None  # steps between two records, once two numbered ones said it
         # (the tail it read, what its frames and its lines say)
         self._words_read: tuple[tuple[str, str, int, str, str], list[Worded | None]] | None = None
+        self._user_task_phases = rules.task_phases
+        self._task_phaser: TaskPhaser | None = None
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -1281,6 +1270,15 @@ class PhaseEngine:
         guess.status, guess.evidence, guess.guess = state, worded[1], True
         return [*spans, guess]
 
+    def _task_phase(self, func: str) -> str | None:
+        """The phase the task table (the user's `task_phases:`, then frameworks.yaml's) gives a Ray task's
+        `Class.method`; the table is read the first time a failure names a task."""
+        if self._task_phaser is None:
+            from gkdtop.analysis.taskphases import task_phaser
+
+            self._task_phaser = task_phaser(self._user_task_phases)
+        return self._task_phaser.phase_of(func)
+
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
@@ -1311,7 +1309,7 @@ class PhaseEngine:
             # Where no frame names a phase: a Ray task the failure names (the memory monitor's table of what it
             # killed), or the model an actor that died held.
             stepping = part is not None or (rule is not None and bool(rule.inner))
-            tasks = failure_tasks(tail, failed_by, stepping, _task_phase) if failed_by else None
+            tasks = failure_tasks(tail, failed_by, stepping, self._task_phase) if failed_by else None
             # A py-spy dump a user pasted (a hung job's stack): where a process was, by the stack rules.
             dumped = dump_words(tail) if any(line.startswith("Thread ") for line in tail) else None
             self._words_read = (key, [lines, framed, tasks, dumped] if launcher_frames(frames)

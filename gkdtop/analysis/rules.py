@@ -17,6 +17,16 @@ from gkdtop.model import Hint
 from gkdtop.yamlguard import ConfigError, node_error
 
 
+@dataclass(frozen=True, slots=True)
+class TaskPhaseRule:
+    """`tasks` matches Ray's `Class.method` (func_or_class_name) of a running task: it is in `phase`
+    (analysis/taskphases.py reads them)."""
+
+    phase: str
+    tasks: Pattern
+    framework: str = ""  # the section of frameworks.yaml it came from; "" for the user's
+
+
 @dataclass(slots=True)
 class PhaseRule:
     name: str
@@ -77,6 +87,8 @@ class RuleSet:
     stall_after: float = 120.0  # seconds without progress before a phase with no limit of its own stalls
     stall_fixed: bool = False  # `--stall-after` said it for every phase: no pace or first-step allowance
     max_line: int = 16384  # characters kept of a line read as history (config `max_line`, as live)
+    # The user's Ray task-name rules (config `task_phases:`): they name a failure's Ray task before the built-ins.
+    task_phases: list[TaskPhaseRule] = field(default_factory=list)
 
 
 # --- YAML nodes with line numbers ----------------------------------------------------------------

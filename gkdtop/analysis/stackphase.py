@@ -25,10 +25,10 @@ from gkdtop.analysis.rules import (
     scalar,
     strings,
 )
+from gkdtop.model.stacks import StackFrame, ThreadStack
 
 if TYPE_CHECKING:
     from gkdtop.analysis.matcher import Pattern
-    from gkdtop.model.stacks import ThreadStack
 
 
 class Frame(Protocol):
@@ -224,8 +224,6 @@ _FRAME_RE = re.compile(r"^ {4}(\S.*?) \((.*?)(?::(\d+))?\)\s*$")
 def parse_py_spy_text(text: str) -> list[ThreadStack]:
     """py-spy's plain `dump` output (what Ray's agent returns, what users paste in a log) as ThreadStacks; frames
     innermost first."""
-    from gkdtop.model.stacks import StackFrame, ThreadStack
-
     threads: list[ThreadStack] = []
     for line in text.splitlines():
         if m := _THREAD_RE.match(line):

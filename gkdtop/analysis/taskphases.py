@@ -11,29 +11,29 @@ model data; the collector (collectors/ray_tasks.py) reads the table.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gkdtop.analysis.rules import BUILTIN, MAP, SEQ, check_keys, compose, get, node_error, pattern, scalar
+from gkdtop.analysis.rules import (
+    BUILTIN,
+    MAP,
+    SEQ,
+    TaskPhaseRule,
+    check_keys,
+    compose,
+    get,
+    node_error,
+    pattern,
+    scalar,
+)
 from gkdtop.model.tasks import RUNNING, TaskPhase
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from gkdtop.analysis.matcher import Pattern
     from gkdtop.model.tasks import RayTask
 
 WHERE = BUILTIN + "frameworks.yaml"
 RULE_KEYS = {"phase", "tasks"}
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPhaseRule:
-    """`tasks` matches Ray's `Class.method` (func_or_class_name) of a running task: it is in `phase`."""
-
-    phase: str
-    tasks: Pattern
-    framework: str = ""  # the section of frameworks.yaml it came from; "" for the user's
 
 
 def parse_task_phases(node: Any, where: str, path: str = "task_phases", framework: str = "") -> list[TaskPhaseRule]:
@@ -73,6 +73,11 @@ def builtin_task_phases() -> tuple[TaskPhaseRule, ...]:
     text = resources.files("gkdtop.data").joinpath("frameworks.yaml").read_text(encoding="utf-8")
     node = get(compose(text, WHERE), "task_phases")
     return tuple(parse_sections(node, WHERE)) if node is not None else ()
+
+
+def task_phaser(user: Sequence[TaskPhaseRule] = ()) -> TaskPhaser:
+    """The task-name rules a job is judged by: the user's config `task_phases:` first, then the built-in table."""
+    return TaskPhaser([*user, *builtin_task_phases()])
 
 
 class TaskPhaser:

@@ -252,27 +252,27 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
         start -= 1
     block = tail[start:at]
     if "ray::" in tail[at] and at + 1 < len(tail) and _FRAME_RE.match(_message(tail[at + 1])):
-        end = at + 1  # Ray's `RayTaskError(…): ray::main_task()` header: the task's own frames follow, deeper
-        while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
-            end += 1
-        block += tail[at + 1:end]
+        block += _traceback_after(tail, at)  # Ray's `RayTaskError(…): ray::main_task()` header: the task's own frames
     if not any(_FRAME_RE.match(_message(line)) for line in block):
         # Its frames right after it (Ray's `Unhandled error …: ray::Worker.method()` header), else the first
         # traceback after it.
         after = at if at + 1 < len(tail) and _FRAME_RE.match(_message(tail[at + 1])) else next(
             (k for k in range(at + 1, min(len(tail), at + 200)) if "Traceback (most recent" in tail[k]), None)
-        block = []
-        if after is not None:
-            end = after + 1
-            while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
-                end += 1
-            block = tail[after + 1:end]
+        block = _traceback_after(tail, after) if after is not None else []
     frames = []
     for k, line in enumerate(block):
         if _FRAME_RE.match(_message(line)):
             code = _message(block[k + 1]) if k + 1 < len(block) else ""
             frames.append((line, "" if _FRAME_RE.match(code) else code.strip()))
     return frames
+
+
+def _traceback_after(tail: list[str], at: int) -> list[str]:
+    """The traceback's lines (frames, code) right after line `at`, up to the first that is not one."""
+    end = at + 1
+    while end < len(tail) and _TRACEBACK_RE.search(_message(tail[end])):
+        end += 1
+    return tail[at + 1:end]
 
 
 # Ray names a task by its actor's class and method (`ray::WorkerDict.actor_rollout_generate_sequences`): in the memory
@@ -372,14 +372,13 @@ def _call_words(code: str) -> str | None:
     return _words(call.group(1).replace("_", " ")) if call is not None else None
 
 
-def frame_words(frames: Sequence[str | tuple[str, str]], below: str = "") -> Worded | None:
+def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | None:
     """The phase the innermost frame (deeper than `below`, where that frame is among them) names by its function's
     and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`), else by the
     call its code line makes (`self.actor_rollout_wg.generate_sequences_loop(batch)`): where the error was raised, in
-    words. `frames`: frame lines, or (frame line, its code line) pairs."""
-    pairs = [(f, "") if isinstance(f, str) else f for f in frames]
-    cut = next((i for i, (line, _) in enumerate(pairs) if _same(line, below)), None) if below else None
-    deeper = pairs[cut + 1:] if cut is not None else pairs
+    words. `frames`: (frame line, its code line or "") pairs, as failure_frames gives them."""
+    cut = next((i for i, (line, _) in enumerate(frames) if _same(line, below)), None) if below else None
+    deeper = frames[cut + 1:] if cut is not None else frames
     found: Worded | None = None
     for back, (line, code) in enumerate(reversed(deeper)):
         m = _FRAME_RE.match(_message(line))
@@ -390,7 +389,7 @@ def frame_words(frames: Sequence[str | tuple[str, str]], below: str = "") -> Wor
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
         phase = _words(f"{m['func']} {stem}".replace("_", " "))
         cited = line.strip()[:300]
-        if (phase is None or phase == DATASET) and code and _any_stem(code):
+        if (phase is None or phase == DATASET) and code:
             phase = _call_words(code)
             cited = f"{line.strip()[:200]}: {code[:100]}"
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start

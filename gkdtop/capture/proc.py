@@ -194,3 +194,19 @@ def tied_to_files(paths: set[str], candidates: set[int]) -> set[int]:
                 tied.add(pid)
                 break
     return tied
+
+
+class TiedFinder:
+    """tied_to_files with its last answer kept: that is one scan of every /proc/N/fd, so it runs again only when the
+    followed files or the processes changed (the processes collector, each poll; Store.voters, for a table no
+    collector saw)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[frozenset[str], frozenset[int]] | None = None
+        self._tied: frozenset[int] = frozenset()
+
+    def __call__(self, paths: frozenset[str], pids: frozenset[int]) -> frozenset[int]:
+        if (paths, pids) != self._key:
+            self._key = (paths, pids)
+            self._tied = frozenset(tied_to_files(set(paths), set(pids)) if paths and pids else ())
+        return self._tied

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from gkdtop.capture.proc import read_proc_file, tied_to_files
+from gkdtop.capture.proc import TiedFinder, read_proc_file
 from gkdtop.collectors.registry import CollectorSpec
 from gkdtop.model import ProcInfo, ProcTable
 from gkdtop.prockind import SESSION_RE, classify, display_name
@@ -99,8 +99,7 @@ class ProcCollector:
         self.me = os.getpid()
         self._known: dict[int, _Known] = {}
         self.followed = followed  # the followed log files' real paths, asked each scan (they change at any time)
-        self._tied: tuple[tuple[frozenset[str], frozenset[int]], frozenset[int]] = ((frozenset(), frozenset()),
-                                                                                     frozenset())
+        self._tied = TiedFinder()
 
     def collect(self) -> ProcTable:
         # One listdir of /proc per scan; a process is read in full once, when it first appears.
@@ -163,11 +162,7 @@ class ProcCollector:
         PIDs or the files changed."""
         if self.followed is None:
             return ProcTable(rows)
-        key = (self.followed(), frozenset(r.pid for r in rows))
-        if key != self._tied[0]:
-            paths, pids = key
-            self._tied = (key, frozenset(tied_to_files(set(paths), set(pids)) if paths and pids else ()))
-        return ProcTable(rows, key[0], self._tied[1])
+        return ProcTable(rows, self._tied(self.followed(), frozenset(r.pid for r in rows)))
 
     def _learn(self, pid: int) -> _Known | None:
         import psutil

@@ -67,13 +67,10 @@ class ProcTable(list[ProcInfo]):
     """The processes collector's rows, and which of them are tied to the followed log files (a writer, the pipe
     it reads, their process tree: capture.proc.tied_to_files). Found in the collector's thread with the rows, so
     the views' `Store.framework()` reads it instead of scanning every /proc/N/fd on the UI thread.
-    `tied` is None where nobody looked (a collector not told which files are followed); `paths`: the real paths
-    it was found for (empty: none followed yet)."""
+    `tied` is None where nobody looked (a collector not told which files are followed)."""
 
-    def __init__(self, rows: Iterable[ProcInfo] = (), paths: frozenset[str] = frozenset(),
-                 tied: frozenset[int] | None = None) -> None:
+    def __init__(self, rows: Iterable[ProcInfo] = (), tied: frozenset[int] | None = None) -> None:
         super().__init__(rows)
-        self.paths = paths
         self.tied = tied
 
 
