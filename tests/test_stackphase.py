@@ -177,6 +177,17 @@ def test_openrlhf_broadcast_to_vllm_and_an_idle_ray_worker() -> None:
     ([("Trainer.training_step", "transformers/trainer.py", 3700),
       ("Trainer._inner_training_loop", "transformers/trainer.py", 2500),
       ("Trainer.train", "transformers/trainer.py", 2100)], "training loop", ""),
+    # An engine put to sleep as its rollout ends is generation (inside verl's timing_s/gen), not weight sync;
+    # waking it is the weight sync. An engine working on a batch is generation; its start-up forward is not.
+    ([("sleep", "vllm/device_allocator/cumem.py", 201), ("Worker.sleep", "vllm/v1/worker/gpu_worker.py", 79),
+      ("LLM.sleep", "vllm/entrypoints/llm.py", 1246)], "generation", ""),
+    ([("wake_up", "vllm/device_allocator/cumem.py", 230), ("LLM.wake_up", "vllm/entrypoints/llm.py", 1260)],
+     "weight sync", ""),
+    ([("resolve_batch_result", "sglang/srt/managers/tp_worker_overlap_thread.py", 167),
+      ("Scheduler.process_batch_result_prefill", "sglang/srt/managers/scheduler.py", 1147),
+      ("Scheduler.event_loop_overlap", "sglang/srt/managers/scheduler.py", 519)], "generation", ""),
+    ([("Worker.execute_model", "vllm/worker/worker_base.py", 412),
+      ("Worker.profile_run", "vllm/worker/model_runner.py", 1290)], "rollout init", ""),
 ])
 def test_more_frameworks(frames: list[tuple[str, str, int]], phase: str, waits: str) -> None:
     found = judge(pyspy_dump(("MainThread", frames)))

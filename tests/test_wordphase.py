@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.analysis.wordphase import frame_words, phase_of_words, read_words, stretch
+from gkdtop.analysis.wordphase import dump_words, frame_words, phase_of_words, read_words, stretch
 
 
 def _replay(path: Path) -> dict:
@@ -850,3 +850,34 @@ def test_a_frame_that_pushes_weights_to_the_engines_is_weight_sync(tmp_path: Pat
     ph = _replay(_write(tmp_path, "openrlhf.log", lines))
     assert (ph["current"], ph["phase_from"]) == ("weight sync", "words"), ph["worded_note"]
     assert phase_of_words("INFO 02-06 16:39:07 llm_engine.py:96] load_weights took 12.1 s") != ("weight sync", False)
+
+
+def test_a_faulthandler_dump_in_the_log_names_the_phase(tmp_path: Path) -> None:
+    """SGLang's scheduler watchdog gave up and Python's faulthandler printed the scheduler's threads: the main one was
+    in `process_batch_result_prefill`, a batch's prefill. Before: 'FAILED in serving' (the dump was not read)."""
+    lines = [
+        "[2026-11-28 01:01:50] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+        "[2026-11-28 01:01:51] The server is fired up and ready to roll!",
+        "[2026-11-28 03:30:12 TP0] Prefill batch. #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: 0.41",
+        "[2026-11-28 03:35:12 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+        "Fatal Python error: Aborted",
+        "",
+        "Thread 0x00007fcd11fff640 (most recent call first):",
+        '  File "/usr/lib/python3.10/threading.py", line 324 in wait',
+        '  File "/usr/lib/python3.10/threading.py", line 1016 in _bootstrap',
+        "",
+        "Thread 0x00007fce47ae1480 (most recent call first):",
+        '  File "/usr/lib/python3.10/threading.py", line 320 in wait',
+        '  File "/sgl/python/sglang/srt/managers/tp_worker_overlap_thread.py", line 167 in resolve_batch_result',
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1147 in process_batch_result_prefill',
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 519 in event_loop_overlap',
+        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 1796 in run_scheduler_process',
+        '  File "<string>", line 1 in <module>',
+        "[2026-11-28 03:35:13] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    ph = _replay(_write(tmp_path, "sglang.log", lines))
+    assert (ph["current"], ph["phase_from"]) == ("generation", "words"), ph
+    assert "faulthandler" in ph["worded_note"] and "resolve_batch_result" in ph["worded_note"]
+    # Behind a pod's stamp and a rank's prefix (kubectl logs --timestamps of a torchrun job) the dump is read too.
+    stamped = [f"2026-11-28T03:35:1{i % 10}.000000Z [rank0]:{line}" for i, line in enumerate(lines[4:])]
+    assert dump_words(stamped) is not None and dump_words(stamped).phase == "generation"

@@ -1311,7 +1311,7 @@ class PhaseEngine:
             stepping = part is not None or (rule is not None and bool(rule.inner))
             tasks = failure_tasks(tail, failed_by, stepping, self._task_phase) if failed_by else None
             # A py-spy dump a user pasted (a hung job's stack): where a process was, by the stack rules.
-            dumped = dump_words(tail) if any(line.startswith("Thread ") for line in tail) else None
+            dumped = dump_words(tail) if any("Thread " in line or "thread 0x" in line for line in tail) else None
             self._words_read = (key, [lines, framed, tasks, dumped] if launcher_frames(frames)
                                 else [framed, tasks, dumped, lines])
         for found in self._words_read[1]:

@@ -320,24 +320,38 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
 # `    generate (vllm/entrypoints/llm.py:467)`).
 _DUMP_THREAD_RE = re.compile(r'^Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active)(?:\+gil)?\)')
 _DUMP_LINE_RE = re.compile(r"^(?:Thread |Process \d+: |Python v\d| {4}\S|\s*$|\$ py-spy )")
+_FAULT_THREAD_RE = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
+_FAULT_LINE_RE = re.compile(r'^(?:(?:Current thread|Thread) 0x|\s+File "|\s*$)')
 
 
 def dump_words(tail: list[str]) -> Worded | None:
-    """The phase the last py-spy dump in the tail names, by the stack rules (data/stack_phases.yaml: the main thread's
+    """The phase the last stack dump in the tail names, by the stack rules (data/stack_phases.yaml: the main thread's
     innermost frame a rule knows; `generate (vllm/entrypoints/llm.py)` is generation): where a process was when a
-    user looked, in the log."""
-    last = next((i for i in range(len(tail) - 1, -1, -1) if _DUMP_THREAD_RE.match(tail[i])), None)
-    if last is None:
-        return None
-    start = last
-    while start > 0 and _DUMP_LINE_RE.match(tail[start - 1]):
-        start -= 1
-    end = last + 1
-    while end < len(tail) and _DUMP_LINE_RE.match(tail[end]) and not tail[end].startswith("$ "):
-        end += 1
-    from gkdtop.analysis.stackphase import builtin_stack_rules, match_thread, parse_py_spy_text
+    user looked (a py-spy dump pasted in the log), or when it died or a watchdog gave up (Python's faulthandler)."""
+    from gkdtop.analysis.stackphase import builtin_stack_rules, match_thread, parse_faulthandler_text, parse_py_spy_text
 
-    threads = parse_py_spy_text("\n".join(tail[start:end]))
+    last = next((i for i in range(len(tail) - 1, -1, -1) if _DUMP_THREAD_RE.match(tail[i])), None)
+    if last is not None:
+        start = last
+        while start > 0 and _DUMP_LINE_RE.match(tail[start - 1]):
+            start -= 1
+        end = last + 1
+        while end < len(tail) and _DUMP_LINE_RE.match(tail[end]) and not tail[end].startswith("$ "):
+            end += 1
+        threads, via = parse_py_spy_text("\n".join(tail[start:end])), "a py-spy dump in the log"
+    else:
+        # A faulthandler dump, behind a rank's or a pod's prefix: its threads and frames, up to the first other line.
+        messages = [_message(line) for line in tail]
+        last = next((i for i in range(len(tail) - 1, -1, -1) if _FAULT_THREAD_RE.match(messages[i])), None)
+        if last is None:
+            return None
+        start = last
+        while start > 0 and _FAULT_LINE_RE.match(messages[start - 1]):
+            start -= 1
+        end = last + 1
+        while end < len(tail) and _FAULT_LINE_RE.match(messages[end]):
+            end += 1
+        threads, via = parse_faulthandler_text(messages[start:end]), "a stack dump in the log (faulthandler)"
     rules = builtin_stack_rules()
     # The main thread first (match_process's order), keeping the thread that matched: a paste of several processes
     # has several MainThreads.
@@ -353,7 +367,7 @@ def dump_words(tail: list[str]) -> Worded | None:
     waits = f"{inner.function} ({inner.file}:{inner.line}) … in " if inner is not None and (
         inner.function, inner.line) != (found.function, found.line) else ""
     text = f"{found.thread}: {waits}{found.frame}" + (f" → {found.via}" if found.via else "")
-    return Worded(found.phase, text[:300], len(tail) - end, frame=True, via="a py-spy dump in the log")
+    return Worded(found.phase, text[:300], len(tail) - end, frame=True, via=via)
 
 
 def launcher_frames(frames: list[tuple[str, str]]) -> bool:
