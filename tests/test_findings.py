@@ -271,10 +271,10 @@ CASES = [
     ("ib-completion-error",  # the mlx5 driver's own line
      ["mlx5: node-4: got completion with error:"],
      {}),
-    ("vllm-no-generation-progress",
-     [ray("vLLMHttpServer", 50000, "INFO 06-09 10:52:54 [loggers.py:118] Engine 000: Avg prompt throughput: 588.0 "
-      "tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 6 reqs, Waiting: 0 reqs, GPU KV cache usage: "
-      "12.1%, Prefix cache hit rate: 0.0%")],
+    ("vllm-no-generation-progress",  # shown from its third interval (min_count): one is a request's prefill
+     [ray("vLLMHttpServer", 50000, f"INFO 06-09 10:5{i}:54 [loggers.py:118] Engine 000: Avg prompt throughput: "
+      "588.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 6 reqs, Waiting: 0 reqs, GPU KV cache "
+      "usage: 12.1%, Prefix cache hit rate: 0.0%") for i in range(3)],
      {"running": "6"}),
     ("ib-completion-error",  # NCCL 2.19-2.2x wording
      [ray("WorkerDict", 67107, "gpu-node-743:67107:68084 [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
@@ -340,7 +340,7 @@ def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines
         assert found.fields.get(key) == value, (key, found.fields)
     assert found.cause and found.fix
     # engine-dead's two wordings count twice; the wake_up frame and its collective_rpc are one traceback: once.
-    assert found.count == (2 if name == "engine-dead" else 1)
+    assert found.count == {"engine-dead": 2, "vllm-no-generation-progress": 3}.get(name, 1)
 
 
 def test_every_builtin_signature_has_a_case() -> None:
@@ -382,6 +382,19 @@ def test_a_flood_of_one_warning_is_one_finding_with_a_count(tmp_path: Path) -> N
     found = only(store, "ray-unschedulable")
     assert found.count == 100
     assert found.last_seen - found.first_seen == pytest.approx(35 * 99, abs=1)
+
+
+def test_one_stats_interval_of_prefill_is_no_stuck_generation(tmp_path: Path) -> None:
+    """A request arriving: one interval's stats say prompt tokens and no generated ones. Before, that one line
+    said 'generation is stuck'; a stuck engine prints it every interval, so three are needed (min_count)."""
+    line = ("INFO 11-28 02:27:2{i} metrics.py:341] Avg prompt throughput: 5120.0 tokens/s, Avg generation throughput: "
+            "0.0 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
+    assert not [f for f in store_after(tmp_path, [line.format(i=0)]).findings()
+                if f.name == "vllm-no-generation-progress"]
+    assert only(store_after(tmp_path, [line.format(i=i) for i in range(3)]), "vllm-no-generation-progress").count == 3
+    (tmp_path / "c.yaml").write_text("findings:\n  - name: x\n    match: 'y'\n    min_count: 0\n")
+    with pytest.raises(ConfigError, match=r"c.yaml:4: findings\[0\].min_count: expected a whole number from 1"):
+        load_config(tmp_path / "c.yaml")
 
 
 def test_stalled_while_unschedulable_says_waiting_for_resources(tmp_path: Path) -> None:

@@ -258,7 +258,8 @@ class FindingsEngine:
     def findings(self) -> list[Finding]:
         """Newest first; a vaguer report beside a record of the same signature that names its incident is left out."""
         named = {f.name for f in self.found.values() if self._identified(f)}
-        shown = [f for f in self.found.values() if f.name not in named or self._identified(f)]
+        shown = [f for f in self.found.values() if (f.name not in named or self._identified(f)) and (
+            f.name not in self.by_name or f.count >= self.by_name[f.name].min_count)]
         for finding in shown:
             self._explain(finding)
         return sorted(shown, key=lambda f: f.last_seen, reverse=True)

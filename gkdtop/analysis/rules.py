@@ -73,6 +73,8 @@ class Signature:
     # worker's death after its own error is that error's consequence, not a kill).
     cause_if_raised: str = ""
     fix_if_raised: str = ""
+    # Incidents needed before it is shown: one stats line with no tokens is a request's prefill, many are a hang.
+    min_count: int = 1
 
 
 @dataclass(slots=True)
@@ -173,7 +175,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested", "plain"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
-                "cause_if_raised", "fix_if_raised"}
+                "cause_if_raised", "fix_if_raised", "min_count"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -272,6 +274,8 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.within = int(number(n, where, f"{key}.within"))
         if (n := get(item, "require_extra")) is not None:
             sig.require_extra = boolean(n, where, f"{key}.require_extra")
+        if (n := get(item, "min_count")) is not None:
+            sig.min_count = count(n, where, f"{key}.min_count")
         if (n := get(item, "key")) is not None:
             sig.key = strings(n, where, f"{key}.key")
         for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):
