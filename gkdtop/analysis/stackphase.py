@@ -10,7 +10,7 @@ sampler (collectors/stackphase.py) reads the stacks and, for rules on `code`, th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -234,29 +234,6 @@ def parse_py_spy_text(text: str) -> list[ThreadStack]:
             file, lineno = m.group(2), m.group(3)
             threads[-1].frames.append(StackFrame(function=m.group(1), file=file, line=int(lineno or 0),
                                                  native=lineno is None))
-    return threads
-
-
-# Python's faulthandler (a fatal signal; SGLang's, torch's and a user's `faulthandler.dump_traceback`): each thread's
-# `Thread 0x7f… (most recent call first):` (`Current thread …`: the one that dumped), then its frames innermost first.
-_FAULT_THREAD_RE = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):\s*$")
-_FAULT_FRAME_RE = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)\s*$')
-
-
-def parse_faulthandler_text(lines: Iterable[str]) -> list[ThreadStack]:
-    """A faulthandler dump's threads, frames innermost first as py-spy's. It names no thread: the one whose outermost
-    frame is a script's `<module>` is called MainThread, so it is read first."""
-    threads: list[ThreadStack] = []
-    for line in lines:
-        if m := _FAULT_THREAD_RE.match(line):
-            tid = int(m.group(1), 16)
-            threads.append(ThreadStack(name=f"Thread {m.group(1)}", thread_id=tid, idle=False))
-        elif threads and (m := _FAULT_FRAME_RE.match(line)):
-            threads[-1].frames.append(StackFrame(function=m.group(3), file=m.group(1), line=int(m.group(2)),
-                                                 path=m.group(1)))
-    for thread in threads:
-        if thread.frames and thread.frames[-1].function == "<module>":
-            thread.name = "MainThread"
     return threads
 
 

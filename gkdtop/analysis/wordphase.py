@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gkdtop.analysis.lines import split_prefix, strip_ansi
+from gkdtop.model.stacks import FH_THREAD_RE, parse_faulthandler_lines
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -320,7 +321,6 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
 # `    generate (vllm/entrypoints/llm.py:467)`).
 _DUMP_THREAD_RE = re.compile(r'^Thread (?:0x[0-9a-fA-F]+|\d+) \((?:idle|active)(?:\+gil)?\)')
 _DUMP_LINE_RE = re.compile(r"^(?:Thread |Process \d+: |Python v\d| {4}\S|\s*$|\$ py-spy )")
-_FAULT_THREAD_RE = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):")
 _FAULT_LINE_RE = re.compile(r'^(?:(?:Current thread|Thread) 0x|\s+File "|\s*$)')
 
 
@@ -328,7 +328,7 @@ def dump_words(tail: list[str]) -> Worded | None:
     """The phase the last stack dump in the tail names, by the stack rules (data/stack_phases.yaml: the main thread's
     innermost frame a rule knows; `generate (vllm/entrypoints/llm.py)` is generation): where a process was when a
     user looked (a py-spy dump pasted in the log), or when it died or a watchdog gave up (Python's faulthandler)."""
-    from gkdtop.analysis.stackphase import builtin_stack_rules, match_thread, parse_faulthandler_text, parse_py_spy_text
+    from gkdtop.analysis.stackphase import builtin_stack_rules, match_thread, parse_py_spy_text
 
     last = next((i for i in range(len(tail) - 1, -1, -1) if _DUMP_THREAD_RE.match(tail[i])), None)
     if last is not None:
@@ -342,7 +342,7 @@ def dump_words(tail: list[str]) -> Worded | None:
     else:
         # A faulthandler dump, behind a rank's or a pod's prefix: its threads and frames, up to the first other line.
         messages = [_message(line) for line in tail]
-        last = next((i for i in range(len(tail) - 1, -1, -1) if _FAULT_THREAD_RE.match(messages[i])), None)
+        last = next((i for i in range(len(tail) - 1, -1, -1) if FH_THREAD_RE.match(messages[i].rstrip())), None)
         if last is None:
             return None
         start = last
@@ -351,7 +351,7 @@ def dump_words(tail: list[str]) -> Worded | None:
         end = last + 1
         while end < len(tail) and _FAULT_LINE_RE.match(messages[end]):
             end += 1
-        threads, via = parse_faulthandler_text(messages[start:end]), "a stack dump in the log (faulthandler)"
+        threads, via = parse_faulthandler_lines(messages[start:end]), "a stack dump in the log (faulthandler)"
     rules = builtin_stack_rules()
     # The main thread first (match_process's order), keeping the thread that matched: a paste of several processes
     # has several MainThreads.

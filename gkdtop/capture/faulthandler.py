@@ -11,14 +11,12 @@ import re
 import time
 
 from gkdtop.capture.proc import owner, process_environ
-from gkdtop.model.stacks import StackFrame, ThreadStack
+from gkdtop.model.stacks import ThreadStack, parse_faulthandler_lines
 from gkdtop.safeopen import Untrusted, open_owned
 
 MAX_STACK_BYTES = 16 << 20  # every thread of a big job is a few hundred KB
 
 STDLIB_RE = re.compile(r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)")  # a standard library file
-FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
-FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 FH_HEADER_RE = re.compile(r"pid=(\d+) start=(\d*) signal=(\d+) main=(0x[0-9a-fA-F]+)")
 
 
@@ -33,18 +31,8 @@ def short_path(path: str) -> str:
 
 
 def parse_faulthandler(text: str, main_thread: int = 0) -> list[ThreadStack]:
-    """faulthandler's all-threads text (innermost frame first) as ThreadStacks; raises ValueError if none."""
-    threads: list[ThreadStack] = []
-    for line in text.splitlines():
-        if m := FH_THREAD_RE.match(line.rstrip()):
-            tid = int(m.group(2), 16)
-            name = m.group(3) or ("MainThread" if tid == main_thread else f"Thread {m.group(2)}")
-            # Whether a thread runs or waits is not in the text; the one that took the signal was running.
-            threads.append(ThreadStack(name=name, thread_id=tid, idle=m.group(1) != "Current thread"))
-        elif threads and (m := FH_FRAME_RE.match(line)):
-            path = m.group(1)
-            threads[-1].frames.append(StackFrame(function=m.group(3).strip(), file=short_path(path),
-                                                 line=int(m.group(2)), path=path))
+    """The probe's all-threads text (innermost frame first) as ThreadStacks; raises ValueError if none."""
+    threads = parse_faulthandler_lines(text.splitlines(), main_thread, short_path)
     if not threads:
         raise ValueError("no thread in faulthandler's output")
     return threads

@@ -6,10 +6,13 @@ it); kept apart so the sampler and the TUI can import the shapes without py-spy'
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from gkdtop.model.collectives import CollectiveReport
 
 SCHEMA = 1
@@ -102,3 +105,32 @@ class StallStacks:
     path: str  # the saved JSON ("" when it could not be saved)
     report: StackReport
     error: str = ""  # why nothing could be saved, if so
+
+
+# Python's faulthandler: each thread's `Thread 0x7f… (most recent call first):` (`Current thread …`: the one that
+# dumped; gkdtop.probe adds its name in brackets), then its frames innermost first.
+FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
+FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
+
+
+def parse_faulthandler_lines(lines: Iterable[str], main_thread: int = 0,
+                             shorten: Callable[[str], str] | None = None) -> list[ThreadStack]:
+    """faulthandler's all-threads text as ThreadStacks (frames innermost first, as py-spy's). The main thread is the
+    one `main_thread` names (the probe's header says it), else the one whose outermost frame is a script's `<module>`;
+    `shorten`: a frame's short file name from its path (py-spy's), else the path itself."""
+    threads: list[ThreadStack] = []
+    for line in lines:
+        if m := FH_THREAD_RE.match(line.rstrip()):
+            tid = int(m.group(2), 16)
+            name = m.group(3) or ("MainThread" if tid == main_thread else f"Thread {m.group(2)}")
+            # Whether a thread runs or waits is not in the text; the one that took the signal was running.
+            threads.append(ThreadStack(name=name, thread_id=tid, idle=m.group(1) != "Current thread"))
+        elif threads and (m := FH_FRAME_RE.match(line)):
+            path = m.group(1)
+            threads[-1].frames.append(StackFrame(function=m.group(3).strip(), file=shorten(path) if shorten else path,
+                                                 line=int(m.group(2)), path=path))
+    if not main_thread:
+        for thread in threads:
+            if thread.frames and thread.frames[-1].function == "<module>" and thread.name.startswith("Thread 0x"):
+                thread.name = "MainThread"
+    return threads
