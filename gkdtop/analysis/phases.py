@@ -24,6 +24,7 @@ from gkdtop.analysis.wordphase import (
     DEAD_ACTOR,
     WITHIN_PART,
     Worded,
+    after,
     dump_words,
     failure_frames,
     failure_tasks,
@@ -462,7 +463,10 @@ class PhaseEngine:
         self._record: tuple[int, str, bool] = (0, "", False)
         self._record_gap: int | None = None  # steps between two records, once two numbered ones said it
         # (the tail it read, what its frames and its lines say)
-        self._words_read: tuple[tuple[str, str, int, str, str], list[Worded | None]] | None = None
+        self._words_read: tuple[tuple[str, str, int, str, str, str], list[Worded | None]] | None = None
+        # The last line a phase rule acted on (a start, a done): a line's words before it say nothing the rules do
+        # not know better (`Starting weight synchronization`, then the rules' `✓ Rollout weights updated`).
+        self._ruled_line = ""
         self._user_task_phases = rules.task_phases
         self._task_phaser: TaskPhaser | None = None
 
@@ -520,13 +524,19 @@ class PhaseEngine:
         for rule in self._rules_of(ids):
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
+                    state = self._state()
                     self._done(rule, t)
+                    if self._state() != state:
+                        self._ruled_line = line.raw or text
                 return
             if self.start_of[rule.name] in ids:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
                 if not self._late(line, rule, t) and not self._behind(rule):
+                    state = self._state()
                     self._start(rule, t)
+                    if self._state() != state:  # not a repeat of the phase's own start (an evaluation's bar)
+                        self._ruled_line = line.raw or text
                     if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
                         self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:
@@ -1270,6 +1280,11 @@ class PhaseEngine:
         guess.status, guess.evidence, guess.guess = state, worded[1], True
         return [*spans, guess]
 
+    def _state(self) -> tuple[int, int, int, float | None]:
+        """Where the rules have the run: a line that changes it is one the rules acted on."""
+        last = self.timeline[-1] if self.timeline else None
+        return id(self.current), id(self.inner), id(last), last.end if last is not None else None
+
     def _task_phase(self, func: str) -> str | None:
         """The phase the task table (the user's `task_phases:`, then frameworks.yaml's) gives a Ray task's
         `Class.method`; the table is read the first time a failure names a task."""
@@ -1298,14 +1313,16 @@ class PhaseEngine:
             return None  # a part of the step whose line is not known: nothing is known to come after it
         failed = span is not None and span.status == "failed"
         failed_by = self._failure_line.raw or self._failure_line.text if failed and self._failure_line else ""
-        key = (started, failed_by, len(tail), tail[0], tail[-1])  # a verdict a second on an idle log reads once
+        key = (started, failed_by, len(tail), tail[0], tail[-1], self._ruled_line)  # an idle log's verdict: read once
         if self._words_read is None or self._words_read[0] != key:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
             frames = failure_frames(tail, failed_by) if failed_by else []
             framed = frame_words(frames, started)
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
-            lines = read_words(stretch(tail, started, failed_by, held=part is not None or ended))
+            # And only those after the last line a rule acted on.
+            since = stretch(tail, started, failed_by, held=part is not None or ended)
+            lines = read_words(after(since, self._ruled_line))
             # Where no frame names a phase: a Ray task the failure names (the memory monitor's table of what it
             # killed), or the model an actor that died held.
             stepping = part is not None or (rule is not None and bool(rule.inner))

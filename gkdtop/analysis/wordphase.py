@@ -232,6 +232,16 @@ def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bo
     return tail[start:end]
 
 
+def after(lines: list[str], line: str) -> list[str]:
+    """The lines after the last one equal to `line` (all of them where none is): a phase rule's start or done line
+    knows better than the words before it."""
+    if line:
+        for i in range(len(lines) - 1, -1, -1):
+            if _same(lines[i], line):
+                return lines[i + 1:]
+    return lines
+
+
 _FRAME_RE = re.compile(r'^\s*File "(?P<path>[^"]{1,400})", line \d+, in (?P<func>[\w<>.]{1,120})')
 # A traceback's own lines, besides its frames: its header, code, chained-exception separators, exception lines.
 _TRACEBACK_RE = re.compile(
