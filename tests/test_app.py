@@ -418,3 +418,6 @@ async def test_the_phases_pane_marks_a_phase_read_from_words(tmp_path: Path) -> 
         phases = pane_text(app, PhasesPane)
         assert "STALLED  generation (a guess)" in phases and "phase read from the words" in phases
         assert "training loop" not in phases  # a server runs no loop
+        # The timeline says so too: the engine's start-up was passed (when it ended, no line says), then the guess.
+        # It said `‖ engine init 1h00m` under the verdict.
+        assert "engine init ?" in phases and "‖ generation (a guess)" in phases, phases
