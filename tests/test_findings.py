@@ -397,6 +397,16 @@ def test_one_stats_interval_of_prefill_is_no_stuck_generation(tmp_path: Path) ->
         load_config(tmp_path / "c.yaml")
 
 
+def test_an_abort_after_a_cuda_error_speaks_of_no_timeout(tmp_path: Path) -> None:
+    """SGLang's scheduler aborted after an illegal memory access. The fatal-signal finding's cause listed 'NCCL taking
+    the process down after a collective timed out' among SIGABRT's reasons: a timeout the log never showed (a blind
+    corpus log counted it as a false statement). The watchdog's own finding speaks of timeouts where there is one."""
+    lines = ["[2026-03-22 14:03:51 DP12 TP0] RuntimeError: CUDA error: an illegal memory access was encountered",
+             "Fatal Python error: Aborted"]
+    found = only(store_after(tmp_path, lines), "fatal-signal")
+    assert "timed out" not in found.cause and "timed out" not in found.fix, found.cause
+
+
 def test_stalled_while_unschedulable_says_waiting_for_resources(tmp_path: Path) -> None:
     lines, _last = startup(time.time() - 900, upto="dataset")
     lines = [*lines[:2], ray("TaskRunner", 9, f"{asctime(time.time() - 800)} INFO Creating ResourcePool..."),
