@@ -881,3 +881,23 @@ def test_a_faulthandler_dump_in_the_log_names_the_phase(tmp_path: Path) -> None:
     # Behind a pod's stamp and a rank's prefix (kubectl logs --timestamps of a torchrun job) the dump is read too.
     stamped = [f"2026-11-28T03:35:1{i % 10}.000000Z [rank0]:{line}" for i, line in enumerate(lines[4:])]
     assert dump_words(stamped) is not None and dump_words(stamped).phase == "generation"
+
+
+def test_a_bar_the_traceback_was_glued_to_names_the_part(tmp_path: Path) -> None:
+    """EasyR1 died as step 2's `Compute log probs 2:   0%|…|` bar began; the driver's traceback was glued to that bar
+    and cut before its exception. Before: 'likely in weight sync', from `After sync model weights in sharding
+    manager: …` two lines up (a verl memory line that says a part finished, not that it runs)."""
+    lines = [
+        "(pid=39432) Running step:   0%|          | 1/220 [09:12<33:35:48, 552.27s/it]",
+        "(WorkerDict pid=39617) After sync model weights in sharding manager: 36.42 GB / 79.11 GB.",
+        "(WorkerDict pid=39617) After vllm offload in sharding manager: 19.83 GB / 79.11 GB.",
+        "(pid=39432) Compute log probs 2:   0%|          | 0.00/40.0 [00:00<?, ?it/s]Traceback (most recent call "
+        "last):",
+        '  File "/workspace/EasyR1/verl/trainer/main.py", line 109, in main',
+        "    ray.get(runner.run.remote(ppo_config))",
+    ]
+    ph = _replay(_write(tmp_path, "easyr1.log", lines))
+    assert (ph["current"], ph["phase_from"]) == ("old log-prob", "words"), ph["worded_note"]
+    assert "Compute log probs 2" in ph["worded_note"]
+    assert phase_of_words("(WorkerDict pid=4) After sync model weights in sharding manager: 36.42 GB / 79.11 GB.") == (
+        "weight sync", True)

@@ -93,6 +93,8 @@ DATASET = "dataset generation"
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
 # verl's `After Ref FSDP init, …` (case-sensitive: not any line that begins with "after").
 _OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|(?-i:^After\b[^,]{0,60}\binit\b)"
+                      # verl's memory lines: `After sync model weights in sharding manager: 36.42 GB / 79.11 GB.`
+                      r"|(?-i:^After\b.{0,100}\bGB\b)"
                       r"|(?<!be )\bsaved\b(?= (?:in|to|at|under)\b|\s*[.!]?\s*$)"  # `Model weights saved in …`
                       r"|\bends?\b(?=\s*(?:[.,;:!)]|$))",  # `validation generation end`, not `the end of the epoch`
                       re.IGNORECASE)
@@ -217,19 +219,29 @@ def _failure_at(tail: list[str], failed_by: str) -> int | None:
 def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bool = False) -> list[str]:
     """The tail's lines after the one that started the rules' phase (`started_by`, where the tail holds it; with
     `held`, none unless it does) and before the failure's own lines (`failed_by`: its exception line; the traceback
-    above it is left out)."""
+    above it is left out). A bar the failure's traceback was glued to (`Compute log probs 2:   0%|…|Traceback (most
+    recent call last):`) is the stretch's last line: it is what ran when the error came."""
     end = len(tail)
+    glued: list[str] = []
     if (at := _failure_at(tail, failed_by)) is not None:
         end = at
         while end > 0 and _NOT_RUN_RE.search(_message(tail[end - 1]) or " "):
             end -= 1  # the traceback and error lines above the exception
+        header = tail[end].find(_HEADER) if end < len(tail) else -1
+        if header > 0 and _message(tail[end][:header]).strip():
+            glued = [tail[end][:header]]
     start = end if held else 0
     if started_by:
         for i in range(end - 1, -1, -1):
             if _same(tail[i], started_by):
                 start = i + 1
                 break
-    return tail[start:end]
+        else:
+            glued = [] if held else glued  # a part's stretch needs its line: none, none glued either
+    return tail[start:end] + glued
+
+
+_HEADER = "Traceback (most recent call last)"
 
 
 def after(lines: list[str], line: str) -> list[str]:
