@@ -251,3 +251,47 @@ def test_the_loop_s_first_collective_does_not_end_the_loop(tmp_path: Path) -> No
     assert verdict == "FAILED in nccl init", (verdict, rows)
     assert [row.split()[1:] for row in rows] == [["training", "loop", "(unfinished)", "failed"],
                                                  ["nccl", "init", "(unfinished)", "failed"]], rows
+
+
+def test_a_guess_from_the_frames_stays_inside_the_rules_phase(tmp_path: Path) -> None:
+    """verl's workers died in `init_process_group` (the port was taken by a second job) under the driver's
+    init_workers: the frames name nccl init, which runs inside worker-group creation. Before: 'worker-group creation
+    ? passed' above the guess; the worker group was never created."""
+    lines = [
+        "(TaskRunner pid=5121) Total training steps: 75",
+        "(TaskRunner pid=5121) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+        "Traceback (most recent call last):",
+        '  File "/work/verl/verl/trainer/main_ppo.py", line 69, in run_ppo',
+        "    ray.get(runner.run.remote(config))",
+        "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=5121, ip=10.8.0.3)",
+        '  File "/work/verl/verl/trainer/ppo/ray_trainer.py", line 877, in init_workers',
+        "    wg_dict = self.ray_worker_group_cls(resource_pool=resource_pool, ray_cls_with_init=worker_dict_cls)",
+        "ray.exceptions.ActorDiedError: The actor died because of an error raised in its creation task, "
+        "ray::WorkerDict.__init__() (pid=5733, ip=10.8.0.3)",
+        '  File "/work/verl/verl/single_controller/base/worker.py", line 161, in __init__',
+        '    torch.distributed.init_process_group(backend="cpu:gloo,cuda:nccl")',
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+        "port: 29511, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+    ]
+    rows, verdict = timeline(tmp_path, lines)
+    assert verdict == "FAILED, likely in nccl init", (verdict, rows)
+    assert rows[-2].split()[1:] == ["worker-group", "creation", "(unfinished)", "failed"], rows
+    assert rows[-1].endswith("failed (a guess)"), rows
+
+
+def test_a_loop_a_finished_communicator_interrupted_is_one_row(tmp_path: Path) -> None:
+    """NCCL's lazy init in verl's first step finished, then its first collective timed out. Before: 'training loop
+    ? done', 'nccl init ? done', 'training loop failed', beside a bar at 0/58."""
+    lines = [
+        "(TaskRunner pid=7120) Training Progress:   0%|          | 0/58 [00:00<?, ?it/s]",
+        "(WorkerDict pid=7811) node-3:7811:9102 [0] NCCL INFO Channel 00/02 :    0   1   2   3",
+        "(WorkerDict pid=7811) node-3:7811:9102 [0] NCCL INFO comm 0x55d1e0a0 rank 0 nranks 4 cudaDev 0 busId 18000 "
+        "commId 0x3c1a2b - Init COMPLETE",
+        "(WorkerDict pid=7812) [rank1]:[E402 10:42:55.118277201 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLGATHER, NumelIn=1, NumelOut=4, "
+        "Timeout(ms)=1800000) ran for 1800011 milliseconds before timing out.",
+    ]
+    rows, _ = timeline(tmp_path, lines)
+    names = [" ".join(row.split()[1:3]) for row in rows]
+    assert names.count("training loop") == 1 and rows[-1].split()[1:3] == ["training", "loop"], rows
+    assert "done" not in rows[-1], rows

@@ -40,10 +40,18 @@ def test_gkdtop_in_tmux_follows_a_log_and_answers_keys(tmp_path: Path, tmux: Tmu
     # `/` edits the filter live. The pattern is one no log line contains, so seeing it proves it was typed.
     tmux.keys("/")
     tmux.wait_for("Filter (regular expression")
-    time.sleep(0.5)  # the modal is drawn a moment before its input takes focus
-    tmux.keys("C-u")
-    tmux.keys("Rollout W.rker")
-    tmux.wait_for("Rollout W.rker")
+    # The modal is drawn a moment before its input takes focus, and on a busy machine that moment was longer than
+    # any fixed wait (keys typed before it are dropped): type until the text shows, clearing the input each time.
+    for _ in range(20):
+        tmux.keys("C-u")
+        tmux.keys("Rollout W.rker")
+        try:
+            tmux.wait_for("Rollout W.rker", timeout=3)
+            break
+        except TimeoutError:
+            continue
+    else:
+        raise AssertionError("the filter's input never showed what was typed")
     tmux.keys("Enter")
     screen = tmux.wait_for("filter: Rollout W.rker")
     logs = screen.split("4 Logs", 1)[1]

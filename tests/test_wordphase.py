@@ -850,6 +850,8 @@ def test_a_frame_that_pushes_weights_to_the_engines_is_weight_sync(tmp_path: Pat
     ph = _replay(_write(tmp_path, "openrlhf.log", lines))
     assert (ph["current"], ph["phase_from"]) == ("weight sync", "words"), ph["worded_note"]
     assert phase_of_words("INFO 02-06 16:39:07 llm_engine.py:96] load_weights took 12.1 s") != ("weight sync", False)
+    assert phase_of_words("(ActorModelRayActor pid=9) Broadcast actor weights to vllm engines") == (
+        "weight sync", False)
 
 
 def test_a_faulthandler_dump_in_the_log_names_the_phase(tmp_path: Path) -> None:

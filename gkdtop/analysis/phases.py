@@ -1235,6 +1235,7 @@ class PhaseEngine:
             # A communicator made inside the loop (its first collective: NCCL's lazy init) interrupts it, not ends
             # it: the timeline said `training loop done` beside its bar at 0/1128.
             timeline[-2] = replace(timeline[-2], end=None, status=nested.status)
+        timeline = self._one_loop(timeline)
         if worded is not None and within is None:
             timeline = self._worded_timeline(timeline, worded, state)
         return PhaseStatus(
@@ -1261,11 +1262,35 @@ class PhaseEngine:
             interrupted=interrupted,
         )
 
+    def _one_loop(self, spans: list[PhaseSpan]) -> list[PhaseSpan]:
+        """The loop a communicator interrupted and that went on after it is one row, the communicator before it (the
+        loop's row stays the last, where its part of the step is shown): the timeline said `training loop done`,
+        `nccl init done`, `training loop failed` beside a bar at 0/58."""
+        out: list[PhaseSpan] = []
+        i = 0
+        while i < len(spans):
+            loop, nested, resumed = spans[i], spans[i + 1] if i + 1 < len(spans) else None, (
+                spans[i + 2] if i + 2 < len(spans) else None)
+            rule = self.by_name.get(loop.name)
+            inner = self.by_name.get(nested.name) if nested is not None else None
+            if (rule is not None and rule.inner and inner is not None and inner.nested and nested is not None
+                    and resumed is not None and resumed.name == loop.name and loop.end == nested.start
+                    and resumed.evidence is not None and resumed.evidence.claim.endswith(" goes on")):
+                out += [nested, replace(loop, end=resumed.end, status=resumed.status, end_after=resumed.end_after)]
+                i += 3
+                continue
+            out.append(loop)
+            i += 1
+        return out
+
     @staticmethod
-    def _worded_timeline(spans: list[PhaseSpan], worded: tuple[PhaseRule, Evidence], state: str) -> list[PhaseSpan]:
+    def _worded_timeline(spans: list[PhaseSpan], worded: tuple[PhaseRule, Evidence, bool],
+                         state: str) -> list[PhaseSpan]:
         """The timeline as the verdict tells it where words moved it: the rules' unfinished span was passed (the run
         went on; when, no line says), and the words' phase follows it, a guess, with the verdict's state. Without this
-        the timeline said `engine init failed` under `FAILED, likely in generation`."""
+        the timeline said `engine init failed` under `FAILED, likely in generation`. Words read from the frames the
+        error was raised under name a part of the rules' phase (verl's workers' init_process_group under
+        init_workers): that span keeps its state and the guess follows it."""
         if not spans:
             return spans  # no line dated anything: the verdict says the guess, the timeline has no row to give it
         last = spans[-1]
@@ -1274,7 +1299,7 @@ class PhaseEngine:
             # began at or before that time.
             spans, guess = spans[:-1], PhaseSpan(worded[0].name, last.start, start_before=True)
         else:
-            if last.end is None:
+            if last.end is None and not worded[2]:
                 spans = [*spans[:-1], replace(last, status="passed")]
             guess = PhaseSpan(worded[0].name, last.start if last.end is None else last.end, start_after=True)
         guess.status, guess.evidence, guess.guess = state, worded[1], True
@@ -1297,7 +1322,7 @@ class PhaseEngine:
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
-    def _worded(self, tail: list[str], span: PhaseSpan | None) -> tuple[PhaseRule, Evidence] | None:
+    def _worded(self, tail: list[str], span: PhaseSpan | None) -> tuple[PhaseRule, Evidence, bool] | None:
         """The phase the log's last lines name by their words (wordphase.py), with the line it stands on: one later
         than the rules placed the run in, or, where the rules know the loop or a part of the step, another part
         named after that part's line. None where the words add nothing or the run finished."""
@@ -1359,7 +1384,10 @@ class PhaseEngine:
             if ended:
                 claim = ("training finished, and the log's last line is its final save's: if the job has not "
                          "exited, it is still saving (a guess from that line's words)")
-            return named, Evidence(claim, self._line.source if self._line else "", None, found.text[:EVIDENCE_CHARS])
+            # A frame the error was raised under runs inside the rules' phase (its own frame is further out).
+            inside = found.frame and not found.via
+            return named, Evidence(claim, self._line.source if self._line else "", None,
+                                   found.text[:EVIDENCE_CHARS]), inside
         return None
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:

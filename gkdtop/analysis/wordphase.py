@@ -42,7 +42,8 @@ WORDS: tuple[tuple[str, str], ...] = (
     # `update_weights(_from_tensor)`, TRL's `update_named_param` (not `load_weights`: an engine's start-up).
     ("weight sync",
      r"\bbroadcast[_ ]to[_ ](?:vllm|sglang|engines?|rollout)\b|\bupdate[_ ](?:named[_ ]params?|weights?)\b"
-     r"|\bsync[_ ](?:model[_ ])?weights?\b|\bweights?[_ ]sync\w*\b"),
+     r"|\bsync[_ ](?:model[_ ])?weights?\b|\bweights?[_ ]sync\w*\b"
+     r"|\bbroadcast(?:s|ing)?\b.{0,30}\bweights\b"),  # OpenRLHF's `Broadcast actor weights to vllm engines`
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
