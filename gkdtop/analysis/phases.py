@@ -1226,16 +1226,7 @@ class PhaseEngine:
                 hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
         stalled_for = now - self.last_progress if state == "stalled" and self.last_progress else None
-        timeline = self.spans()
-        nested = timeline[-1] if len(timeline) >= 2 else None
-        rule_of = self.by_name.get(nested.name) if nested is not None else None
-        if (nested is not None and rule_of is not None and rule_of.nested and nested.end is None
-                and timeline[-2].end == nested.start and (loop := self._resumable(timeline[-2])) is not None
-                and loop.inner):
-            # A communicator made inside the loop (its first collective: NCCL's lazy init) interrupts it, not ends
-            # it: the timeline said `training loop done` beside its bar at 0/1128.
-            timeline[-2] = replace(timeline[-2], end=None, status=nested.status)
-        timeline = self._one_loop(timeline)
+        timeline = self._one_loop(self.spans())
         if worded is not None and within is None:
             timeline = self._worded_timeline(timeline, worded, state)
         return PhaseStatus(
@@ -1263,22 +1254,30 @@ class PhaseEngine:
         )
 
     def _one_loop(self, spans: list[PhaseSpan]) -> list[PhaseSpan]:
-        """The loop a communicator interrupted and that went on after it is one row, the communicator before it (the
-        loop's row stays the last, where its part of the step is shown): the timeline said `training loop done`,
-        `nccl init done`, `training loop failed` beside a bar at 0/58."""
+        """The loop a communicator interrupted (its first collective: NCCL's lazy init) is never `done` beside it:
+        while the communicator is the last span, the loop's row is unfinished above it with its state; once the loop
+        went on after it, one row, the communicator's before it (the loop's row stays the last, where its part of the
+        step is shown). The timeline said `training loop done` beside a bar at 0/1128, and `training loop done`,
+        `nccl init done`, `training loop failed` at 0/58."""
         out: list[PhaseSpan] = []
         i = 0
         while i < len(spans):
-            loop, nested, resumed = spans[i], spans[i + 1] if i + 1 < len(spans) else None, (
-                spans[i + 2] if i + 2 < len(spans) else None)
-            rule = self.by_name.get(loop.name)
+            loop = spans[i]
+            nested = spans[i + 1] if i + 1 < len(spans) else None
+            resumed = spans[i + 2] if i + 2 < len(spans) else None
+            rule = self._resumable(loop)
             inner = self.by_name.get(nested.name) if nested is not None else None
-            if (rule is not None and rule.inner and inner is not None and inner.nested and nested is not None
-                    and resumed is not None and resumed.name == loop.name and loop.end == nested.start
-                    and resumed.evidence is not None and resumed.evidence.claim.endswith(" goes on")):
-                out += [nested, replace(loop, end=resumed.end, status=resumed.status, end_after=resumed.end_after)]
-                i += 3
-                continue
+            if (nested is not None and rule is not None and rule.inner and inner is not None and inner.nested
+                    and loop.end == nested.start):
+                if resumed is None and nested.end is None:
+                    out += [replace(loop, end=None, status=nested.status), nested]
+                    i += 2
+                    continue
+                if (resumed is not None and resumed.name == loop.name and resumed.evidence is not None
+                        and resumed.evidence.claim.endswith(" goes on")):
+                    out += [nested, replace(loop, end=resumed.end, status=resumed.status, end_after=resumed.end_after)]
+                    i += 3
+                    continue
             out.append(loop)
             i += 1
         return out

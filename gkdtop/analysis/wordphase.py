@@ -217,6 +217,9 @@ def _failure_at(tail: list[str], failed_by: str) -> int | None:
     return None
 
 
+_HEADER = "Traceback (most recent call last)"
+
+
 def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bool = False) -> list[str]:
     """The tail's lines after the one that started the rules' phase (`started_by`, where the tail holds it; with
     `held`, none unless it does) and before the failure's own lines (`failed_by`: its exception line; the traceback
@@ -240,9 +243,6 @@ def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bo
         else:
             glued = [] if held else glued  # a part's stretch needs its line: none, none glued either
     return tail[start:end] + glued
-
-
-_HEADER = "Traceback (most recent call last)"
 
 
 def after(lines: list[str], line: str) -> list[str]:
@@ -281,7 +281,7 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
         # Its frames right after it (Ray's `Unhandled error …: ray::Worker.method()` header), else the first
         # traceback after it.
         after = at if at + 1 < len(tail) and _FRAME_RE.match(_message(tail[at + 1])) else next(
-            (k for k in range(at + 1, min(len(tail), at + 200)) if "Traceback (most recent" in tail[k]), None)
+            (k for k in range(at + 1, min(len(tail), at + 200)) if _HEADER in tail[k]), None)
         block = _traceback_after(tail, after) if after is not None else []
     frames = []
     for k, line in enumerate(block):
@@ -323,7 +323,7 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
         return None
     block = [tail[at][:MESSAGE_CHARS]]
     for line in tail[at + 1:at + TASK_LINES]:
-        if "Traceback (most recent" in line:
+        if _HEADER in line:
             break  # another failure's
         block.append(line[:MESSAGE_CHARS])
     for line in block:

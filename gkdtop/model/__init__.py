@@ -238,9 +238,11 @@ class PhaseSpan:
 
     @property
     def unmeasured(self) -> bool:
-        """Its first or last line carried no stamp of their own and no second passed between the stamps they took:
-        `0s` would say nothing about it."""
-        return self.end is not None and self.end - self.start < 1.0 and (self.start_after or self.end_after)
+        """No length is known: its first or last line carried no stamp of their own and no second passed between the
+        stamps they took (`0s` would say nothing about it), or the words put the run past it (`passed`) and no line
+        says when it ended."""
+        return self.status == "passed" or (
+            self.end is not None and self.end - self.start < 1.0 and (self.start_after or self.end_after))
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "start": self.start, "end": self.end, "duration": self.duration,

@@ -186,8 +186,8 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
             if span is spans[-1] and status.state == "stalled":
                 mark, style = "‖", "bold red"
             took = human_duration(end - span.start) + ("?" if span.clock_jump is not None else "")  # two zones, likely
-            if span.unmeasured or span.status == "passed" or span.guess:
-                took = "?"  # no stamp of its own between its first line and its last, or no line dates its start/end
+            if span.unmeasured or span.guess:
+                took = "?"  # no length is known, or its start is a bound (a line's words date none)
             bound = "≤" if span.start_before else "≥" if span.start_after else ""
             text.append(f"  {mark} {span.name:<{width}}  {bound}{clock(span.start)}  {took:>7}", style)
             text.append(" (a guess)\n" if span.guess else "\n", "dim")
@@ -319,5 +319,5 @@ def chain(status: PhaseStatus, now: float) -> Text:
             text.append(f"▶ {span.name} {took}", "bold")
         else:
             text.append(f"{span.name} ", "")
-            text.append("?" if span.unmeasured or span.status == "passed" else human_duration(end - span.start), "dim")
+            text.append("?" if span.unmeasured else human_duration(end - span.start), "dim")
     return text
