@@ -469,6 +469,23 @@ def test_distinct_collectives_of_one_rank_are_distinct_findings(tmp_path: Path) 
     assert {f.name for f in found} == {"nccl-timeout"}
 
 
+def test_one_crash_reported_three_ways_is_one_incident(tmp_path: Path) -> None:
+    """abseil's handler prints `*** SIGSEGV received`, Ray's logger prints it again and Python's faulthandler says
+    `Fatal Python error: Segmentation fault`: one crash (before: `fatal-signal x3`). A crash a minute later is
+    another."""
+    crash = ["(WorkerDict pid=3310) INFO 06-21 03:14:57 [metrics.py:455] Avg generation throughput: 1688.0 tokens/s",
+             "*** SIGSEGV received at time=1750475699 on cpu 41 ***",
+             "PC: @     0x7f2a11c3d4e5  (unknown)  ncclProxyProgress()",
+             "[2025-06-21 03:14:59,412 E 3311 3377] logging.cc:447: *** SIGSEGV received at time=1750475699 on "
+             "cpu 41 ***",
+             "Fatal Python error: Segmentation fault"]
+    found = only(store_after(tmp_path, crash), "fatal-signal")
+    assert found.count == 1 and found.fields == {"signal": "SIGSEGV", "what": "Segmentation fault"}
+    later = ["[2025-06-21 03:16:02,031 E 3412 3413] logging.cc:447: *** SIGSEGV received at time=1750475762 on "
+             "cpu 3 ***"]
+    assert only(store_after(tmp_path, crash + later), "fatal-signal").count == 2
+
+
 def test_a_record_takes_no_field_from_another_ranks_lines(tmp_path: Path) -> None:
     """Rank 4's and rank 11's watchdog lines interleave (Ray prefixes, torch 2.5 PG tags): each record keeps its
     own rank, PG rank and last completed work."""

@@ -366,3 +366,41 @@ def test_a_part_of_a_step_that_opens_the_log_is_in_the_training_loop(tmp_path: P
     serving = ["INFO 07-09 14:21:02 [loggers.py:118] Engine 000: Avg prompt throughput: 811.4 tokens/s, Avg generation "
                "throughput: 12.6 tokens/s, Running: 1 reqs, Waiting: 119 reqs, GPU KV cache usage: 3.1%"]
     assert [span.name for span in run(tmp_path, serving).status.timeline] == ["generation"]
+
+
+def test_an_engine_process_traceback_behind_its_own_prefix_moves_the_failure(tmp_path: Path) -> None:
+    """OpenRLHF pushes the weights after the update's epoch; vLLM's engine process, inside the Ray actor, logs its
+    traceback one line at a time behind `(EngineCore_DP0 pid=N) ERROR … [core.py:N]`. Before: the engine's ERROR line
+    failed the update, the frame naming `update_weight` was not read as a frame (the engine's own prefix hid it), so
+    the timeline said both 'actor update failed' and 'weight sync failed', and the failure was Ray's wrapper, not the
+    engine's AttributeError."""
+    engine = "(LLMRayActor pid=41170) (EngineCore_DP0 pid=41388) ERROR 05-17 13:40:02 [core.py:1094] "
+    lines = [
+        "(LLMRayActor pid=41170) INFO 05-17 13:36:10 [llm.py:301] Supported tasks: ['generate']",
+        "(PolicyModelActor pid=40996) Train epoch [1/1]: 100%|██████████| 8/8 [00:41<00:00,  5.13s/it, "
+        "policy_loss=0.0134, actor_lr=2e-6]",
+        "(PolicyModelActor pid=40996) Broadcast actor weights to vllm engines",
+        engine + "Invocation of collective_rpc method failed",
+        engine + "Traceback (most recent call last):",
+        engine + '  File "/opt/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 1091, in '
+        "_handle_client_request",
+        engine + "    result = method(*self._convert_msgspec_args(method, args))",
+        engine + '  File "/opt/venv/lib/python3.11/site-packages/openrlhf/trainer/ray/vllm_worker_wrap.py", line 58, '
+        "in update_weight",
+        engine + "    self.model_runner.model.load_weights(weights=[(name, weight)])",
+        engine + "AttributeError: 'GPUModelRunner' object has no attribute 'model'",
+        "(PolicyModelActor pid=40996) Traceback (most recent call last):",
+        '(PolicyModelActor pid=40996)   File "/opt/venv/lib/python3.11/site-packages/openrlhf/trainer/ray/ppo_actor.py"'
+        ", line 212, in broadcast_to_vllm",
+        "(PolicyModelActor pid=40996)     ray.get(refs)",
+        "(PolicyModelActor pid=40996) ray.exceptions.RayTaskError(RuntimeError): ray::LLMRayActor.update_weight() "
+        "(pid=41170, ip=10.4.0.9)",
+        "(PolicyModelActor pid=40996) RuntimeError: Worker failed with error ''GPUModelRunner' object has no attribute "
+        "'model'', please check the stack trace above for the root cause",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.state, status.current) == ("failed", "weight sync")
+        assert "AttributeError: 'GPUModelRunner' object has no attribute 'model'" in status.failure
+        assert [span.status for span in status.timeline if span.name == "actor update"] in ([], ["done"])
+        assert len([span for span in status.timeline if span.status == "failed"]) == 1

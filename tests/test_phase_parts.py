@@ -6,6 +6,7 @@ and read by replay's history reader and, where it matters, by the real follower 
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from gkdtop.config import load_config
@@ -239,3 +240,23 @@ def test_verl_s_after_building_the_rollout_ends_the_engine_s_start_up(tmp_path: 
     # After it, the engine's stats lines count requests in flight: the words place it in generation, a guess it marks.
     assert "ended, likely in generation" in text and "a guess" in text and "in rollout init" not in text, text
     assert "serving" not in text and "compile, capture" not in text, text
+
+
+def test_a_driver_that_says_its_engines_are_up_and_broadcasts_a_parameter_is_in_weight_sync(tmp_path: Path) -> None:
+    """open-instruct (an OpenRLHF-style driver): vLLM 0.6's engine start-up, the driver's `vllm engines and actor models
+    initialized`, then `broadcasting model.embed_tokens.weight` and silence: the first weight push hung. Before:
+    'ended in engine init (unfinished)', which the driver's own line contradicts."""
+    lines = [
+        "2025-03-04 09:12:10 - INFO - __main__ - Loading policy model from /models/tulu-8b-sft",
+        "INFO 03-04 09:12:41 llm_engine.py:234] Initializing an LLM engine (v0.6.6) with config: model='/models/tulu-"
+        "8b-sft', tensor_parallel_size=1",
+        "INFO 03-04 09:12:58 model_runner.py:1094] Loading model weights took 14.9889 GB",
+        "INFO 03-04 09:13:19 model_runner.py:1535] Graph capturing finished in 16 secs, took 0.33 GiB",
+        "2025-03-04 09:13:22 - INFO - __main__ - ======== ✅ vllm engines and actor models initialized =========",
+        "2025-03-04 09:13:24 - INFO - __main__ - broadcasting model.embed_tokens.weight",
+    ]
+    last = datetime(2025, 3, 4, 9, 13, 24).timestamp()
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: (s.phases.last_activity or 0) >= last)
+    for status in (history.status(1e12), store.phase_status()):
+        (engine, up), sync = [(p.name, p.status) for p in status.timeline]
+        assert engine in ("rollout init", "engine init") and up == "done" and sync == ("weight sync", "running")

@@ -292,3 +292,22 @@ def test_stamped_records_with_no_step_number_time_no_step(tmp_path: Path) -> Non
                 for i in range(1, 6)]
     path.write_text("\n".join([lines[0], *numbered]) + "\n")
     assert replay([str(path)], Config(phases=builtin_phases())).steps.get("p50_s") == 60.0
+
+
+def test_a_validation_record_is_no_step_but_keeps_its_numbers(tmp_path: Path) -> None:
+    """verl validates before training and prints `step:0 - val-core/…`; its SFT trainer prints `step:N - val/loss:…`
+    after step N's own record. Before: 'steps: 4 (0..3)' for a run of three steps. The first scores stay on the
+    curves."""
+    who = "(TaskRunner pid=5120) "
+    record = ("step:{n} - actor/pg_loss:0.01 - critic/score/mean:0.5{n} - timing_s/gen:50.{n} - "
+              "timing_s/update_actor:30.{n} - timing_s/step:100.{n}")
+    lines = [who + "step:0 - val-aux/openai/gsm8k/reward/mean@1:0.512 - val-core/openai/gsm8k/acc/mean@1:0.498",
+             who + record.format(n=1), who + "step:1 - val/loss:0.345", who + record.format(n=2),
+             who + record.format(n=3)]
+    text = "\n".join(lines) + "\n"
+    history, store = live_and_history(
+        tmp_path, text, lambda s: (last := s.phases.last_step) is not None and last.step == 3)
+    for phases in (history, store.phases):
+        assert (phases.stats.count, phases.stats.first, phases.stats.last) == (3, 1, 3)
+        curves = phases.curves.as_json()
+        assert curves["val-core/openai/gsm8k/acc/mean@1"]["series"][0][:2] == [0, 0.498]

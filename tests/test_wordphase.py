@@ -903,3 +903,20 @@ def test_a_bar_the_traceback_was_glued_to_names_the_part(tmp_path: Path) -> None
     assert "Compute log probs 2" in ph["worded_note"]
     assert phase_of_words("(WorkerDict pid=4) After sync model weights in sharding manager: 36.42 GB / 79.11 GB.") == (
         "weight sync", True)
+
+
+def test_waking_the_engine_and_pushing_a_lora_adapter_is_weight_sync() -> None:
+    """rLLM on verl with LoRA, step 2: the driver's frame is the trajectory generation, but it called `wake_up()`, and
+    the worker's frame below it pushes the adapter (`add_lora`) into the engine. Before: 'likely in generation'."""
+    frames = [
+        ('  File "/srv/rllm/trainer/agent_ppo_trainer.py", line 212, in fit_agent',
+         "final_gen_batch_output, metrics = self.generate_agent_trajectory(timing_raw=timing_raw)"),
+        ('  File "/srv/rllm/trainer/agent_ppo_trainer.py", line 488, in generate_agent_trajectory',
+         "self.actor_rollout_wg.wake_up()"),
+        ('  File "/srv/verl/single_controller/ray/base.py", line 49, in __call__', "output = ray.get(output)"),
+        ('  File "/srv/verl/workers/sharding_manager/fsdp_vllm.py", line 187, in __enter__',
+         "self.inference_engine.llm_engine.model_executor.driver_worker.add_lora(lora_request)"),
+    ]
+    assert frame_words(frames).phase == "weight sync"
+    woken = [*frames[:3], ('  File "/srv/verl/workers/fsdp_workers.py", line 610, in wake_up', "")]
+    assert frame_words(woken).phase == "weight sync"

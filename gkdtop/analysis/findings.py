@@ -183,6 +183,12 @@ class FindingsEngine:
         sig = item.signature
         key = self._key(sig, item.fields)
         found = self.found.get(key)
+        if found is not None and sig.merge_within and found.source == item.source and (
+                0 <= t - found.last_seen <= sig.merge_within):
+            found.last_seen = t  # another report of the incident just recorded (merge_within): what it adds
+            for name, value in item.fields.items():
+                found.fields.setdefault(name, value)
+            return found
         if found is not None:
             found.count += 1
             found.last_seen = max(found.last_seen, t)

@@ -40,7 +40,7 @@ from gkdtop.analysis.lines import (
     strip_escapes,
     utf8_cut,
 )
-from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, stamp_bound
+from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, VALIDATION_KEYS, stamp_bound
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
 from gkdtop.safeopen import open_regular
 
@@ -72,6 +72,8 @@ class HistoryRange:
     end: int
     mtime: float
     final: bool = True  # the file is finished: an unterminated last line counts
+
+VALIDATION_BYTES = tuple(key.encode() for key in VALIDATION_KEYS)
 
 
 class Target(Protocol):
@@ -227,6 +229,14 @@ class HistoryReader:
                     m = STEP_BYTES_RE.search(raw, msg)
                     if m is None:  # the pattern matched only inside the Ray prefix
                         ids = [i for i in ids if i != step_id]
+                    elif raw.startswith(VALIDATION_BYTES, m.end()):  # maybe a validation's record: no step
+                        if last_bar is not None:
+                            careful.append(len(records))
+                            records.append(last_bar)
+                            last_bar = None
+                        careful.append(len(records))
+                        records.append((start, end, ids))
+                        continue
                     else:
                         step, metrics_at = int(m.group(1)), start + m.end()
                         extract.fast_steps += 1

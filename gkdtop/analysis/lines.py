@@ -181,6 +181,12 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
 
 
 RANK_PREFIX = r"\[rank\d{1,6}\]: ?"  # torch's elastic agent before every line of a rank
+# A logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core; its
+# older versions print `file.py:N] ` with no opening bracket).
+LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[?[\w./-]{1,80}:\d{1,6}\] )"
+# vLLM's engine process inside a Ray actor names itself before that logger: `(EngineCore_DP0 pid=586112) ` (Ray's
+# own prefix is split off the line; this one stays in its text).
+ENGINE_PREFIX = r"(?:\([\w.-]{1,60}(?: rank=\d{1,6})? pid=\d{1,9}\) )"
 _RANK_RE = re.compile(RANK_PREFIX)
 # pdsh (DeepSpeed's multi-node launcher) puts the host before every line: `node07: `, `gpu-3: `,
 # `10.0.0.7: `. A host name here has a digit, so `INFO: ` or `Traceback: ` is none.

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.curves import Curves
-from gkdtop.analysis.lines import RANK_PREFIX
+from gkdtop.analysis.lines import ENGINE_PREFIX, LOGGER_PREFIX, RANK_PREFIX
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 # Bounded digits: int() raises past 4,300 digits, which a junk line must not make the feed do.
 STEP_PATTERN = r"\bstep:(\d{1,18})\s+-\s"
 STEP_RE = re.compile(STEP_PATTERN)
+# verl's record of the validation before training, `step:0 - val-core/…:0.49 - val-aux/…`, and its SFT trainer's
+# `step:29 - val/loss:0.34` after that step's own record: numbers for the curves, no step of their own.
+VALIDATION_KEYS = ("val-", "val/")
+VALIDATION_ONLY_RE = re.compile(r"(?:val[-/][^\s:]{1,200}:\S{1,40}(?:\s+-\s+|\s*$))+")
 # Step lines of other stacks, read on the careful path (history's fast path knows only verl's):
 # ms-swift's metric dict with `'global_step/max_steps': '56/2290'`, Megatron's
 # `iteration      142/  250000 | … | elapsed time per iteration (ms): 1234.5 |`, the
@@ -76,11 +80,9 @@ TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode()
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
 # An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
-# logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core; its
-# older versions print `file.py:N] ` with no opening bracket).
-LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[?[\w./-]{1,80}:\d{1,6}\] )"
-# The name ends at its `:`, a wrapper's `(` or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
-EXCEPTION_PATTERN = (r"^(?:\[rank\d{1,6}\]: ?)?" + LOGGER_PREFIX
+# logger's prefix (LOGGER_PREFIX) and an engine process's (ENGINE_PREFIX). The name ends at its `:`, a wrapper's `(`
+# or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
+EXCEPTION_PATTERN = (r"^(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?" + LOGGER_PREFIX
                      + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)(?::|\(|\s*$)")
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 # A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
@@ -189,7 +191,7 @@ INTERRUPT_HINT = Hint(
 )
 # A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
 # (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
-FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{LOGGER_PREFIX})?\\s*File "[^"]*", line \\d+, in ')
+FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{ENGINE_PREFIX}?{LOGGER_PREFIX})?\\s*File "[^"]*", line \\d+, in ')
 # A phase that failed, where its rule has no fail_hint of its own: the error is the evidence.
 # Hydra's line before a traceback (`Error executing job with overrides: [...]`): the job failed, but it names
 # no error; a traceback read to its end replaces it with the exception.
@@ -513,6 +515,8 @@ class PhaseEngine:
             return
         if self.step_id in ids and (step is not None or (step := self.parse_step(text)) is not None):
             self._step(step, t, text)
+        elif self.step_id in ids and (m := STEP_RE.search(text)) is not None:
+            self.curves.add_text(int(m.group(1)), text[m.end():])  # a validation's record (VALIDATION_ONLY_RE)
         elif self.record_step_id in ids and (record := parse_record_step(text)) is not None:
             # A dict with no number of its own, while no two numbered ones said how many steps one logging interval
             # holds (HF's logging_steps): its stamp times an interval, not a step.
@@ -1076,7 +1080,7 @@ class PhaseEngine:
     def parse_step(text: str) -> tuple[int, int, dict[str, float]] | None:
         """A metrics line `step:N - key:value - ...`: N, where its metrics begin, its `timing_s/*` values."""
         m = STEP_RE.search(text)
-        if m is None:
+        if m is None or (text.startswith(VALIDATION_KEYS, m.end()) and VALIDATION_ONLY_RE.fullmatch(text, m.end())):
             return None
         timings: dict[str, float] = {}
         at = text.find("timing_s/", m.end())

@@ -75,6 +75,9 @@ class Signature:
     fix_if_raised: str = ""
     # Incidents needed before it is shown: one stats line with no tokens is a request's prefill, many are a hang.
     min_count: int = 1
+    # Seconds in which more matching lines of one file are the same incident: one crash is reported by abseil's
+    # handler, again through Ray's logger and by Python's faulthandler (`fatal-signal x3` for one SIGSEGV).
+    merge_within: float = 0.0
 
 
 @dataclass(slots=True)
@@ -175,7 +178,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested", "plain"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
-                "cause_if_raised", "fix_if_raised", "min_count"}
+                "cause_if_raised", "fix_if_raised", "min_count", "merge_within"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -276,6 +279,8 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.require_extra = boolean(n, where, f"{key}.require_extra")
         if (n := get(item, "min_count")) is not None:
             sig.min_count = count(n, where, f"{key}.min_count")
+        if (n := get(item, "merge_within")) is not None:
+            sig.merge_within = number(n, where, f"{key}.merge_within")
         if (n := get(item, "key")) is not None:
             sig.key = strings(n, where, f"{key}.key")
         for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):

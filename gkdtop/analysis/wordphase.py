@@ -43,7 +43,9 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("weight sync",
      r"\bbroadcast[_ ]to[_ ](?:vllm|sglang|engines?|rollout)\b|\bupdate[_ ](?:named[_ ]params?|weights?)\b"
      r"|\bsync[_ ](?:model[_ ])?weights?\b|\bweights?[_ ]sync\w*\b"
-     r"|\bbroadcast(?:s|ing)?\b.{0,30}\bweights\b"),  # OpenRLHF's `Broadcast actor weights to vllm engines`
+     r"|\bbroadcast(?:s|ing)?\b.{0,30}\bweights\b"  # OpenRLHF's `Broadcast actor weights to vllm engines`
+     # an engine woken for the new weights (verl's `actor_rollout_wake_up`), a LoRA adapter pushed into it
+     r"|\bwake[_ ]up\b|\b(?:add|load)[_ ]lora\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
@@ -85,7 +87,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "checkpoint", "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
-          "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight")
+          "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
