@@ -152,13 +152,14 @@ class Monitor:
         if self.store.history_pending or (live and self.store.log_polls < 2):
             return  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
         now = time.time()
-        reason = sample_reason(self.store.phase_status(now), self.store.analysis.phases.last_activity, now)
+        status = self.store.phase_status(now)
+        reason = sample_reason(status, self.store.analysis.phases.last_activity, now)
         if not reason:
             sampler.reset()
             if self.store.stack_phase is not None:
                 self.store.put("stack_phase", None)
             return
-        targets = sampler.due(reason, self.store.processes, now)
+        targets = sampler.due(reason, self.store.stack_candidates(status.clock_offset), now)
         if not targets:
             return
         # A daemon thread, not the loop's executor: quitting must not wait for py-spy to finish.

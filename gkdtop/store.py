@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
+COPIED_OFFSET = 86400.0  # a log's stamps this far off this machine's clock: it was copied here (stack_candidates)
 
 
 def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
@@ -334,6 +335,15 @@ class Store:
                 self._tied = TiedFinder()
             tied = self._tied(paths, frozenset(p.pid for p in self.processes))
         return [p for p in self.processes if p.pid in tied]
+
+    def stack_candidates(self, clock_offset: float | None) -> list[ProcInfo]:
+        """The processes whose stacks may speak for the followed logs. A log stamped a day or more off this
+        machine's clock (`clock_offset`) was copied here, not written by a job on it: only the processes tied to it
+        (voters), usually none; a job that happens to run here is another's (audit 8: `snapshot --log` of a pasted
+        log named another job's `wait` frame). Otherwise the job's processes, as the patterns found them."""
+        if clock_offset is not None and abs(clock_offset) >= COPIED_OFFSET and self.followed_paths():
+            return self.voters()
+        return self.processes
 
     def followed_paths(self) -> frozenset[str]:
         """The followed log files' real paths: the processes collector asks, from its thread, each poll."""

@@ -362,6 +362,25 @@ def test_snapshot_json_has_the_stack_phase(tmp_path: Path, procs: list) -> None:
     assert "stacks: generation (from stacks: verl … fit → generate_sequences)" in text_summary(doc)
 
 
+def test_a_log_copied_from_another_machine_reads_no_stacks_here(tmp_path: Path, procs: list) -> None:
+    """A log pasted from an issue (its stamps a year before this machine's clock), and a job of the same shape running
+    here: that job's stacks are not the log's. Before: `stacks: generation (from stacks: …)` of the unrelated job."""
+    procs.append(stackjob.start(tmp_path / "job", "driver", "--tag", tmp_path.name))
+    log = tmp_path / "pasted.log"
+    lines = ["2025-03-01 10:00:00,120 Using dataset class: RLHFDataset"] + [
+        f"2025-03-01 10:00:{i + 1:02d},500 custom_loader: shard {i} prepared" for i in range(30)]
+    log.write_text("".join(line + "\n" for line in lines))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"driver_patterns: ['--tag {tmp_path.name}']\n")
+    env = {**os.environ, "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log), "--config",
+                           str(config), "--ray-address", "http://127.0.0.1:9"], capture_output=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    doc = json.loads(done.stdout)
+    assert abs(doc["phases"]["clock_offset"]) > 86400 and doc["phases"]["stack_phase"] is None
+
+
 async def test_the_phases_pane_shows_the_phase_from_the_stacks(tmp_path: Path, procs: list) -> None:
     from gkdtop.tui.phases_pane import PhasesPane
     from tests.test_app import make_app, pane_text, settle

@@ -42,7 +42,7 @@ class StallStacker:
         if key == self._handled:
             return []
         self._handled = key  # once per stall, even when there is nothing to dump
-        return stack_targets(self.store.processes)
+        return stack_targets(self.store.stack_candidates(status.clock_offset))
 
     def take(self, targets: list[ProcInfo]) -> StallStacks:
         status = self.store.phase_status()
