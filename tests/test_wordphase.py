@@ -920,3 +920,28 @@ def test_waking_the_engine_and_pushing_a_lora_adapter_is_weight_sync() -> None:
     assert frame_words(frames).phase == "weight sync"
     woken = [*frames[:3], ('  File "/srv/verl/workers/fsdp_workers.py", line 610, in wake_up', "")]
     assert frame_words(woken).phase == "weight sync"
+
+
+def test_a_pasted_ray_task_summary_names_the_part_still_running(tmp_path: Path) -> None:
+    """A verl run hangs after step 57's record; the user pastes `ray summary tasks`: every part of the step finished 58
+    times but the update, whose 58th call is running on 8 workers. Before: 'training loop', the table unread. A table
+    where only the driver's own task runs names nothing."""
+    head = ["(TaskRunner pid=8120) step:57 - actor/pg_loss:0.02 - critic/score/mean:0.41 - timing_s/gen:96.2 - "
+            "timing_s/update_actor:40.3 - timing_s/step:171.9",
+            "======== Tasks Summary: 2026-04-02 03:11:09.118204 ========",
+            "Stats:",
+            "------------------------------------",
+            "total_actor_tasks: 1490",
+            "",
+            "Table (group by func_name):",
+            "------------------------------------",
+            "    FUNC_OR_CLASS_NAME                               STATE_COUNTS    TYPE"]
+    rows = ["0   WorkerDict.actor_rollout_generate_sequences      FINISHED: 58    ACTOR_TASK",
+            "1   WorkerDict.actor_rollout_compute_log_prob        FINISHED: 58    ACTOR_TASK",
+            "2   WorkerDict.actor_rollout_update_actor            FINISHED: 57    ACTOR_TASK",
+            "                                                     RUNNING: 8",
+            "3   TaskRunner.run                                   RUNNING: 1      ACTOR_TASK"]
+    ph = _replay(_write(tmp_path, "summary.log", head + rows))
+    assert ph["current"] == "actor update" and "ray summary tasks" in ph["worded_note"]
+    done = [row for row in rows if "RUNNING: 8" not in row]
+    assert _replay(_write(tmp_path, "idle.log", head + done))["current"] == "training loop"

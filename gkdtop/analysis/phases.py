@@ -22,6 +22,7 @@ from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.analysis.wordphase import (
     DEAD_ACTOR,
+    SUMMARY_HEADER,
     WITHIN_PART,
     Worded,
     after,
@@ -32,6 +33,7 @@ from gkdtop.analysis.wordphase import (
     launcher_frames,
     read_words,
     stretch,
+    summary_words,
 )
 from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
@@ -1357,8 +1359,10 @@ class PhaseEngine:
             tasks = failure_tasks(tail, failed_by, stepping, self._task_phase) if failed_by else None
             # A py-spy dump a user pasted (a hung job's stack): where a process was, by the stack rules.
             dumped = dump_words(tail) if any("Thread " in line or "thread 0x" in line for line in tail) else None
-            self._words_read = (key, [lines, framed, tasks, dumped] if launcher_frames(frames)
-                                else [framed, tasks, dumped, lines])
+            # A `ray summary tasks` table pasted there: the tasks still running.
+            summed = summary_words(tail, self._task_phase) if any(SUMMARY_HEADER in line for line in tail) else None
+            self._words_read = (key, [lines, framed, tasks, dumped, summed] if launcher_frames(frames)
+                                else [framed, tasks, dumped, summed, lines])
         for found in self._words_read[1]:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:

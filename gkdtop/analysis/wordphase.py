@@ -395,6 +395,40 @@ def dump_words(tail: list[str]) -> Worded | None:
     return Worded(found.phase, text[:300], len(tail) - end, frame=True, via=via)
 
 
+# `ray summary tasks` pasted in the log: its table's rows (`3   WorkerDict.actor_rollout_update_actor   FINISHED: 140
+# ACTOR_TASK`) and the further states of a row on lines of their own (`      RUNNING: 8`).
+SUMMARY_HEADER = "Table (group by func_name):"
+_SUMMARY_ROW_RE = re.compile(r"^\s*\d{1,6}\s+(?P<func>[\w.]{1,200})\s+(?P<states>(?:[A-Z_]{3,40}: \d{1,9}\s*)*)")
+_SUMMARY_STATE_RE = re.compile(r"\b(?P<state>[A-Z_]{3,40}): (?P<n>\d{1,9})\b")
+_SUMMARY_MORE_RE = re.compile(r"^\s{8,}(?:[A-Z_]{3,40}: \d{1,9}\s*)+$")
+SUMMARY_ROWS = 200  # rows of one table read at most
+
+
+def summary_words(tail: list[str], task_phase: Callable[[str], str | None]) -> Worded | None:
+    """The part of the step a `ray summary tasks` table pasted in the log says was running: the tasks with RUNNING
+    calls, by the task table (`WorkerDict.actor_rollout_update_actor` is the update), the driver's own task aside
+    (it names no phase). A user pastes it when a job hangs and the log says nothing."""
+    at = next((i for i in range(len(tail) - 1, -1, -1) if SUMMARY_HEADER in tail[i]), None)
+    if at is None:
+        return None
+    func = row_line = ""
+    for back, line in enumerate(tail[at + 1:at + 1 + SUMMARY_ROWS]):
+        message = _message(line)
+        if (row := _SUMMARY_ROW_RE.match(message)) is not None:
+            func, states, row_line = row["func"], row["states"], message.strip()
+        elif func and _SUMMARY_MORE_RE.match(message):
+            states = message
+        else:
+            continue
+        running = any(m["state"] == "RUNNING" and int(m["n"]) > 0 for m in _SUMMARY_STATE_RE.finditer(states))
+        phase = task_phase(func) if running else None
+        if phase is not None:
+            text = row_line if row is not None else f"{row_line} … {states.strip()}"
+            return Worded(phase, " ".join(text.split())[:300], len(tail) - (at + 2 + back), frame=True,
+                          via="a Ray task summary in the log (`ray summary tasks`)")
+    return None
+
+
 def launcher_frames(frames: list[tuple[str, str]]) -> bool:
     """A launcher's own traceback (torchrun's agent re-rendezvousing after the workers ran): where the launcher was,
     which names the run's phase only where its own lines say nothing (a start-up that never reached the workers)."""
