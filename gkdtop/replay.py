@@ -164,10 +164,12 @@ class OpenEnd:
                 "waited_s": self.waited, "hint": self.hint.as_json() if self.hint else None}
 
 
-def tail_of(path: str, limit: int = 65536) -> list[str]:
+def tail_of(path: str, limit: int = 65536, counted: tuple[int, int] | None = None
+            ) -> tuple[list[str], list[int | None]]:
     """The last non-blank lines of a file (TAIL_LINES at most, oldest first) as a terminal shows them (escapes
     out, a bar's last redraw), each cut at 300 characters: what the job printed last, whether or not a rule
-    knows it. [] when unreadable."""
+    knows it; ([], []) when unreadable. And each one's line number, where `counted` (history's lines and bytes of
+    the whole file) still describes it."""
     from gkdtop.analysis.lines import clean_line
     from gkdtop.analysis.wordphase import TAIL_LINES
 
@@ -177,9 +179,15 @@ def tail_of(path: str, limit: int = 65536) -> list[str]:
             fh.seek(max(0, size - limit))
             tail = fh.read(limit)
     except OSError:
-        return []
-    raws = tail.split(b"\n")[1 if size > limit else 0:][-TAIL_LINES - 1:]  # a cut first line is no line
-    return [text[:300] for raw in raws if (text := clean_line(raw).rstrip())][-TAIL_LINES:]
+        return [], []
+    raws = tail.split(b"\n")[1 if size > limit else 0:]  # a cut first line is no line
+    if raws and raws[-1] == b"":
+        raws.pop()  # the newline that ends the last line
+    last = counted[0] if counted is not None and counted[1] == size else None
+    kept = [(text[:300], None if last is None else last - (len(raws) - 1 - k))
+            for k, raw in enumerate(raws[-TAIL_LINES - 1:], start=max(0, len(raws) - TAIL_LINES - 1))
+            if (text := clean_line(raw).rstrip())][-TAIL_LINES:]
+    return [text for text, _ in kept], [number for _, number in kept]
 
 
 # A line that states how long its process waited without progress: `timed out after 300000ms` (c10d's store),
@@ -253,7 +261,8 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     framework = analysis.profiles.result(pinned=config.framework)
-    status = analysis.status(at, framework, tail_of(paths[-1]) if paths else [])
+    tail, numbers = tail_of(paths[-1], counted=analysis.lines_in.get(paths[-1])) if paths else ([], [])
+    status = analysis.status(at, framework, tail, numbers)
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
     began_by = analysis.phases.began_by

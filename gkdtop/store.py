@@ -370,7 +370,8 @@ class Store:
 
     def phase_status(self, now: float | None = None) -> PhaseStatus:
         """The phase verdict; a stall while Ray cannot place a demand says so before any guess."""
-        status = self.analysis.status(time.time() if now is None else now, self.framework(), self.tail())
+        tail, numbers = self.numbered_tail()
+        status = self.analysis.status(time.time() if now is None else now, self.framework(), tail, numbers)
         if status.state == "stalled":
             demands = [str(d) for d in self.ray.pending]
             demands += [f.fields.get("demand") or f.fields.get("infeasible") or ""
@@ -405,14 +406,16 @@ class Store:
             status.hint = Hint(causes=causes + base.causes, actions=actions + base.actions)
         return status
 
-    def tail(self) -> list[str]:
+    def numbered_tail(self) -> tuple[list[str], list[int | None]]:
         """The newest non-blank lines the followed logs hold (TAIL_LINES at most, oldest first), as written (their
         Ray prefix too): what the job printed last, which the verdict quotes where no rule knows it and whose words
-        it reads where no rule placed the run (Analysis.status)."""
+        it reads where no rule placed the run (Analysis.status); and each one's number in its file, where the reader
+        counted it (history's lines; None for live ones)."""
         from gkdtop.analysis.wordphase import TAIL_LINES
 
-        newest = [text for ln in islice(reversed(self.lines), TAIL_LINES) if (text := ln.raw or ln.text).strip()]
-        return newest[::-1]
+        newest = [(text, ln.number) for ln in islice(reversed(self.lines), TAIL_LINES)
+                  if (text := ln.raw or ln.text).strip()]
+        return [text for text, _ in reversed(newest)], [number for _, number in reversed(newest)]
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

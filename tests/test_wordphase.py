@@ -945,3 +945,20 @@ def test_a_pasted_ray_task_summary_names_the_part_still_running(tmp_path: Path) 
     assert ph["current"] == "actor update" and "ray summary tasks" in ph["worded_note"]
     done = [row for row in rows if "RUNNING: 8" not in row]
     assert _replay(_write(tmp_path, "idle.log", head + done))["current"] == "training loop"
+
+
+@pytest.mark.parametrize("ending", ["\n", ""])
+def test_a_guess_cites_the_number_of_the_line_it_stands_on(tmp_path: Path, ending: str) -> None:
+    """Every claim cites its line: a guess from a failure's frame too (before: `"line": null`). Blank lines count, and
+    a last line with no newline."""
+    lines = ["(TaskRunner pid=5120) step:3 - critic/score/mean:0.28 - timing_s/gen:61.0 - timing_s/step:96.3", "",
+             "Traceback (most recent call last):",
+             '  File "/srv/fork/verl/trainer/ppo/ray_trainer.py", line 961, in fit', "",
+             "    gen_batch_output = self.actor_rollout_wg.generate_sequences_loop(gen_batch)",
+             "RuntimeError: tool server at http://10.2.0.7:8001 refused the connection"]
+    path = tmp_path / "fork.log"
+    path.write_text("\n".join(lines) + ending)
+    doc = _replay(path)
+    guess = [e for e in doc["evidence"] if "(a guess" in e["claim"]]
+    assert [(e["line"], e["text"].startswith('File "/srv/fork/verl/trainer/ppo/ray_trainer.py"')) for e in guess] == [
+        (4, True)]

@@ -71,6 +71,7 @@ class Analysis:
         self.errors: dict[str, ErrorGroup] = {}
         self._open_traceback: dict[str, int | None] = {}
         self.lines_read = 0  # lines that went through the matcher
+        self.lines_in: dict[str, tuple[int, int]] = {}  # a file history read from its start: (its lines, its bytes)
         self.started: float | None = None  # the earliest and latest timestamps seen
         self.ended: float | None = None
         self.history = HistoryReader(self, rules.max_line)  # files as already written: analysis/history.py
@@ -193,13 +194,15 @@ class Analysis:
 
     # --- verdicts -------------------------------------------------------------------------------
 
-    def status(self, now: float, framework: Framework | None = None, tail: Sequence[str] = ()) -> PhaseStatus:
+    def status(self, now: float, framework: Framework | None = None, tail: Sequence[str] = (),
+               numbers: Sequence[int | None] = ()) -> PhaseStatus:
         """The phase verdict; its hint holds only lines true of `framework` (default: the log's own).
         `tail`: the log's own last lines as written, oldest first (the store's newest; replay's file's last):
         the verdict quotes the last where lines no rule knows follow the last one a rule knew, and reads their
-        words where no rule placed the run that far (analysis/wordphase.py)."""
+        words where no rule placed the run that far (analysis/wordphase.py); `numbers`: their line numbers, where
+        known (the evidence of a guess from them cites its line)."""
         name = (framework if framework is not None else self.profiles.result()).name
-        status = self.phases.status(now, self.profiles.rl(name), list(tail))
+        status = self.phases.status(now, self.profiles.rl(name), list(tail), numbers)
         last_line = next((line for line in reversed(tail) if line.strip()), "")
         if status.hint is not None and status.hint.only:
             status.hint = status.hint.for_framework(self.profiles.lineage(name))

@@ -61,6 +61,7 @@ MTIME_BEHIND = 3600.0  # a followed file's last stamp this far before its mtime 
 FAST_HISTORY = True  # history's fast path for step, bar and repeated-start lines (off: every line the careful way)
 RECENT_STEPS = 64  # a chunk's last step lines get their time (the Phases pane's recent steps)
 _VALUE = TIMING_VALUE.encode()
+VALIDATION_BYTES = tuple(key.encode() for key in VALIDATION_KEYS)  # a record that may be a validation's (no step)
 
 
 @dataclass(slots=True)
@@ -72,8 +73,6 @@ class HistoryRange:
     end: int
     mtime: float
     final: bool = True  # the file is finished: an unterminated last line counts
-
-VALIDATION_BYTES = tuple(key.encode() for key in VALIDATION_KEYS)
 
 
 class Target(Protocol):
@@ -88,6 +87,7 @@ class Target(Protocol):
     traceback_id: int
     recognised_ids: frozenset[int]
     lines_read: int
+    lines_in: dict[str, tuple[int, int]]
     recognised_at: int
     recognised_text: str
     started: float | None
@@ -152,6 +152,8 @@ class HistoryReader:
             self._date_chunk(extract, state)
             self._apply(extract, state, base)
             base += extract.lines
+        if part.start == 0:
+            self.analysis.lines_in[part.path] = (base, part.end)  # the tail's line numbers count from here
         self._finish(part, state)
 
     def _scan_chunk(self, path: str, data: bytes) -> _Extract:

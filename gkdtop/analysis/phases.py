@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -368,6 +368,14 @@ def _root_cause(text: str, failure: str = "") -> bool:
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith("nccl") or "RayTaskError(" in text
                 or "ChildFailedError" in text)
+
+
+def _number_of(found: Worded, tail: list[str], numbers: Sequence[int | None]) -> int | None:
+    """The line number of the tail's line a guess stands on (its last occurrence), where the numbers are known."""
+    if not found.line or len(numbers) != len(tail):
+        return None
+    return next((numbers[k] for k in range(len(tail) - 1, -1, -1)
+                 if tail[k] == found.line or tail[k].startswith(found.line)), None)
 
 
 class PhaseEngine:
@@ -1148,10 +1156,12 @@ class PhaseEngine:
             self._last_step = StepInfo(step=step, time=t, metrics=metrics)
         return self._last_step
 
-    def status(self, now: float, rl: bool = True, tail: list[str] | None = None) -> PhaseStatus:
+    def status(self, now: float, rl: bool = True, tail: list[str] | None = None,
+               numbers: Sequence[int | None] = ()) -> PhaseStatus:
         """`rl`: the log may be an RL trainer's (engines, a critic); False where its framework is known to be no such
         trainer (frameworks.yaml `rl`), which only changes the phase expected after a finished one. `tail`: the log's
-        last lines as written, whose words may carry the verdict past where the rules placed it (wordphase.py)."""
+        last lines as written, whose words may carry the verdict past where the rules placed it (wordphase.py);
+        `numbers`: their line numbers in the file, where the reader counted them (the guess's evidence cites one)."""
         span = self.timeline[-1] if self.timeline else None
         rule = self.current
         expected = rule
@@ -1173,7 +1183,7 @@ class PhaseEngine:
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
-        worded = self._worded(tail, span) if tail else None
+        worded = self._worded(tail, span, numbers) if tail else None
         final_save = None
         if worded is not None and rule is not None and rule.terminal:
             final_save, worded = worded[1], None  # it finished training: the save is a note, not the verdict
@@ -1327,7 +1337,8 @@ class PhaseEngine:
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
-    def _worded(self, tail: list[str], span: PhaseSpan | None) -> tuple[PhaseRule, Evidence, bool] | None:
+    def _worded(self, tail: list[str], span: PhaseSpan | None, numbers: Sequence[int | None] = ()
+                ) -> tuple[PhaseRule, Evidence, bool] | None:
         """The phase the log's last lines name by their words (wordphase.py), with the line it stands on: one later
         than the rules placed the run in, or, where the rules know the loop or a part of the step, another part
         named after that part's line. None where the words add nothing or the run finished."""
@@ -1393,7 +1404,7 @@ class PhaseEngine:
                          "exited, it is still saving (a guess from that line's words)")
             # A frame the error was raised under runs inside the rules' phase (its own frame is further out).
             inside = found.frame and not found.via
-            return named, Evidence(claim, self._line.source if self._line else "", None,
+            return named, Evidence(claim, self._line.source if self._line else "", _number_of(found, tail, numbers),
                                    found.text[:EVIDENCE_CHARS]), inside
         return None
 

@@ -142,6 +142,7 @@ class Worded:
     frame: bool = False  # a traceback's frame (the function the error was raised under), not a line of the run
     over: bool = False  # the line says that part finished (`finished initializing model`): the run got that far
     via: str = ""  # what the text is, where not a frame or a line of the run (a Ray task the failure names)
+    line: str = ""  # the line of the tail it stands on, as the tail holds it: evidence cites its number
 
 
 def _message(text: str) -> str:
@@ -333,12 +334,13 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
             for role, in_step, at_start in _ROLES:
                 if role.match(held["cls"]):
                     return Worded(in_step if stepping else at_start, line.strip()[:300], 0, frame=True,
-                                  via=DEAD_ACTOR)
+                                  via=DEAD_ACTOR, line=line)
     for line in block:
         for m in _TASK_RE.finditer(line):
             phase = task_phase(f"{m['cls']}.{m['method']}") or _words(m["method"].replace("_", " "))
             if phase is not None and phase != DATASET:
-                return Worded(phase, line.strip()[:300], 0, frame=True, via="a Ray task the failure names")
+                return Worded(phase, line.strip()[:300], 0, frame=True, via="a Ray task the failure names",
+                              line=line)
     return None
 
 
@@ -392,7 +394,7 @@ def dump_words(tail: list[str]) -> Worded | None:
     waits = f"{inner.function} ({inner.file}:{inner.line}) … in " if inner is not None and (
         inner.function, inner.line) != (found.function, found.line) else ""
     text = f"{found.thread}: {waits}{found.frame}" + (f" → {found.via}" if found.via else "")
-    return Worded(found.phase, text[:300], len(tail) - end, frame=True, via=via)
+    return Worded(found.phase, text[:300], len(tail) - end, frame=True, via=via, line=tail[start])
 
 
 # `ray summary tasks` pasted in the log: its table's rows (`3   WorkerDict.actor_rollout_update_actor   FINISHED: 140
@@ -425,7 +427,7 @@ def summary_words(tail: list[str], task_phase: Callable[[str], str | None]) -> W
         if phase is not None:
             text = row_line if row is not None else f"{row_line} … {states.strip()}"
             return Worded(phase, " ".join(text.split())[:300], len(tail) - (at + 2 + back), frame=True,
-                          via="a Ray task summary in the log (`ray summary tasks`)")
+                          via="a Ray task summary in the log (`ray summary tasks`)", line=line)
     return None
 
 
@@ -468,7 +470,7 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | 
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
         if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
-            found = Worded(phase, cited, back, frame=True)
+            found = Worded(phase, cited, back, frame=True, line=line)
     return found
 
 
@@ -536,7 +538,7 @@ def read_words(lines: list[str]) -> Worded | None:
             continue
         found = phase_of_words(line)
         if found is not None:
-            return Worded(found[0], line.strip()[:300], back, over=found[1])
+            return Worded(found[0], line.strip()[:300], back, over=found[1], line=line)
         if _progressed(line):
             return None
     return None
