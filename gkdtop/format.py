@@ -31,6 +31,14 @@ def human_duration(seconds: float | None) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
+COPIED_OFFSET = 86400.0  # a log's stamps this far off this machine's clock: no zone or drift is that large
+
+
+def clock_why(offset: float) -> str:
+    """Why a log's stamps stand `offset` seconds off this machine's clock, as far as the size tells."""
+    return "zone or skew" if abs(offset) < COPIED_OFFSET else "a copy of an older log, or a clock set wrong"
+
+
 def clock(epoch: float | None) -> str:
     return "--:--:--" if epoch is None else time.strftime("%H:%M:%S", time.localtime(epoch))
 

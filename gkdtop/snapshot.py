@@ -113,7 +113,7 @@ def ray_section(store: Store, now: float | None = None) -> dict[str, Any]:
 
 def text_summary(doc: dict[str, Any]) -> str:
     """The snapshot for a person: a few lines, the same facts as the JSON."""
-    from gkdtop.format import hint_text, human_duration
+    from gkdtop.format import clock_why, hint_text, human_duration
 
     ph = doc["phases"]
     last = ph["timeline"][-1] if ph["timeline"] else None
@@ -153,7 +153,7 @@ def text_summary(doc: dict[str, Any]) -> str:
         lines += hint_text(ph["hint"]["causes"], ph["hint"]["actions"])
     if ph["clock_offset"] is not None:
         lines.append(f"clock: {ph['clock_source']} is stamped {ph['clock_offset']:+.0f} s off this machine's clock"
-                     " (zone or skew): silence is measured by arrival")
+                     f" ({clock_why(ph['clock_offset'])}): silence is measured by arrival")
     if ph["steps"]["done"]:
         run = ph["steps"]["run"]
         first, last = run.get("first") or 0, run.get("last") or 0

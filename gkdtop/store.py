@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 HISTORY = 120  # samples of per-GPU history (two minutes at the default 1 s refresh)
 LINES = 5000  # log lines kept for scrollback and re-filtering
-COPIED_OFFSET = 86400.0  # a log's stamps this far off this machine's clock: it was copied here (stack_candidates)
 
 
 def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
@@ -341,6 +340,8 @@ class Store:
         machine's clock (`clock_offset`) was copied here, not written by a job on it: only the processes tied to it
         (voters), usually none; a job that happens to run here is another's (audit 8: `snapshot --log` of a pasted
         log named another job's `wait` frame). Otherwise the job's processes, as the patterns found them."""
+        from gkdtop.format import COPIED_OFFSET
+
         if clock_offset is not None and abs(clock_offset) >= COPIED_OFFSET and self.followed_paths():
             return self.voters()
         return self.processes

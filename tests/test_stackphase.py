@@ -379,6 +379,8 @@ def test_a_log_copied_from_another_machine_reads_no_stacks_here(tmp_path: Path, 
     assert done.returncode == 0, done.stderr.decode()
     doc = json.loads(done.stdout)
     assert abs(doc["phases"]["clock_offset"]) > 86400 and doc["phases"]["stack_phase"] is None
+    # And the clock line says what a year's offset is: no zone or drift (before: "(zone or skew)").
+    assert "(a copy of an older log, or a clock set wrong)" in text_summary(doc)
 
 
 async def test_the_phases_pane_shows_the_phase_from_the_stacks(tmp_path: Path, procs: list) -> None:

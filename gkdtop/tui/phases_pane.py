@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rich.text import Text
 from textual.widgets import Static
 
-from gkdtop.format import clock, hint_lines, human_duration
+from gkdtop.format import clock, clock_why, hint_lines, human_duration
 from gkdtop.tui.repaint import repaint_rows
 
 if TYPE_CHECKING:
@@ -151,7 +151,8 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
             text.append(fit(e.text, max(20, (width or 134) - 20 - len(e.claim) - len(e.where()))) + "\n", "dim")
     if status.clock_offset is not None:
         text.append(f"  clock: {Path(status.clock_source).name} is stamped {clock_offset_text(status.clock_offset)}"
-                    " this machine's clock (zone or skew); silence is measured by arrival\n", "yellow")
+                    f" this machine's clock ({clock_why(status.clock_offset)}); silence is measured by arrival\n",
+                    "yellow")
     if status.steps_done:
         text.append(f"steps {status.steps_done}", "bold")
         if status.step_time is not None:
