@@ -260,3 +260,31 @@ def test_a_driver_that_says_its_engines_are_up_and_broadcasts_a_parameter_is_in_
     for status in (history.status(1e12), store.phase_status()):
         (engine, up), sync = [(p.name, p.status) for p in status.timeline]
         assert engine in ("rollout init", "engine init") and up == "done" and sync == ("weight sync", "running")
+
+
+def test_a_compose_service_s_prefix_is_peeled_like_ray_s(tmp_path: Path) -> None:
+    """`docker compose logs` puts `vllm  | ` before every line of the service. Before: 'no timestamps', the failure
+    `Traceback (most recent call last):` with 'the exception is not in the log' beside the RuntimeError's own line.
+    Now the stamps, the server's phase, the engine's frames and its exception are read as without the prefix."""
+    svc = "vllm-1  | "
+    lines = [
+        svc + "INFO 04-02 09:15:40 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
+        svc + "INFO:     Application startup complete.",
+        svc + "INFO 04-02 09:17:02 [engine.py:310] Added request cmpl-1f2e3d4c5b6a-0.",
+        svc + "ERROR 04-02 09:17:03 [engine.py:160] RuntimeError('CUDA error: an illegal memory access was "
+        "encountered')",
+        svc + "ERROR 04-02 09:17:03 [engine.py:160] Traceback (most recent call last):",
+        svc + 'ERROR 04-02 09:17:03 [engine.py:160]   File "/usr/lib/python3/dist-packages/vllm/engine/multiprocessing/'
+        'engine.py", line 221, in run_engine_loop',
+        svc + "ERROR 04-02 09:17:03 [engine.py:160]     request_outputs = self.engine_step()",
+        svc + "ERROR 04-02 09:17:03 [engine.py:160] RuntimeError: CUDA error: an illegal memory access was encountered",
+        svc + "CRITICAL 04-02 09:17:03 [launcher.py:116] MQLLMEngine is already dead, terminating server process",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.state == "failed" and status.failure.endswith(
+            "RuntimeError: CUDA error: an illegal memory access was encountered")
+        assert status.timeline[0].name == "serving" and status.timeline[0].start is not None
+    assert store.phase_status().current == "generation"  # the words of the request it was serving: a guess
+    text = report_text(run(tmp_path, lines))
+    assert "no timestamps" not in text and "not in the log" not in text and "HYDRA" not in text, text

@@ -163,11 +163,28 @@ _KUBECTL_RE = re.compile(KUBECTL_STAMP)
 _KUBECTL_BYTES_RE = re.compile(KUBECTL_STAMP.encode())
 
 
+# `docker compose logs` (and `up`) puts the service before every line: `vllm  | `, `sglang-1  | ` (its name padded to
+# the longest, then a bar). Looked for only where a ` | ` comes early in the line.
+COMPOSE_PREFIX = r"[\w.-]{1,64} {1,30}\| "
+_COMPOSE_RE = re.compile(COMPOSE_PREFIX)
+_COMPOSE_BYTES_RE = re.compile(COMPOSE_PREFIX.encode())
+COMPOSE_REACH = 100
+
+
+def _compose_end(text: str) -> int:
+    """Where the line goes on past a compose service's prefix, 0 without one."""
+    if text[:1].isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (m := _COMPOSE_RE.match(text)) is not None:
+        return m.end()
+    return 0
+
+
 def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message (also past a
-    capture stamp of `kubectl logs --timestamps` before it)."""
+    capture stamp of `kubectl logs --timestamps` and a compose service's name before it)."""
     if raw[:1].isdigit() and (kube := _KUBECTL_RE.match(raw)) is not None:
         raw = raw[kube.end() :]
+    if end := _compose_end(raw):
+        raw = raw[end:]
     if raw[:1] == "(":
         close = raw.find(")", 1, PREFIX_MAX)
         if close > 0:
@@ -294,6 +311,9 @@ def message_start(raw: bytes) -> int:
     start = 0
     if raw[:1].isdigit() and (kube := _KUBECTL_BYTES_RE.match(raw)) is not None:
         start = kube.end()
+    if (raw[start : start + 1].isalnum() and raw.find(b" | ", start + 1, start + COMPOSE_REACH) > 0
+            and (compose := _COMPOSE_BYTES_RE.match(raw, start)) is not None):
+        start = compose.end()
     if raw[start : start + 1] == b"(":
         close = raw.find(b")", start + 1, start + PREFIX_MAX)
         if close > 0:
@@ -326,6 +346,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
     check_zone()
     append = out.append
     kubectl_match = _KUBECTL_RE.match
+    compose_end = _compose_end
     for raw in lines:
         text = raw
         worker = ip = ""
@@ -333,6 +354,8 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
         kube = kubectl_match(raw) if raw[:1].isdigit() else None
         if kube is not None:
             text = raw[kube.end() :]
+        if end := compose_end(text):
+            text = text[end:]
         if text[:1] == "(":
             hit, text = split_prefix(text)
             if hit is not None:

@@ -50,7 +50,7 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
-     r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Finished) request\b"
+     r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"),
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
