@@ -484,6 +484,13 @@ def test_one_crash_reported_three_ways_is_one_incident(tmp_path: Path) -> None:
     later = ["[2025-06-21 03:16:02,031 E 3412 3413] logging.cc:447: *** SIGSEGV received at time=1750475762 on "
              "cpu 3 ***"]
     assert only(store_after(tmp_path, crash + later), "fatal-signal").count == 2
+    # One actor's three reports behind its Ray prefix, the first unstamped (it takes a stamp from 24 s before): one.
+    actor = ["2025-04-30 11:02:14,551\tINFO worker.py:1832 -- Started a local Ray instance.",
+             "(WorkerDict pid=20977) *** SIGSEGV received at time=1746010958 on cpu 17 ***",
+             "(WorkerDict pid=20977) [2025-04-30 11:02:38,771 E 20977 20977] logging.cc:440: *** SIGSEGV received at "
+             "time=1746010958 on cpu 17 ***",
+             "(WorkerDict pid=20977) Fatal Python error: Segmentation fault"]
+    assert only(store_after(tmp_path, actor), "fatal-signal").count == 1
 
 
 def test_a_record_takes_no_field_from_another_ranks_lines(tmp_path: Path) -> None:

@@ -404,3 +404,39 @@ def test_an_engine_process_traceback_behind_its_own_prefix_moves_the_failure(tmp
         assert "AttributeError: 'GPUModelRunner' object has no attribute 'model'" in status.failure
         assert [span.status for span in status.timeline if span.name == "actor update"] in ([], ["done"])
         assert len([span for span in status.timeline if span.status == "failed"]) == 1
+
+
+def test_an_engine_start_up_whose_communicator_failed_is_not_done(tmp_path: Path) -> None:
+    """`trl vllm-serve` with data-parallel engines: an engine's worker fails in `init_process_group` (the port is
+    taken). The verdict was 'FAILED in engine init' and the timeline said 'engine init 14s done' above the
+    communicator's failed row: the start-up row is unfinished and failed too."""
+    core = "(EngineCore_3 pid=51207) ERROR 06-02 11:20:14 [core.py:390] "
+    lines = [
+        "INFO 06-02 11:19:48 [vllm_serve.py:402] Starting 4 data-parallel workers for model /models/qwen-7b",
+        "(EngineCore_3 pid=51207) INFO 06-02 11:20:01 [core.py:58] Initializing a V1 LLM engine (v0.8.4) with config: "
+        "model='/models/qwen-7b', tensor_parallel_size=1",
+        core + "EngineCore hit an exception: Traceback (most recent call last):",
+        core + '  File "/opt/venv/lib/python3.10/site-packages/vllm/v1/worker/gpu_worker.py", line 121, in init_device',
+        core + "    init_worker_distributed_environment(self.parallel_config, self.rank)",
+        core + '  File "/opt/venv/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 1526, in '
+        "init_process_group",
+        core + "    store, rank, world_size = next(rendezvous_iterator)",
+        core + "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+        "address. port: 29511, useIPv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.current in ("rollout init", "engine init") and status.state == "failed"
+        assert [(span.end, span.status) for span in status.timeline] == [(None, "failed"), (None, "failed")]
+
+
+def test_a_phase_known_by_its_done_line_that_states_its_length_is_not_zero_long(tmp_path: Path) -> None:
+    """TRL's colocated vLLM: the engine's start-up is seen only in its done line, `init engine (profile, create kv
+    cache, warmup model) took 19.41 seconds`. Before: 'rollout init 0s done', which the line contradicts."""
+    lines = [
+        "INFO 03-08 10:02:39 [core.py:159] init engine (profile, create kv cache, warmup model) took 19.41 seconds",
+        "  0%|          | 0/400 [00:00<?, ?it/s]",
+    ]
+    span = next(s for s in run(tmp_path, lines).status.timeline if s.name in ("rollout init", "engine init"))
+    assert span.status == "done" and span.start_before and span.end is not None
+    assert round(span.end - span.start, 2) == 19.41

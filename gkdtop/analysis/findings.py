@@ -183,8 +183,10 @@ class FindingsEngine:
         sig = item.signature
         key = self._key(sig, item.fields)
         found = self.found.get(key)
+        shown = self.shown.get(id(found)) if found is not None else None
         if found is not None and sig.merge_within and found.source == item.source and (
-                0 <= t - found.last_seen <= sig.merge_within):
+                0 <= t - found.last_seen <= sig.merge_within
+                or (shown is not None and item.speaker[0] is not None and shown.speaker == item.speaker)):
             found.last_seen = t  # another report of the incident just recorded (merge_within): what it adds
             for name, value in item.fields.items():
                 found.fields.setdefault(name, value)

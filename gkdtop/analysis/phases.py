@@ -1020,7 +1020,9 @@ class PhaseEngine:
             # The start line was missed (or came before the backlog): record the phase at this point.
             self._close_current(t)
             self.current = rule
-            self._open(rule.name, t, "done (its start not seen)")
+            span = self._open(rule.name, t, "done (its start not seen)")
+            if self._line is not None and self._line.ts is not None:
+                self._back_date(span, self._line.text)  # `init engine … took 19.41 seconds`: not a span of 0 s
         self._close_current(t)
         self._done_by(rule.name)
         self._finished.add(rule.name)
@@ -1274,7 +1276,9 @@ class PhaseEngine:
         while the communicator is the last span, the loop's row is unfinished above it with its state; once the loop
         went on after it, one row, the communicator's before it (the loop's row stays the last, where its part of the
         step is shown). The timeline said `training loop done` beside a bar at 0/1128, and `training loop done`,
-        `nccl init done`, `training loop failed` at 0/58."""
+        `nccl init done`, `training loop failed` at 0/58. An engine's start-up that made a communicator the same
+        way (vLLM's data-parallel workers' init_process_group) likewise: it said `engine init done` beside
+        `FAILED in engine init`."""
         out: list[PhaseSpan] = []
         i = 0
         while i < len(spans):
@@ -1283,8 +1287,8 @@ class PhaseEngine:
             resumed = spans[i + 2] if i + 2 < len(spans) else None
             rule = self._resumable(loop)
             inner = self.by_name.get(nested.name) if nested is not None else None
-            if (nested is not None and rule is not None and rule.inner and inner is not None and inner.nested
-                    and loop.end == nested.start):
+            if (nested is not None and rule is not None and (rule.inner or rule.name in ROLLOUT_PHASES)
+                    and inner is not None and inner.nested and loop.end == nested.start):
                 if resumed is None and nested.end is None:
                     out += [replace(loop, end=None, status=nested.status), nested]
                     i += 2

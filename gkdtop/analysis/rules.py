@@ -76,7 +76,8 @@ class Signature:
     # Incidents needed before it is shown: one stats line with no tokens is a request's prefill, many are a hang.
     min_count: int = 1
     # Seconds in which more matching lines of one file are the same incident: one crash is reported by abseil's
-    # handler, again through Ray's logger and by Python's faulthandler (`fatal-signal x3` for one SIGSEGV).
+    # handler, again through Ray's logger and by Python's faulthandler (`fatal-signal x3` for one SIGSEGV). Lines of
+    # one process (its Ray prefix's pid) are one incident however far apart their stamps: a process dies once.
     merge_within: float = 0.0
 
 
