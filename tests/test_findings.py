@@ -304,6 +304,11 @@ CASES = [
      ["ConnectionError: The vLLM server can't be reached at 10.0.4.9:8000 after 240 seconds. Make sure the server "
       "is running by running `trl vllm-serve`."],
      {"url": "10.0.4.9:8000", "timeout_s": "240"}),
+    ("server-unreachable",
+     [ray("remote_rm_fn_ray", 92261, "INFO 03-11 19:53:40 remote_rm_utils.py:24] Request error, please check: "
+          "HTTPConnectionPool(host='10.0.3.7', port=5000): Max retries exceeded with url: /get_reward (Caused by "
+          "NewConnectionError('Failed to establish a new connection: [Errno 111] Connection refused'))")] * 2,
+     {"host": "10.0.3.7", "port": "5000", "url": "/get_reward"}),
     ("ray-worker-register-slow",
      ["[2026-01-11 10:00:00,000 W 4100 4100] (raylet) worker_pool.cc:581: Some workers of the worker process(2010) "
       "have not registered within the timeout. The process is still alive, probably it's hanging during start."],
@@ -340,7 +345,7 @@ def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines
         assert found.fields.get(key) == value, (key, found.fields)
     assert found.cause and found.fix
     # engine-dead's two wordings count twice; the wake_up frame and its collective_rpc are one traceback: once.
-    assert found.count == {"engine-dead": 2, "vllm-no-generation-progress": 3}.get(name, 1)
+    assert found.count == {"engine-dead": 2, "vllm-no-generation-progress": 3, "server-unreachable": 2}.get(name, 1)
 
 
 def test_every_builtin_signature_has_a_case() -> None:
