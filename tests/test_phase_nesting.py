@@ -440,3 +440,21 @@ def test_a_phase_known_by_its_done_line_that_states_its_length_is_not_zero_long(
     span = next(s for s in run(tmp_path, lines).status.timeline if s.name in ("rollout init", "engine init"))
     assert span.status == "done" and span.start_before and span.end is not None
     assert round(span.end - span.start, 2) == 19.41
+
+
+def test_the_failure_after_a_phase_shown_by_its_plain_name_is_named_the_same_way(tmp_path: Path) -> None:
+    """`vllm serve` with LoRA modules: the engine's start-up finished, then loading an adapter failed. The rows said
+    'engine init' and then 'after rollout init': one phase by two names on a log of no RL trainer."""
+    lines = [
+        "INFO 07-14 18:56:31 [core.py:58] Initializing a V1 LLM engine (v0.9.2) with config: model='/m/qwen-7b'",
+        "INFO 07-14 18:57:07 [core.py:159] init engine (profile, create kv cache, warmup model) took 21.3 seconds",
+        "ERROR 07-14 18:57:10 [core.py:918] Invocation of add_lora method failed",
+        "ERROR 07-14 18:57:10 [core.py:918] ValueError: Loading lora table_qc failed: No adapter found for /data/ck-57",
+        "Traceback (most recent call last):",
+        '  File "/opt/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/serving_models.py", line 97, in '
+        "init_static_loras",
+        "    raise ValueError(load_result.error.message)",
+        "ValueError: Call to add_lora method failed: Loading lora table_qc failed: No adapter found for /data/ck-57",
+    ]
+    text = report_text(run(tmp_path, lines))
+    assert "after engine init" in text and "rollout init" not in text, text

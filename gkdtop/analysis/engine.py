@@ -229,7 +229,8 @@ class Analysis:
                 word = re.escape(name.split()[0])
                 if e.claim.startswith(name + " ") and re.search(f"(?<![a-z]){word}", e.text.lower()):
                     del names[name]
-        return names
+        # and the failure's placeholder after one (`after rollout init`): `engine init`, then `after engine init`
+        return {**names, **{f"after {name}": f"after {plain}" for name, plain in names.items()}}
 
     def anomalies(self, limits: AnomalyLimits) -> list[Anomaly]:
         """The run's slow failures (analysis/anomalies.py), scanned again only when a step landed."""
