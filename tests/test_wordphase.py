@@ -962,3 +962,21 @@ def test_a_guess_cites_the_number_of_the_line_it_stands_on(tmp_path: Path, endin
     guess = [e for e in doc["evidence"] if "(a guess" in e["claim"]]
     assert [(e["line"], e["text"].startswith('File "/srv/fork/verl/trainer/ppo/ray_trainer.py"')) for e in guess] == [
         (4, True)]
+
+
+def test_the_words_before_a_failure_no_phase_rule_placed(tmp_path: Path) -> None:
+    """A verl fork's worker prints `Step = N` (a counter alone), then the raylet kills it for memory. Before: 'FAILED
+    (phase unknown)': the failure's own placeholder row began at the raylet's line, so only the lines after it were
+    read, and `Step = 120` was taken for a metric."""
+    lines = [f"(WorkerDict pid=40716) Step = {n}" for n in range(64, 128, 8)] + [
+        "(raylet) [2025-12-07 09:57:19,206 E 39346 39346] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5c9e1f0a3b7d, IP: "
+        "172.24.3.118) over the last time period.",
+        "Traceback (most recent call last):",
+        '  File "/srv/fork/verl/trainer/main_ppo.py", line 73, in main',
+        "    ray.get(main_task.remote(config))",
+        "ray.exceptions.RayTaskError(OutOfMemoryError): ray::main_task() (pid=40198, ip=172.24.3.118)",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+    ]
+    ph = _replay(_write(tmp_path, "oom.log", lines))
+    assert ph["current"] == "training loop" and ph["phase_from"] == "words" and "Step = 120" in ph["worded_note"]

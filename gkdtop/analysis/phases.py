@@ -1352,6 +1352,8 @@ class PhaseEngine:
         ended = rule is not None and rule.terminal
         part = self.inner or (rule if rule is not None and rule.name in self.step_phases else None)
         started = span.evidence.text if span is not None and span.evidence is not None else ""
+        if span is not None and (span.name == BEFORE_ANY or span.name.startswith("after ")):
+            started = ""  # a placeholder the failure opened at its own line: the words before it say where it was
         if self.inner is not None:
             started = self._inner_evidence.text if self._inner_evidence is not None else ""
         if part is not None and not started:

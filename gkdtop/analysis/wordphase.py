@@ -200,6 +200,8 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     pairs = _METRIC_RE.findall(message, 0, 400)
     if len(pairs) >= 3:
         return None  # a metric record
+    if len(pairs) == 1 and _LOOP_WORDS.fullmatch(message.strip()):
+        return LOOP, False  # a counter alone (`Step = 120`): the loop's own line, not a metric beside words
     if pairs:  # `finished initializing model - num_params = 71953, num_elems = 81.24B`: the words, not the names
         message = _METRIC_RE.sub(" ", message)
     phase = _words(message)
