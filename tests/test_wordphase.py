@@ -980,3 +980,16 @@ def test_the_words_before_a_failure_no_phase_rule_placed(tmp_path: Path) -> None
     ]
     ph = _replay(_write(tmp_path, "oom.log", lines))
     assert ph["current"] == "training loop" and ph["phase_from"] == "words" and "Step = 120" in ph["worded_note"]
+
+
+def test_a_with_statement_under_a_frame_names_the_context_it_entered() -> None:
+    """verl with LoRA: `generate_sequences` raised entering `with self.rollout_sharding_manager:`, the hand-over of the
+    trainer's weights to the engine. Before: 'likely in generation', from the function around it."""
+    frames = [('  File "/srv/verl/workers/fsdp_workers.py", line 662, in generate_sequences',
+               "with self.rollout_sharding_manager:"),
+              ('  File "/srv/verl/utils/debug/performance.py", line 78, in f', "return self.log(decorated_function)")]
+    found = frame_words(frames)
+    assert found is not None and found.phase == "weight sync" and "rollout_sharding_manager" in found.text
+    # A call inside that context names its own part: the function's words stand where the code is no `with`.
+    assert frame_words([(frames[0][0], "output = self.rollout.generate_sequences(prompts=prompts)")]).phase == (
+        "generation")

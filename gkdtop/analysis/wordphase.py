@@ -44,8 +44,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\bbroadcast[_ ]to[_ ](?:vllm|sglang|engines?|rollout)\b|\bupdate[_ ](?:named[_ ]params?|weights?)\b"
      r"|\bsync[_ ](?:model[_ ])?weights?\b|\bweights?[_ ]sync\w*\b"
      r"|\bbroadcast(?:s|ing)?\b.{0,30}\bweights\b"  # OpenRLHF's `Broadcast actor weights to vllm engines`
-     # an engine woken for the new weights (verl's `actor_rollout_wake_up`), a LoRA adapter pushed into it
-     r"|\bwake[_ ]up\b|\b(?:add|load)[_ ]lora\b"),
+     # an engine woken for the new weights (verl's `actor_rollout_wake_up`), a LoRA adapter pushed into it, verl's
+     # sharding manager (entering it hands the trainer's weights to the engine)
+     r"|\bwake[_ ]up\b|\b(?:add|load)[_ ]lora\b|\bsharding[_ ]manager\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
@@ -87,7 +88,8 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "checkpoint", "validat", "evaluat", "eval", "epoch", "iter", "loss", "train", "kv cache", "gpu blocks",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
-          "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora")
+          "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
+          "sharding")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
@@ -466,7 +468,12 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | 
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
         phase = _words(f"{m['func']} {stem}".replace("_", " "))
         cited = line.strip()[:300]
-        if (phase is None or phase == DATASET) and code:
+        entered = _words(code[5:].replace("_", " ")) if code.startswith("with ") else None
+        if entered is not None and entered != DATASET:
+            # `with self.rollout_sharding_manager:` under `generate_sequences`: raised entering (or leaving) that
+            # context, which is more particular than the function around it
+            phase, cited = entered, f"{line.strip()[:200]}: {code[:100]}"
+        elif (phase is None or phase == DATASET) and code:
             phase = _call_words(code)
             cited = f"{line.strip()[:200]}: {code[:100]}"
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
