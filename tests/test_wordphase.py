@@ -993,3 +993,18 @@ def test_a_with_statement_under_a_frame_names_the_context_it_entered() -> None:
     # A call inside that context names its own part: the function's words stand where the code is no `with`.
     assert frame_words([(frames[0][0], "output = self.rollout.generate_sequences(prompts=prompts)")]).phase == (
         "generation")
+
+
+def test_an_engine_s_idle_stats_lines_are_no_step_that_ends_the_words(tmp_path: Path) -> None:
+    """A vLLM server generated a guided-JSON request, then printed idle stats (`Running: 0 reqs`) for minutes before its
+    engine loop died. Before: 'FAILED (phase unknown)': each stats line was taken for a step's record, after which
+    no older line's words count."""
+    stats = ("INFO 12-09 05:{m:02d}:{s:02d} metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+             "throughput: {g} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.2%")
+    lines = ["INFO 12-09 05:24:31 engine.py:267] Added request chat-4e1b9c0d27a3.",
+             stats.format(m=24, s=39, g=6.4, r=1)] + [stats.format(m=25, s=s, g=0.0, r=0) for s in range(0, 60, 10)] + [
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Engine iteration timed out. This should never happen!",
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Traceback (most recent call last):",
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] asyncio.exceptions.TimeoutError"]
+    ph = _replay(_write(tmp_path, "idle.log", lines))
+    assert ph["current"] == "generation" and ph["phase_from"] == "words", ph["worded_note"]

@@ -114,6 +114,8 @@ _NOT_RUN_RE = re.compile(
 _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'"
                          r"|\bevery \d+ (?:steps|epochs|iterations)\b|\bwill (?:save|evaluate|run|generate)\b",
                          re.IGNORECASE)
+# An engine's periodic stats line (vLLM's, SGLang's), whatever its counts: no step's record.
+_ENGINE_STATS_RE = re.compile(r"\bAvg prompt throughput: |\bPrefix cache hit rate: |#running-req: \d|\bDecode batch\b")
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 # Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
@@ -487,8 +489,10 @@ def _progressed(text: str) -> bool:
     """A step's record (`{'loss': 0.41, 'grad_norm': 1.2, …}`): the run went on to its next step after any older line's
     words. (Not a bar with no words: an evaluation's own bar moves under its `Running Evaluation` line.)"""
     message = _message(text)
-    if _SERVING_RE.search(message) or "%|" in message or _NOT_RUN_RE.search(message):
-        return False  # (Ray's `A worker died …` holds `Worker port: 10016 Worker PID: 1942`: no step's numbers)
+    if (_SERVING_RE.search(message) or "%|" in message or _NOT_RUN_RE.search(message)
+            or _ENGINE_STATS_RE.search(message)):
+        return False  # (Ray's `A worker died …` holds `Worker port: 10016 Worker PID: 1942`; an engine's idle stats
+        # line, `Running: 0 reqs`, is no step of a run either)
     return _is_record(message)
 
 
