@@ -124,6 +124,7 @@ class ReplayReport:
     # milliseconds` after the last stamp): the run went on at least that long (a bound), and that line.
     ran_for: float | None = None
     ran_evidence: Evidence | None = None
+    newest_first: list[str] = field(default_factory=list)  # files that list their newest line first: read bottom up
 
 
 @dataclass
@@ -164,22 +165,27 @@ class OpenEnd:
                 "waited_s": self.waited, "hint": self.hint.as_json() if self.hint else None}
 
 
-def tail_of(path: str, limit: int = 65536, counted: tuple[int, int] | None = None
+def tail_of(path: str, limit: int = 65536, counted: tuple[int, int] | None = None, newest_first: bool = False
             ) -> tuple[list[str], list[int | None]]:
     """The last non-blank lines of a file (TAIL_LINES at most, oldest first) as a terminal shows them (escapes
     out, a bar's last redraw), each cut at 300 characters: what the job printed last, whether or not a rule
     knows it; ([], []) when unreadable. And each one's line number, where `counted` (history's lines and bytes of
-    the whole file) still describes it."""
+    the whole file) still describes it. A file that lists its newest line first: its first lines, turned round."""
     from gkdtop.analysis.lines import clean_line
     from gkdtop.analysis.wordphase import TAIL_LINES
 
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - limit))
+            fh.seek(0 if newest_first else max(0, size - limit))
             tail = fh.read(limit)
     except OSError:
         return [], []
+    if newest_first:
+        heads = tail.split(b"\n")[: -1 if size > limit else None]  # a cut last line is no line
+        kept = [(text[:300], k + 1) for k, raw in enumerate(heads[: TAIL_LINES + 1])
+                if (text := clean_line(raw).rstrip())][:TAIL_LINES][::-1]
+        return [text for text, _ in kept], [number for _, number in kept]
     raws = tail.split(b"\n")[1 if size > limit else 0:]  # a cut first line is no line
     if raws and raws[-1] == b"":
         raws.pop()  # the newline that ends the last line
@@ -256,12 +262,14 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
         from gkdtop.heap import reuse_chunks
 
         reuse_chunks()
-    analysis.read_history((file_range(path) for path in paths), ahead=ahead)
+    ranges = [file_range(path) for path in paths]
+    analysis.read_history(ranges, ahead=ahead)
     # No clock after the fact: the log is judged at its own end, the latest line it dates (an idle
     # line too: Ray's pending warnings, vLLM's stats), so a job that printed only those is stalled.
     at = max(analysis.ended or 0.0, analysis.phases.last_activity or 0.0)
     framework = analysis.profiles.result(pinned=config.framework)
-    tail, numbers = tail_of(paths[-1], counted=analysis.lines_in.get(paths[-1])) if paths else ([], [])
+    tail, numbers = tail_of(paths[-1], counted=analysis.lines_in.get(paths[-1]),
+                            newest_first=ranges[-1].newest_first) if paths else ([], [])
     status = analysis.status(at, framework, tail, numbers)
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
@@ -279,7 +287,8 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
                                           analysis.phases.seen_matched),
                         anomalies=analysis.anomalies(config.anomalies), began_by=began_by,
                         began_evidence=analysis.phases.began_evidence if began_by is not None else None,
-                        ran_for=ran_for, ran_evidence=analysis.phases.ran_evidence if ran_for is not None else None)
+                        ran_for=ran_for, ran_evidence=analysis.phases.ran_evidence if ran_for is not None else None,
+                        newest_first=[r.path for r in ranges if r.newest_first])
 
 
 class StepTable:
@@ -333,6 +342,7 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "files": report.files,
+        "read_bottom_up": report.newest_first,
         "framework": report.framework.as_json(),
         "started": report.started,
         "ended": report.ended,
@@ -380,6 +390,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     else:
         span = "no timestamps: duration unknown"
     out = [f"{', '.join(shown(f) for f in report.files)}: {span}"]  # a name's ESC or BEL never reaches the terminal
+    if report.newest_first:
+        out.append(f"read bottom up: {', '.join(shown(f) for f in report.newest_first)} "
+                   "lists its newest line first (a log search's export)")
     if report.framework.label:
         out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
     out += ["", "timeline:"]

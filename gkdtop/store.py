@@ -15,7 +15,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.engine import Analysis
-from gkdtop.analysis.history import HistoryRange
+from gkdtop.analysis.history import HistoryRange, newest_first
 from gkdtop.collectors.registry import CollectorSpec, find
 from gkdtop.model import (
     Finding,
@@ -53,8 +53,8 @@ LINES = 5000  # log lines kept for scrollback and re-filtering
 def read_history(analysis: Analysis, history: list[tuple[str, int, float, bool]]) -> Analysis:
     """Files' content from before they were followed, `(path, size, mtime, finished)` each, into
     `analysis`; a file gone or unreadable since is skipped (its live lines still count)."""
-    analysis.read_history([HistoryRange(path, 0, size, mtime, final) for path, size, mtime, final in history],
-                          live=True)
+    analysis.read_history([HistoryRange(path, 0, size, mtime, final, final and newest_first(path, size))
+                           for path, size, mtime, final in history], live=True)
     return analysis
 
 
@@ -414,9 +414,12 @@ class Store:
         counted it (history's lines; None for live ones)."""
         from gkdtop.analysis.wordphase import TAIL_LINES
 
-        newest = [(text, ln.number) for ln in islice(reversed(self.lines), TAIL_LINES)
+        newest = [(text, ln.number, ln.source) for ln in islice(reversed(self.lines), TAIL_LINES)
                   if (text := ln.raw or ln.text).strip()]
-        return [text for text, _ in reversed(newest)], [number for _, number in reversed(newest)]
+        bottom_up = self.analysis.read_bottom_up
+        if not (bottom_up and newest and all(source in bottom_up for _, _, source in newest)):
+            newest.reverse()  # oldest first, as written; a file that lists its newest line first is so already
+        return [text for text, _, _ in newest], [number for _, number, _ in newest]
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

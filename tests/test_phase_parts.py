@@ -288,3 +288,41 @@ def test_a_compose_service_s_prefix_is_peeled_like_ray_s(tmp_path: Path) -> None
     assert store.phase_status().current == "generation"  # the words of the request it was serving: a guess
     text = report_text(run(tmp_path, lines))
     assert "no timestamps" not in text and "not in the log" not in text and "HYDRA" not in text, text
+
+
+def loki(lines: list[tuple[int, str]]) -> list[str]:
+    """Lines as Grafana's Loki exports a search: newest first, each behind its capture time with a zone offset."""
+    return [f"2025-07-01T00:{56 + s // 60:02d}:{s % 60:02d}+08:00\t{text}" for s, text in reversed(lines)]
+
+
+SGLANG_CRASH = [
+    (41, "[2025-06-30 16:56:41 TP0] Decode batch. #running-req: 37, #token: 48211, token usage: 0.09, cuda graph: "
+         "True, gen throughput (token/s): 1218.44, #queue-req: 0"),
+    (44, '[2025-06-30 16:56:44] INFO:     10.80.41.9:60318 - "POST /v1/chat/completions HTTP/1.1" 200 OK'),
+    (62, "[2025-06-30 16:57:02 TP3] Scheduler hit an exception: Traceback (most recent call last):"),
+    (62, '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 661, in event_loop_overlap'),
+    (62, "    self.process_batch_result(tmp_batch, tmp_result)"),
+    (62, '  File "/sgl/python/sglang/srt/constrained/xgrammar_backend.py", line 88, in fill_vocab_mask'),
+    (62, "    self.matcher.fill_next_token_bitmask(vocab_mask, idx)"),
+    (62, "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    (62, "[2025-06-30 16:57:02 TP1] Scheduler hit an exception: Traceback (most recent call last):"),
+    (62, "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+         "[10.80.63.21]:48217"),
+    (64, "[2025-06-30 16:57:04] Child process unexpectedly failed with an exit code 131. pid=547"),
+]
+
+
+def test_a_log_search_s_export_newest_line_first_is_read_bottom_up(tmp_path: Path) -> None:
+    """An SGLang server's log as Loki exports it: newest first. Before: 'ended in generation (running)', the crash
+    read before the decode lines that came before it. Now read bottom up, said so, each line cited by its number in
+    the file; and the other rank's lost connection is a consequence of the fault, not the failure."""
+    lines = loki(SGLANG_CRASH)
+    report = run(tmp_path, lines)
+    assert (report.status.state, report.status.current) == ("failed", "generation")
+    assert report.status.failure.endswith("RuntimeError: CUDA error: an illegal memory access was encountered")
+    failed = next(e for e in report.status.evidence if e.claim == "failed")
+    assert lines[failed.line - 1].endswith("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert "read bottom up" in report_text(report)
+    # The same log in the order it was written is read as written.
+    forward = run(tmp_path, lines[::-1])
+    assert forward.status.failure == report.status.failure and not forward.newest_first

@@ -72,6 +72,7 @@ class Analysis:
         self._open_traceback: dict[str, int | None] = {}
         self.lines_read = 0  # lines that went through the matcher
         self.lines_in: dict[str, tuple[int, int]] = {}  # a file history read from its start: (its lines, its bytes)
+        self.read_bottom_up: set[str] = set()  # files history read bottom up: they list their newest line first
         self.started: float | None = None  # the earliest and latest timestamps seen
         self.ended: float | None = None
         self.history = HistoryReader(self, rules.max_line)  # files as already written: analysis/history.py

@@ -73,6 +73,7 @@ class HistoryRange:
     end: int
     mtime: float
     final: bool = True  # the file is finished: an unterminated last line counts
+    newest_first: bool = False  # its lines are listed newest first (a log search's export): read bottom up
 
 
 class Target(Protocol):
@@ -88,6 +89,7 @@ class Target(Protocol):
     recognised_ids: frozenset[int]
     lines_read: int
     lines_in: dict[str, tuple[int, int]]
+    read_bottom_up: set[str]
     recognised_at: int
     recognised_text: str
     started: float | None
@@ -114,6 +116,11 @@ class HistoryReader:
         self.quick_ids = analysis.phases.quick_ids - analysis.findings_engine.match_ids - {analysis.traceback_id}
         self._skeletons: dict[bytes, re.Pattern[bytes]] = {}  # a run's timing text between its values (_run_values)
         self._timing_names: dict[bytes, str] = {}  # timing_s/* keys as read from bytes, decoded once
+        self._flip = 0  # a newest-first file's lines + 1: a line's number in it is this minus its place in reading
+
+    def _shown(self, number: int | None) -> int | None:
+        """A line's number in its file, from its place in reading (they differ in a file read bottom up)."""
+        return self._flip - number if self._flip and number is not None else number
 
     def read(self, ranges: Iterable[HistoryRange], ahead: bool = False, live: bool = False) -> None:
         """What files held before they were followed (or all of them, for replay), in chunks: each
@@ -143,6 +150,9 @@ class HistoryReader:
             self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
         state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
         base = 0
+        self._flip = _lines_of(part) + 1 if part.newest_first else 0
+        if part.newest_first:
+            self.analysis.read_bottom_up.add(part.path)
         if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
             scanned = scan_ahead(_read_chunks(part, self.cap), partial(self._scan_chunk, part.path))
         else:
@@ -152,7 +162,7 @@ class HistoryReader:
             self._date_chunk(extract, state)
             self._apply(extract, state, base)
             base += extract.lines
-        if part.start == 0:
+        if part.start == 0 and not part.newest_first:
             self.analysis.lines_in[part.path] = (base, part.end)  # the tail's line numbers count from here
         self._finish(part, state)
 
@@ -333,15 +343,15 @@ class HistoryReader:
                 line, ids, number, step = self._parse_record(record, extract, state)
             if number is not None:
                 number += base
-                line.number = number
+                line.number = self._shown(number)
             if line.seen < 0:  # no stamp before it: it waits for the first one after it
                 state.waiting.append((line, ids, number, step))
                 continue
             for early, early_ids, early_number, early_step in state.waiting:  # the first stamp after them
                 early.seen, early.undated = line.seen, True
-                analysis.feed_one(early, line.seen, early_ids, early_number, early_step)
+                analysis.feed_one(early, line.seen, early_ids, self._shown(early_number), early_step)
             state.waiting.clear()
-            analysis.feed_one(line, analysis.local_time(line), ids, number, step)
+            analysis.feed_one(line, analysis.local_time(line), ids, self._shown(number), step)
         if extract.newest is not None:
             analysis.ended = extract.newest if analysis.ended is None else max(analysis.ended, extract.newest)
             if analysis.started is None:
@@ -355,7 +365,7 @@ class HistoryReader:
             if extract.progress_line is not None:
                 number, raw = extract.progress_line
                 line = parse_line(clean_line(raw), extract.path, extract.progress)
-                line.number = base + number
+                line.number = self._shown(base + number)
             self.phases.note_skipped(extract.progress, line)
         if extract.recognised is not None:
             analysis.recognised_at = analysis.lines_read + extract.recognised[0]
@@ -379,7 +389,7 @@ class HistoryReader:
                 t = state.oldest  # else the nearest before one further down than the look-back reached
                 line.undated = state.oldest_line is None or number is None or number < state.oldest_line
             line.seen = t
-            self.analysis.feed_one(line, t, ids, number, step)
+            self.analysis.feed_one(line, t, ids, self._shown(number), step)
         state.waiting.clear()
         for before, after in state.jumps:
             self.phases.note_zone_jump(before, after)
@@ -433,7 +443,7 @@ class HistoryReader:
         if last_other is not None:
             line, _, number, _ = self._parse_record(last_other, extract, state)  # its time, and the evidence
             if number is not None:
-                line.number = base + number
+                line.number = self._shown(base + number)
             if line.seen >= 0:
                 phases.note_skipped(line.seen, line)
         if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
@@ -614,6 +624,14 @@ def _read_chunks(part: HistoryRange, cap: int = 1 << 16) -> Iterator[bytes]:
     range's last read holds no line break at all. A line longer than a chunk keeps its first `cap`
     bytes, its `\\r` redraws collapsed as they come (a bar's latest, as the follower keeps it live);
     the rest is read past, never held: memory stays flat on a 1 GiB line or a file of bars."""
+    if part.newest_first:  # small (newest_first): read whole, its lines turned round, in chunks of whole lines
+        with open_regular(part.path) as fh:
+            data = _reversed_lines(fh.read(part.end - part.start), cap)
+        while data:
+            cut = data.rfind(b"\n", 0, CHUNK) + 1 if len(data) > CHUNK else len(data)
+            yield data[: cut or len(data)]
+            data = data[cut or len(data) :]
+        return
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fd = fh.fileno()
         pos = part.start
@@ -677,7 +695,56 @@ def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:
-    """All of a file, as history (replay)."""
+    """All of a file, as history (replay); one whose stamps run backwards is read bottom up (newest_first)."""
     info = os.stat(path)
-    return HistoryRange(path, 0, info.st_size, info.st_mtime, final)
+    return HistoryRange(path, 0, info.st_size, info.st_mtime, final, final and newest_first(path, info.st_size))
+
+
+NEWEST_FIRST_BYTES = 8 << 20  # a log search's export is small: larger files are read as written
+NEWEST_FIRST_LINES = 200  # stamped lines looked at, in its first NEWEST_FIRST_HEAD bytes
+NEWEST_FIRST_HEAD = 256 << 10
+
+
+def newest_first(path: str, size: int) -> bool:
+    """Whether a file lists its lines newest first, as Loki, Grafana or Kibana export a search: its stamps go back in
+    time from line to line far more often than forward (at least 3 steps back, 4 for each one forward)."""
+    if size > NEWEST_FIRST_BYTES:
+        return False
+    try:
+        with open_regular(path) as fh:
+            data = fh.read(NEWEST_FIRST_HEAD)
+    except OSError:
+        return False
+    back = forward = 0
+    last = None
+    seen = 0
+    for raw in data.split(b"\n"):
+        if seen >= NEWEST_FIRST_LINES:
+            break
+        t = raw_stamp_time(clean_line(raw[:300]), 0.0) if raw[:1].strip() else None
+        if t is None:
+            continue
+        seen += 1
+        if last is not None and t != last:
+            back, forward = back + (t < last), forward + (t > last)
+        last = t
+    return back >= 3 and back >= 4 * forward
+
+
+def _lines_of(part: HistoryRange) -> int:
+    """How many lines a (small, newest-first) file's range holds, an unterminated last one included."""
+    try:
+        with open_regular(part.path) as fh:
+            data = fh.read(part.end - part.start)
+    except OSError:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _reversed_lines(data: bytes, cap: int) -> bytes:
+    """A newest-first file's lines in the order they were written, each at most `cap` bytes (as _read_chunks keeps)."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return b"\n".join(line[: utf8_cut(line, cap)] if len(line) > cap else line for line in reversed(lines)) + b"\n"
 

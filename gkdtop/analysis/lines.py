@@ -158,7 +158,7 @@ def _prefix_of(key: str) -> tuple[str, int, str] | None:
 
 
 # `kubectl logs --timestamps` (and Docker's) puts the capture time, RFC 3339 in UTC, before every line.
-KUBECTL_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z "
+KUBECTL_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)[ \t]"
 _KUBECTL_RE = re.compile(KUBECTL_STAMP)
 _KUBECTL_BYTES_RE = re.compile(KUBECTL_STAMP.encode())
 

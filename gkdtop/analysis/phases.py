@@ -237,6 +237,8 @@ HANDLING_PATTERN = (r"During handling of the above exception, another exception 
 FAULT_RE = re.compile(r"\bOutOfMemoryError\b|\bout of memory\b|\bCUDA error\b|illegal memory access|\bNCCL error\b"
                       r"|\bDistBackendError\b|Watchdog caught collective operation timeout"
                       r"|\b(?:RayActorError|ActorDiedError)\b")  # under Ray Train's `Training has failed after …`
+# Another process's error when its peer went away: a consequence of whatever ended that peer.
+PEER_LOST_RE = re.compile(r"\bConnection (?:closed|reset) by peer\b|\bBroken pipe\b")
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
 ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b")
 ACTOR_DIED_HINT = Hint(
@@ -365,6 +367,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
         return False  # a consequence that points back at the error already named
     if ABORTED_RE.search(text) and TIMEOUT_RE.search(failure):
         return False  # the call a collective's timeout aborted (`NCCL communicator was aborted`): the timeout is it
+    if PEER_LOST_RE.search(text) and FAULT_RE.search(failure):
+        return False  # a rank that lost its peer after a fault (gloo's `Connection closed by peer`): the fault is it
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith("nccl") or "RayTaskError(" in text
                 or "ChildFailedError" in text)
