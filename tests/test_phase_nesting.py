@@ -458,3 +458,13 @@ def test_the_failure_after_a_phase_shown_by_its_plain_name_is_named_the_same_way
     ]
     text = report_text(run(tmp_path, lines))
     assert "after engine init" in text and "rollout init" not in text, text
+
+
+def test_no_checkpoint_to_resume_from_is_no_checkpoint_load(tmp_path: Path) -> None:
+    """verl looks for a checkpoint to resume and finds none: `Checkpoint tracker file does not exist`, then `Training
+    from scratch`. Before: a 'checkpoint load done' row, though nothing was loaded."""
+    lines = ["(TaskRunner pid=7120) Checkpoint tracker file does not exist: /ckpt/grpo/latest_checkpointed_iter.txt",
+             "(TaskRunner pid=7120) Training from scratch",
+             "Training Progress:   0%|          | 0/58 [00:00<?, ?it/s]"]
+    names = [span.name for span in run(tmp_path, lines).status.timeline]
+    assert "checkpoint load" not in names and names[-1] == "training loop", names
