@@ -343,10 +343,8 @@ def unknown_log(path: Path) -> None:
     path.write_text("".join(line + "\n" for line in lines))
 
 
-def test_snapshot_json_has_the_stack_phase(tmp_path: Path, procs: list) -> None:
-    procs.append(stackjob.start(tmp_path / "job", "driver", "--tag", tmp_path.name))
-    log = tmp_path / "train.log"
-    unknown_log(log)
+def snapshot_of(tmp_path: Path, log: Path) -> dict:
+    """`gkdtop snapshot --json --log LOG`, the job named by the test's own driver pattern (its `--tag`)."""
     config = tmp_path / "c.yaml"
     config.write_text(f"driver_patterns: ['--tag {tmp_path.name}']\n")
     env = {**os.environ, "NO_COLOR": "1"}
@@ -354,7 +352,14 @@ def test_snapshot_json_has_the_stack_phase(tmp_path: Path, procs: list) -> None:
                            str(config), "--ray-address", "http://127.0.0.1:9"], capture_output=True, env=env,
                           timeout=120)
     assert done.returncode == 0, done.stderr.decode()
-    doc = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_snapshot_json_has_the_stack_phase(tmp_path: Path, procs: list) -> None:
+    procs.append(stackjob.start(tmp_path / "job", "driver", "--tag", tmp_path.name))
+    log = tmp_path / "train.log"
+    unknown_log(log)
+    doc = snapshot_of(tmp_path, log)
     found = doc["phases"]["stack_phase"]
     assert found["phase"] == "generation" and found["source"] == "stacks"
     assert found["pid"] == procs[0].pid and found["frame"] == GEN_FRAME
@@ -370,14 +375,7 @@ def test_a_log_copied_from_another_machine_reads_no_stacks_here(tmp_path: Path, 
     lines = ["2025-03-01 10:00:00,120 Using dataset class: RLHFDataset"] + [
         f"2025-03-01 10:00:{i + 1:02d},500 custom_loader: shard {i} prepared" for i in range(30)]
     log.write_text("".join(line + "\n" for line in lines))
-    config = tmp_path / "c.yaml"
-    config.write_text(f"driver_patterns: ['--tag {tmp_path.name}']\n")
-    env = {**os.environ, "NO_COLOR": "1"}
-    done = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(log), "--config",
-                           str(config), "--ray-address", "http://127.0.0.1:9"], capture_output=True, env=env,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr.decode()
-    doc = json.loads(done.stdout)
+    doc = snapshot_of(tmp_path, log)
     assert abs(doc["phases"]["clock_offset"]) > 86400 and doc["phases"]["stack_phase"] is None
     # And the clock line says what a year's offset is: no zone or drift (before: "(zone or skew)").
     assert "(a copy of an older log, or a clock set wrong)" in text_summary(doc)

@@ -237,28 +237,20 @@ class HistoryReader:
                 if ids != step_only:
                     ids = confirm(raw[msg:].decode("ascii"), ids, raw[:msg].decode("ascii"))
                 step = metrics_at = None
-                if step_id in ids:
-                    m = STEP_BYTES_RE.search(raw, msg)
-                    if m is None:  # the pattern matched only inside the Ray prefix
-                        ids = [i for i in ids if i != step_id]
-                    elif raw.startswith(VALIDATION_BYTES, m.end()):  # maybe a validation's record: no step
-                        if last_bar is not None:
-                            careful.append(len(records))
-                            records.append(last_bar)
-                            last_bar = None
-                        careful.append(len(records))
-                        records.append((start, end, ids))
+                m = STEP_BYTES_RE.search(raw, msg) if step_id in ids else None
+                if step_id in ids and m is None:  # the pattern matched only inside the Ray prefix
+                    ids = [i for i in ids if i != step_id]
+                elif m is not None and not raw.startswith(VALIDATION_BYTES, m.end()):
+                    step, metrics_at = int(m.group(1)), start + m.end()
+                    extract.fast_steps += 1
+                if m is None or step is not None:  # (maybe a validation's record, no step: the careful way)
+                    if not ids or ids == bar_only:
+                        plain_end = end
                         continue
-                    else:
-                        step, metrics_at = int(m.group(1)), start + m.end()
-                        extract.fast_steps += 1
-                if not ids or ids == bar_only:
-                    plain_end = end
+                    records.append((None, ids, start, end, metrics_at, step))
+                    if not recognised.isdisjoint(ids):
+                        extract.last_fast = start
                     continue
-                records.append((None, ids, start, end, metrics_at, step))
-                if not recognised.isdisjoint(ids):
-                    extract.last_fast = start
-                continue
             if last_bar is not None:
                 careful.append(len(records))
                 records.append(last_bar)
