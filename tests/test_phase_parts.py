@@ -326,3 +326,21 @@ def test_a_log_search_s_export_newest_line_first_is_read_bottom_up(tmp_path: Pat
     # The same log in the order it was written is read as written.
     forward = run(tmp_path, lines[::-1])
     assert forward.status.failure == report.status.failure and not forward.newest_first
+
+
+def test_a_native_crash_in_a_step_is_named_by_its_what_line_and_not_said_to_have_a_traceback(tmp_path: Path) -> None:
+    """A tool worker of a verl agent loop dies on an uncaught C++ exception. Before: the failure was `terminate called
+    after throwing …` (its `what():` line, which names it, was read past) and the cause said 'a step raised … its
+    traceback's last frames say which part', where no Python traceback exists."""
+    tool = "(VisualExecutionWorker pid=57311) "
+    lines = [
+        "(TaskRunner pid=54410) step:52 - actor/pg_loss:0.013 - critic/score/mean:0.288 - timing_s/step:274.1",
+        "(TaskRunner pid=54410) Training Progress:  17%|█▋        | 52/300 [3:58:51<18:55:40, 274.76s/it]",
+        tool + "terminate called after throwing an instance of 'std::runtime_error'",
+        tool + "  what():  cannot open display surface",
+        tool + "Fatal Python error: Aborted",
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.state == "failed" and report.status.failure == "what():  cannot open display surface"
+    causes = " ".join(report.status.hint.causes if report.status.hint else [])
+    assert "died in native code" in causes and "traceback's last frames" not in causes, causes

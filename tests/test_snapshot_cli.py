@@ -118,6 +118,30 @@ def test_a_log_stamped_hours_ahead_of_its_file_still_stalls(tmp_path: Path) -> N
     assert phases["stalled_for"] >= 300
 
 
+def test_an_old_log_copied_here_is_said_so_though_its_last_line_has_no_stamp(tmp_path: Path) -> None:
+    """A log pasted from an issue, 8 days old, whose last line is Ray's unstamped tqdm JSON. Before: no clock line at
+    all (only the last line's stamp was compared with the file's mtime); the same log ending on a stamped line had one.
+    A silence of hours before an unstamped last line (a hang, then an error) is no clock offset: not said."""
+    def vllm(t: float, text: str) -> str:
+        return f"(WorkerDict pid=43641) INFO {time.strftime('%m-%d %H:%M:%S', time.localtime(t))} [core.py:58] {text}"
+
+    t0 = time.time() - 8 * 86400
+    lines = [vllm(t0, "Initializing a V1 LLM engine (v0.10.1) with config: model='/models/qwen-7b'"),
+             vllm(t0 + 68, "init engine (profile, create kv cache, warmup model) took 51.20 seconds"),
+             '{"__magic_token__": "__ray_tqdm_magic_token__", "x": 0, "pos": 0, "desc": "Running step", "total": 134}']
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    proc = run(tmp_path, "--json", "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["phases"]["clock_offset"] > 7 * 86400
+    hung, _ = startup(time.time() - 3 * 3600, upto="sync")
+    hung.append("RuntimeError: the rollout server went away")
+    log.write_text("".join(line + "\n" for line in hung))
+    proc = run(tmp_path, "--json", "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["phases"]["clock_offset"] is None
+
+
 def test_a_running_job_shows_where_a_step_goes_and_its_latest_numbers(tmp_path: Path) -> None:
     """A slow run that steps (SGLang generation most of each step; Megatron's throughput per GPU): replay said
     where a step's time goes and quoted the last step line; a snapshot of the same log said neither."""

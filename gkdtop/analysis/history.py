@@ -42,6 +42,7 @@ from gkdtop.analysis.lines import (
 )
 from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, VALIDATION_KEYS, stamp_bound
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
+from gkdtop.format import COPIED_OFFSET
 from gkdtop.safeopen import open_regular
 
 if TYPE_CHECKING:
@@ -664,12 +665,12 @@ def _bounded(kept: bytes, more: bytes, cap: int) -> tuple[bytes, bool]:
 
 
 def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
-    """What places the range's year-less stamps, and the stamp of its last line.
+    """What places the range's year-less stamps, and the newest stamp at its end.
 
     The reference is its mtime, or its own dates' year for a log copied long after its run
     (analysis/time.yearless_reference reads the range's last TAIL_BYTES, and its first ones: a verl
-    log's only full date is often Ray's start line, its end all vLLM's `06-08 …`). The last line's
-    stamp is None when that line has none (a bar, a metrics line) or the range could not be read."""
+    log's only full date is often Ray's start line, its end all vLLM's `06-08 …`). The stamp is its last line's; where
+    that line has none, the newest of the LAST_STAMP_LINES before it a day or more behind the mtime; else None."""
     try:
         with open_regular(part.path) as fh:
             head = b""
@@ -681,9 +682,19 @@ def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
     except OSError:
         return part.mtime, None  # reading the range itself will say why
     reference = yearless_reference(tail, part.mtime)
-    body = tail.rstrip(b"\n")
-    last = clean_line(body[body.rfind(b"\n") + 1 :][:300])
-    return reference, raw_stamp_time(last, reference)
+    lines = tail.rstrip(b"\n").split(b"\n")
+    last = raw_stamp_time(clean_line(lines[-1][:300]), reference)
+    if last is not None:
+        return reference, last
+    # A last line with no stamp (a bar, Ray's tqdm JSON) may have come long after the stamped ones (a hang, then an
+    # unstamped error): only a stamp a day or more behind the file's mtime speaks, a copy's clock, not a silence.
+    for raw in reversed(lines[-LAST_STAMP_LINES:-1]):
+        if (stamp := raw_stamp_time(clean_line(raw[:300]), reference)) is not None:
+            return reference, stamp if part.mtime - stamp >= COPIED_OFFSET else None
+    return reference, None
+
+
+LAST_STAMP_LINES = 50  # lines read back from a range's end for its newest stamp (_clock_of)
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -197,7 +197,7 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     return None, raw
 
 
-RANK_PREFIX = r"\[rank\d{1,6}\]: ?"  # torch's elastic agent before every line of a rank
+RANK_PREFIX = r"\[rank\d{1,6}\](?:: ?| )"  # torch's elastic agent before every line of a rank (a logger's, a space)
 # A logger's `LEVEL date time [file.py:N] ` that it puts on every line of a traceback it logs (vLLM's engine core; its
 # older versions print `file.py:N] ` with no opening bracket).
 LOGGER_PREFIX = r"(?:[A-Z]{4,8} [\d-]{5,10} [\d:.,]{8,15} \[?[\w./-]{1,80}:\d{1,6}\] )"

@@ -393,6 +393,7 @@ class PhaseEngine:
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
+        self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
@@ -458,6 +459,7 @@ class PhaseEngine:
         self.failure = ""
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
+        self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
         self._line: LogLine | None = None
         self._failure_line: LogLine | None = None
@@ -502,6 +504,11 @@ class PhaseEngine:
             self._header_of = (self.failure, HEADER_RE.search(self.failure) is not None)
         header_only = self._header_of[1]  # a failure no exception line has named yet
         raised = False  # this line is the exception a traceback ends in
+        if self._terminated is not None and self.what_id in ids:
+            if (line.source, line.pid) == (self._terminated.source, self._terminated.pid) and self._failure_line is (
+                    self._terminated):
+                self.failure, self._failure_line = text.strip(), line  # what the uncaught C++ exception said
+            self._terminated = None
         if self.handling_id in ids and self.failure and FAULT_RE.search(self.failure):
             self._handled = True
         if self._handled and self.exception_id in ids and not header_only:
@@ -1091,6 +1098,7 @@ class PhaseEngine:
             self.failure = text.strip()
             self._failure_line = self._line
             self._want_exception_line = HEADER_RE.search(text) is not None
+            self._terminated = self._line if "terminate called after throwing" in text else None
 
     @staticmethod
     def parse_step(text: str) -> tuple[int, int, dict[str, float]] | None:
