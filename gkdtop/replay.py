@@ -380,7 +380,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             span = f"one stamped time, {clock(report.started)}: duration unknown"
         if report.began_by is not None:  # a line says the run went on before the first stamp: a bound, not a stamp
             span = (f"≥{human_duration(report.ended - report.began_by)}, from ≤{clock(report.began_by)} (a line states "
-                    f"how long the run had gone on) to {clock(report.ended)}; stamps {clock(report.started)} to "
+                    f"how long something had already run) to {clock(report.ended)}; stamps {clock(report.started)} to "
                     f"{clock(report.ended)}")
         if report.ran_for is not None:  # a line after the last stamp states a longer run: a bound on its length
             span = (f"≥{human_duration(report.ran_for)} (a line states something ran that long); stamps "

@@ -5,7 +5,7 @@ line's reference time; a date that does not exist is no stamp."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,13 @@ FORMS = [
     ("I1124 14:46:32.103260 4242 core_worker.cc:12] x", local(2025, 11, 24, 14, 46, 32, micro=103260)),
     ("INFO 03-26 17:06:36 [llm_engine.py:240] Initializing a V1 LLM engine", local(2026, 3, 26, 17, 6, 36)),
     ("(AReaL) 20260304-10:31:13.128 Trainer INFO: step 3", local(2026, 3, 4, 10, 31, 13, micro=128000)),
+    # Python logging as `%(levelname)s:%(asctime)s:%(message)s`; a logger's `[rank0] ` (a space, not torch's colon).
+    ("WARNING:2026-03-26 09:17:09,551:agent loop started", local(2026, 3, 26, 9, 17, 9, micro=551000)),
+    ("[rank0] 2026-03-26 09:10:10,100 INFO trainer.py:88 step 0 loss=1.000",
+     local(2026, 3, 26, 9, 10, 10, micro=100000)),
+    # Grafana Loki's export: the capture time with its zone offset, then a tab (a layer like kubectl's).
+    ("2026-03-26T00:57:02+08:00\t[2026-03-25 16:57:02 TP3] Scheduler hit an exception",
+     datetime(2026, 3, 25, 16, 57, 2, tzinfo=timezone.utc).timestamp()),
     ("08:31:13.128 [INFO:swift] global_step 12", local(2026, 3, 27, 8, 31, 13, micro=128000)),
     ("21:10:00 [SUCCESS] Step 2 | 9.5s", local(2026, 3, 26, 21, 10, 0)),  # yesterday evening
     ("18:45:00 [SUCCESS] Step 3 | 9.1s", local(2026, 3, 26, 18, 45, 0)),  # not later than its file: yesterday

@@ -221,6 +221,8 @@ GLUE_REACH = 512
 # torchtitan's `[titan] 2025-06-20 19:13:25,465 - root - INFO -`; NeMo's `[NeMo I 2025-04-23 02:51:43 mixins:69]`.
 _BRACKET_RE = re.compile(r"\[(?:\d{1,9}\] (?=\S)|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|(?:[\w.-]{1,128}:\d{1,6}\] )?"
                          r"|titan\] |NeMo [DIWEC] )")
+# Python logging formatted `%(levelname)s:%(asctime)s:%(message)s` (`WARNING:2025-10-03 09:17:09,551:msg`).
+_LEVEL_COLON_RE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?=\d{4}-\d\d-\d\d[ T]\d\d:)")
 # torchrun's error summary, `  time      : 2024-08-30_03:43:05` (the failure's local time), behind its field name.
 _FIELD_RE = re.compile(r"time +: (?=\d{4}-)")
 # A tqdm bar whose `\r` was lost (a pasted log, a file read without them): the next line printed is glued
@@ -263,6 +265,8 @@ def stamp_text(text: str) -> str:
             text = text[at + 12 :]
         elif first == "t" and (m := _FIELD_RE.match(text)) is not None:
             text = text[m.end() :]
+        elif first in "DIWEC" and (m := _LEVEL_COLON_RE.match(text)) is not None:
+            text = text[m.end() :]  # Python logging's `%(levelname)s:%(asctime)s:…`
         elif first.isdigit() and text.find("%|", 1, 4) > 0 and (m := _BAR_RE.match(text)) is not None:
             text = text[m.end() :]  # a bar's redraw, a line glued to it
         elif first.isalnum() and (end := _host_end(text)):
