@@ -145,6 +145,9 @@ def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
     ("Saving model checkpoint to /ckpt/run7/checkpoint-500", "checkpoint save"),
     ("Compute log probs:  71%|███████   | 227/320 [08:19<03:24,  2.20s/it]", "old log-prob"),
     ("(Worker pid=4) Rollout generation:  62%|██████▎   | 40/64 [03:10<01:54,  4.77s/it]", "generation"),
+    # verl's agent loop (multi-turn rollouts with tools) and a fully async run's rollout worker group (audit 10).
+    ("(AgentLoopWorker pid=5102) agent loop started for 64 samples", "generation"),
+    ("(TaskRunner pid=3) create rollout worker group with 4 replicas", "rollout init"),
 ])
 def test_words_of_one_line(line: str, phase: str) -> None:
     assert phase_of_words(line) == (phase, False)

@@ -52,7 +52,8 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
-     r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"),
+     r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
+     r"|\bagent[_ ]loop\b"),  # verl's agent loop: multi-turn rollouts, tool calls among them
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
@@ -69,7 +70,8 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"),
     ("rollout init",
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
-     r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"),
+     r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
+     r"|\bcreat(?:e|es|ing) (?:the )?rollout (?:worker|engine|replica)"),
     ("actor init",
      r"\bLoading (?:checkpoint shards|(?:the )?model|weights|state[_ ]dict)\b|\bfrom_pretrained\b|\bnum_params\b"
      r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"
@@ -89,7 +91,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding")
+          "sharding", "agent", "creat")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
