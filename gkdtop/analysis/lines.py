@@ -350,7 +350,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
     check_zone()
     append = out.append
     kubectl_match = _KUBECTL_RE.match
-    compose_end = _compose_end
+    compose_match = _COMPOSE_RE.match
     for raw in lines:
         text = raw
         worker = ip = ""
@@ -358,8 +358,8 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
         kube = kubectl_match(raw) if raw[:1].isdigit() else None
         if kube is not None:
             text = raw[kube.end() :]
-        if end := compose_end(text):
-            text = text[end:]
+        if text[:1].isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
+            text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
         if text[:1] == "(":
             hit, text = split_prefix(text)
             if hit is not None:
