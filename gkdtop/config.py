@@ -70,6 +70,8 @@ FAIL_PATTERN = (
     r"|successfully reached monitoredBarrier, but received errors"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
     r"|NET/IB ?: (?:\S+:\d+ )?Got async event ?: [\w ]*(?:catastrophic|fatal|error)|Worker proc \S+ died unexpectedly"
+    # vLLM V0's server front end giving up on its engine process
+    r"|No heartbeat received from MQLLMEngine|MQLLMEngine is already dead"
 )
 # Lines a hung job keeps printing; they are not progress.
 IDLE_PATTERNS = [

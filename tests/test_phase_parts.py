@@ -344,3 +344,19 @@ def test_a_native_crash_in_a_step_is_named_by_its_what_line_and_not_said_to_have
     assert report.status.state == "failed" and report.status.failure == "what():  cannot open display surface"
     causes = " ".join(report.status.hint.causes if report.status.hint else [])
     assert "died in native code" in causes and "traceback's last frames" not in causes, causes
+
+
+def test_a_v0_server_that_gave_up_on_its_engine_failed(tmp_path: Path) -> None:
+    """vLLM V0's front end got no heartbeat from its engine process and terminated the server. Before: 'ended, likely in
+    generation' (running): neither line was a failure, and the workers' later shared-memory warnings read as a wait."""
+    lines = [
+        "INFO 10-12 22:20:11 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 26.1 "
+        "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 18.5%",
+        "ERROR 10-12 22:20:23 client.py:244] TimeoutError('No heartbeat received from MQLLMEngine')",
+        "CRITICAL 10-12 22:20:26 launcher.py:99] MQLLMEngine is already dead, terminating server process",
+        "(VllmWorkerProcess pid=4211) WARNING 10-12 22:21:14 shm_broadcast.py:396] No available block found in 60 "
+        "second.",
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.state == "failed" and "No heartbeat received from MQLLMEngine" in report.status.failure
+    assert any(f.name == "engine-dead" for f in report.findings)
