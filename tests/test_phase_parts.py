@@ -360,3 +360,20 @@ def test_a_v0_server_that_gave_up_on_its_engine_failed(tmp_path: Path) -> None:
     report = run(tmp_path, lines)
     assert report.status.state == "failed" and "No heartbeat received from MQLLMEngine" in report.status.failure
     assert any(f.name == "engine-dead" for f in report.findings)
+
+
+def test_a_fast_undescribed_bar_before_any_step_was_data_not_the_loop(tmp_path: Path) -> None:
+    """OpenRLHF maps its prompt dataset under a bar with no description (`0%| 0/80000`, then 9,500 it/s), then builds
+    the actor's DeepSpeed engine, and hangs. Before: 'training loop', whose hang hint named generation, on a run that
+    never reached a step. Now that bar was the dataset's, done; a slow undescribed bar stays the loop."""
+    actor = "(ActorModelRayActor pid=85512) "
+    fast = ["  0%|          | 0/80000 [00:00<?, ?it/s]",
+            " 47%|████      | 38145/80000 [00:04<00:04, 9554.85it/s]",
+            "100%|██████████| 80000/80000 [00:09<00:00, 9508.87it/s]",
+            actor + "[2024-02-17 11:42:52,904] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed info: "
+            "version=0.13.1, git-hash=unknown, git-branch=unknown",
+            actor + "[2024-02-17 11:42:55,319] [INFO] [config.py:988:print]   zero_optimization_stage ........ 2"]
+    names = [(span.name, span.status) for span in run(tmp_path, fast).status.timeline]
+    assert names[0] == ("dataset generation", "done") and "training loop" not in [n for n, _ in names], names
+    slow = [line.replace("9554.85it/s", "2.31s/it").replace("9508.87it/s", "2.30s/it") for line in fast]
+    assert run(tmp_path, slow).status.timeline[0].name == "training loop"

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.curves import Curves
-from gkdtop.analysis.lines import ENGINE_PREFIX, LOGGER_PREFIX, RANK_PREFIX
+from gkdtop.analysis.lines import ENGINE_PREFIX, LOGGER_PREFIX, RANK_PREFIX, split_prefix
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
@@ -116,6 +116,10 @@ EARLY_LINES = 64  # the first named lines whose stated elapsed time says how lon
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
 BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
 BAR_KEY_DIGITS_RE = re.compile(r"\d+")
+# A bar with no description (`  0%|          | 0/80000 [00:00<?, ?it/s]`), and a pace no training step has.
+PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
+FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
+DATASET_PHASE = "dataset generation"
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
 # The same bar as the whole line (nothing glued after it, whose phase the line may start instead), n = total.
@@ -557,6 +561,7 @@ class PhaseEngine:
             if self.start_of[rule.name] in ids:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
+                self._not_a_loop(rule, t)
                 if not self._late(line, rule, t) and not self._behind(rule):
                     state = self._state()
                     self._start(rule, t)
@@ -1003,6 +1008,23 @@ class PhaseEngine:
         if not self._earlier_than_current(rule):
             return False
         return rule.name in self.step_phases or any(s.name == rule.name for s in self.timeline)
+
+    def _not_a_loop(self, rule: PhaseRule, t: float) -> None:
+        """A loop an undescribed bar opened, with no step since, whose bar ran to its total at 100 items a second or
+        more, was data being prepared (`0%| 0/80000`, then 9,500 it/s: a dataset's map), not training: where an
+        earlier phase starts next (the actor's DeepSpeed engine), that span was the dataset's, done."""
+        span = self.timeline[-1] if self.timeline else None
+        dataset = self.by_name.get(DATASET_PHASE)
+        if (span is None or dataset is None or self.current is None or not self.current.inner or rule.inner
+                or span.name != self.current.name or span.evidence is None or self.stats.count
+                or not self._earlier_than_current(rule) or self.bar_count is None
+                or self.bar_count[0] < self.bar_count[1] or self.bar_rate is None or self.bar_rate > FAST_BAR_S
+                or not PLAIN_BAR_RE.match(split_prefix(span.evidence.text)[1])):
+            return
+        span.name, span.status, self.current = dataset.name, "done", dataset
+        span.end = t if span.end is None else span.end
+        span.evidence = replace(span.evidence, claim=f"{dataset.name} started")
+        self._loop_bar, self.bar_count, self.bar_rate, self.inner = None, None, None, None
 
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"
