@@ -165,7 +165,7 @@ _KUBECTL_BYTES_RE = re.compile(KUBECTL_STAMP.encode())
 
 # `docker compose logs` (and `up`) puts the service before every line: `vllm  | `, `sglang-1  | ` (its name padded to
 # the longest, then a bar). Looked for only where a ` | ` comes early in the line.
-COMPOSE_PREFIX = r"[\w.-]{1,64} {1,30}\| "
+COMPOSE_PREFIX = r"[\w.-]{1,40} {1,20}\| "
 _COMPOSE_RE = re.compile(COMPOSE_PREFIX)
 _COMPOSE_BYTES_RE = re.compile(COMPOSE_PREFIX.encode())
 COMPOSE_REACH = 100
