@@ -21,6 +21,7 @@ from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.analysis.wordphase import (
+    DATASET,
     DEAD_ACTOR,
     SUMMARY_HEADER,
     WITHIN_PART,
@@ -119,7 +120,6 @@ BAR_KEY_DIGITS_RE = re.compile(r"\d+")
 # A bar with no description (`  0%|          | 0/80000 [00:00<?, ?it/s]`), and a pace no training step has.
 PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
-DATASET_PHASE = "dataset generation"
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
 # The same bar as the whole line (nothing glued after it, whose phase the line may start instead), n = total.
@@ -1014,7 +1014,7 @@ class PhaseEngine:
         more, was data being prepared (`0%| 0/80000`, then 9,500 it/s: a dataset's map), not training: where an
         earlier phase starts next (the actor's DeepSpeed engine), that span was the dataset's, done."""
         span = self.timeline[-1] if self.timeline else None
-        dataset = self.by_name.get(DATASET_PHASE)
+        dataset = self.by_name.get(DATASET)
         if (span is None or dataset is None or self.current is None or not self.current.inner or rule.inner
                 or span.name != self.current.name or span.evidence is None or self.stats.count
                 or not self._earlier_than_current(rule) or self.bar_count is None
