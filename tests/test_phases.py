@@ -425,3 +425,64 @@ def test_a_traceback_from_a_step_fails_the_part_of_the_step_its_frames_name(
     status = status_after(tmp_path, lines)
     assert (status.state, status.current, status.within) == ("failed", where, "training loop")
     assert status.failure.startswith("RuntimeError: CUDA Error: out of memory")
+
+
+def test_a_placement_group_that_already_exists_is_no_pool_made() -> None:
+    """`already exists` holds `ready`: read as the pool's done line, it closed the phase the error failed and took the
+    failure with it (a verl driver's retry after its first try died: "running", no failure)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = ["Total training steps: 435",
+             "Error executing job with overrides: ['trainer.n_gpus_per_node=4']",
+             "Traceback (most recent call last):",
+             '  File "/srv/verl/verl/trainer/main_ppo.py", line 25, in main',
+             "    run_ppo(config)",
+             "ray.exceptions.RayTaskError(ValueError): ray::main_task() (pid=4100, ip=10.0.0.5)",
+             '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 540, in init_workers',
+             "    self.resource_pool_manager.create_resource_pool()",
+             '  File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 80, in create_resource_pool',
+             "    resource_pool.get_placement_groups()",
+             "ValueError: Failed to create placement group 'global_pool_1:0' because a placement group with the same "
+             "name already exists."]
+    engine.feed([line_at(t + i * 0.01, text) for i, text in enumerate(lines)])
+    status = engine.status(t + 1)
+    assert status.state == "failed", status
+    assert status.failure.startswith("ValueError: Failed to create placement group"), status.failure
+
+
+def test_the_code_line_under_a_frame_moves_the_failure_off_its_placeholder() -> None:
+    """The driver's traceback names the part by its code line (`old_log_prob = ….compute_log_prob(batch)`): the
+    failure is there, and the `after rollout init` row the header had opened goes (audit 10 showed both failed)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = ["INFO 04-16 09:03:04 llm_engine.py:431] init engine (profile, create kv cache, warmup model) took 46.27 "
+             "seconds",
+             "Error executing job with overrides: ['algorithm.adv_estimator=grpo']",
+             "Traceback (most recent call last):",
+             '  File "/srv/verl/trainer/main_ppo.py", line 25, in main',
+             "    run_ppo(config)",
+             "ray.exceptions.RayTaskError(ActorDiedError): ray::main_task() (pid=4100, ip=10.0.0.3)",
+             '  File "/srv/verl/trainer/ppo/ray_trainer.py", line 938, in fit',
+             "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)",
+             "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    engine.feed([line_at(t + i * 0.01, text) for i, text in enumerate(lines)])
+    status = engine.status(t + 1)
+    rows = [(s.name, s.status) for s in status.timeline]
+    assert rows == [("rollout init", "done"), ("old log-prob", "failed")], rows
+    assert status.failure.startswith("ray.exceptions.ActorDiedError"), status.failure
+
+
+def test_vllm_v0_loading_its_weights_is_the_engines_start_up_not_the_actors() -> None:
+    """vLLM V0's `Loading model weights took 14.25 GB` and `Memory profiling takes` are its own start-up: the actor's
+    load had ended (audit 10: "actor init ≥23s" held the engine's 23 s)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    for dt, text in [(0, "Qwen2ForCausalLM contains 7.62B parameters"),
+                     (5, "INFO 04-16 09:02:17 model_runner.py:1115] Loading model weights took 14.25 GB"),
+                     (28, "INFO 04-16 09:02:40 worker.py:267] Memory profiling takes 21.83 seconds"),
+                     (52, "INFO 04-16 09:03:04 llm_engine.py:431] init engine (profile, create kv cache, warmup model) "
+                          "took 46.27 seconds")]:
+        engine.feed([line_at(t + dt, text)])
+    spans = {s.name: s for s in engine.status(t + 53).timeline}
+    assert list(spans) == ["model load", "engine init"], spans  # a vLLM engine's start-up, with no trainer's words
+    assert spans["engine init"].start == t + 5 and spans["model load"].end == t + 5, spans

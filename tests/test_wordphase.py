@@ -148,6 +148,9 @@ def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
     # verl's agent loop (multi-turn rollouts with tools) and a fully async run's rollout worker group (audit 10).
     ("(AgentLoopWorker pid=5102) agent loop started for 64 samples", "generation"),
     ("(TaskRunner pid=3) create rollout worker group with 4 replicas", "rollout init"),
+    # vLLM's prefix cache emptied once the new weights are in (TRL colocated, verl's sharding manager): it generates
+    # next (audit 10: TRL's last line, glued behind the step bar, read as "training loop").
+    ("INFO 06-30 11:57:37 [block_pool.py:264] Successfully reset prefix cache", "generation"),
 ])
 def test_words_of_one_line(line: str, phase: str) -> None:
     assert phase_of_words(line) == (phase, False)

@@ -571,11 +571,12 @@ class PhaseEngine:
                         self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:
                     self._step_collective(text, t)
-                if header_only and before is not self.timeline[-1] and FRAME_RE.match(text):
+                if header_only and before is not self.timeline[-1] and (
+                        FRAME_RE.match(text) or text.startswith("    ")):  # a frame, or the code line under one
                     self._carry_traceback(before, failure, failure_line)
                 elif (before is not None and before is not self.timeline[-1] and before.status == "failed"
                       and self._failed_at is not None and 0 <= t - self._failed_at <= FRAMES_AFTER
-                      and FRAME_RE.match(text)):
+                      and (FRAME_RE.match(text) or text.startswith("    "))):
                     # The driver's traceback right after a worker's crash (an abort, a signal) names where the
                     # driver was: the failure belongs there, not to the phase the crash line came in.
                     self._not_failed(before)

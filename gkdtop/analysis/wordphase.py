@@ -53,7 +53,10 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
-     r"|\bagent[_ ]loop\b"),  # verl's agent loop: multi-turn rollouts, tool calls among them
+     r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
+     # vLLM's prefix cache emptied once new weights are in (TRL's colocated engine, verl's sharding manager): the
+     # engine generates next.
+     r"|\breset(?:s|ting)? (?:the )?prefix cache\b"),
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
@@ -91,7 +94,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding", "agent", "creat")
+          "sharding", "agent", "creat", "prefix cache")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
