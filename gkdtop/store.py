@@ -414,12 +414,21 @@ class Store:
         counted it (history's lines; None for live ones)."""
         from gkdtop.analysis.wordphase import TAIL_LINES
 
-        newest = [(text, ln.number, ln.source) for ln in islice(reversed(self.lines), TAIL_LINES)
+        newest = [(text, self._number(ln), ln.source) for ln in islice(reversed(self.lines), TAIL_LINES)
                   if (text := ln.raw or ln.text).strip()]
         bottom_up = self.analysis.read_bottom_up
         if not (bottom_up and newest and all(source in bottom_up for _, _, source in newest)):
             newest.reverse()  # oldest first, as written; a file that lists its newest line first is so already
         return [text for text, _, _ in newest], [number for _, number, _ in newest]
+
+    def _number(self, line: LogLine) -> int | None:
+        """A line's number in its file. A backlog line holds minus its place from the file's end (follow.py) until
+        history has counted the file's lines (Analysis.lines_in)."""
+        number = line.number
+        if number is None or number > 0:
+            return number
+        counted = self.analysis.lines_in.get(line.source)
+        return counted[0] + 1 + number if counted is not None and counted[0] + 1 + number > 0 else None
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

@@ -970,6 +970,25 @@ def test_a_guess_cites_the_number_of_the_line_it_stands_on(tmp_path: Path, endin
         (4, True)]
 
 
+@pytest.mark.parametrize("ending", ["\n", ""])
+def test_snapshot_cites_the_number_of_the_line_a_guess_stands_on(tmp_path: Path, ending: str) -> None:
+    """snapshot reads the file's last lines as the Logs pane holds them (the follower's backlog): their numbers are
+    counted from the file's end against history's count (before: `"line": null`). Blank lines count, and a last line
+    with no newline (the file idle, so history counts it)."""
+    lines = ["(TaskRunner pid=5120) step:3 - critic/score/mean:0.28 - timing_s/gen:61.0 - timing_s/step:96.3", "",
+             "(TaskRunner pid=5120) epoch 0, step 4", "",
+             "(AgentLoopWorker pid=5230) agent loop started for 64 samples", "(TaskRunner pid=5120) waiting"]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + ending)
+    os.utime(path, (time.time() - 600, time.time() - 600))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path), "RAY_TMPDIR": str(tmp_path),
+           "LD_LIBRARY_PATH": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--json", "--log", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True, env=env, cwd=tmp_path).stdout
+    guess = [e for e in json.loads(out)["phases"]["evidence"] if "(a guess" in e["claim"]]
+    assert [(e["line"], "agent loop started" in e["text"]) for e in guess] == [(5, True)], guess
+
+
 def test_the_words_before_a_failure_no_phase_rule_placed(tmp_path: Path) -> None:
     """A verl fork's worker prints `Step = N` (a counter alone), then the raylet kills it for memory. Before: 'FAILED
     (phase unknown)': the failure's own placeholder row began at the raylet's line, so only the lines after it were

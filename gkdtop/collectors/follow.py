@@ -267,6 +267,12 @@ class Follower:
         kept = lines[-backlog:] if backlog > 0 else []
         for line in [*kept, *bar.values()]:
             line.backlog = True
+        if len(lines) == data.count(b"\n"):  # one line per newline (none sifted out): each one's place is known
+            # minus its place from the end: history counts the file's lines (Store.numbered_tail makes it a number);
+            # an unfinished last line is one of them once the file is idle
+            end = len(kept) + (1 if idle and data and not data.endswith(b"\n") else 0)
+            for place, line in enumerate(kept):
+                line.number = place - end
         _date_untimed(kept, mtime)
         out.extend(kept)
         progress.update(bar)

@@ -162,7 +162,8 @@ class LogLine:
     progress: bool = False  # a tqdm-style `\r` rewrite (latest state of a bar)
     backlog: bool = False  # read from the file's existing content at start-up
     raw: str = ""  # the full line as written (prefix included), ANSI stripped, capped
-    number: int | None = None  # its line in its file, where the reader counted (history); None live
+    number: int | None = None  # its line in its file, where the reader counted (history); None live; a backlog
+    # line's is minus its place from the file's end, until history has counted the file (Store.numbered_tail)
     undated: bool = False  # history: no stamp came before it, so `seen` is the first stamp after it (an upper bound)
 
     @property
@@ -199,7 +200,8 @@ class Evidence:
 
     @classmethod
     def of(cls, claim: str, line: LogLine) -> Evidence:
-        return cls(claim, line.source, line.number, (line.raw or line.text)[:EVIDENCE_CHARS])
+        number = line.number if line.number is None or line.number > 0 else None  # (a backlog line's is from the end)
+        return cls(claim, line.source, number, (line.raw or line.text)[:EVIDENCE_CHARS])
 
     def as_json(self) -> dict[str, Any]:
         return {"claim": self.claim, "file": self.source, "line": self.line, "text": self.text}
