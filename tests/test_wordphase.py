@@ -274,6 +274,25 @@ def test_the_frame_the_error_was_raised_under_names_the_part(tmp_path: Path) -> 
     assert "_generate_and_score_completions" in ph["worded_note"] and "frame" in ph["worded_note"]
 
 
+def test_a_trainers_loss_frames_are_the_update_and_under_an_evaluation_stay_it(tmp_path: Path) -> None:
+    """TRL's DPO step as LLaMA-Factory runs it: its loss's forward (`get_batch_loss_metrics`) ran out of memory, in the
+    update (before: "FAILED in training loop"). The same loss computed by an evaluation's prediction step stays the
+    evaluation's."""
+    bar = "  0%|          | 0/852 [00:00<?, ?it/s]"
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.58 GiB."
+    update = [("/srv/LLaMA-Factory/src/llamafactory/train/dpo/workflow.py", "run_dpo"),
+              ("/venv/lib/python3.10/site-packages/trl/trainer/dpo_trainer.py", "get_batch_loss_metrics"),
+              ("/venv/lib/python3.10/site-packages/torch/nn/functional.py", "cross_entropy")]
+    ph = _replay(_write(tmp_path, "dpo.log", [bar, *_traceback(update, oom)]))
+    assert ph["state"] == "failed" and ph["current"] == "model update", ph["current"]  # (no trainer named: plain)
+    evaluation = [("/venv/lib/python3.10/site-packages/transformers/trainer.py", "_inner_training_loop"),
+                  ("/venv/lib/python3.10/site-packages/transformers/trainer.py", "evaluation_loop"),
+                  ("/venv/lib/python3.10/site-packages/transformers/trainer.py", "prediction_step"),
+                  ("/venv/lib/python3.10/site-packages/trl/trainer/dpo_trainer.py", "get_batch_loss_metrics")]
+    ph = _replay(_write(tmp_path, "eval.log", [bar, *_traceback(evaluation, oom)]))
+    assert ph["current"] == "validation", ph["current"]
+
+
 def test_a_frame_a_part_calls_itself_does_not_move_it(tmp_path: Path) -> None:
     """The reference pass calls the actor's compute_log_prob: still the reference pass (the rules' part), not the
     old log-prob pass its callee's name says."""

@@ -59,7 +59,10 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\breset(?:s|ting)? (?:the )?prefix cache\b"),
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
-     r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"),
+     r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"
+     # HF Trainer's and TRL's step, as their frames name it: the loss's forward, the backward (not `training step 5`)
+     r"|\btraining[_ ]step\b(?! ?[=:#]? ?\d)|\bcompute[_ ]loss\b|\bget[_ ]batch[_ ]loss[_ ]metrics\b"
+     r"|\bconcatenated[_ ]forward\b"),
     ("checkpoint save",
      r"\bsav(?:e|es|ing)\b.{0,40}\b(?:checkpoints?|model|weights|state)\b|\bcheckpoint\b.{0,30}\bsav(?:e|ing)\b"
      r"|\b(?:model|weights|checkpoint|state(?:_dict)?|configuration|tokenizer|tokens) (?:\w+ )?(?:file )?saved\b"
@@ -94,10 +97,11 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding", "agent", "creat", "prefix cache")
+          "sharding", "agent", "creat", "prefix cache", "loss", "forward")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
-WITHIN_PART = {"validation": {"generation"}, "reference log-prob": {"old log-prob"}, "actor update": {"old log-prob"}}
+WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
+               "actor update": {"old log-prob"}}
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
