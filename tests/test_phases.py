@@ -486,3 +486,52 @@ def test_vllm_v0_loading_its_weights_is_the_engines_start_up_not_the_actors() ->
     spans = {s.name: s for s in engine.status(t + 53).timeline}
     assert list(spans) == ["model load", "engine init"], spans  # a vLLM engine's start-up, with no trainer's words
     assert spans["engine init"].start == t + 5 and spans["model load"].end == t + 5, spans
+
+
+@pytest.mark.parametrize("after", [
+    # a data loader's workers shut down late, mid-run (audit 11's variant): the steps go on
+    ["(TaskRunner pid=5521) step:100 - actor/pg_loss:-0.001 - timing_s/step:191.2"],
+    # a Tk image freed by the wrong thread as the process exits (EasyR1#255: "FAILED after training finished")
+    ["Tcl_AsyncDelete: async handler deleted by the wrong thread"],
+])
+def test_a_traceback_pythons_unraisable_hook_printed_ends_nothing(after: list[str]) -> None:
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = ["(TaskRunner pid=5521) step:99 - actor/pg_loss:0.003 - timing_s/step:194.4",
+             "(TaskRunner pid=5521) Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a>",
+             "(TaskRunner pid=5521) Traceback (most recent call last):",
+             '(TaskRunner pid=5521)   File "/venv/torch/utils/data/dataloader.py", line 1479, in __del__',
+             "(TaskRunner pid=5521)     self._shutdown_workers()",
+             "(TaskRunner pid=5521) AssertionError: can only join a child process", *after]
+    engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
+    status = engine.status(t + 1)
+    assert status.state != "failed" and not status.failure, status
+
+
+def test_a_step_after_a_logged_traceback_says_the_run_went_on() -> None:
+    """A traceback the job logged and went on from (a reward call that failed and scored 0): the next step's record
+    says the run was not ended by it (before: "FAILED in training loop" under step 100's record)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = ["(TaskRunner pid=5521) step:99 - actor/pg_loss:0.003 - timing_s/step:194.4",
+             "(TaskRunner pid=5521) [reward] sandbox call failed, scoring 0:",
+             "(TaskRunner pid=5521) Traceback (most recent call last):",
+             '(TaskRunner pid=5521)   File "/srv/reward/sandbox.py", line 88, in score',
+             "(TaskRunner pid=5521)     resp.raise_for_status()",
+             "(TaskRunner pid=5521) requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: "
+             "http://10.0.0.9:8080/run"]
+    engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
+    assert engine.status(t + 1).state == "failed"  # so far, as far as the log tells
+    engine.feed([parsed(t + 1, "(TaskRunner pid=5521) step:100 - actor/pg_loss:-0.001 - timing_s/step:191.2")])
+    status = engine.status(t + 2)
+    assert status.state == "running" and not status.failure, status
+    assert [(s.name, s.status) for s in status.timeline] == [("training loop", "running")], status.timeline
+
+
+def parsed(t: float, text: str) -> LogLine:
+    """A line as the follower parses it (its Ray prefix peeled), stamped `t`."""
+    from gkdtop.analysis.lines import parse_line
+
+    line = parse_line(text, "train.log", t)
+    line.ts = t
+    return line

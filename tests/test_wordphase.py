@@ -293,6 +293,24 @@ def test_a_trainers_loss_frames_are_the_update_and_under_an_evaluation_stay_it(t
     assert ph["current"] == "validation", ph["current"]
 
 
+def test_a_wrapper_that_names_nothing_leaves_the_error_it_was_raised_from(tmp_path: Path) -> None:
+    """HF datasets' `DatasetGenerationError: An error occurred while generating the dataset`, raised from pyarrow's
+    `ArrowInvalid: JSON parse error …` (an exception whose name ends in neither Error nor Exception): the cause is the
+    failure, and the loader's `_generate_tables` frame is no generation (before: the wrapper, naming nothing)."""
+    lines = ["Generating train split: 0 examples [00:00, ? examples/s]",
+             *_traceback([("/venv/lib/python3.11/site-packages/datasets/packaged_modules/json/json.py",
+                           "_generate_tables"), ("pyarrow/_json.pyx", "pyarrow._json.read_json")],
+                         "pyarrow.lib.ArrowInvalid: JSON parse error: Column(/messages/[]/content) changed from string "
+                         "to array in row 0"),
+             "", "The above exception was the direct cause of the following exception:", "",
+             *_traceback([("/srv/LLaMA-Factory/src/llamafactory/data/loader.py", "_load_single_dataset"),
+                          ("/venv/lib/python3.11/site-packages/datasets/builder.py", "_prepare_split_single")],
+                         "datasets.exceptions.DatasetGenerationError: An error occurred while generating the dataset")]
+    ph = _replay(_write(tmp_path, "data.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "dataset generation", ph["current"]
+    assert ph["failure"].startswith("pyarrow.lib.ArrowInvalid: JSON parse error"), ph["failure"]
+
+
 def test_a_frame_a_part_calls_itself_does_not_move_it(tmp_path: Path) -> None:
     """The reference pass calls the actor's compute_log_prob: still the reference pass (the rules' part), not the
     old log-prob pass its callee's name says."""

@@ -86,7 +86,7 @@ TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)
 # logger's prefix (LOGGER_PREFIX) and an engine process's (ENGINE_PREFIX). The name ends at its `:`, a wrapper's `(`
 # or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
 EXCEPTION_PATTERN = (r"^(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?" + LOGGER_PREFIX
-                     + r"?[\w.]*(?:Error|Exception|Exit|Interrupt)(?::|\(|\s*$)")
+                     + r"?[\w.]*(?:Error|Exception|Exit|Interrupt|\wInvalid)(?::|\(|\s*$)")  # (pyarrow's ArrowInvalid)
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 # A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
 HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
@@ -94,7 +94,11 @@ HEADER_RE = re.compile(r"(?:^|\s|\])Traceback \(most recent call last\):?\s*$")
 # '…', please check the stack trace above for the root cause`, `EngineDeadError: … See stack trace (above) …`).
 ABORTED_RE = re.compile(
     r"communicator (?:was|has been) aborted|\bProcessGroupNCCL is aborted\b|NCCL communicator .{0,40}abort")
-POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b|\berrored already\b")
+POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}\babove\b|\berrored already\b"
+                            # a wrapper that names nothing (HF datasets', vLLM's subprocess): the error it was raised
+                            # from says what went wrong
+                            r"|(?:Error|Exception): An error occurred while \w+ing (?:the )?\w+\s*$"
+                            r"|Error: Error raised in subprocess:?\s*$")
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
@@ -295,6 +299,7 @@ MAX_RECENT_STEPS = 64
 MAX_DONE_BY = 8  # the actors a span names as having said it is done
 MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions, "after X"): a junk log's bound
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
+UNRAISABLE_S = 5.0  # seconds after `Exception ignored in:` in which its traceback is printed
 
 
 def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | None:
@@ -398,6 +403,8 @@ class PhaseEngine:
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
+        # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
+        self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
@@ -447,6 +454,7 @@ class PhaseEngine:
         self._ran: set[str] = set()  # the phases a span was opened for
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
+        self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -464,6 +472,7 @@ class PhaseEngine:
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
+        self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
         self._line: LogLine | None = None
         self._failure_line: LogLine | None = None
@@ -507,6 +516,11 @@ class PhaseEngine:
         if self._header_of[0] is not self.failure:  # once per failure, not per line of a flood after it
             self._header_of = (self.failure, HEADER_RE.search(self.failure) is not None)
         header_only = self._header_of[1]  # a failure no exception line has named yet
+        if self.unraisable_id in ids:
+            self._unraisable = (line.source, line.pid, t)
+            return
+        if self._unraisable is not None and self._ignored(line, t, ids):
+            return
         raised = False  # this line is the exception a traceback ends in
         if self._terminated is not None and self.what_id in ids:
             if (line.source, line.pid) == (self._terminated.source, self._terminated.pid) and self._failure_line is (
@@ -966,6 +980,20 @@ class PhaseEngine:
             self._start(loop, t)
             self._start(update, t)
 
+    def _ignored(self, line: LogLine, t: float, ids: Collection[int]) -> bool:
+        """A line of the traceback Python's unraisable hook printed (`Exception ignored in: <function …__del__>`): the
+        run went on (a data loader's workers shut down late, a Tk image freed by the wrong thread at exit), so neither
+        its header nor its exception is a failure. Up to its exception line, from the same process, within seconds."""
+        assert self._unraisable is not None
+        source, pid, since = self._unraisable
+        if (line.source, line.pid) != (source, pid) or not 0 <= t - since <= UNRAISABLE_S:
+            self._unraisable = None
+            return False
+        if self.exception_id in ids:
+            self._unraisable = None
+            return True
+        return self.fail_id in ids
+
     def _carry_traceback(self, before: PhaseSpan | None, failure: str, failure_line: LogLine | None) -> None:
         """A frame of the traceback being read names the phase it came from (`in wake_up`): the failure
         moves there, still waiting for its exception line; a placeholder span it had opened goes."""
@@ -1118,6 +1146,7 @@ class PhaseEngine:
         self.timeline[-1].status = "failed"
         if not self.failure:
             self._failed_at = t
+            self._fail_step = self.recent_steps[-1][0] if self.recent_steps else -1
             self.failure = text.strip()
             self._failure_line = self._line
             self._want_exception_line = HEADER_RE.search(text) is not None
@@ -1168,8 +1197,22 @@ class PhaseEngine:
         given for the last step line of a chunk (the one shown); `own`: `t` is the line's own stamp."""
         if "gen" in timings:
             self.rollout_seen = True  # the step timed its generation (verl's timing_s/gen): a rollout runs in it
+        if self.failure and self._failed() and step > self._fail_step:
+            self._survived()
         self.stats.add(step, t, timings, own)
         self.note_step(step, t, metrics)
+
+    def _survived(self) -> None:
+        """A step after the failure's (a traceback the job logged and went on from: a reward call that failed and
+        scored 0): the error did not end the run, which runs on in its phase. The error stays among the errors."""
+        span = self.timeline[-1]
+        if span.name.startswith("after ") and len(self.timeline) > 1 and span.start == self._failed_at:
+            self.timeline.pop()  # the placeholder the failure opened
+            if span in self.first_spans:
+                self.first_spans.remove(span)
+            span = self.timeline[-1]
+        span.status = "running" if span.end is None else "done"
+        self.failure, self._failure_line, self._failed_at, self._want_exception_line = "", None, None, False
 
     def note_step(self, step: int, t: float | None, metrics: str | None) -> None:
         """A step among the recent ones (with its time) and, given its metrics text, the one shown."""

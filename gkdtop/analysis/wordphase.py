@@ -49,7 +49,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bwake[_ ]up\b|\b(?:add|load)[_ ]lora\b|\bsharding[_ ]manager\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     ("generation",
-     r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|a |the (?:dataset|config)))"
+     r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|tables?\b|examples?\b|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
