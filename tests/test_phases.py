@@ -535,3 +535,26 @@ def parsed(t: float, text: str) -> LogLine:
     line = parse_line(text, "train.log", t)
     line.ts = t
     return line
+
+
+def test_vllms_own_load_inside_a_verl_worker_is_the_engines_start_up_and_its_server_ends_it() -> None:
+    """verl's worker loads the actor, then the vLLM engine in it loads its own copy (`Starting to load model …`): the
+    engine's start-up, not the actor's (audit 11: "actor init" with FSDP-wrapper advice under vLLM's shard bar). A
+    server-mode engine's uvicorn `Application startup complete.` ends it, and no critic is expected next: verl builds
+    its critic before its actor (before: "next expected: critic init" with critic advice on a run with none)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = [(0, "(TaskRunner pid=3101) Total training steps: 290"),
+             (1, "(WorkerDict pid=3355) Qwen2ForCausalLM contains 32.76B parameters"),
+             (9, "(WorkerDict pid=3355) INFO 02-22 12:23:55 [model_runner.py:1110] Starting to load model "
+                 "/models/Qwen2.5-32B..."),
+             (60, "(vLLMHttpServer pid=43018) INFO:     Application startup complete.")]
+    for dt, text in lines[:3]:
+        engine.feed([parsed(t + dt, text)])
+    spans = {s.name: s for s in engine.status(t + 20).timeline}
+    assert spans["rollout init"].start == t + 9 and spans["actor init"].end == t + 9, spans
+    dt, text = lines[3]
+    engine.feed([parsed(t + dt, text)])
+    status = engine.status(t + 61)
+    assert status.timeline[-1].name == "rollout init" and status.timeline[-1].status == "done", status.timeline
+    assert status.expected is None or status.expected not in ("critic init", "reference init", "reward init"), status

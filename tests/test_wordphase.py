@@ -151,6 +151,9 @@ def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
     # vLLM's prefix cache emptied once the new weights are in (TRL colocated, verl's sharding manager): it generates
     # next (audit 10: TRL's last line, glued behind the step bar, read as "training loop").
     ("INFO 06-30 11:57:37 [block_pool.py:264] Successfully reset prefix cache", "generation"),
+    # vLLM's own weight load bar (HF's says `Loading checkpoint shards`): the engine's start-up (audit 11)
+    ("(LLMActor pid=619) Loading safetensors checkpoint shards:  65% Completed | 11/17 [01:08<00:36,  6.13s/it]",
+     "rollout init"),
 ])
 def test_words_of_one_line(line: str, phase: str) -> None:
     assert phase_of_words(line) == (phase, False)

@@ -299,6 +299,8 @@ MAX_RECENT_STEPS = 64
 MAX_DONE_BY = 8  # the actors a span names as having said it is done
 MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions, "after X"): a junk log's bound
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
+# Parts a run may not have at all (GRPO has no critic; a run starts from scratch): never the guess of what comes next.
+OPTIONAL = frozenset({"critic init", "reference init", "reward init", "checkpoint load", "teacher"})
 UNRAISABLE_S = 5.0  # seconds after `Exception ignored in:` in which its traceback is printed
 
 
@@ -1536,7 +1538,11 @@ class PhaseEngine:
             return None
         if i + 2 < len(self.rules) and self.rules[i + 1].name == SERVING and ACTOR_INIT in self._ran:
             i += 1  # a trainer's engines (it loaded a policy) serve no clients: its next phase is a trainer's
-        return self.rules[i + 1] if i + 1 < len(self.rules) else None
+        after = self.rules[i + 1] if i + 1 < len(self.rules) else None
+        if rule.name == "rollout init" and ACTOR_INIT in self._ran and after is not None and after.name in OPTIONAL:
+            return None  # verl builds its critic, reference and reward models before its actor and engines; whether
+            # a run has them, loads a checkpoint or asks a teacher, the log has not said: no next part is known
+        return after
 
     def _step_limit(self) -> float:
         """In a phase that steps: silence of twice the slowest pace the run has shown is still a step (verl

@@ -77,7 +77,8 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("rollout init",
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
-     r"|\bcreat(?:e|es|ing) (?:the )?rollout (?:worker|engine|replica)"),
+     r"|\bcreat(?:e|es|ing) (?:the )?rollout (?:worker|engine|replica)"
+     r"|\bsafetensors checkpoint shards\b"),  # vLLM's own load bar (HF's says `Loading checkpoint shards`)
     ("actor init",
      r"\bLoading (?:checkpoint shards|(?:the )?model|weights|state[_ ]dict)\b|\bfrom_pretrained\b|\bnum_params\b"
      r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"
@@ -106,7 +107,7 @@ DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
 # verl's `After Ref FSDP init, …` (case-sensitive: not any line that begins with "after").
-_OVER_RE = re.compile(r"\b(?:done|finished|complete[ds]?|completed|took|ended)\b|(?-i:^After\b[^,]{0,60}\binit\b)"
+_OVER_RE = re.compile(r"\b(?:done|finished|(?<!% )complete[ds]?|took|ended)\b|(?-i:^After\b[^,]{0,60}\binit\b)"
                       # verl's memory lines: `After sync model weights in sharding manager: 36.42 GB / 79.11 GB.`
                       r"|(?-i:^After\b.{0,100}\bGB\b)"
                       r"|(?<!be )\bsaved\b(?= (?:in|to|at|under)\b|\s*[.!]?\s*$)"  # `Model weights saved in …`
