@@ -558,3 +558,20 @@ def test_vllms_own_load_inside_a_verl_worker_is_the_engines_start_up_and_its_ser
     status = engine.status(t + 61)
     assert status.timeline[-1].name == "rollout init" and status.timeline[-1].status == "done", status.timeline
     assert status.expected is None or status.expected not in ("critic init", "reference init", "reward init"), status
+
+
+def test_a_part_a_tracebacks_code_line_names_began_before_it_was_printed() -> None:
+    """verl's driver traceback behind a log collector's stamp names generation by its code line: generation began
+    before the crash's stamp, not at it (audit 11: a generation row at 00:18:27, ten minutes after its step began)."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = [(0, "[2025-05-10 00:08:57] (main_task pid=1104) step:18 - actor/pg_loss:0.017 - timing_s/step:406.5"),
+             (570, "[2025-05-10 00:18:25] Error executing job with overrides: ['algorithm.adv_estimator=grpo']"),
+             (570, "[2025-05-10 00:18:27] Traceback (most recent call last):"),
+             (570, '[2025-05-10 00:18:27]   File "/srv/verl/verl/trainer/ppo/ray_trainer.py", line 838, in fit'),
+             (570, "[2025-05-10 00:18:27]     gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)"),
+             (570, "[2025-05-10 00:18:27] ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing "
+                   "this task.")]
+    engine.feed([parsed(t + dt, text) for dt, text in lines])
+    status = engine.status(t + 600)
+    assert (status.state, status.current, status.since_bound) == ("failed", "generation", "before"), status

@@ -301,6 +301,8 @@ MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
 # Parts a run may not have at all (GRPO has no critic; a run starts from scratch): never the guess of what comes next.
 OPTIONAL = frozenset({"critic init", "reference init", "reward init", "checkpoint load", "teacher"})
+# A log collector's stamp before each line: `[2025-05-10 00:18:27] `.
+CAPTURE_STAMP_RE = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] ")
 UNRAISABLE_S = 5.0  # seconds after `Exception ignored in:` in which its traceback is printed
 
 
@@ -383,6 +385,14 @@ def _root_cause(text: str, failure: str = "") -> bool:
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith("nccl") or "RayTaskError(" in text
                 or "ChildFailedError" in text)
+
+
+def _framed(text: str) -> bool:
+    """A traceback's frame, or the code line under one (`    old_log_prob = self.actor_rollout_wg.…`), also behind the
+    stamp a log collector put before it."""
+    if text.startswith("[") and (m := CAPTURE_STAMP_RE.match(text)):
+        text = text[m.end():]
+    return FRAME_RE.match(text) is not None or text.startswith("    ")
 
 
 def _number_of(found: Worded, tail: list[str], numbers: Sequence[int | None]) -> int | None:
@@ -583,16 +593,17 @@ class PhaseEngine:
                     self._start(rule, t)
                     if self._state() != state:  # not a repeat of the phase's own start (an evaluation's bar)
                         self._ruled_line = line.raw or text
+                        if (header_only or failure) and _framed(text):
+                            self._began_before(rule)
                     if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
                         self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:
                     self._step_collective(text, t)
-                if header_only and before is not self.timeline[-1] and (
-                        FRAME_RE.match(text) or text.startswith("    ")):  # a frame, or the code line under one
+                if header_only and before is not self.timeline[-1] and _framed(text):
                     self._carry_traceback(before, failure, failure_line)
                 elif (before is not None and before is not self.timeline[-1] and before.status == "failed"
                       and self._failed_at is not None and 0 <= t - self._failed_at <= FRAMES_AFTER
-                      and (FRAME_RE.match(text) or text.startswith("    "))):
+                      and _framed(text)):
                     # The driver's traceback right after a worker's crash (an abort, a signal) names where the
                     # driver was: the failure belongs there, not to the phase the crash line came in.
                     self._not_failed(before)
@@ -981,6 +992,14 @@ class PhaseEngine:
         elif self.current is None and GRADIENT_ALLREDUCE_RE.search(text):
             self._start(loop, t)
             self._start(update, t)
+
+    def _began_before(self, rule: PhaseRule) -> None:
+        """A part named by a traceback's frame: it began before the traceback was printed, not at its stamp (audit 11:
+        a generation row at the crash's time, ten minutes after the step it began in)."""
+        if self.inner is rule:
+            self.inner_bound = "before"
+        elif self.timeline:
+            self.timeline[-1].start_before = True
 
     def _ignored(self, line: LogLine, t: float, ids: Collection[int]) -> bool:
         """A line of the traceback Python's unraisable hook printed (`Exception ignored in: <function …__del__>`): the
