@@ -377,3 +377,27 @@ def test_a_fast_undescribed_bar_before_any_step_was_data_not_the_loop(tmp_path: 
     assert names[0] == ("dataset generation", "done") and "training loop" not in [n for n, _ in names], names
     slow = [line.replace("9554.85it/s", "2.31s/it").replace("9508.87it/s", "2.30s/it") for line in fast]
     assert run(tmp_path, slow).status.timeline[0].name == "training loop"
+
+
+def test_an_mpirun_tag_and_its_relay_time_are_peeled_like_ray_s_prefix(tmp_path: Path) -> None:
+    """`mpirun --tag-output --timestamp-output` puts `Tue May 20 21:16:06 2025[1,0]<stdout>:` before every line.
+    Before (audit 11, verl#1657's shape): 'no timestamps', and the failure shown was Hydra's banner, the RuntimeError
+    under the tag unread. Now the relay times are the lines' times, and Ray's prefix and the exception are read."""
+    def tag(second: int, text: str) -> str:
+        return f"Tue May 20 21:{9 + second // 60:02d}:{second % 60:02d} 2025[1,0]<stdout>:{text}"
+
+    lines = [
+        tag(0, "(main_task pid=4410) step:19 - actor/pg_loss:0.011 - timing_s/gen:402.1 - timing_s/step:597.6"),
+        tag(371, "(main_task pid=4410) step:20 - actor/pg_loss:0.009 - timing_s/gen:398.7 - timing_s/step:592.0"),
+        tag(372, "(main_task pid=4410) local_global_step_folder: /workspace/ckpts/global_step_20"),
+        tag(385, "Error executing job with overrides: ['trainer.save_freq=20']"),
+        tag(385, "Traceback (most recent call last):"),
+        tag(385, '  File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 1031, in _save_checkpoint'),
+        tag(385, "    self.actor_rollout_wg.save_checkpoint(actor_local_path)"),
+        tag(385, "RuntimeError: Parent directory /workspace/ckpts/global_step_20 does not exist."),
+    ]
+    report = run(tmp_path, lines)
+    status = report.status
+    assert status.state == "failed" and status.failure.startswith("RuntimeError: Parent directory"), status.failure
+    assert status.timeline[0].start == datetime(2025, 5, 20, 21, 9, 0).timestamp(), status.timeline
+    assert "no timestamps" not in report_text(report)

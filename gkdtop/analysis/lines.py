@@ -171,6 +171,28 @@ _COMPOSE_BYTES_RE = re.compile(COMPOSE_PREFIX.encode())
 COMPOSE_REACH = 100
 
 
+# Open MPI's `mpirun --tag-output` puts `[job,rank]<stdout>:` before every line, and `--timestamp-output` the time
+# it relayed the line before that, in ctime's shape (`Tue May 20 21:09:41 2025[1,0]<stdout>:`).
+MPI_TAG = r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?"
+_MPI_RE = re.compile(r"(?:(?P<ctime>[A-Z][a-z]{2} (?P<month>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) "
+                     r"(?P<year>\d{4})))?\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?")
+_MPI_BYTES_RE = re.compile(MPI_TAG.encode())
+MPI_FIRST = "[MTWFS"  # what an MPI tag begins with: its bracket, or a day's name
+_MPI_FIRST_BYTES = (b"[", b"M", b"T", b"W", b"F", b"S")
+MPI_REACH = 40
+_MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
+                                           "Dec"))}
+
+
+def _mpi_stamp(m: re.Match[str], seen: float) -> float | None:
+    """The time an MPI tag's ctime says, read as the stamps of that shape are (a zone, the clock's checks)."""
+    month = _MONTHS.get(m["month"])
+    if month is None:
+        return None
+    iso = TS_RE.match(f"{m['year']}-{month:02d}-{int(m['day']):02d} {m['time']}")
+    return stamp_of(iso.groups(), seen) if iso is not None else None
+
+
 def _compose_end(text: str) -> int:
     """Where the line goes on past a compose service's prefix, 0 without one."""
     if text[:1].isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (m := _COMPOSE_RE.match(text)) is not None:
@@ -185,6 +207,8 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
         raw = raw[kube.end() :]
     if end := _compose_end(raw):
         raw = raw[end:]
+    if raw[:1] in MPI_FIRST and raw.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(raw)) is not None:
+        raw = raw[mpi.end() :]
     if raw[:1] == "(":
         close = raw.find(")", 1, PREFIX_MAX)
         if close > 0:
@@ -318,6 +342,9 @@ def message_start(raw: bytes) -> int:
     if (raw[start : start + 1].isalnum() and raw.find(b" | ", start + 1, start + COMPOSE_REACH) > 0
             and (compose := _COMPOSE_BYTES_RE.match(raw, start)) is not None):
         start = compose.end()
+    if (raw[start : start + 1] in _MPI_FIRST_BYTES and raw.find(b"]<std", start + 1, start + MPI_REACH) > 0
+            and (mpi := _MPI_BYTES_RE.match(raw, start)) is not None):
+        start = mpi.end()
     if raw[start : start + 1] == b"(":
         close = raw.find(b")", start + 1, start + PREFIX_MAX)
         if close > 0:
@@ -360,13 +387,19 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             text = raw[kube.end() :]
         if text[:1].isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
             text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
+        mpi = None
+        if text[:1] in MPI_FIRST and text.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(text)):
+            text = text[mpi.end() :]  # mpirun's tag (and the time it relayed the line)
         if text[:1] == "(":
             hit, text = split_prefix(text)
             if hit is not None:
                 worker, pid, ip = hit
-        # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own.
+        # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own, else
+        # the time mpirun relayed it.
         m = TS_RE.match(raw) if kube is not None else _stamp_match(text)
         ts = stamp_of(m.groups(), seen) if m is not None else None
+        if ts is None and mpi is not None and mpi["ctime"]:
+            ts = _mpi_stamp(mpi, seen)
         append(LogLine(source, text, seen, ts, worker, pid, ip, 0, False, False, raw))
 
 
