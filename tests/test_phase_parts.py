@@ -401,3 +401,19 @@ def test_an_mpirun_tag_and_its_relay_time_are_peeled_like_ray_s_prefix(tmp_path:
     assert status.state == "failed" and status.failure.startswith("RuntimeError: Parent directory"), status.failure
     assert status.timeline[0].start == datetime(2025, 5, 20, 21, 9, 0).timestamp(), status.timeline
     assert "no timestamps" not in report_text(report)
+
+
+def test_the_evaluation_after_training_completed_is_not_the_loops_bar(tmp_path: Path) -> None:
+    """HF Trainer's final evaluation draws its own bar once training completed: the loop's bar stays where training
+    left it (audit 11, a resumed LLaMA-Factory run: "the loop's bar is at 1605/1605", the evaluation's, not 402/402)."""
+    lines = [
+        "[INFO|2025-10-22 11:00:42] trainer.py:2468 >>   Continuing training from global step 402",
+        "100%|██████████| 402/402 [00:00<00:00, 41201.88it/s]",
+        "[INFO|2025-10-22 11:00:43] trainer.py:2718 >> ",
+        "Training completed. Do not forget to share your model on huggingface.co/models =)",
+        "[INFO|2025-10-22 11:00:58] trainer.py:4643 >> ",
+        "***** Running Evaluation *****",
+        "100%|██████████| 1605/1605 [01:55<00:00, 13.90it/s]",
+    ]
+    text = report_text(run(tmp_path, lines))
+    assert "the loop's bar is at 402/402" in text, text

@@ -823,7 +823,8 @@ class PhaseEngine:
             if stepping and (pace := SLOW_BAR_RE.search(text)) is not None:
                 self.bar_pace = float(pace.group(1))
             # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
-            if (stepping or any(rule.inner for rule in self._rules_of(ids))) and (
+            ended = self.current is not None and self.current.terminal  # (the final evaluation's bar, once trained)
+            if (stepping or any(rule.inner for rule in self._rules_of(ids))) and not ended and (
                     count := BAR_COUNT_RE.search(text)) is not None:
                 self._loop_bar_at(text, count)
         return True
