@@ -417,3 +417,25 @@ def test_the_evaluation_after_training_completed_is_not_the_loops_bar(tmp_path: 
     ]
     text = report_text(run(tmp_path, lines))
     assert "the loop's bar is at 402/402" in text, text
+
+
+def test_the_words_of_the_bar_that_named_a_row_rename_it_and_leave_no_row_passed(tmp_path: Path) -> None:
+    """A bar no rule knows names the row (`Creating dataset split`); its words name the phase (data): one activity,
+    one row. Before (audit 11, DeepSpeed-Chat's shape): `Creating dataset split ? passed` beside `dataset generation
+    failed (a guess)`, though the bar never reached its total."""
+    lines = [
+        "[2024-02-11 08:30:05,120] [INFO] [comm.py:668:init_distributed] Initializing TorchBackend in DeepSpeed with "
+        "backend nccl",
+        "Creating dataset split:  10%|█         | 100021/1000000 [01:40<15:00, 999.80it/s]",
+        "Creating dataset split:  55%|█████▌    | 550107/1000000 [09:10<07:30, 999.70it/s]",
+        "Creating dataset split:  97%|█████████▋| 970010/1000000 [16:10<00:30, 999.60it/s][E ProcessGroupNCCL.cpp:474] "
+        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=1800000) ran for 1800233 milliseconds before timing out.",
+        "Traceback (most recent call last):",
+        '  File "/srv/chat/utils/data/data_utils.py", line 397, in create_prompt_dataset',
+        "    torch.distributed.barrier()",
+        "RuntimeError: [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
+        "NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800233 milliseconds before timing out.",
+    ]
+    rows = [(s.name, s.status) for s in run(tmp_path, lines).status.timeline]
+    assert "passed" not in [status for _, status in rows] and rows[-1][1] == "failed", rows

@@ -1417,6 +1417,10 @@ class PhaseEngine:
             # A placeholder the failure opened at its own time (`after rollout init`): the words name it, and it
             # began at or before that time.
             spans, guess = spans[:-1], PhaseSpan(worded[0].name, last.start, start_before=True)
+        elif last.end is None and f"{last.name}:" in worded[1].text[:300] and "%|" in worded[1].text:
+            # The words read the bar that named the rules' row (`Creating dataset split:  48%|…`): one activity, the
+            # row named as the words name it (not a row `passed` beside it, its bar at 96%).
+            spans, guess = spans[:-1], replace(last, name=worded[0].name)
         else:
             if last.end is None and not worded[2]:
                 spans = [*spans[:-1], replace(last, status="passed")]
