@@ -439,3 +439,12 @@ def test_the_words_of_the_bar_that_named_a_row_rename_it_and_leave_no_row_passed
     ]
     rows = [(s.name, s.status) for s in run(tmp_path, lines).status.timeline]
     assert "passed" not in [status for _, status in rows] and rows[-1][1] == "failed", rows
+
+
+def test_a_plain_servers_uvicorn_start_up_opens_no_engine_row(tmp_path: Path) -> None:
+    """uvicorn's `Application startup complete.` ends a trainer's engine start-up (verl's server-mode engines); a
+    plain `vllm serve` prints it after `Starting vLLM API server`: no engine start-up row after serving began."""
+    lines = ["INFO 03-25 15:58:02 [api_server.py:1024] Starting vLLM API server on http://0.0.0.0:8000",
+             "INFO:     Started server process [1]",
+             "INFO:     Application startup complete."]
+    assert [s.name for s in run(tmp_path, lines).status.timeline] == ["serving"]

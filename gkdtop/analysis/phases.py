@@ -1091,6 +1091,9 @@ class PhaseEngine:
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
+        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested:
+            return  # the end of a part the job never began, once past it (a server's uvicorn `Application startup
+            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`)
         if rule.nested and self.current is not rule and rule.name in self._finished:
             self._done_by(rule.name)
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
