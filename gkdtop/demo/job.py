@@ -69,11 +69,13 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _wait_for_runner(ref: Any, cluster: LocalRayCluster | None) -> Any:
-    """ray.get of the TaskRunner's result, but failing fast if the private cluster goes down meanwhile."""
+    """ray.get of the TaskRunner's result, but failing fast if the private cluster goes down meanwhile.
+
+    Short waits: a signal's handler (Ctrl-C, SIGTERM: the teardown) runs only once ray.wait returns."""
     import ray
 
     while True:
-        ready, _ = ray.wait([ref], timeout=1.0)
+        ready, _ = ray.wait([ref], timeout=0.2)
         if ready:
             return ray.get(ref)
         if cluster is not None and cluster.proc is not None and cluster.proc.poll() is not None:
