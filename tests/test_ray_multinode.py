@@ -141,7 +141,7 @@ def test_truncation_and_rotation_of_a_remote_file(two_nodes: TwoNodes) -> None:
     path.write_text("".join(f"old {i}\n" for i in range(5)))
     store = Store(Config(phases=builtin_phases()))
     collector = RayLogCollector(["gkd-rotating.log"], two_nodes.cluster.dashboard, nodes=[two_nodes.second],
-                                check_every=1.0)
+                                check_every=0.25)
 
     def texts(s: Store) -> list[str]:
         return [ln.text for ln in s.lines if ln.source.endswith(":gkd-rotating.log")]

@@ -172,13 +172,13 @@ class _RemoteFile:
 
     # --- the reader thread ----------------------------------------------------------------------
 
-    def open(self, http_: _Http, lines: int, now: float) -> None:
+    def open(self, http_: _Http, lines: int, now: float, check_every: float) -> None:
         self.close()
         self.stop, self.ended, self.stream_error = False, False, ""
         self.first_byte = self.last_byte = None
         self.opened = now
         self.settling, self.suspect = True, None
-        self.next_check = now + 5.0
+        self.next_check = now + check_every  # the first tail check: one period after (re)opening
         with self.cond:
             self.buf.clear()
         params = {"node_id": self.node_id, "filename": self.filename, "lines": max(1, lines),
@@ -420,7 +420,7 @@ class RayLogCollector:
             if http_ is not None and now >= rf.retry_at:
                 # Reopen: the first time for the backlog, later to resync after the anchor.
                 rf.retry_at = now + self.check_every
-                rf.open(http_, self.backlog, now)
+                rf.open(http_, self.backlog, now, self.check_every)
             return
         taken = rf.take(budget, now, batch.lines, batch.progress)
         if rf.ended and not rf.buf and rf.stream_error:
