@@ -575,3 +575,19 @@ def test_a_part_a_tracebacks_code_line_names_began_before_it_was_printed() -> No
     engine.feed([parsed(t + dt, text) for dt, text in lines])
     status = engine.status(t + 600)
     assert (status.state, status.current, status.since_bound) == ("failed", "generation", "before"), status
+
+
+def test_a_validations_metrics_end_it_and_easyr1s_training_bar_opens_the_loop() -> None:
+    """EasyR1's initial validation, then its `Training:` bar. Before (audit 12): `validation (unfinished) failed` beside
+    the old log-prob pass the failure was in, the validation's end unread and the loop never opened."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = [(-5, "(WorkerDict pid=2) INFO 04-10 11:04:01 model_runner.py:1115] Loading model weights took 15.6 GB"),
+             (0, "(Runner pid=20411) Start validation..."),
+             (160, "(Runner pid=20411) Initial validation metrics: {'val/accuracy_reward': 0.312, 'val/format_reward': "
+                   "0.91}"),
+             (161, "(Runner pid=20411) Training:   0%|          | 0/240 [00:00<?, ?it/s]"),
+             (900, "(Runner pid=20411) Training:   0%|▏         | 1/240 [14:02<55:56:01, 842.51s/it]")]
+    engine.feed([parsed(t + dt, text) for dt, text in lines])
+    rows = [(s.name, s.status) for s in engine.status(t + 901).timeline]
+    assert rows[-2:] == [("validation", "done"), ("training loop", "running")], rows

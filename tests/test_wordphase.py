@@ -314,6 +314,42 @@ def test_a_wrapper_that_names_nothing_leaves_the_error_it_was_raised_from(tmp_pa
     assert ph["failure"].startswith("pyarrow.lib.ArrowInvalid: JSON parse error"), ph["failure"]
 
 
+def test_a_part_of_the_step_after_a_finished_validation_is_read_from_the_failure(tmp_path: Path) -> None:
+    """EasyR1: validation finished, no loop line, then a failure whose task is the log-prob pass. The words name a part
+    of the step after the validation's placeholder (before: "FAILED after validation", the log-prob pass taken for a
+    phase the run had passed, validation being listed after it)."""
+    lines = ["(Runner pid=51846) Start validation...", "(Runner pid=51846) Finish validation.",
+             "(pid=52488) Update policy 1: 100%|██████████| 5.00/5.00 [11:51<00:00, 142.29s/it]"
+             "ray.exceptions.RayTaskError(IndexError): ray::Runner.run() (pid=51846, ip=172.17.0.2)",
+             '  File "/srv/EasyR1/verl/trainer/ray_trainer.py", line 607, in fit',
+             "    old_log_probs = self.actor_rollout_ref_wg.compute_log_probs(batch)",
+             "ray.exceptions.RayTaskError(IndexError): ray::WorkerDict.actor_rollout_ref_compute_log_probs() "
+             "(pid=52231, ip=172.17.0.2)",
+             '  File "/srv/EasyR1/verl/workers/actor/dp_actor.py", line 178, in compute_log_prob',
+             "    log_probs = self._forward_micro_batch(model_inputs, temperature=temperature)",
+             "IndexError: list index out of range"]
+    ph = _replay(_write(tmp_path, "easyr1.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "old log-prob", ph["current"]
+
+
+def test_a_role_actors_start_up_task_in_the_failures_header_names_its_init(tmp_path: Path) -> None:
+    """SkyRL's driver: `RayTaskError(DistBackendError): ray::RefRayActorBase.init_model()` above the NCCL error: the
+    reference model's start-up (before, audit 12: "FAILED in model load", the policy's bar before it)."""
+    lines = ["(PolicyRayActorBase pid=278733) Loading checkpoint shards: 100%|██████████| 2/2 [00:02<00:00,  1.13s/it]",
+             "(skyrl_entrypoint pid=277057) Traceback (most recent call last):",
+             '(skyrl_entrypoint pid=277057)   File "/srv/skyrl_train/trainer.py", line 412, in build_models',
+             "(skyrl_entrypoint pid=277057)     ray.get(ref_model.async_init_model(cfg.trainer.ref.model.path))",
+             "(skyrl_entrypoint pid=277057) ray.exceptions.RayTaskError(DistBackendError): ray::RefRayActorBase."
+             "init_model() (pid=278901, ip=10.1.2.3)",
+             '(skyrl_entrypoint pid=277057)   File "/srv/skyrl_train/workers/fsdp/fsdp_worker.py", line 301, in '
+             "init_model",
+             "(skyrl_entrypoint pid=277057)     fsdp_module = self._fsdp_init_model(model, is_train=False)",
+             "(skyrl_entrypoint pid=277057) torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+             "distributed/c10d/ProcessGroupNCCL.cpp:3356, unhandled cuda error, NCCL version 2.21.5"]
+    ph = _replay(_write(tmp_path, "skyrl.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "reference init", ph["current"]
+
+
 def test_a_frame_a_part_calls_itself_does_not_move_it(tmp_path: Path) -> None:
     """The reference pass calls the actor's compute_log_prob: still the reference pass (the rules' part), not the
     old log-prob pass its callee's name says."""

@@ -1503,9 +1503,11 @@ class PhaseEngine:
             if part is not None and (named.name not in self.step_phases or named is part
                                      or named.name in WITHIN_PART.get(part.name, ())):
                 continue  # after a part of the step, only another part of it, and not one that part runs itself
+            stepping = rule is not None and (rule.inner or rule.name.removeprefix("after ") in self.step_phases)
             if part is None and rule is not None and not ended and not (
-                    named.name in self.step_phases and rule.inner) and self.order[named.name] <= self.order[rule.name]:
-                continue  # the words name a phase the run already passed: the rules' place stands
+                    named.name in self.step_phases and stepping) and self.order[named.name] <= self.order[rule.name]:
+                continue  # the words name a phase the run already passed: the rules' place stands (not so for a
+                # part of the step after another one: EasyR1's validation, then its first step's log-prob pass)
             ago = f", {found.back} line{'s' if found.back > 1 else ''} before the end" if (
                 found.back and not found.frame) else ""
             what = found.via or (

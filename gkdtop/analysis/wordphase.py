@@ -60,8 +60,9 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
      r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"
-     # HF Trainer's and TRL's step, as their frames name it: the loss's forward, the backward (not `training step 5`)
-     r"|\btraining[_ ]step\b(?! ?[=:#]? ?\d)|\bcompute[_ ]loss\b|\bget[_ ]batch[_ ]loss[_ ]metrics\b"
+     # HF Trainer's and TRL's loss, as their frames name it (not `training_step`: the whole step, whose inputs TRL's
+     # GRPO generates and whose weights it pushes to vLLM first)
+     r"|\bcompute[_ ]loss\b|\bget[_ ]batch[_ ]loss[_ ]metrics\b"
      r"|\bconcatenated[_ ]forward\b"),
     ("checkpoint save",
      r"\bsav(?:e|es|ing)\b.{0,40}\b(?:checkpoints?|model|weights|state)\b|\bcheckpoint\b.{0,30}\bsav(?:e|ing)\b"
@@ -325,8 +326,9 @@ _TASK_RE = re.compile(r"\bray::(?P<cls>[A-Za-z_]\w{0,80})\.(?P<method>[A-Za-z_]\
 _CLASS_RE = re.compile(r"^\s+class_name: (?P<cls>\w+)")
 # Only an RL trainer's role classes (`CriticModelRayActor`, `CriticWorker`, `ReferenceModelRayActor`): a plain Ray
 # job's `CriticBatchLoader` holds no critic model.
-_ROLES = ((re.compile(r"^Critic\w*(?:Actor|Worker)$"), "critic update", "critic init"),
-          (re.compile(r"^Ref(?:erence)?\w*(?:Actor|Worker)$"), "reference log-prob", "reference init"))
+_ROLES = ((re.compile(r"^Critic\w*(?:Actor|Worker)(?:Base)?$"), "critic update", "critic init"),
+          (re.compile(r"^Ref(?:erence)?\w*(?:Actor|Worker)(?:Base)?$"), "reference log-prob", "reference init"))
+_INIT_METHOD_RE = re.compile(r"(?:^|_)init(?:_|$)|^__init__$")  # `init_model`, `init_model_from_pretrained`
 TASK_LINES = 40  # of the failure's block after its line
 DEAD_ACTOR = "the class of the actor that died"  # Worded.via of a dead actor's class: which model, not which part
 
@@ -345,12 +347,24 @@ def failure_tasks(tail: list[str], failed_by: str, stepping: bool,
         if _HEADER in line:
             break  # another failure's
         block.append(line[:MESSAGE_CHARS])
+    start = at  # its own traceback above it, for a role's start-up only (below)
+    while start > 0 and at - start < TASK_LINES and (
+            "ray::" in tail[start - 1] or _TRACEBACK_RE.search(_message(tail[start - 1]))):
+        start -= 1
     for line in block:
         if (held := _CLASS_RE.match(line)) is not None:
             for role, in_step, at_start in _ROLES:
                 if role.match(held["cls"]):
                     return Worded(in_step if stepping else at_start, line.strip()[:300], 0, frame=True,
                                   via=DEAD_ACTOR, line=line)
+    # A role's class starting its model, in the header of the failure's traceback (SkyRL's
+    # `ray::RefRayActorBase.init_model()`); not the task Ray's memory monitor chose to kill, which names no culprit.
+    victim = "OutOfMemoryError" in tail[at]
+    for line in tail[start:at] if not victim else ():
+        for m in _TASK_RE.finditer(line[:MESSAGE_CHARS]):
+            if _INIT_METHOD_RE.search(m["method"]) and (
+                    role := next((at_start for cls, _, at_start in _ROLES if cls.match(m["cls"])), None)):
+                return Worded(role, line.strip()[:300], 0, frame=True, via="a Ray task the failure names", line=line)
     for line in block:
         for m in _TASK_RE.finditer(line):
             phase = task_phase(f"{m['cls']}.{m['method']}") or _words(m["method"].replace("_", " "))
