@@ -36,7 +36,10 @@ COPIED_OFFSET = 86400.0  # a log's stamps this far off this machine's clock: no 
 
 def clock_why(offset: float) -> str:
     """Why a log's stamps stand `offset` seconds off this machine's clock, as far as the size tells."""
-    return "zone or skew" if abs(offset) < COPIED_OFFSET else "a copy of an older log, or a clock set wrong"
+    if abs(offset) < COPIED_OFFSET:
+        return "zone or skew"
+    # (the offset is this machine's clock minus the stamps': below zero, they are ahead of it)
+    return "a copy of an older log, or a clock set wrong" if offset > 0 else "ahead of this machine: a clock set wrong"
 
 
 def clock(epoch: float | None) -> str:

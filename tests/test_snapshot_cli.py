@@ -142,6 +142,19 @@ def test_an_old_log_copied_here_is_said_so_though_its_last_line_has_no_stamp(tmp
     assert json.loads(proc.stdout)["phases"]["clock_offset"] is None
 
 
+def test_a_log_stamped_days_ahead_is_no_copy_of_an_older_one(tmp_path: Path) -> None:
+    """Stamps 30 days ahead of this machine's clock: a clock set wrong, not "a copy of an older log" (audit 12)."""
+    t0 = time.time() + 30 * 86400
+    lines = [f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t0 + s))},100 INFO train.py:12 epoch 0 step {s}"
+             for s in range(3)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    proc = run(tmp_path, "--log", str(log))
+    assert proc.returncode == 0, proc.stderr
+    clock = next(line for line in proc.stdout.splitlines() if line.startswith("clock:"))
+    assert "ahead of this machine" in clock and "older log" not in clock, clock
+
+
 def test_a_running_job_shows_where_a_step_goes_and_its_latest_numbers(tmp_path: Path) -> None:
     """A slow run that steps (SGLang generation most of each step; Megatron's throughput per GPU): replay said
     where a step's time goes and quoted the last step line; a snapshot of the same log said neither."""
