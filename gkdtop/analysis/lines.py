@@ -209,6 +209,11 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
         raw = raw[end:]
     if raw[:1] in MPI_FIRST and raw.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(raw)) is not None:
         raw = raw[mpi.end() :]
+    return _ray_split(raw)
+
+
+def _ray_split(raw: str) -> tuple[tuple[str, int, str] | None, str]:
+    """split_prefix past the outer layers: Ray's prefix alone."""
     if raw[:1] == "(":
         close = raw.find(")", 1, PREFIX_MAX)
         if close > 0:
@@ -382,16 +387,20 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
         text = raw
         worker = ip = ""
         pid: int | None = None
-        kube = kubectl_match(raw) if raw[:1].isdigit() else None
+        first = raw[:1]
+        kube = kubectl_match(raw) if first.isdigit() else None
         if kube is not None:
             text = raw[kube.end() :]
-        if text[:1].isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
-            text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
+            first = text[:1]
         mpi = None
-        if text[:1] in MPI_FIRST and text.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(text)):
-            text = text[mpi.end() :]  # mpirun's tag (and the time it relayed the line)
-        if text[:1] == "(":
-            hit, text = split_prefix(text)
+        if first != "(":  # (most lines of a Ray job: none of the layers below begins so)
+            if first.isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
+                text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
+            if text[:1] in MPI_FIRST and text.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(text)):
+                text = text[mpi.end() :]  # mpirun's tag (and the time it relayed the line)
+            first = text[:1]
+        if first == "(":
+            hit, text = _ray_split(text)
             if hit is not None:
                 worker, pid, ip = hit
         # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own, else
