@@ -591,3 +591,28 @@ def test_a_validations_metrics_end_it_and_easyr1s_training_bar_opens_the_loop() 
     engine.feed([parsed(t + dt, text) for dt, text in lines])
     rows = [(s.name, s.status) for s in engine.status(t + 901).timeline]
     assert rows[-2:] == [("validation", "done"), ("training loop", "running")], rows
+
+
+def test_an_engine_put_to_sleep_ends_the_steps_generation_and_train_batch_is_the_update() -> None:
+    """verl 0.8's colocated vLLM falls asleep once its rollout is over; the actor's `train_batch` frame (the new engine
+    workers') then fails, its traceback cut. Before (HELDOUT9, read after it was scored): "FAILED in generation", the
+    engine's stats line still the step's part. The same sleep once the engine started up opens no generation row."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    lines = [(0, "Training Progress:   0%|          | 0/436 [00:00<?, ?it/s]"),
+             (60, "(vLLMHttpServer pid=35240) INFO 06-05 11:35:02 [loggers.py:127] Engine 000: Avg prompt throughput: "
+                  "1402.6 tokens/s, Avg generation throughput: 2310.4 tokens/s, Running: 128 reqs, Waiting: 0 reqs"),
+             (100, "(vLLMHttpServer pid=35240) INFO 06-05 11:35:42 [executor_base.py:211] It took 3.518224 seconds to "
+                   "fall asleep."),
+             (101, "(WorkerDict pid=35511) Traceback (most recent call last):"),
+             (101, 'File "/workspace/verl/verl/workers/engine_workers.py", line 324, in train_batch'),
+             (101, "output = self.engine.train_batch(data, loss_function=self.loss_fn)")]
+    engine.feed([parsed(t + dt, text) for dt, text in lines])
+    status = engine.status(t + 102)
+    assert (status.state, status.current) == ("failed", "actor update"), status
+    start_up = PhaseEngine(config().rules())
+    start_up.feed([parsed(t, "(WorkerDict pid=1) INFO 06-05 11:30:02 [gpu_model_runner.py:2510] Graph capturing "
+                             "finished in 17 secs, took 0.61 GiB"),
+                   parsed(t + 3, "(WorkerDict pid=1) INFO 06-05 11:30:05 [executor_base.py:211] It took 1.5 seconds to "
+                                 "fall asleep.")])
+    assert [s.name for s in start_up.status(t + 4).timeline] == ["rollout init"]

@@ -1088,6 +1088,8 @@ class PhaseEngine:
             self.inner = None  # a sub-phase ended; its phase goes on
             self.failure = ""
             return
+        if rule.name in self.step_phases and self.current is not rule:
+            return  # a part of the step's end outside any step (verl's engine put to sleep once it started up)
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
