@@ -430,7 +430,6 @@ def test_a_traceback_from_a_step_fails_the_part_of_the_step_its_frames_name(
 def test_a_placement_group_that_already_exists_is_no_pool_made() -> None:
     """`already exists` holds `ready`: read as the pool's done line, it closed the phase the error failed and took the
     failure with it (a verl driver's retry after its first try died: "running", no failure)."""
-    engine = PhaseEngine(config().rules())
     t = 1_000.0
     lines = ["Total training steps: 435",
              "Error executing job with overrides: ['trainer.n_gpus_per_node=4']",
@@ -444,7 +443,7 @@ def test_a_placement_group_that_already_exists_is_no_pool_made() -> None:
              "    resource_pool.get_placement_groups()",
              "ValueError: Failed to create placement group 'global_pool_1:0' because a placement group with the same "
              "name already exists."]
-    engine.feed([line_at(t + i * 0.01, text) for i, text in enumerate(lines)])
+    engine = fed(lines, t)
     status = engine.status(t + 1)
     assert status.state == "failed", status
     assert status.failure.startswith("ValueError: Failed to create placement group"), status.failure
@@ -453,7 +452,6 @@ def test_a_placement_group_that_already_exists_is_no_pool_made() -> None:
 def test_the_code_line_under_a_frame_moves_the_failure_off_its_placeholder() -> None:
     """The driver's traceback names the part by its code line (`old_log_prob = ….compute_log_prob(batch)`): the
     failure is there, and the `after rollout init` row the header had opened goes (audit 10 showed both failed)."""
-    engine = PhaseEngine(config().rules())
     t = 1_000.0
     lines = ["INFO 04-16 09:03:04 llm_engine.py:431] init engine (profile, create kv cache, warmup model) took 46.27 "
              "seconds",
@@ -465,7 +463,7 @@ def test_the_code_line_under_a_frame_moves_the_failure_off_its_placeholder() -> 
              '  File "/srv/verl/trainer/ppo/ray_trainer.py", line 938, in fit',
              "    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)",
              "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
-    engine.feed([line_at(t + i * 0.01, text) for i, text in enumerate(lines)])
+    engine = fed(lines, t)
     status = engine.status(t + 1)
     rows = [(s.name, s.status) for s in status.timeline]
     assert rows == [("rollout init", "done"), ("old log-prob", "failed")], rows
@@ -495,7 +493,6 @@ def test_vllm_v0_loading_its_weights_is_the_engines_start_up_not_the_actors() ->
     ["Tcl_AsyncDelete: async handler deleted by the wrong thread"],
 ])
 def test_a_traceback_pythons_unraisable_hook_printed_ends_nothing(after: list[str]) -> None:
-    engine = PhaseEngine(config().rules())
     t = 1_000.0
     lines = ["(TaskRunner pid=5521) step:99 - actor/pg_loss:0.003 - timing_s/step:194.4",
              "(TaskRunner pid=5521) Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a>",
@@ -503,7 +500,7 @@ def test_a_traceback_pythons_unraisable_hook_printed_ends_nothing(after: list[st
              '(TaskRunner pid=5521)   File "/venv/torch/utils/data/dataloader.py", line 1479, in __del__',
              "(TaskRunner pid=5521)     self._shutdown_workers()",
              "(TaskRunner pid=5521) AssertionError: can only join a child process", *after]
-    engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
+    engine = fed(lines, t)
     status = engine.status(t + 1)
     assert status.state != "failed" and not status.failure, status
 
@@ -511,7 +508,6 @@ def test_a_traceback_pythons_unraisable_hook_printed_ends_nothing(after: list[st
 def test_a_step_after_a_logged_traceback_says_the_run_went_on() -> None:
     """A traceback the job logged and went on from (a reward call that failed and scored 0): the next step's record
     says the run was not ended by it (before: "FAILED in training loop" under step 100's record)."""
-    engine = PhaseEngine(config().rules())
     t = 1_000.0
     lines = ["(TaskRunner pid=5521) step:99 - actor/pg_loss:0.003 - timing_s/step:194.4",
              "(TaskRunner pid=5521) [reward] sandbox call failed, scoring 0:",
@@ -520,7 +516,7 @@ def test_a_step_after_a_logged_traceback_says_the_run_went_on() -> None:
              "(TaskRunner pid=5521)     resp.raise_for_status()",
              "(TaskRunner pid=5521) requests.exceptions.HTTPError: 502 Server Error: Bad Gateway for url: "
              "http://10.0.0.9:8080/run"]
-    engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
+    engine = fed(lines, t)
     assert engine.status(t + 1).state == "failed"  # so far, as far as the log tells
     engine.feed([parsed(t + 1, "(TaskRunner pid=5521) step:100 - actor/pg_loss:-0.001 - timing_s/step:191.2")])
     status = engine.status(t + 2)
@@ -628,3 +624,10 @@ def test_a_launchers_host_before_a_bar_is_no_phase_name() -> None:
     described = PhaseEngine(config().rules())
     described.feed([parsed(t, "Rollout generation:  62%|██████▎   | 40/64 [03:10<01:54,  4.77s/it]")])
     assert [s.name for s in described.status(t + 1).timeline] == ["Rollout generation"]
+
+
+def fed(lines: list[str], t: float) -> PhaseEngine:
+    """A phase engine fed `lines` as the follower parses them, 10 ms apart from `t`."""
+    engine = PhaseEngine(config().rules())
+    engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
+    return engine
