@@ -55,6 +55,7 @@ DEFAULT_FILTER = (
 )
 FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
+    r"|^Exception raised in creation task: "  # Ray: an actor's __init__ raised (its traceback follows, no header)
     r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective"
     r"|\bDist(?:Backend|Store)Error\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
     r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"

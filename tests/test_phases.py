@@ -631,3 +631,16 @@ def fed(lines: list[str], t: float) -> PhaseEngine:
     engine = PhaseEngine(config().rules())
     engine.feed([parsed(t + i * 0.01, text) for i, text in enumerate(lines)])
     return engine
+
+
+def test_an_actors_creation_task_that_raised_is_a_failure() -> None:
+    """Ray's `Exception raised in creation task: …` (the actor's __init__ raised; its frames follow with no traceback
+    header). Before (HELDOUT9, read after it was scored): "ended in rollout init", running."""
+    lines = ["(LLMRayActor pid=431876) INFO 01-15 19:07:40 llm_engine.py:249] Initializing an LLM engine (v0.6.5) with "
+             "config: model='/models/llama-3-8b'",
+             "(LLMRayActor pid=431876) Exception raised in creation task: The actor died because of an error raised in "
+             "its creation task, ray::LLMRayActor.__init__() (pid=431876, ip=10.7.5.14)",
+             '(LLMRayActor pid=431876)   File "/srv/openrlhf/trainer/ray/vllm_engine.py", line 54, in __init__',
+             "(LLMRayActor pid=431876)     self.llm = vllm.LLM(*args, **kwargs)"]
+    status = fed(lines, 1_000.0).status(1_001.0)
+    assert (status.state, status.current) == ("failed", "rollout init"), status
