@@ -138,6 +138,13 @@ def test_enabled_probe_dumps_all_threads_with_names(procs: list[subprocess.Popen
     procs.append(spawn(HANGS, {"GKDTOP_PROBE": "1", "GKDTOP_RUN_DIR": str(tmp_path)}))
     pid = procs[0].pid
     assert (tmp_path / "probe" / f"faulthandler-{pid}.txt").is_file()
+    # `ready` is printed on the line before the sleep: on a busy machine the first dump can still find the main thread
+    # there (CI saw line 6 once). Dump until it sleeps; the reads below are then of a process that stays put.
+    deadline = time.monotonic() + 30
+    while not any(t.name == "MainThread" and t.frames and t.frames[0].line == 7
+                  for t in dump_stacks([pid], search=[tmp_path / "none"]).dumps[0].threads):
+        assert time.monotonic() < deadline, "the main thread never reached its sleep"
+        time.sleep(0.1)
     for _ in range(2):  # the file accumulates dumps: each read takes only the new one
         dump = dump_stacks([pid], search=[tmp_path / "none"]).dumps[0]
         assert dump.ok and dump.method == "faulthandler", dump.error
