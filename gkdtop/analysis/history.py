@@ -151,13 +151,19 @@ class HistoryReader:
             self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
         state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
         base = 0
-        self._flip = _lines_of(part) + 1 if part.newest_first else 0
-        if part.newest_first:
+        self._flip = 0
+        if part.newest_first:  # small (newest_first): read once, whole, its lines turned round
+            with open_regular(part.path) as fh:
+                data = _reversed_lines(fh.read(part.end - part.start), self.cap)
+            self._flip = data.count(b"\n") + 1  # its lines, an unterminated last one included, + 1
+            chunks = _whole_lines(data)
             self.analysis.read_bottom_up.add(part.path)
-        if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
-            scanned = scan_ahead(_read_chunks(part, self.cap), partial(self._scan_chunk, part.path))
         else:
-            scanned = map(partial(self._scan_chunk, part.path), _read_chunks(part, self.cap))
+            chunks = _read_chunks(part, self.cap)
+        if ahead and part.end - part.start > 2 * CHUNK and usable_cores() > 1:
+            scanned = scan_ahead(chunks, partial(self._scan_chunk, part.path))
+        else:
+            scanned = map(partial(self._scan_chunk, part.path), chunks)
         for extract in scanned:
             self._sort_hits(extract)
             self._date_chunk(extract, state)
@@ -617,14 +623,6 @@ def _read_chunks(part: HistoryRange, cap: int = 1 << 16) -> Iterator[bytes]:
     range's last read holds no line break at all. A line longer than a chunk keeps its first `cap`
     bytes, its `\\r` redraws collapsed as they come (a bar's latest, as the follower keeps it live);
     the rest is read past, never held: memory stays flat on a 1 GiB line or a file of bars."""
-    if part.newest_first:  # small (newest_first): read whole, its lines turned round, in chunks of whole lines
-        with open_regular(part.path) as fh:
-            data = _reversed_lines(fh.read(part.end - part.start), cap)
-        while data:
-            cut = data.rfind(b"\n", 0, CHUNK) + 1 if len(data) > CHUNK else len(data)
-            yield data[: cut or len(data)]
-            data = data[cut or len(data) :]
-        return
     with open_regular(part.path) as fh:  # a FIFO at the path by now is an OSError, never a hang
         fd = fh.fileno()
         pos = part.start
@@ -734,14 +732,12 @@ def newest_first(path: str, size: int) -> bool:
     return back >= 3 and back >= 4 * forward
 
 
-def _lines_of(part: HistoryRange) -> int:
-    """How many lines a (small, newest-first) file's range holds, an unterminated last one included."""
-    try:
-        with open_regular(part.path) as fh:
-            data = fh.read(part.end - part.start)
-    except OSError:
-        return 0
-    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+def _whole_lines(data: bytes) -> Iterator[bytes]:
+    """`data` in chunks of at most CHUNK bytes that end on a line's end (a longer line alone)."""
+    while data:
+        cut = data.rfind(b"\n", 0, CHUNK) + 1 if len(data) > CHUNK else len(data)
+        yield data[: cut or len(data)]
+        data = data[cut or len(data) :]
 
 
 def _reversed_lines(data: bytes, cap: int) -> bytes:
