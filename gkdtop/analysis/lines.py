@@ -173,9 +173,10 @@ COMPOSE_REACH = 100
 
 # Open MPI's `mpirun --tag-output` puts `[job,rank]<stdout>:` before every line, and `--timestamp-output` the time
 # it relayed the line before that, in ctime's shape (`Tue May 20 21:09:41 2025[1,0]<stdout>:`).
-MPI_TAG = r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?"
-_MPI_RE = re.compile(r"(?:(?P<ctime>[A-Z][a-z]{2} (?P<month>[A-Z][a-z]{2}) (?P<day>[ \d]\d) (?P<time>\d\d:\d\d:\d\d) "
-                     r"(?P<year>\d{4})))?\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?")
+_CTIME = r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}"
+_MPI_LABEL = r"\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?"
+MPI_TAG = f"(?:{_CTIME})?{_MPI_LABEL}"
+_MPI_RE = re.compile(f"(?P<ctime>{_CTIME})?{_MPI_LABEL}")
 _MPI_BYTES_RE = re.compile(MPI_TAG.encode())
 MPI_FIRST = "[MTWFS"  # what an MPI tag begins with: its bracket, or a day's name
 _MPI_FIRST_BYTES = (b"[", b"M", b"T", b"W", b"F", b"S")
@@ -186,10 +187,11 @@ _MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "J
 
 def _mpi_stamp(m: re.Match[str], seen: float) -> float | None:
     """The time an MPI tag's ctime says, read as the stamps of that shape are (a zone, the clock's checks)."""
-    month = _MONTHS.get(m["month"])
+    _, name, day, hms, year = m["ctime"].split()
+    month = _MONTHS.get(name)
     if month is None:
         return None
-    iso = TS_RE.match(f"{m['year']}-{month:02d}-{int(m['day']):02d} {m['time']}")
+    iso = TS_RE.match(f"{year}-{month:02d}-{int(day):02d} {hms}")
     return stamp_of(iso.groups(), seen) if iso is not None else None
 
 

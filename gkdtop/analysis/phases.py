@@ -21,6 +21,7 @@ from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.analysis.wordphase import (
+    CAPTURE_STAMP_RE,
     DATASET,
     DEAD_ACTOR,
     SUMMARY_HEADER,
@@ -301,8 +302,6 @@ MAX_MADE_PHASES = 100  # phases no rule defines (probe markers, bar descriptions
 FRAMES_AFTER = 60.0  # seconds after a crash line in which a traceback's frames still place that failure
 # Parts a run may not have at all (GRPO has no critic; a run starts from scratch): never the guess of what comes next.
 OPTIONAL = frozenset({"critic init", "reference init", "reward init", "checkpoint load", "teacher"})
-# A log collector's stamp before each line: `[2025-05-10 00:18:27] `.
-CAPTURE_STAMP_RE = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] ")
 # A launcher's host before every line (pdsh's `node07: `, an MPI operator's `mpi-x7k2q9bd-launcher: `), not a bar's
 # description: one token with a digit and a dash or a dot.
 HOST_DESC_RE = re.compile(r"(?=[\w.-]*\d)(?=[\w.-]*[.-])[\w.-]{3,127}:?")

@@ -136,7 +136,8 @@ _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
 _DOTTED_RE = re.compile(r"\b[a-z_]\w*(?:\.[a-z_]\w*)+\b")
 _SOURCE_PATH_RE = re.compile(r"\S*/[\w.-]+\.py\b")  # `…/transformers/generation/configuration_utils.py`
 # A capture stamp a collector put before every line (`[2026-03-12 11:50:36] (TaskRunner pid=7) …`).
-_CAPTURE_RE = re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] (?=\()")
+CAPTURE_STAMP_RE = re.compile(r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] ")
+_CAPTURE_RE = re.compile(f"^{CAPTURE_STAMP_RE.pattern}(?=\\()")  # (the words peel it before Ray's prefix)
 # A launcher's outermost frames: its traceback says where the launcher was, not a worker.
 _LAUNCHER_RE = re.compile(r"/torch/distributed/run\.py|/bin/(?:torchrun|accelerate|deepspeed)\b|/elastic/agent/"
                           r"|/accelerate/commands/launch\.py|/deepspeed/launcher/")
