@@ -869,15 +869,21 @@ class PhaseEngine:
             self.first_spans.append(span)
         return span
 
+    def _drop(self, span: PhaseSpan) -> None:
+        """A span that was only the failure's placeholder goes, from the timeline and the first spans kept (this
+        span, not one equal to it)."""
+        for spans in (self.timeline, self.first_spans):
+            at = next((i for i, kept in enumerate(spans) if kept is span), None)
+            if at is not None:
+                del spans[at]
+
     def _not_failed(self, span: PhaseSpan) -> None:
         """A span the failure was first put in, which a later line moved elsewhere: done, and its line cited for
         what it started (`--why` said `after rollout init failed` beside a timeline that said done). A placeholder
         (`after dataset generation`) opened only for the failure goes."""
         if span.name.startswith("after ") and span in self.timeline and span is not self.timeline[-1] and (
                 self.timeline[-1].start <= span.start + FRAMES_AFTER):
-            self.timeline.remove(span)
-            if span in self.first_spans:
-                self.first_spans.remove(span)
+            self._drop(span)
             return
         span.status = "done"
         if span.evidence is not None and span.evidence.claim == f"{span.name} failed":
@@ -1024,9 +1030,7 @@ class PhaseEngine:
         moves there, still waiting for its exception line; a placeholder span it had opened goes."""
         if before is not None and before.status == "failed":
             if before.name == BEFORE_ANY and before.start == self.timeline[-1].start:
-                self.timeline.remove(before)
-                if before in self.first_spans:
-                    self.first_spans.remove(before)
+                self._drop(before)
             else:
                 self._not_failed(before)
         self.timeline[-1].status = "failed"
@@ -1237,9 +1241,7 @@ class PhaseEngine:
         scored 0): the error did not end the run, which runs on in its phase. The error stays among the errors."""
         span = self.timeline[-1]
         if span.name.startswith("after ") and len(self.timeline) > 1 and span.start == self._failed_at:
-            self.timeline.pop()  # the placeholder the failure opened
-            if span in self.first_spans:
-                self.first_spans.remove(span)
+            self._drop(span)  # the placeholder the failure opened
             span = self.timeline[-1]
         span.status = "running" if span.end is None else "done"
         self.failure, self._failure_line, self._failed_at, self._want_exception_line = "", None, None, False
