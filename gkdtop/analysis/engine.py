@@ -207,7 +207,7 @@ class Analysis:
         last_line = next((line for line in reversed(tail) if line.strip()), "")
         if status.hint is not None and status.hint.only:
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
-        if not self.profiles.rl(name):  # no actor, no rollout engine known: phases by their plain names
+        if not self.profiles.rl(name) and not self.phases.rollout_in_step:  # no actor, no rollout: plain names
             status.rename(self._plain_names(status))
         status.unrecognised = self.lines_read - self.recognised_at
         status.recognised_last = self.recognised_text

@@ -66,6 +66,7 @@ RECORD_STEP_PATTERN = (
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
     r"|\bstep:\s{1,8}(\d{1,18})\s{1,8}loss:\s"  # torchtitan's `step:  10  loss:  9.8121  memory: …`
     r"|\[Rank \d{1,6}\] step=(\d{1,18}), skipped=\d"  # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…`
+    r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -154,6 +155,7 @@ SAVE = "checkpoint save"
 REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
+GENERATION = "generation"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
@@ -337,6 +339,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         return int(m.group(7)), m.end(7), timings
     if m.group(8) is not None:
         return int(m.group(8)), m.end(8), timings
+    if m.group(9) is not None:
+        return int(m.group(9)), m.end(), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
@@ -391,8 +395,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
 
 def _framed(text: str) -> bool:
     """A traceback's frame, or the code line under one (`    old_log_prob = self.actor_rollout_wg.…`), also behind the
-    stamp a log collector put before it."""
-    if text.startswith("[") and (m := CAPTURE_STAMP_RE.match(text)):
+    stamp a log collector put before it or torch's `[rank0]: `."""
+    if text.startswith("[") and (m := CAPTURE_STAMP_RE.match(text) or RANK_PREFIX_RE.match(text)):
         text = text[m.end():]
     return FRAME_RE.match(text) is not None or text.startswith("    ")
 
@@ -465,6 +469,9 @@ class PhaseEngine:
         self.step_phases = {name for rule in self.rules for name in rule.inner}
         self.probe_rules: dict[str, PhaseRule] = {}  # phases the probe named that no rule knows
         self.rollout_seen = False  # a rollout engine or teacher has run: the step has more parts than its update
+        # A step's own part was generation: an RL trainer's loop, whichever trainer wrote it (SkyRL's timers), so its
+        # parts keep their RL names (`actor update`, not `model update`) where no known trainer was named.
+        self.rollout_in_step = False
         self._ran: set[str] = set()  # the phases a span was opened for
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
@@ -696,6 +703,7 @@ class PhaseEngine:
                 return False
             self.inner = rule
             self.rollout_seen |= rule.name in ROLLOUT_PHASES
+            self.rollout_in_step |= rule.name == GENERATION
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
             if not (self._failed() and self.bar_id in ids):
@@ -905,6 +913,7 @@ class PhaseEngine:
             # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's.
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
+            self.rollout_in_step |= rule.name == GENERATION
             if self.inner is not rule:
                 self.inner, self.inner_since, self.inner_bound = rule, t, stamp_bound(self._line)
                 self._inner_evidence = Evidence.of(f"{rule.name} started", self._line) if self._line else None

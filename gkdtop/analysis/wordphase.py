@@ -37,7 +37,7 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("reference init", r"\bRef(?:erence)? (?:model |FSDP |policy )?init\b"),
     # verl's worker methods (`critic_update_critic`, `critic_init_model`), as Ray names the tasks that run them.
     ("critic init", r"\bcritic[_ ]init[_ ]model\b"),
-    ("critic update", r"\bupdate[_ ]critic\b|\bcritic[_ ](?:update|training)\b|\btrain(?:ing)?[_ ]critic\b"),
+    ("critic update", r"\bupdate[_ ]critic\b|\bcritic[_ ](?:update|training)\b|\btrain(?:ing)?[_ ]critic\b(?![_ ]and)"),
     # The trainer's weights pushed to the rollout engines: OpenRLHF's `_broadcast_to_vllm`, vLLM/SGLang's
     # `update_weights(_from_tensor)`, TRL's `update_named_param` (not `load_weights`: an engine's start-up).
     ("weight sync",
@@ -59,7 +59,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\breset(?:s|ting)? (?:the )?prefix cache\b"),
     ("actor update",
      r"\bbackward\b|\boptimi[sz]er[ ._-]?step\b|\bstep_begin\b|\bupdate[_ ](?:actor|policy)\b"
-     r"|\bpolicy update\b|\bupdating (?:the )?(?:policy|actor|model)\b"
+     r"|\bpolicy[_ ](?:update|train(?:ing)?)\b|\bupdating (?:the )?(?:policy|actor|model)\b"
      # HF Trainer's and TRL's loss, as their frames name it (not `training_step`: the whole step, whose inputs TRL's
      # GRPO generates and whose weights it pushes to vLLM first)
      r"|\bcompute[_ ]loss\b|\bget[_ ]batch[_ ]loss[_ ]metrics\b"

@@ -1,0 +1,87 @@
+"""Where a trainer's own traceback places its failure (issue 25; audit 12's logs, written in the shapes users posted
+with invented values): the code line a frame ran names the part when its function does not (TRL's weight load inside
+`_prepare_inputs`, a reference model wrapped in `__init__`), also behind torch's `[rank0]: ` prefix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_phase_nesting import text_of
+from tests.verlrun import live_and_history
+
+SITE = "/opt/conda/lib/python3.11/site-packages"
+
+
+def _frames(prefix: str, frames: list[tuple[str, str, str]], exception: str) -> list[str]:
+    """A traceback, each frame (path, function, the code line it ran) behind `prefix` (torch's `[rank0]: `)."""
+    out = [f"{prefix}Traceback (most recent call last):"]
+    for k, (path, func, code) in enumerate(frames):
+        out += [f'{prefix}  File "{path}", line {40 + 17 * k}, in {func}', f"{prefix}    {code}"]
+    return [*out, f"{prefix}{exception}"]
+
+
+def _verdicts(tmp_path: Path, lines: list[str]) -> list[tuple[str | None, str]]:
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    return [(s.current, s.state) for s in (history.status(1e12), store.phase_status())]
+
+
+def test_trl_loading_the_policy_into_vllm_in_prepare_inputs_is_weight_sync(tmp_path: Path) -> None:
+    """R1-V (TRL 0.14's GRPO with vLLM on its own GPU): vLLM refused the policy's weights in the first step. HF's
+    `training_step` frame opened the update; before: "FAILED in model update"."""
+    lines = [
+        "INFO 02-14 11:21:09 model_runner.py:1110] Starting to load model /data/ckpt/qwen2-vl-2b...",
+        "INFO 02-14 11:21:11 model_runner.py:1115] Loading model weights took 4.1523 GB",
+        "INFO 02-14 11:21:31 llm_engine.py:431] init engine (profile, create kv cache, warmup model) took "
+        "19.84 seconds",
+        *_frames("", [
+            ("/srv/r1v/src/open_r1/grpo.py", "<module>", "main(script_args, training_args, model_args)"),
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+            (f"{SITE}/transformers/trainer.py", "training_step", "inputs = self._prepare_inputs(inputs)"),
+            ("/srv/r1v/src/open_r1/trainer/vllm_grpo_trainer.py", "_prepare_inputs",
+             "llm_model.load_weights(state_dict.items())"),
+            (f"{SITE}/vllm/model_executor/models/qwen2_vl.py", "load_weights",
+             "return loader.load_weights(weights, mapper=self.hf_to_vllm_mapper)"),
+        ], "ValueError: There is no module or parameter named 'base_model' in Qwen2VLForConditionalGeneration"),
+    ]
+    assert _verdicts(tmp_path, lines) == [("weight sync", "failed")] * 2
+
+
+def test_vllms_own_weight_load_at_start_up_stays_the_engines(tmp_path: Path) -> None:
+    """The same vLLM `load_weights` frames under the engine's start-up (its loader's `model.load_weights(...)`):
+    engine init, not weight sync (a guard of the rule above)."""
+    lines = [
+        "INFO 02-14 11:21:02 llm_engine.py:234] Initializing a V0 LLM engine (v0.7.2) with config: model='/m/q'",
+        *_frames("", [
+            ("/srv/r1v/src/open_r1/grpo.py", "<module>", "trainer = Qwen2VLGRPOVLLMTrainer("),
+            ("/srv/r1v/src/open_r1/trainer/vllm_grpo_trainer.py", "__init__", "self.llm = LLM("),
+            (f"{SITE}/vllm/model_executor/model_loader/loader.py", "load_model",
+             "model.load_weights(self._get_all_weights(model_config, model))"),
+            (f"{SITE}/vllm/model_executor/models/qwen2_vl.py", "load_weights",
+             "return loader.load_weights(weights, mapper=self.hf_to_vllm_mapper)"),
+        ], "KeyError: 'visual.merger.mlp.0.weight'"),
+    ]
+    # (the live store names it by its plain name: no RL trainer in this log)
+    assert _verdicts(tmp_path, lines) == [("rollout init", "failed"), ("engine init", "failed")]
+
+
+def test_a_reference_model_wrapped_in_the_trainers_init_is_reference_init(tmp_path: Path) -> None:
+    """Video-R1 (a copy of TRL's GRPO trainer under DeepSpeed ZeRO-3): the reference model ran out of memory while
+    `prepare_deepspeed` moved it to the GPU, every frame behind torch's `[rank0]: `. Before: "FAILED after model
+    load", and, once the code line was read, a leftover `after model load` row beside it."""
+    lines = [
+        "[2025-04-02 08:42:05,017] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed info: version=0.16.4",
+        "[2025-04-02 08:42:31,904] [INFO] [logging.py:128:log_dist] [Rank 0] DeepSpeed Final Optimizer = "
+        "DeepSpeedZeroOptimizer_Stage3",
+        *_frames("[rank0]: ", [
+            ("/srv/video-r1/src/open_r1/grpo.py", "main", "trainer = trainer_cls("),
+            ("/srv/video-r1/src/open_r1/trainer/grpo_trainer.py", "__init__",
+             "self.ref_model = prepare_deepspeed(self.ref_model, self.accelerator)"),
+            (f"{SITE}/trl/models/utils.py", "prepare_deepspeed",
+             "model, *_ = deepspeed.initialize(model=model, config=config_kwargs)"),
+            (f"{SITE}/torch/nn/modules/module.py", "to", "return self._apply(convert)"),
+        ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 260.00 MiB."),
+    ]
+    assert _verdicts(tmp_path, lines) == [("reference init", "failed")] * 2
+    history, _ = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    assert [span.name for span in history.status(1e12).timeline] == ["actor init", "reference init"]
