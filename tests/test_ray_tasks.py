@@ -105,6 +105,8 @@ def test_task_names_map_to_phases_for_verl_openrlhf_and_the_demo() -> None:
         "OnPolicyDistillActor.sync_weights": "weight sync",
         "RolloutWorker.receive_weights": "weight sync",
         "TaskRunner.run": None,  # the driver's loop: every phase at once, so none
+        "ActorModelRayActor.fit": None,  # OpenRLHF's loop before its 0.8 rewrite: the same (it was `actor update`)
+        "PolicyModelActor.fit": "actor update",  # since then: one step's update, called by the driver
     }
     assert {func: phaser.phase_of(func) for func in expected} == expected
     found = phaser.task_phase([task("TaskRunner.run", "RUNNING", "t", 1, NOW - 600),
