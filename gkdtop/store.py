@@ -18,6 +18,7 @@ from gkdtop.analysis.engine import Analysis
 from gkdtop.analysis.history import HistoryRange, newest_first
 from gkdtop.collectors.registry import CollectorSpec, find
 from gkdtop.model import (
+    FROM_END,
     Finding,
     GpuState,
     Hint,
@@ -281,6 +282,8 @@ class Store:
         # A local file's lines from before gkdtop opened it were analysed as history (adopt_history):
         # they are kept for the Logs pane only.
         new = [line for line in batch.lines if not (local and line.backlog)]
+        if new and self.analysis.lines_in:
+            self._count_from_start(new)
         self.lines.extend(batch.lines)
         analysis.feed(new)
         for line in batch.lines:
@@ -422,13 +425,22 @@ class Store:
         return [text for text, _, _ in newest], [number for _, number, _ in newest]
 
     def _number(self, line: LogLine) -> int | None:
-        """A line's number in its file. A backlog line holds minus its place from the file's end (follow.py) until
-        history has counted the file's lines (Analysis.lines_in)."""
+        """A line's number in its file. A line of a file followed from its end holds its place after that end
+        (FROM_END + n: follow.py) until history has counted the file's lines (Analysis.lines_in)."""
         number = line.number
         if number is None or number > 0:
             return number
         counted = self.analysis.lines_in.get(line.source)
-        return counted[0] + 1 + number if counted is not None and counted[0] + 1 + number > 0 else None
+        return counted[0] + number - FROM_END if counted is not None and counted[0] + number - FROM_END > 0 else None
+
+    def _count_from_start(self, lines: list[LogLine]) -> None:
+        """New lines of files followed from their end get their numbers in the file, once history counted what the
+        file held before (so a claim's evidence live cites `train.log:812`, as history's does)."""
+        counted = self.analysis.lines_in
+        for line in lines:
+            number = line.number
+            if number is not None and number < 0 and (before := counted.get(line.source)) is not None:
+                line.number = before[0] + number - FROM_END
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""

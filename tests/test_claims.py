@@ -153,6 +153,35 @@ def test_every_verdict_cites_its_lines(tmp_path: Path) -> None:
     assert "failed: train.log:7  `torch.OutOfMemoryError: CUDA out of memory." in why
 
 
+def test_live_lines_cite_their_line_in_the_file(tmp_path: Path) -> None:
+    """Lines read live are cited by their number in the file, as history's are (before: `"line": null`): after what
+    the file held when following began (history counted it), and from the start of a file that took its place."""
+    from gkdtop.collectors.logs import LogCollector
+    from gkdtop.store import Store
+
+    (tmp_path / "crash").mkdir()
+    lines = deepspeed_crash(tmp_path / "crash")[0].read_text().splitlines()
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines[:3]) + lines[3][:20])  # a bar's line not finished yet
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(log)], backlog=2)
+    try:
+        store.put("logs", collector.collect())  # the start-up: history reads the 3 lines
+        with log.open("a") as fh:
+            fh.write(lines[3][20:] + "\n" + "".join(line + "\n" for line in lines[4:]))
+        store.put("logs", collector.collect())
+        cited = {e.claim: e for e in store.phase_status().evidence}
+        assert (cited["failed"].line, cited["failed"].text[:22]) == (7, "torch.OutOfMemoryError")
+        # logrotate: the next run writes a new train.log, read from its start
+        log.rename(tmp_path / "train.log.1")
+        log.write_text("first of the new file\nsecond\n")
+        while store.numbered_tail()[0][-1] != "second":  # (the old file drains first)
+            store.put("logs", collector.collect())
+        assert store.numbered_tail()[1][-3:] == [8, 1, 2]
+    finally:
+        collector.close()
+
+
 def test_a_live_stall_cites_its_last_progress(tmp_path: Path) -> None:
     from tests.gkdlog import startup
     from tests.test_records import live

@@ -25,7 +25,7 @@ from gkdtop.analysis.lines import (
     parse_line,
     utf8_cut,
 )
-from gkdtop.model import LogFileState, LogLine
+from gkdtop.model import FROM_END, LogFileState, LogLine
 from gkdtop.safeopen import kind_of, open_regular
 
 BACKLOG_BLOCK = 64 << 10  # the tail is read backwards in blocks of this size ...
@@ -124,6 +124,9 @@ class Follower:
         self.shown = ""  # the progress text last reported for the unfinished line
         self.partial_counted = False  # the unfinished line was delivered (history, or the file went idle)
         self.history: tuple[str, int, float, bool] | None = None  # what the file held at start-up
+        # The number of the last line delivered: in the file (read from its start), else relative to its end when
+        # following began (FROM_END + n: history counts the lines before it, Store.write_logs adds them).
+        self.line_no: int | None = None
         self.opened_once = False
         self.state = LogFileState(path, "waiting")
 
@@ -179,7 +182,7 @@ class Follower:
                     # copytruncate, or truncated and written past our position before this poll
                     self._flush(out)
                     self.fh.seek(0)
-                    self.pos, self.head = 0, b""
+                    self.pos, self.head, self.line_no = 0, b"", 0
                     st.truncations += 1
             if self.fh is None:
                 self._open(out, progress, backlog)
@@ -213,7 +216,7 @@ class Follower:
                 self.state.truncations += 1
             else:
                 self.state.rotations += 1
-            self.pos, self.head = 0, b""
+            self.pos, self.head, self.line_no = 0, b"", 0
         if self.pool is not None:
             self.pool.opened(self)
         self.fh = fh
@@ -225,7 +228,7 @@ class Follower:
         elif self.backlog_pending:
             self._backlog(info.st_size, info.st_mtime, out, progress, backlog)
         else:
-            self.pos = 0
+            self.pos, self.line_no = 0, 0
         self.backlog_pending = False
 
     def _backlog(
@@ -267,12 +270,12 @@ class Follower:
         kept = lines[-backlog:] if backlog > 0 else []
         for line in [*kept, *bar.values()]:
             line.backlog = True
+        # Counted from the end: history counts the file's lines, the last of them FROM_END + 0; an unfinished last
+        # line is one of them once the file is idle (its end, when it comes, ends that line, not a new one).
+        self.line_no = FROM_END - (1 if idle and data and not data.endswith(b"\n") else 0)
         if len(lines) == data.count(b"\n"):  # one line per newline (none sifted out): each one's place is known
-            # minus its place from the end: history counts the file's lines (Store.numbered_tail makes it a number);
-            # an unfinished last line is one of them once the file is idle
-            end = len(kept) + (1 if idle and data and not data.endswith(b"\n") else 0)
-            for place, line in enumerate(kept):
-                line.number = place - end
+            for number, line in enumerate(kept, self.line_no + 1 - len(kept)):
+                line.number = number
         _date_untimed(kept, mtime)
         out.extend(kept)
         progress.update(bar)
@@ -373,6 +376,7 @@ class Follower:
             if self.partial or self.over:
                 first = data.find(b"\n")
                 out.append(self._finish(data[:first], seen))
+                self._ended()
                 start = first + 1
             if start <= last:
                 self._bulk(data[start:last], seen, out)
@@ -395,35 +399,49 @@ class Follower:
             data = collapse_lines(data)
         text = decode(data)
         lines = text.split("\n")
-        self.state.lines += len(lines)
+        count = len(lines)
+        self.state.lines += count
         tail = BEHIND_TAIL if self.behind else FLOOD_TAIL
-        if self.sieve is not None and len(lines) > tail:
+        places: list[int] | None = None  # each kept line's place among the chunk's, where the sieve dropped some
+        if self.sieve is not None and count > tail:
             # grep reads the bytes; C1 controls are only gone from the text (see _decode)
-            lines = self._sift(data if b"\xc2" not in data else text.encode(), lines, tail, seen)
+            lines, places = self._sift(data if b"\xc2" not in data else text.encode(), lines, tail, seen)
+        first = len(out)
         max_line = self.max_line
         if max(map(len, lines)) <= max_line:
             parse_into(out, lines, self.path, seen)
-            return
-        for raw in lines:
-            if len(raw) <= max_line:
-                parse_into(out, [raw], self.path, seen)
+        else:
+            for raw in lines:
+                if len(raw) <= max_line:
+                    parse_into(out, [raw], self.path, seen)
+                else:
+                    parse_into(out, [raw[:max_line]], self.path, seen)
+                    out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
+        if self.line_no is not None:
+            base = self.line_no + 1
+            if places is None:
+                for number, line in enumerate(out[first:], base):
+                    line.number = number
             else:
-                parse_into(out, [raw[:max_line]], self.path, seen)
-                out[-1].truncated = len(raw[max_line:].encode("utf-8", "surrogatepass"))
+                for place, line in zip(places, out[first:], strict=True):
+                    line.number = base + place
+            self.line_no += count
 
-    def _sift(self, data: bytes, lines: list[str], tail: int, seen: float) -> list[str]:
-        """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps."""
+    def _sift(self, data: bytes, lines: list[str], tail: int, seen: float) -> tuple[list[str], list[int] | None]:
+        """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps; and the kept
+        lines' places among the chunk's (None: all kept)."""
         assert self.sieve is not None
         head = len(lines) - tail
         keep = self.sieve(data, head)
         if len(keep) == head:
-            return lines
+            return lines, None
         self.skipped += head - len(keep)
         newest = head - 1  # the newest skipped line tells how far the skipped ones went (the stall clock)
         while newest in keep:
             newest -= 1
         self.skipped_time = max(self.skipped_time, parse_line(lines[newest], self.path, seen).time)
-        return [lines[i] for i in sorted(keep)] + lines[head:]
+        places = [*sorted(keep), *range(head, len(lines))]
+        return [lines[i] for i in places], places
 
     def _extend(self, data: bytes) -> None:
         """Append to the unfinished line, collapsing `\\r` rewrites and bounding what is kept."""
@@ -461,6 +479,8 @@ class Follower:
         text, dropped = self._text_of(buf, dropped)
         line = parse_line(text, self.path, seen)
         line.truncated = dropped
+        if self.line_no is not None:
+            line.number = self.line_no + 1  # (its count moves on where the line ends: _ended)
         self.state.lines += 1
         return line
 
@@ -473,7 +493,14 @@ class Follower:
         line = parse_line(text, self.path, seen)
         line.truncated = dropped
         line.progress = True
+        if self.line_no is not None:
+            line.number = self.line_no + 1
         return line
+
+    def _ended(self) -> None:
+        """The pending line got its end: the next line is the one after it."""
+        if self.line_no is not None:
+            self.line_no += 1
 
     def _deliver_partial(self, out: list[LogLine]) -> None:
         """The unfinished line as a line, once (a crash's last words often lack their newline)."""
@@ -491,6 +518,7 @@ class Follower:
             return
         if self.partial or self.over:
             line = self._finish(b"", time.time())
+            self._ended()
             if line.text or line.truncated:
                 out.append(line)
             else:

@@ -147,6 +147,9 @@ class RayLogsState:
     skipped: int = 0  # matches not followed (over max_files)
 
 
+FROM_END = -(1 << 40)  # LogLine.number of the last line a file held when a follower began at its end
+
+
 @dataclass(slots=True)
 class LogLine:
     """One logical log line after decoding, ANSI stripping and `\\r` collapsing."""
@@ -162,8 +165,10 @@ class LogLine:
     progress: bool = False  # a tqdm-style `\r` rewrite (latest state of a bar)
     backlog: bool = False  # read from the file's existing content at start-up
     raw: str = ""  # the full line as written (prefix included), ANSI stripped, capped
-    number: int | None = None  # its line in its file, where the reader counted (history); None live; a backlog
-    # line's is minus its place from the file's end, until history has counted the file (Store.numbered_tail)
+    # Its line in its file, where the reader counted; a follower's line in a file it began to follow at its end holds
+    # FROM_END + its place after that end (0: the last line then, -1 the one before), until history has counted
+    # the file's lines (Store.write_logs).
+    number: int | None = None
     undated: bool = False  # history: no stamp came before it, so `seen` is the first stamp after it (an upper bound)
 
     @property
@@ -200,7 +205,7 @@ class Evidence:
 
     @classmethod
     def of(cls, claim: str, line: LogLine) -> Evidence:
-        number = line.number if line.number is None or line.number > 0 else None  # (a backlog line's is from the end)
+        number = line.number if line.number is None or line.number > 0 else None  # (FROM_END's: not counted yet)
         return cls(claim, line.source, number, (line.raw or line.text)[:EVIDENCE_CHARS])
 
     def as_json(self) -> dict[str, Any]:
