@@ -193,6 +193,15 @@ def _hint_text(hint: dict | None) -> str:
     return "\n".join([*hint.get("causes", []), *hint.get("actions", [])])
 
 
+_QUOTED_RE = re.compile(r"`[^`\n]*`")
+
+
+def _claimed(text: str) -> str:
+    """What gkdtop says in its own words: the log lines it quotes (`…`) are the log's words, not its claims (a
+    verdict that quotes `Failed to decode tool call` claims no failure)."""
+    return _QUOTED_RE.sub("``", text)
+
+
 def replay_verdict(case: Case, home: Path) -> Verdict:
     doc, err = _run_gkdtop(["replay", "--json", str(case.log)], home)
     if doc is None:
@@ -211,7 +220,7 @@ def replay_verdict(case: Case, home: Path) -> Verdict:
         phase=phase,
         culprit_text="\n".join([named, errors, failure, stopped]),
         advice_text="\n".join([advice, hint, end_hint]),
-        claims_text="\n".join([phase, failure, hint, claims, stopped, end_hint]),
+        claims_text="\n".join([phase, failure, hint, claims, _claimed(stopped), end_hint]),
         error_findings=n_err + len(doc.get("errors", [])),
         framework=(doc.get("framework") or {}).get("name") or "",
     )
@@ -288,7 +297,7 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
         phase=phase,
         culprit_text="\n".join([named, failure, stopped, pace, quoted]),
         advice_text="\n".join([advice, hint]),
-        claims_text="\n".join([phase, failure, hint, claims, stopped, pace]),
+        claims_text="\n".join([phase, failure, hint, claims, _claimed(stopped), pace]),
         error_findings=n_err,
         framework=(doc.get("framework") or {}).get("name") or "",
     )

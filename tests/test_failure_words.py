@@ -65,8 +65,24 @@ def test_a_traceback_cut_before_its_exception_says_the_error_is_not_in_the_log(t
     status = run(tmp_path, lines).status
     assert status.state == "failed" and status.hint is not None
     assert "the exception is not in the log" in status.hint.causes[0]
+    assert "HYDRA_FULL_ERROR" in " ".join(status.hint.actions)
     said = report_text(run(tmp_path, lines))
     assert "root cause" not in said and "assertion" not in said
+
+
+def test_a_cut_traceback_of_no_hydra_job_gets_no_hydra_advice(tmp_path: Path) -> None:
+    """EasyR1 (no Hydra) died with its traceback cut after two frames (audit 13). Before: "Hydra's 'Error executing
+    job' line only announces it" and HYDRA_FULL_ERROR=1, on a log with no Hydra line."""
+    lines = [
+        "2025-06-11 09:12:40,118\tINFO worker.py:1852 -- Started a local Ray instance.",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+        "    return _run_code(code, main_globals, None,",
+    ]
+    status = run(tmp_path, lines).status
+    assert status.state == "failed" and status.hint is not None
+    assert "the exception is not in the log" in status.hint.causes[0]
+    assert "Hydra" not in report_text(run(tmp_path, lines))
 
 
 def test_a_cpp_backtrace_header_is_not_the_failure(tmp_path: Path) -> None:

@@ -85,3 +85,19 @@ def test_a_reference_model_wrapped_in_the_trainers_init_is_reference_init(tmp_pa
     assert _verdicts(tmp_path, lines) == [("reference init", "failed")] * 2
     history, _ = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
     assert [span.name for span in history.status(1e12).timeline] == ["actor init", "reference init"]
+
+
+def test_the_code_line_that_started_a_part_bounds_the_frames_read_under_it(tmp_path: Path) -> None:
+    """R1-V's newer trainer loads the weights under its `compute_loss` (audit 13): the rules' weight sync, started by
+    the frame's code line, stands; the frame's own words (a loss: the update) are not read over it. Before: "FAILED,
+    likely in model update"."""
+    lines = [
+        "  1%|          | 1/100 [00:41<1:07:52, 41.13s/it]",
+        *_frames("[rank0]: ", [
+            ("/srv/r1v/src/open_r1/trainer/vllm_grpo_trainer.py", "compute_loss",
+             "llm_model.load_weights(state_dict.items())"),
+            (f"{SITE}/vllm/model_executor/model_loader/weight_utils.py", "default_weight_loader",
+             "assert param.size() == loaded_weight.size(), ("),
+        ], "AssertionError: Attempted to load weight (torch.Size([0])) into parameter (torch.Size([1280, 3, 14]))"),
+    ]
+    assert _verdicts(tmp_path, lines) == [("weight sync", "failed")] * 2

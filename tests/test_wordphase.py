@@ -1109,3 +1109,20 @@ def test_an_engine_s_idle_stats_lines_are_no_step_that_ends_the_words(tmp_path: 
         "ERROR 12-09 05:28:00 async_llm_engine.py:65] asyncio.exceptions.TimeoutError"]
     ph = _replay(_write(tmp_path, "idle.log", lines))
     assert ph["current"] == "generation" and ph["phase_from"] == "words", ph["worded_note"]
+
+
+def test_an_actor_that_runs_only_in_one_part_names_it_by_its_class(tmp_path: Path) -> None:
+    """verl's agent loop after its third step: only `AgentLoopWorker` lines follow (tool calls it could not decode),
+    which name no part in their words; that actor runs only in a step's rollout. Before: "ended in training loop".
+    Not a step's record or a frame printed by it."""
+    lines = [
+        "(TaskRunner pid=3310) step:43 - actor/pg_loss:0.0074 - critic/score/mean:0.439 - timing_s/gen:241.2 - "
+        "timing_s/update_actor:88.0 - timing_s/step:371.5",
+        "(TaskRunner pid=3310) Training Progress:  14%|▍         | 44/300 [4:32:10<26:23:30, 371.21s/it]",
+        "(AgentLoopWorker pid=3391) ERROR:2026-03-02 10:56:04,692:Failed to decode tool call: 'arguments'",
+    ]
+    ph = _replay(_write(tmp_path, "agent.log", lines))
+    assert (ph["state"], ph["current"]) == ("running", "generation")
+    assert "AgentLoopWorker" in ph["worded_note"] and "Ray actor" in ph["worded_note"]
+    assert read_words(['(AgentLoopWorker pid=3391)   File "/srv/verl/agent_loop.py", line 88, in run']) is None
+    assert read_words(["(AgentLoopWorker pid=3391) {'loss': 0.41, 'grad_norm': 1.2, 'lr': 1e-06}"]) is None

@@ -210,8 +210,14 @@ FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{ENGINE_PREFIX}?{LOGGER_PREFIX})?\\s*Fi
 # no error; a traceback read to its end replaces it with the exception.
 HYDRA_WRAPPER_RE = re.compile(r"(?:\[rank\d{1,6}\]: ?)?Error executing job with overrides")
 CUT_HINT = Hint(
-    causes=["It failed, but the exception is not in the log: the traceback is cut before its last line (Hydra's "
-            "'Error executing job' line only announces it)."],
+    causes=["It failed, but the exception is not in the log: the traceback is cut before its last line."],
+    actions=["Find the whole traceback: the process's full output (its stderr), or, where it ran under Ray, the "
+             "failing worker's own log (worker-*.err in the Ray session's logs)."],
+)
+# The same where Hydra's line is the failure: Hydra printed it instead of the traceback.
+HYDRA_CUT_HINT = Hint(
+    causes=["It failed, but the exception is not in the log: Hydra's 'Error executing job' line only announces it "
+            "(the traceback is cut before its last line)."],
     actions=["Find the whole traceback: the driver's full output (HYDRA_FULL_ERROR=1), or the failing worker's own "
              "log (worker-*.err in the Ray session's logs)."],
 )
@@ -1349,7 +1355,9 @@ class PhaseEngine:
                 hint = TIMEOUT_HINT
             elif WAIT_TIMEOUT_RE.search(self.failure):
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
-            elif self._want_exception_line or HYDRA_WRAPPER_RE.match(self.failure):
+            elif HYDRA_WRAPPER_RE.match(self.failure):
+                hint = HYDRA_CUT_HINT
+            elif self._want_exception_line:
                 hint = CUT_HINT
             elif ACTOR_DIED_RE.search(self.failure):
                 hint = ACTOR_DIED_HINT

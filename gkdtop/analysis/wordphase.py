@@ -483,7 +483,10 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | 
     and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`), else by the
     call its code line makes (`self.actor_rollout_wg.generate_sequences_loop(batch)`): where the error was raised, in
     words. `frames`: (frame line, its code line or "") pairs, as failure_frames gives them."""
-    cut = next((i for i, (line, _) in enumerate(frames) if _same(line, below)), None) if below else None
+    # (`below` may be a frame's code line: `llm_model.load_weights(…)` started weight sync under `compute_loss`)
+    code_below = _message(below).strip()[:200] if below else ""
+    cut = next((i for i, (line, code) in enumerate(frames)
+                if _same(line, below) or (code and code[:200] == code_below)), None) if below else None
     deeper = frames[cut + 1:] if cut is not None else frames
     found: Worded | None = None
     for back, (line, code) in enumerate(reversed(deeper)):
@@ -566,6 +569,22 @@ def _content(lines: list[str]) -> set[int]:
     return marked
 
 
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+ACTOR_WORDS = "the Ray actor that printed a line no phase rule knows"  # Worded.via of actor_words' guess
+
+
+def actor_words(text: str) -> str | None:
+    """The phase a line's Ray actor names by its class's words, where only one part of a step runs it: verl's
+    `AgentLoopWorker` runs only in a step's rollout, so what it prints (`Failed to decode tool call`) is said in
+    generation. Not a traceback's frame or code line, nor a step's record."""
+    if text[:1] != "(":
+        return None
+    prefix, message = split_prefix(text[:MESSAGE_CHARS])
+    if prefix is None or not message.strip() or message[:1].isspace() or _is_record(message):
+        return None
+    return _words(_CAMEL_RE.sub(" ", prefix[0]))
+
+
 def read_words(lines: list[str]) -> Worded | None:
     """The phase the last line of `lines` that names one speaks of (`over` where it says that part finished: what
     runs after it, its words do not say, but the run got that far). None where a step's record comes after every such
@@ -577,6 +596,8 @@ def read_words(lines: list[str]) -> Worded | None:
         found = phase_of_words(line)
         if found is not None:
             return Worded(found[0], line.strip()[:300], back, over=found[1], line=line)
+        if (actor := actor_words(line)) is not None:
+            return Worded(actor, line.strip()[:300], back, via=ACTOR_WORDS, line=line)
         if _progressed(line):
             return None
     return None
