@@ -276,7 +276,7 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     began_by = analysis.phases.began_by
     if began_by is not None and (analysis.started is None or began_by >= analysis.started):
         began_by = None  # no stamp to count back from, or nothing before the first stamp
-    ran_for = analysis.phases.ran_for
+    ran_for, ran_evidence = analysis.phases.stated_run()
     if ran_for is not None and (analysis.started is None or analysis.ended is None
                                 or ran_for <= analysis.ended - min(analysis.started, began_by or analysis.started) + 1):
         ran_for = None  # the stamps already span that long (or there are none to compare)
@@ -287,7 +287,7 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
                                           analysis.phases.seen_matched),
                         anomalies=analysis.anomalies(config.anomalies), began_by=began_by,
                         began_evidence=analysis.phases.began_evidence if began_by is not None else None,
-                        ran_for=ran_for, ran_evidence=analysis.phases.ran_evidence if ran_for is not None else None,
+                        ran_for=ran_for, ran_evidence=ran_evidence if ran_for is not None else None,
                         newest_first=[r.path for r in ranges if r.newest_first])
 
 
@@ -355,7 +355,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
-        "evidence": verdict["evidence"],
+        # (and the lines the run's length stands on, where a line states more than its stamps span)
+        "evidence": [*verdict["evidence"], *(e.as_json() for e in (report.began_evidence, report.ran_evidence) if e)],
         "steps": report.steps,
         "errors": [asdict(e) for e in report.errors],
         "findings": [f.as_json() for f in report.findings],
@@ -383,8 +384,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
                     f"how long something had already run) to {clock(report.ended)}; stamps {clock(report.started)} to "
                     f"{clock(report.ended)}")
         if report.ran_for is not None:  # a line after the last stamp states a longer run: a bound on its length
-            span = (f"≥{human_duration(report.ran_for)} (a line states something ran that long); stamps "
-                    f"{clock(report.started)} to {clock(report.ended)}")
+            stamps = (f"one stamped time, {clock(report.started)}" if report.ended - report.started < 1
+                      else f"stamps {clock(report.started)} to {clock(report.ended)}")
+            span = f"≥{human_duration(report.ran_for)} (a line states something ran that long); {stamps}"
         if any(s.clock_jump is not None for s in st.timeline):
             span += " (writers' stamps in two clock zones, likely: see the '?' below)"
     else:

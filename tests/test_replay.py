@@ -266,6 +266,27 @@ def test_a_log_that_starts_mid_run_spans_what_its_bar_and_its_timeout_say(tmp_pa
     assert re.search(r"≤\d\d:\d\d:\d\d  training loop", text), text
 
 
+def test_a_loop_bar_that_ran_longer_than_the_stamps_bounds_the_runs_length(tmp_path: Path) -> None:
+    """VLM-R1 under DeepSpeed (audit 13): stamps only while it started (50 s), then the loop's bar drawn to
+    `33/1000 [10:42<…`. Before: "50s from 09:02:11 to 09:03:01", a length the bar contradicts."""
+    lines = [
+        "[2025-07-18 09:02:11,402] [INFO] [real_accelerator.py:222:get_accelerator] Setting ds_accelerator to cuda",
+        "[2025-07-18 09:03:01,771] [INFO] [config.py:1003:print]   zero_optimization_stage ...... 3",
+        "  0%|          | 0/1000 [00:00<?, ?it/s]",
+        *[f"  {n // 10}%|▎         | {n}/1000 [{n * 19 // 60:02d}:{n * 19 % 60:02d}<5:13:00, 19.28s/it]"
+          for n in (1, 2, 32)],
+        "  3%|▎         | 33/1000 [10:42<5:13:00, 19.28s/it]",
+    ]
+    path = write(tmp_path, lines)
+    from gkdtop.replay import report_json, report_text
+
+    report = replay([path], load_config(None))
+    head = report_text(report, why=True).splitlines()[0]
+    assert head.startswith(f"{path}: ≥10m42s (a line states something ran that long); stamps 09:02:11 to 09:03:01")
+    cited = [e for e in report_json(report)["evidence"] if e["claim"].startswith("the run went on")]
+    assert [(e["line"], e["text"].strip()[:9]) for e in cited] == [(7, "3%|▎     ")]
+
+
 def test_one_stamped_moment_is_no_duration(tmp_path: Path) -> None:
     """A pasted excerpt whose only stamps are one moment (a crash's lines, written in the same second). Before, the
     header said `0s from 03:41:17 to 03:41:17`, a measured length the log cannot give."""

@@ -504,6 +504,7 @@ class PhaseEngine:
         self._line: LogLine | None = None
         self._failure_line: LogLine | None = None
         self._progress_line: LogLine | None = None
+        self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
         self.stats = StepStats()
         self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
@@ -640,6 +641,16 @@ class PhaseEngine:
             return
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
+
+    def stated_run(self) -> tuple[float | None, Evidence | None]:
+        """The longest a line states the run went on (a failure's `ran for 1800417 milliseconds`, the loop's bar at
+        `33/1000 [10:42<5:13:00, …]`: it ran 10:42 by then), with the line: a bound on the run's length where its
+        stamps span less (a log stamped only at start-up)."""
+        ran, evidence = self.ran_for, self.ran_evidence
+        line = self._bar_line
+        if line is not None and (bar := stated_elapsed(line.text, True)) is not None and bar > (ran or 0.0):
+            ran, evidence = bar, Evidence.of("the run went on at least this long (the bar states it)", line)
+        return ran, evidence
 
     def _note_began(self, line: LogLine, t: float, bar: bool) -> None:
         """A line that says how long something already ran (a bar's elapsed, `ran for 1800417 milliseconds`):
@@ -843,13 +854,14 @@ class PhaseEngine:
             ended = self.current is not None and self.current.terminal  # (the final evaluation's bar, once trained)
             if (stepping or any(rule.inner for rule in self._rules_of(ids))) and not ended and (
                     count := BAR_COUNT_RE.search(text)) is not None:
-                self._loop_bar_at(text, count)
+                self._loop_bar_at(line, count)
         return True
 
-    def _loop_bar_at(self, text: str, count: re.Match[str]) -> None:
+    def _loop_bar_at(self, line: LogLine, count: re.Match[str]) -> None:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
         OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
         apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
+        text = line.text
         begin = 0
         while (later := BAR_COUNT_RE.search(text, count.end())) is not None:  # redraws glued on one line:
             begin, count = text.find("]", count.end()) + 1, later  # the last one is the bar's state
@@ -857,7 +869,7 @@ class PhaseEngine:
         key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
             return  # an inner bar while the loop's is open
-        self._loop_bar, self.bar_count = key, (int(count.group(1)), int(count.group(2)))
+        self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), int(count.group(2))), line
         rate = BAR_RATE_RE.search(text, count.end())
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
