@@ -183,3 +183,23 @@ def test_a_blank_line_is_never_cited(tmp_path: Path) -> None:
              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f7efdb48b3f in libc10.so)", ""]
     cited = report_text(run(tmp_path, lines), why=True).split("why (the lines each statement stands on):")[1]
     assert "``" not in cited and "train.log:3" not in cited and "train.log:4" not in cited
+
+
+def test_zero3s_own_consistency_check_is_no_config_assertion(tmp_path: Path) -> None:
+    """DeepSpeed-Chat's RLHF step under ZeRO-3 (audit 13): ZeRO's parameter coordinator asserted a parameter was
+    gathered (`'status': 'INFLIGHT'`). Before: "A failed assertion is a check on the config or the batch"."""
+    lines = [
+        "***** Running training *****",
+        "Beginning of Epoch 1/1, Total Generation Batches 1200",
+        "Traceback (most recent call last):",
+        '  File "/opt/ds/deepspeed/runtime/zero/partitioned_param_coordinator.py", line 304, in fetch_sub_module',
+        "    assert param.ds_status == ZeroParamStatus.AVAILABLE, param.ds_summary()",
+        "AssertionError: {'id': 4, 'status': 'INFLIGHT', 'numel': 0, 'ds_numel': 4096, 'shape': (0,)}",
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.state == "failed"
+    assert "check on the config or the batch" not in report_text(report)
+    # a plain assertion in a step keeps the advice
+    plain = [*lines[:3], '  File "/srv/train.py", line 88, in step', "    assert n % mb == 0",
+             "AssertionError: 512 is not divisible by 24"]
+    assert "check on the config or the batch" in report_text(run(tmp_path, plain))

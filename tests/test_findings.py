@@ -276,6 +276,16 @@ CASES = [
       "588.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 6 reqs, Waiting: 0 reqs, GPU KV cache "
       "usage: 12.1%, Prefix cache hit rate: 0.0%") for i in range(3)],
      {"running": "6"}),
+    ("vllm-requests-not-scheduled",  # V0's stats: its queue grows, nothing runs (audit 13's chunked-prefill stall)
+     [f"INFO 09-18 16:1{i}:03 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+      f"tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: {22 + 2 * i} reqs, GPU KV cache usage: 0.0%, CPU KV "
+      "cache usage: 0.0%." for i in range(3)],
+     {"waiting": "26"}),
+    ("server-read-timeout",  # OpenRLHF's remote reward model (lmm-r1, audit 13): each try, then repeated
+     [ray("remote_rm_fn_ray", 25791, "INFO 03-21 11:38:02 remote_rm_utils.py:24] Request error, please check: "
+          "HTTPConnectionPool(host='127.0.0.1', port=5000): Read timed out. (read timeout=180)" + more)
+      for more in ("", " [repeated 3x across cluster]")],
+     {"host": "127.0.0.1", "port": "5000", "timeout_s": "180"}),
     ("ib-completion-error",  # NCCL 2.19-2.2x wording
      [ray("WorkerDict", 67107, "gpu-node-743:67107:68084 [2] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got "
       "completion from peer 10.158.182.11<52411> with status=12 opcode=0 len=0 vendor err 129 (Send) localGid "
@@ -345,7 +355,8 @@ def test_every_signature_on_a_realistic_excerpt(tmp_path: Path, name: str, lines
         assert found.fields.get(key) == value, (key, found.fields)
     assert found.cause and found.fix
     # engine-dead's two wordings count twice; the wake_up frame and its collective_rpc are one traceback: once.
-    assert found.count == {"engine-dead": 2, "vllm-no-generation-progress": 3, "server-unreachable": 2}.get(name, 1)
+    assert found.count == {"engine-dead": 2, "vllm-no-generation-progress": 3, "server-unreachable": 2,
+                           "vllm-requests-not-scheduled": 3, "server-read-timeout": 2}.get(name, 1)
 
 
 def test_every_builtin_signature_has_a_case() -> None:
@@ -368,6 +379,9 @@ def test_every_builtin_signature_has_a_case() -> None:
     "[rank0]:[W301 10:02:11.1 ProcessGroupNCCL.cpp:1479] destroy_process_group was called",
     "node-1:7:9 [0] transport/net_ib.cc:98 NCCL WARN NET/IB : mlx5_0:1 Got async event : GID table change",  # benign
     "node-1:7:9 [0] NCCL INFO comm 0x5581 rank 1 nranks 2 cudaDev 1 busId 1b000 - Init COMPLETE",  # one GPU per rank
+    # an idle engine: nothing waits
+    "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, "
+    "Waiting: 0 reqs, GPU KV cache usage: 0.0%",
 ])
 def test_near_misses_find_nothing(tmp_path: Path, line: str) -> None:
     assert store_after(tmp_path, [ray("WorkerDict", 1, line)]).findings() == []

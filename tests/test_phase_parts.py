@@ -448,3 +448,21 @@ def test_a_plain_servers_uvicorn_start_up_opens_no_engine_row(tmp_path: Path) ->
              "INFO:     Started server process [1]",
              "INFO:     Application startup complete."]
     assert [s.name for s in run(tmp_path, lines).status.timeline] == ["serving"]
+
+
+def test_nccls_banner_is_its_first_communicator_starting(tmp_path: Path) -> None:
+    """verl's workers load the actor on 4 GPUs of one node and hang where NCCL prints its banner (audit 13, GPUs that
+    could not talk peer to peer). Before: "ended in actor init", the banner among lines no rule knows; now in nccl
+    init (nested in the actor's start-up), with the one-node advice."""
+    lines = [
+        "(TaskRunner pid=9301) Using dataset class: RLHFDataset",
+        "(WorkerDict pid=9402) Model config after override: Qwen2Config {",
+        '(WorkerDict pid=9402)   "vocab_size": 151936',
+        "(WorkerDict pid=9402) }",
+        "(WorkerDict pid=9402) NCCL version 2.21.5+cuda12.4",
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.current == "nccl init"
+    assert "NCCL_P2P_DISABLE=1" in report_text(report)
+    # a version printed in another shape (an environment report) starts nothing
+    assert run(tmp_path, [*lines[:2], "(WorkerDict pid=9402) NCCL version: 2.21.5"]).status.current == "actor init"

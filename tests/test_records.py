@@ -70,6 +70,12 @@ def deepspeed_steps(t0: float, steps: int) -> list[str]:
             f"[Rank 0] step={i}, skipped=3, lr=[1.9e-05], mom=[(0.9, 0.999)]" for i in range(1, steps + 1)]
 
 
+def arctic(t0: float, steps: int) -> list[str]:
+    """ArcticTraining's rank lines (audit 13): `iter:  N/3000   4% | loss: … | iter time: 2.500s | …`, no stamp."""
+    return [f"iter: {i:4d}/3000   0% | loss: 16.3238 | iter time: 2.500s | iter tflops: 932.5 | lr: 8.000E-04 | "
+            "step time: 2.4s | epoch: 0 | MA 2.84 GB" for i in range(1, steps + 1)]
+
+
 def live(tmp_path: Path, lines: list[str]) -> Store:
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
@@ -85,7 +91,7 @@ def live(tmp_path: Path, lines: list[str]) -> Store:
 @pytest.mark.parametrize(("shape", "write", "seconds"), [
     ("ms-swift dict", swift, 7.0), ("Megatron", megatron, 2.1047), ("Step N | 9.5s", summaries, 9.5),
     ("=== Step N/M === blocks", headed_blocks, 45.2), ("torchtitan", torchtitan, 8.0),
-    ("DeepSpeed step=", deepspeed_steps, 3.0)])
+    ("DeepSpeed step=", deepspeed_steps, 3.0), ("ArcticTraining iter:", arctic, 2.5)])
 def test_step_lines_of_other_stacks_are_steps(tmp_path: Path, shape: str, write, seconds: float) -> None:  # type: ignore[no-untyped-def]
     t0 = time.time() - 600
     status = live(tmp_path, write(t0, 12)).phase_status()

@@ -60,7 +60,7 @@ VALIDATION_ONLY_RE = re.compile(r"(?:val[-/][^\s:]{1,200}:\S{1,40}(?:\s+-\s+|\s*
 # between rules, `========== Step 3/100 ==========`, that a block of results follows.
 RECORD_STEP_PATTERN = (
     r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'"
-    r"|\biter(?:ation)?\s{1,16}(\d{1,18})(?:/\s{0,16}\d{1,18})?\s{0,4}\|"
+    r"|\biter(?:ation)?:?\s{1,16}(\d{1,18})(?:/\s{0,16}\d{1,18})?(?:\s{1,4}\d{1,3}%)?\s{0,4}\|"
     r"|\bStep (\d{1,18}) \| (\d{1,9}(?:\.\d{1,9})?)s\b"
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
@@ -72,7 +72,8 @@ RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
 # A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
-ITER_SECONDS_RE = re.compile(r"\| {0,4}(\d{1,9}(?:\.\d{1,9})?) ?s/iter\b")  # `iter N | … | 0.412 s/iter`
+# `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
+ITER_SECONDS_RE = re.compile(r"\| {0,4}(?:iter time: )?(\d{1,9}(?:\.\d{1,9})?)(?: ?s/iter\b|s \|)")
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
