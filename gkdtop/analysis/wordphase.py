@@ -48,10 +48,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      # sharding manager (entering it hands the trainer's weights to the engine)
      r"|\bwake[_ ]up\b|\b(?:add|load)[_ ]lora\b|\bsharding[_ ]manager\b"),
     ("old log-prob", r"\blog[_ -]?probs?\b"),
-    # Rewards scored and advantages computed from them: OpenRLHF's remote reward model (`remote_rm_fn`), verl's
-    # `compute_rm_score`, SkyRL's `compute_advantages_and_returns` (not a plain `reward`: every record has one).
-    ("advantage", r"\bremote[_ ]rm\b|\bcompute[_ ](?:rm[_ ]score|rewards?|advantages?)\b|\bget[_ ]rewards?\b"
-                  r"|\badvantages?[_ ]and[_ ]returns\b"),
+    # Advantages computed (SkyRL's `compute_advantages_and_returns`). Not reward scoring (OpenRLHF's `remote_rm_fn`,
+    # `get_rewards`): the corpus's vocabulary has no part for it, its failures count as the training loop's.
+    ("advantage", r"\bcompute[_ ]advantages?\b|\badvantages?[_ ]and[_ ]returns\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|tables?\b|examples?\b|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
@@ -103,7 +102,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "remote", "reward", "advantage")
+          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
