@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gkdtop.config import load_config
+from gkdtop.replay import replay
 from tests.test_phase_nesting import text_of
 from tests.verlrun import live_and_history
 
@@ -101,3 +103,36 @@ def test_the_code_line_that_started_a_part_bounds_the_frames_read_under_it(tmp_p
         ], "AssertionError: Attempted to load weight (torch.Size([0])) into parameter (torch.Size([1280, 3, 14]))"),
     ]
     assert _verdicts(tmp_path, lines) == [("weight sync", "failed")] * 2
+
+
+def test_a_code_lines_receiver_names_the_call_an_optimizers_step(tmp_path: Path) -> None:
+    """DeepSpeed's engine under a plain script (block 10's training half): the traceback runs `model_engine.step()` →
+    `self.optimizer.step()` → ZeRO's gradient norm, and is cut before its exception. The call `self.optimizer.step()`
+    is the update (before: its last word alone, `step`, named nothing: "FAILED, likely in training loop")."""
+    lines = [
+        "[2025-09-21 02:14:21,640] [INFO] [logging.py:107:log_dist] [Rank 0] DeepSpeed info: version=0.17.5",
+        "step 0 loss 2.3061",
+        *_frames("[rank0]: ", [
+            ("/home/u/repro.py", "main", "model_engine.step()"),
+            (f"{SITE}/deepspeed/runtime/engine.py", "_take_model_step", "self.optimizer.step()"),
+            (f"{SITE}/deepspeed/runtime/zero/stage_1_and_2.py", "step",
+             "scaled_global_grad_norm = self.scaled_global_norm()"),
+        ], "")[:-1],
+    ]
+    (tmp_path / "r.log").write_text(text_of(lines))
+    assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "model update"  # (no RL trainer)
+
+
+def test_a_traceback_cut_at_the_trainers_step_call_is_the_update(tmp_path: Path) -> None:
+    """LLaMA-Factory's SFT ran out of memory in step 128; the traceback a user pasted ends at `_inner_training_loop`
+    calling `self.training_step(…)` (block 10's training half). Before: "FAILED in training loop"."""
+    lines = [
+        "{'loss': '0.3304', 'grad_norm': '0.1902', 'learning_rate': '0.000169', 'epoch': '0.1284'}",
+        *_frames("[rank0]: ", [
+            ("/srv/lf/src/llamafactory/train/sft/workflow.py", "run_sft",
+             "train_result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)"),
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+        ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.88 GiB."),
+    ]
+    assert _verdicts(tmp_path, lines) == [("actor update", "failed"), ("model update", "failed")]

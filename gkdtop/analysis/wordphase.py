@@ -473,12 +473,13 @@ def launcher_frames(frames: list[tuple[str, str]]) -> bool:
 
 # The call a frame's code line makes (`gen_batch_output = self.actor_rollout_wg.generate_sequences_loop(gen_batch)`):
 # a fork's renamed worker call, a remote call whose own frames are in another process.
-_CALL_RE = re.compile(r"([A-Za-z_]\w{0,80})\s*\(")
+_CALL_RE = re.compile(r"([A-Za-z_][\w.]{0,120})\s*\(")
 
 
 def _call_words(code: str) -> str | None:
+    """The words of the call a code line makes, its receiver's too (`self.optimizer.step()`: an optimizer's step)."""
     call = _CALL_RE.search(code)
-    return _words(call.group(1).replace("_", " ")) if call is not None else None
+    return _words(call.group(1).replace("_", " ").replace(".", " ")) if call is not None else None
 
 
 def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | None:
