@@ -136,3 +136,23 @@ def test_a_traceback_cut_at_the_trainers_step_call_is_the_update(tmp_path: Path)
         ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.88 GiB."),
     ]
     assert _verdicts(tmp_path, lines) == [("actor update", "failed"), ("model update", "failed")]
+
+
+def test_the_call_a_frame_made_names_the_part_before_its_functions_words(tmp_path: Path) -> None:
+    """R1-V's GRPO trainer generates inside its `compute_loss` (HELDOUT10, after it was scored): the error came from
+    the frame's call `unwrapped_model.generate(…)`, more particular than the function's own words (a loss: the
+    update). Before: "FAILED in model update"."""
+    lines = [
+        "  0%|          | 0/1744 [00:00<?, ?it/s]",
+        *_frames("[rank0]: ", [
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+            (f"{SITE}/transformers/trainer.py", "training_step",
+             "loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)"),
+            ("/srv/r1v/src/open_r1/trainer/grpo_trainer.py", "compute_loss",
+             "prompt_completion_ids = unwrapped_model.generate(**prompt_inputs, generation_config=self.gen_config)"),
+            (f"{SITE}/torch/utils/_contextlib.py", "decorate_context", "return func(*args, **kwargs)"),
+        ], "RuntimeError: probability tensor contains either `inf`, `nan` or element < 0"),
+    ]
+    (tmp_path / "r.log").write_text(text_of(lines))
+    assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "generation"

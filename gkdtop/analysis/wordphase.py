@@ -507,9 +507,10 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | 
             # `with self.rollout_sharding_manager:` under `generate_sequences`: raised entering (or leaving) that
             # context, which is more particular than the function around it
             phase, cited = entered, f"{line.strip()[:200]}: {code[:100]}"
-        elif (phase is None or phase == DATASET) and code:
-            phase = _call_words(code)
-            cited = f"{line.strip()[:200]}: {code[:100]}"
+        elif code and (called := _call_words(code)) is not None and called != DATASET:
+            # the call it made when the error came (`unwrapped_model.generate(…)` under a GRPO trainer's
+            # `compute_loss`): raised inside that call, more particular than the function around it
+            phase, cited = called, f"{line.strip()[:200]}: {code[:100]}"
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
         if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
