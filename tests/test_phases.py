@@ -624,6 +624,11 @@ def test_a_launchers_host_before_a_bar_is_no_phase_name() -> None:
     described = PhaseEngine(config().rules())
     described.feed([parsed(t, "Rollout generation:  62%|██████▎   | 40/64 [03:10<01:54,  4.77s/it]")])
     assert [s.name for s in described.status(t + 1).timeline] == ["Rollout generation"]
+    # a loop's bar is the training loop (OpenRLHF's reward-model training, HELDOUT10 read after it was scored:
+    # "ended in Train epoch")
+    loop = PhaseEngine(config().rules())
+    loop.feed([parsed(t, "Train epoch:   0%|          | 0/1 [00:00<?, ?it/s]")])
+    assert [s.name for s in loop.status(t + 1).timeline] == ["training loop"]
 
 
 def fed(lines: list[str], t: float) -> PhaseEngine:

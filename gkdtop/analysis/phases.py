@@ -33,6 +33,7 @@ from gkdtop.analysis.wordphase import (
     failure_tasks,
     frame_words,
     launcher_frames,
+    phase_of_words,
     read_words,
     stretch,
     summary_words,
@@ -157,6 +158,7 @@ REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
 GENERATION = "generation"
+LOOP = "training loop"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
@@ -802,8 +804,14 @@ class PhaseEngine:
         """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         m = BAR_DESC_RE.match(RANK_PREFIX_RE.sub("", text, count=1))
-        if m is not None and not HOST_DESC_RE.fullmatch(m.group(1).strip()) and (
-                rule := self._phase_named(m.group(1).strip(), 0)) is not None:
+        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()):
+            return
+        # A loop's bar (OpenRLHF's `Train epoch`, `Epoch`) is the training loop, whose rule knows the step's parts;
+        # any other is named as it says (`Rollout generation`).
+        worded = phase_of_words(desc)
+        loop = self.by_name.get(LOOP) if worded is not None and worded[0] == LOOP else None
+        rule = loop or self._phase_named(desc, 0)
+        if rule is not None:
             self._start(rule, t)
 
     def note_skipped(self, t: float, line: LogLine | None = None) -> None:
