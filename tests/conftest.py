@@ -15,7 +15,9 @@ _PRESTARTED: list[RayCluster] = []  # the session's cluster, coming up since the
 def pytest_collection_finish(session: pytest.Session) -> None:
     """When some test will use `ray_cluster`, its `ray start` begins now, in the background: in a whole run
     the first of those tests comes a minute later, and the cluster (~7 s of CPU to start) is up by then."""
-    if Path(RAY).exists() and any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+    if session.config.option.collectonly or not Path(RAY).exists():
+        return
+    if any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
         cluster = new_cluster()
         cluster.begin_start()
         _PRESTARTED.append(cluster)
