@@ -3,10 +3,30 @@ from __future__ import annotations
 import shutil
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.raycluster import RayCluster, new_cluster, port_free
+from tests.raycluster import RAY, RayCluster, new_cluster, port_free
+
+_PRESTARTED: list[RayCluster] = []  # the session's cluster, coming up since the collection ended
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When some test will use `ray_cluster`, its `ray start` begins now, in the background: in a whole run
+    the first of those tests comes a minute later, and the cluster (~7 s of CPU to start) is up by then."""
+    if session.config.option.collectonly or not Path(RAY).exists():
+        return
+    if any("ray_cluster" in getattr(item, "fixturenames", ()) for item in session.items):
+        cluster = new_cluster()
+        cluster.begin_start()
+        _PRESTARTED.append(cluster)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A cluster begun but never used (the run stopped before its tests) is removed like one that was."""
+    while _PRESTARTED:
+        _PRESTARTED.pop().remove()
 
 
 @pytest.fixture(scope="session")
@@ -14,9 +34,13 @@ def ray_cluster() -> Iterator[RayCluster]:
     """One real local Ray cluster for the tests that need one; torn down (this cluster only) after."""
     if shutil.which("ray") is None and not RayCluster.__module__:
         pytest.skip("ray is not installed")
-    cluster = new_cluster()
+    begun = bool(_PRESTARTED)
+    cluster = _PRESTARTED.pop() if begun else new_cluster()
     try:
-        cluster.start()
+        if begun:
+            cluster.wait_started()
+        else:
+            cluster.start()
         yield cluster
     finally:
         cluster.remove()

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -57,6 +57,7 @@ class RayCluster:
     dashboard_port: int
     own_temp_dir: bool = False  # started with `ray start --temp-dir`, no RAY_TMPDIR in its environment
     client_port: int = 0  # its Ray client server's: that process names neither the temp dir nor a parent of ours
+    _starting: subprocess.Popen[str] | None = field(default=None, repr=False)  # begin_start's `ray start`
 
     @property
     def address(self) -> str:
@@ -78,6 +79,12 @@ class RayCluster:
         return (self.temp_root / "ray" / "session_latest").resolve().name
 
     def start(self, num_cpus: int = 2, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+        self.begin_start(num_cpus, extra, env)
+        self.wait_started()
+
+    def begin_start(self, num_cpus: int = 2, extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+        """`ray start --head`, not waited for: `wait_started()` waits (the session's cluster comes up
+        meanwhile, while the first tests run: conftest.py)."""
         # Every port of its own: with Ray's defaults (agent 52365, client server 10001, ...) a second
         # cluster on the machine (another test run's, someone else's) loses its agent and then its raylet.
         ports = own_ports(head=True)
@@ -87,9 +94,22 @@ class RayCluster:
                "--num-gpus=0", "--disable-usage-stats", "--include-dashboard=true", *ports, *extra]
         if self.own_temp_dir:
             cmd.append(f"--temp-dir={self.temp_root / 'ray'}")
-        proc = subprocess.run(cmd, env={**self.env(), **(env or {})}, capture_output=True, text=True, timeout=180)
+        self._starting = subprocess.Popen(cmd, env={**self.env(), **(env or {})}, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True)
+
+    def wait_started(self, timeout: float = 180.0) -> None:
+        """Until the `ray start` of `begin_start()` has exited; RuntimeError with its stderr if it failed."""
+        proc, self._starting = self._starting, None
+        if proc is None:
+            return
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            raise RuntimeError(f"ray start took over {timeout:g} s: {err[-2000:]}") from None
         if proc.returncode != 0:
-            raise RuntimeError(f"ray start failed: {proc.stderr[-2000:]}")
+            raise RuntimeError(f"ray start failed: {err[-2000:]}")
 
     def add_node(self, num_cpus: int = 1, resources: dict[str, float] | None = None,
                  env: dict[str, str] | None = None) -> int:
@@ -159,6 +179,8 @@ class RayCluster:
         wait_dead(alive, timeout=5.0)
 
     def remove(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            self.wait_started()  # a cluster still coming up is taken down once it is up
         self.kill()
         shutil.rmtree(self.temp_root, ignore_errors=True)
 

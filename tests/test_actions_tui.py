@@ -63,7 +63,8 @@ def stalled_app(tmp_path: Path, root: int) -> GkdtopApp:
     log.write_text("".join(line + "\n" for line in lines))
     os.utime(log, (last, last))
     config = Config(phases=builtin_phases())
-    config.refresh.update({"logs": 0.1, "gpus": 0.5, "procs": 0.3, "ray": 5.0, "ui": 0.1})
+    # The stall watcher looks every 0.2 s (1 s by default): a window of 2 s holds ten looks.
+    config.refresh.update({"logs": 0.1, "gpus": 0.5, "procs": 0.3, "ray": 5.0, "ui": 0.1, "stall_stacks": 0.2})
     monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9", root_pids=(root,),
                       gpu_backend=RecordedBackend(str(recorded_gpus(tmp_path))))
     return GkdtopApp(config, monitor)
@@ -112,7 +113,7 @@ async def test_a_stall_takes_one_dump_s_shows_it_and_e_bundles_it(
         await settle(pilot, lambda: not isinstance(app.screen, StacksScreen))
 
         # One stall, one automatic dump: the watcher does not dump the same stall again.
-        await pilot.pause(2.5)
+        await pilot.pause(2.0)
         assert app.store.stall_stacks is taken
         assert len(list(stacks_dir.glob("*.json"))) == 2  # the stall's and the r key's
 
@@ -140,7 +141,7 @@ async def test_stall_stacks_can_be_turned_off(tmp_path: Path, monkeypatch: pytes
     app.config.stall_stacks = False
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
-        await pilot.pause(2.5)
+        await pilot.pause(2.0)
         assert app.store.stall_stacks is None
         assert not (tmp_path / "cache" / "gkdtop" / "stacks").exists()
 

@@ -140,8 +140,10 @@ def test_truncation_and_rotation_of_a_remote_file(two_nodes: TwoNodes) -> None:
     path = two_nodes.logs_dir / "gkd-rotating.log"
     path.write_text("".join(f"old {i}\n" for i in range(5)))
     store = Store(Config(phases=builtin_phases()))
+    # The tail checked every 0.25 s, the agent streaming every 0.1 s (0.5 s by default): a stream idle for
+    # 0.4 s is checked, and a tail that differs twice 0.4 s apart reopens it (2 s and 2 s by default).
     collector = RayLogCollector(["gkd-rotating.log"], two_nodes.cluster.dashboard, nodes=[two_nodes.second],
-                                check_every=0.25)
+                                check_every=0.25, stream_interval=0.1)
 
     def texts(s: Store) -> list[str]:
         return [ln.text for ln in s.lines if ln.source.endswith(":gkd-rotating.log")]

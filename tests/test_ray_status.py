@@ -53,7 +53,7 @@ def test_pending_gpu_demand_is_said_in_one_line(ray_cluster) -> None:  # type: i
     try:
         assert driver.stdout is not None and "submitted" in driver.stdout.readline()
         collector = RayCollector(address=ray_cluster.dashboard)
-        state = wait_for(lambda: (s := collector.collect()).pending and s, timeout=60, interval=1)
+        state = wait_for(lambda: (s := collector.collect()).pending and s, timeout=60, interval=0.25)
         assert {"GPU": 1.0}.items() <= state.pending[0].items()
         line = ray_line(state)
         assert "PENDING 1" in line and "'GPU': 1.0" in line and "cannot be scheduled" in line

@@ -247,11 +247,17 @@ time.sleep(600)
 
 
 def monitor_for(cluster_dashboard: str, tmp_path: Path, interval: float) -> Monitor:
-    """A monitor with no log at all (the file never exists), polling the task table every `interval`."""
+    """A monitor with no log at all (the file never exists), polling the task table every `interval`.
+
+    Its polls may keep the test cluster's dashboard busy half the time (SERVER_SHARE, 2% by default, spaces
+    them out by 50 times what the last one took: the first one's table reads, 0.1-0.3 s on a loaded machine,
+    put the second 5-15 s later); the tests count polls, not seconds."""
     config = Config(phases=builtin_phases())
     config.stack_phase = config.stall_stacks = False
     config.refresh.update({"ray_tasks": interval, "ray": 60.0, "gpus": 60.0, "procs": 60.0, "ui": 0.2})
-    return Monitor(config, logs=[str(tmp_path / "no-such.log")], ray_address=cluster_dashboard)
+    monitor = Monitor(config, logs=[str(tmp_path / "no-such.log")], ray_address=cluster_dashboard)
+    next(c for c in monitor.collectors if c.name == "ray_tasks").server_share = 0.5  # type: ignore[attr-defined]
+    return monitor
 
 
 async def test_four_actors_one_never_returns_is_named_by_pid_within_two_polls(
@@ -357,6 +363,8 @@ async def test_no_task_events_then_ray_dying_are_one_line_each_and_the_app_goes_
     driver, _ = start_driver(eventless, NO_EVENTS_DRIVER)
     try:
         monitor = monitor_for(eventless.dashboard, tmp_path, interval=0.5)
+        # Two looks 1 s apart that find none (EVENTS_CONFIRM, 5 s by default): the cluster reports nothing at all.
+        next(c for c in monitor.collectors if c.name == "ray_tasks").events_confirm = 1.0  # type: ignore[attr-defined]
         app = GkdtopApp(monitor.config, monitor)
         async with app.run_test(size=(180, 50)) as pilot:
             await pilot.press("5")

@@ -11,10 +11,11 @@ file open and reads on from its offset). There is no byte offset in the HTTP API
   drains the buffers, up to `bytes_per_poll` per file, through the same bytes-to-lines code as
   local files (`collectors.follow`), so phases and findings see remote lines like local ones;
 - the agent's stream never notices a rotation (it keeps reading the old, renamed file) or a
-  truncation (it reads past the new end forever). So an idle stream is checked every
-  `check_every` seconds against the file's current tail (`lines=2`): a tail that is not what the
-  stream delivered, twice in a row with the stream silent in between, means the file was replaced
-  or truncated, and the stream is reopened;
+  truncation (it reads past the new end forever). So an idle stream (nothing for 4 stream intervals,
+  `stream_interval`: STREAM_INTERVAL) is checked every `check_every` seconds against the file's current
+  tail (`lines=2`): a tail that is not what the stream delivered, twice in a row 4 stream intervals
+  apart with the stream silent in between, means the file was replaced or truncated, and the stream
+  is reopened;
 - a reopened stream starts with the last `backlog` lines again: the lines up to the last ones
   already delivered (an anchor of three lines) are dropped, so nothing is shown twice;
 - a dead node (its agent gone), a deleted file, a dropped stream: the file's state says so and it
@@ -144,8 +145,10 @@ def _http_error(exc: BaseException) -> str:
 class _RemoteFile:
     """One followed remote file: its stream reader thread, its buffer, and the line parser."""
 
-    def __init__(self, node_id: str, node_ip: str, filename: str, max_line: int) -> None:
+    def __init__(self, node_id: str, node_ip: str, filename: str, max_line: int,
+                 stream_interval: float = STREAM_INTERVAL) -> None:
         self.node_id, self.node_ip, self.filename = node_id, node_ip, filename
+        self.stream_interval = stream_interval
         self.source = source_name(node_id, node_ip, filename)
         self.pid = _pid_of(filename)
         # The local follower's bytes-to-lines half: partial lines, `\r` bars, ANSI, caps.
@@ -182,7 +185,7 @@ class _RemoteFile:
         with self.cond:
             self.buf.clear()
         params = {"node_id": self.node_id, "filename": self.filename, "lines": max(1, lines),
-                  "interval": STREAM_INTERVAL}
+                  "interval": self.stream_interval}
         self.thread = threading.Thread(target=self._read, args=(http_, params), daemon=True,
                                        name=f"gkdtop-raylog-{self.filename[:40]}")
         self.thread.start()
@@ -287,7 +290,7 @@ class _RemoteFile:
 
     def check(self, http_: _Http, now: float) -> None:
         """Is the file still the one the idle stream reads? (see the module doc)"""
-        busy = self.last_byte is not None and now - self.last_byte < 2.0
+        busy = self.last_byte is not None and now - self.last_byte < 4 * self.stream_interval  # 2 s by default
         if busy or self.settling or self.node_dead:
             self.suspect = None
             return
@@ -308,7 +311,7 @@ class _RemoteFile:
             return
         if self.suspect is None or self.suspect != self.last_byte:
             self.suspect = self.last_byte  # look again shortly: a write may just be on its way
-            self.next_check = now + 4 * STREAM_INTERVAL
+            self.next_check = now + 4 * self.stream_interval
             return
         self.state.rotations += 1  # replaced or truncated: the stream reads a file that is no longer there
         self.close()
@@ -328,7 +331,7 @@ class RayLogCollector:
     def __init__(self, patterns: list[str] | None = None, address: str | None = None, nodes: list[str] | None = None,
                  max_files: int = 16, bytes_per_poll: int = 256 << 10, backlog: int = 200, max_line: int = 16384,
                  interval: float = 0.5, list_every: float = 10.0, check_every: float = 5.0,
-                 timeout: float = 3.0) -> None:
+                 timeout: float = 3.0, stream_interval: float = STREAM_INTERVAL) -> None:
         self.patterns = list(patterns or [])
         self.address = address
         self.nodes = list(nodes or [])  # node id prefixes or IPs; empty: every node
@@ -340,6 +343,7 @@ class RayLogCollector:
         self.list_every = list_every
         self.check_every = check_every
         self.timeout = timeout
+        self.stream_interval = stream_interval  # the agent's: a stream idle for 4 of them may be checked
         self._files: dict[str, _RemoteFile] = {}
         self._picked: dict[str, tuple[str, str, str]] = {}  # source -> (node id, ip, filename), from the picker
         self._dropped: set[str] = set()  # sources the picker turned off (pattern matches included)
@@ -476,7 +480,7 @@ class RayLogCollector:
             self._files.pop(src).close()
         for src, (nid, ip, name) in wanted.items():
             if src not in self._files and len(self._files) < self.max_files:
-                self._files[src] = _RemoteFile(nid, ip, name, self.max_line)
+                self._files[src] = _RemoteFile(nid, ip, name, self.max_line, self.stream_interval)
         dead = {nid for nid, _, state in nodes if state != "ALIVE"}
         known = {nid for nid, _, _ in nodes}
         for rf in self._files.values():

@@ -14,9 +14,10 @@ Bounded by construction, every `interval` seconds:
   and at most 1% of the time (LOOKUP_SHARE: a method with 10,000 finished calls takes seconds to list);
 - the FAILED tasks every FAILED_EVERY polls, newest kept.
 With nothing running while actors live, it asks once in a while whether the cluster records task
-events at all (`RAY_task_events_report_interval_ms=0` turns them off), and says so in one line.
+events at all (`RAY_task_events_report_interval_ms=0` turns them off), and says so in one line
+(after two looks EVENTS_CONFIRM apart: `events_confirm`).
 The GCS scans its whole table for a state filter, so a big table spaces the polls out (`idle`): its
-requests keep the dashboard busy at most 2% of the time (SERVER_SHARE). bench/bench_ray_tasks.py
+requests keep the dashboard busy at most 2% of the time (SERVER_SHARE: `server_share`). bench/bench_ray_tasks.py
 measures a poll with 10,000 tasks in the table, here and on the cluster.
 """
 
@@ -101,13 +102,16 @@ class RayTasksCollector:
 
     def __init__(self, address: str | None = None, interval: float = 3.0, timeout: float = 5.0,
                  min_age: float | None = None, max_running: int = MAX_RUNNING,
-                 failed_every: int = FAILED_EVERY) -> None:
+                 failed_every: int = FAILED_EVERY, events_confirm: float = EVENTS_CONFIRM,
+                 server_share: float = SERVER_SHARE) -> None:
         self.address = address
         self.interval = interval
         self.timeout = timeout
         self.min_age = interval if min_age is None else min_age  # a split round looked up once this old
         self.max_running = max_running
         self.failed_every = failed_every
+        self.events_confirm = events_confirm  # seconds between two looks that found no task events, to believe it
+        self.server_share = server_share  # share of the dashboard's time the polls may take (spaces them out)
         self.polls = 0  # tests wait on polls, not on time
         self.queries = 0  # requests this collector made (the bench divides by polls)
         self._finder = DashboardFinder(address, timeout)
@@ -141,7 +145,7 @@ class RayTasksCollector:
             self.polls += 1
             # The GCS scans its whole table for a state filter (~60 ms of the cluster's CPU with 10,000 tasks:
             # bench/bench_ray_tasks.py): a big table spaces the polls out (SERVER_SHARE of the dashboard's time).
-            self._next_at = began + self._spent / SERVER_SHARE
+            self._next_at = began + self._spent / self.server_share
 
     def idle(self) -> float:
         """Seconds before the next poll may ask (the monitor's loop dozes through them); 0: due."""
@@ -367,10 +371,11 @@ class RayTasksCollector:
     def _records_events(self, url: str, now: float) -> bool:
         """Whether the cluster records task events: an alive actor with no task at all (not even its
         creation), or none that a worker reported (no pid anywhere), says it does not; said twice,
-        EVENTS_CONFIRM apart, since a worker reports its events a moment late (every second by default)."""
-        held = self._events
-        if held is not None and now - held[0] < (EVENTS_CHECK if held[1] else EVENTS_CONFIRM):
-            return held[1] or self._events_doubted is None or now - self._events_doubted < EVENTS_CONFIRM
+        `events_confirm` apart (EVENTS_CONFIRM), since a worker reports its events a moment late (every second
+        by default)."""
+        held, confirm = self._events, self.events_confirm
+        if held is not None and now - held[0] < (EVENTS_CHECK if held[1] else confirm):
+            return held[1] or self._events_doubted is None or now - self._events_doubted < confirm
         actor_id = next(iter(self._actors))
         rows, _ = self._list(url, [("actor_id", actor_id)], limit=100)
         records = any(r.get("worker_pid") for r in rows)
@@ -380,7 +385,7 @@ class RayTasksCollector:
             return True
         if self._events_doubted is None:
             self._events_doubted = now
-        return now - self._events_doubted < EVENTS_CONFIRM
+        return now - self._events_doubted < confirm
 
 
 def _window(members: list[RayTask]) -> tuple[float, float] | None:

@@ -12,7 +12,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from gkdtop.commands.options import add_alerts, add_common, add_refresh, int_in
+from gkdtop.commands.options import add_alerts, add_common, add_refresh, float_in, int_in
 
 if TYPE_CHECKING:
     from gkdtop.alerts.loop import Alerts
@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                         "with the default --host 127.0.0.1 and no --public-url: for a user alone on this machine")
     parser.add_argument("--max-viewers", type=int_in(1, 100, "a number of tabs"), default=16, metavar="N",
                         help="most browser tabs served at once (default 16); each is a view, not a monitor")
+    parser.add_argument("--idle-timeout", type=float_in(0.0, 3600.0), default=10.0, metavar="SECONDS",
+                        help="seconds a connection may take to send its request's headers, or sit idle between "
+                        "requests, before it is closed (default 10)")
     return parser
 
 
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     from gkdtop.web.server import ServeOptions
 
     options = ServeOptions(host=args.host, port=args.port, public_url=public_url, allow_actions=args.allow_actions,
-                           max_viewers=args.max_viewers)
+                           max_viewers=args.max_viewers, idle_timeout=args.idle_timeout)
     try:
         return asyncio.run(_serve(args, config, options, guard))
     except KeyboardInterrupt:

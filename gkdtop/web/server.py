@@ -5,10 +5,10 @@ list (no directory listings, no path from the request reaches the file system). 
 nothing from elsewhere (textual-serve's client script and fonts come from the installed package)
 and its Content-Security-Policy forbids it to.
 
-Under load, without the token: a connection must finish its request's headers within IDLE_TIMEOUT
-(and an idle keep-alive one is closed after it); past MAX_CONNECTIONS a new connection is closed at
-once, so half-sent requests cannot use up the file descriptors. A tab's screen is capped at
-MAX_COLS x MAX_ROWS; memory is given back to the system once tabs close.
+Under load, without the token: a connection must finish its request's headers within the idle timeout
+(`--idle-timeout`, IDLE_TIMEOUT by default), and an idle keep-alive one is closed after it; past
+MAX_CONNECTIONS a new connection is closed at once, so half-sent requests cannot use up the file
+descriptors. A tab's screen is capped at MAX_COLS x MAX_ROWS; memory is given back to the system once tabs close.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 STOP_GRACE = 1.0  # seconds each tab's app gets to end when the server stops, then it is cancelled
 SEND_TIMEOUT = 5.0  # a tab that takes no bytes for this long is gone
-IDLE_TIMEOUT = 10.0  # seconds a connection may take to send its request's headers, or sit idle between requests
+IDLE_TIMEOUT = 10.0  # default seconds to send a request's headers, or to sit idle between requests (--idle-timeout)
 MAX_CONNECTIONS = 128  # open at once (tabs, page loads, whatever else connects); past it a new one is closed
 TRIM_AFTER = 1.0  # seconds after the last tab closed, its memory is given back (once for a burst of closes)
 
@@ -90,6 +90,7 @@ class ServeOptions:
     allow_actions: bool = False
     max_viewers: int = 16
     title: str = "gkdtop"
+    idle_timeout: float = IDLE_TIMEOUT  # seconds to send a request's headers, or to sit idle between requests
 
 
 class Server:
@@ -119,7 +120,8 @@ class Server:
         server_log = logging.getLogger("aiohttp.server")
         if not any(isinstance(f, _NoTraceback) for f in server_log.filters):
             server_log.addFilter(_NoTraceback())
-        self.web_server = _CappedServer(self.handle, MAX_CONNECTIONS, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
+        self.web_server = _CappedServer(self.handle, MAX_CONNECTIONS, access_log=None,
+                                        keepalive_timeout=self.options.idle_timeout)
         self.runner = web.ServerRunner(self.web_server, handle_signals=False, shutdown_timeout=STOP_GRACE)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.options.host, self.options.port, reuse_address=True)
