@@ -55,7 +55,7 @@ def job() -> Iterator[subprocess.Popen[str]]:
     proc.wait(10)
 
 
-def stalled_app(tmp_path: Path, root: int) -> GkdtopApp:
+def stalled_app(tmp_path: Path, root: int, stall_look: float = 0.2) -> GkdtopApp:
     from gkdtop.collectors.gpu import RecordedBackend
 
     lines, last = startup(time.time() - 1200, upto="sync")  # quiet for 20 minutes: stalled at once
@@ -63,8 +63,8 @@ def stalled_app(tmp_path: Path, root: int) -> GkdtopApp:
     log.write_text("".join(line + "\n" for line in lines))
     os.utime(log, (last, last))
     config = Config(phases=builtin_phases())
-    # The stall watcher looks every 0.2 s (1 s by default): a window of 2 s holds ten looks.
-    config.refresh.update({"logs": 0.1, "gpus": 0.5, "procs": 0.3, "ray": 5.0, "ui": 0.1, "stall_stacks": 0.2})
+    # The stall watcher looks every `stall_look` s (1 s by default): a window of 2 s holds ten looks at 0.2.
+    config.refresh.update({"logs": 0.1, "gpus": 0.5, "procs": 0.3, "ray": 5.0, "ui": 0.1, "stall_stacks": stall_look})
     monitor = Monitor(config, logs=[str(log)], ray_address="http://127.0.0.1:9", root_pids=(root,),
                       gpu_backend=RecordedBackend(str(recorded_gpus(tmp_path))))
     return GkdtopApp(config, monitor)

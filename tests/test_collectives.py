@@ -205,12 +205,22 @@ async def test_the_stall_line_and_the_s_screen_name_the_rank_and_the_collective(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)  # where e writes the bundle
     settled(skipped, settled_skip)
-    app = stalled_app(tmp_path, skipped.launcher.pid)  # its log went quiet long ago: the stall dump comes at once
+    # its log went quiet long ago: the stall dump comes at once (the watcher at its default pace, 1 s: this test's
+    # dump waits on the ranks' Flight Recorder pipes, and a whole run once saw it miss 90 s at a 0.2 s pace)
+    app = stalled_app(tmp_path, skipped.launcher.pid, stall_look=1.0)
     async with app.run_test(size=(180, 50)) as pilot:
-        await settle(pilot, lambda: "collectives: rank 1 (" in pane_text(app, PhasesPane), timeout=90)
+        # The pane's headline is the first group with a finding: ours, or another job's on this machine (a run an
+        # earlier test left deadlocked). Wait for ours among the groups, then the pane for the headline.
+        def ours_found() -> bool:
+            taken = app.store.stall_stacks
+            colls = getattr(getattr(taken, "report", None), "collectives", None)
+            return colls is not None and any(g.job == str(skipped.run_dir) for g in colls.groups)
+
+        await settle(pilot, lambda: ours_found() and "collectives: rank " in pane_text(app, PhasesPane), timeout=90)
+        colls = app.store.stall_stacks.report.collectives
+        assert f"collectives: {colls.sentence}" in pane_text(app, PhasesPane)
         assert "never entered broadcast #" in pane_text(app, PhasesPane)  # ours, or another job's on this machine
-        groups = app.store.stall_stacks.report.collectives.groups
-        ours = next(g for g in groups if g.job == str(skipped.run_dir))
+        ours = next(g for g in colls.groups if g.job == str(skipped.run_dir))
         assert ours.sentence.startswith("rank 1 (worker) never entered broadcast #2 of weight_sync"), ours
         await pilot.press("s")
         await settle(pilot, lambda: isinstance(app.screen, StacksScreen))
