@@ -436,11 +436,9 @@ class Store:
     def _count_from_start(self, lines: list[LogLine]) -> None:
         """New lines of files followed from their end get their numbers in the file, once history counted what the
         file held before (so a claim's evidence live cites `train.log:812`, as history's does)."""
-        counted = self.analysis.lines_in
         for line in lines:
-            number = line.number
-            if number is not None and number < 0 and (before := counted.get(line.source)) is not None:
-                line.number = before[0] + number - FROM_END
+            if line.number is not None and line.number < 0 and (known := self._number(line)) is not None:
+                line.number = known
 
     def lines_since(self, count: int) -> list[LogLine]:
         """Lines stored after the view had seen `count` in total (all kept ones if it fell behind)."""
