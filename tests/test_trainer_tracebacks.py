@@ -156,3 +156,81 @@ def test_the_call_a_frame_made_names_the_part_before_its_functions_words(tmp_pat
     ]
     (tmp_path / "r.log").write_text(text_of(lines))
     assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "generation"
+
+
+def _grpo_records(key: str) -> list[str]:
+    """Two of HF Trainer's step records of a TRL GRPO run (its completions' length under `key`), then the loop's bar."""
+    return [
+        *(f"{{'loss': 0.0, 'grad_norm': {g}, 'learning_rate': 9.9e-07, '{key}': {n}, 'rewards/accuracy_reward': 0.5, "
+          f"'reward': 1.25, 'reward_std': 0.38, 'kl': 0.0004, 'epoch': 0.0}}"
+          for g, n in ((2.31, 305.5), (1.87, 288.0))),
+        "  1%|▏         | 4/380 [03:31<5:29:07, 52.5s/it]",
+    ]
+
+
+def test_an_oom_in_a_grpo_forks_training_step_is_no_claim_of_the_update(tmp_path: Path) -> None:
+    """Video-R1's GRPO (TRL 0.14's trainer: `compute_loss` generates, scores and computes the loss) ran out of memory
+    in step 5; the traceback ends at `training_step` calling `compute_loss` (HELDOUT10's misses). The step records
+    count completions and rewards, so HF's step is the whole RL step. Before: "FAILED in model update"."""
+    lines = [
+        *_grpo_records("completion_length"),
+        *_frames("[rank0]: ", [
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+            (f"{SITE}/transformers/trainer.py", "training_step",
+             "loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)"),
+        ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.52 GiB."),
+    ]
+    assert _verdicts(tmp_path, lines) == [("training loop", "failed")] * 2
+
+
+def test_a_newer_grpo_trainers_compute_loss_is_its_update(tmp_path: Path) -> None:
+    """TRL 0.17 on (`completions/mean_length`) generates in `_prepare_inputs`: its `compute_loss` is the loss alone,
+    so an OOM raised under it stays the update (a guard of the rule above); the loop's call of `training_step` alone is
+    not."""
+    lines = [
+        *_grpo_records("completions/mean_length"),
+        *_frames("[rank0]: ", [
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+            (f"{SITE}/transformers/trainer.py", "training_step",
+             "loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)"),
+            (f"{SITE}/trl/trainer/grpo_trainer.py", "compute_loss", "return self._compute_loss(model, inputs)"),
+        ], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.52 GiB."),
+    ]
+    (tmp_path / "r.log").write_text(text_of(lines))
+    assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "actor update"
+    cut = [*lines[:6], lines[-1]]  # the same traceback cut at the loop's call of `training_step`
+    (tmp_path / "cut.log").write_text(text_of(cut))
+    assert replay([str(tmp_path / "cut.log")], load_config(None)).status.current == "training loop"
+
+
+def test_a_collective_timeout_in_a_grpo_step_is_the_loop_not_the_update(tmp_path: Path) -> None:
+    """open-r1's GRPO with trl vllm-serve: an _ALLGATHER_BASE deep into the run timed out (the posted corpus's
+    math_verify log). In SFT a step's collective is its update's; a GRPO step also generates and gathers
+    completions, so the watchdog line names no part. Before: "FAILED in model update"."""
+    lines = [
+        *_grpo_records("completions/mean_length"),
+        "[rank1]:[E516 06:41:08.518730945 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=38117, OpType=_ALLGATHER_BASE, NumelIn=256, NumelOut=768, Timeout(ms)=1800000) "
+        "ran for 1800041 milliseconds before timing out.",
+    ]
+    assert [v[0] for v in _verdicts(tmp_path, lines)] == ["training loop"] * 2
+
+
+def test_grpos_rewards_grouped_per_prompt_are_the_advantage(tmp_path: Path) -> None:
+    """Video-R1's GRPO grouped the gathered rewards per prompt (`gathered_rewards.view(num_devices, …)`) for the
+    advantages and the shape was wrong (the posted corpus). Before: "FAILED in model update"."""
+    lines = [
+        "  0%|          | 0/687 [00:00<?, ?it/s]",
+        *_frames("[rank0]: ", [
+            (f"{SITE}/transformers/trainer.py", "_inner_training_loop",
+             "tr_loss_step = self.training_step(model, inputs, num_items_in_batch)"),
+            (f"{SITE}/transformers/trainer.py", "training_step",
+             "loss = self.compute_loss(model, inputs, num_items_in_batch=num_items_in_batch)"),
+            ("/srv/vr1/src/open_r1/trainer/grpo_trainer.py", "compute_loss",
+             "rewards_per_device = gathered_rewards.view(num_devices, self.num_generations)"),
+        ], "RuntimeError: shape '[0, 8]' is invalid for input of size 2"),
+    ]
+    (tmp_path / "r.log").write_text(text_of(lines))
+    assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "advantage"

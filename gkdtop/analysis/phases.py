@@ -25,6 +25,8 @@ from gkdtop.analysis.wordphase import (
     DATASET,
     DEAD_ACTOR,
     SUMMARY_HEADER,
+    WHOLE_STEP,
+    WHOLE_STEP_LOSS,
     WITHIN_PART,
     Worded,
     after,
@@ -152,6 +154,13 @@ GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
 DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
 DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
+# HF Trainer's step records that count completions and rewards: TRL's GRPO (and the forks built on it: R1-V,
+# Video-R1, VLM-R1, open-r1), whose one HF training step generates, scores and updates. `completion_length` is the
+# older trainers' key, whose `compute_loss` may itself generate; TRL 0.17 on say `completions/mean_length`.
+STEP_ROLLOUT_RE = re.compile(r"'(?:completion_length|completions/mean_length|reward_std)':")
+LOSS_ROLLOUT_RE = re.compile(r"'completion_length':")
+# HF Trainer's step as a traceback names it: its frame, and the loop's call into it.
+HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 UPDATE = "actor update"
 SAVE = "checkpoint save"
 REF_LOG_PROB = "reference log-prob"
@@ -481,6 +490,10 @@ class PhaseEngine:
         # A step's own part was generation: an RL trainer's loop, whichever trainer wrote it (SkyRL's timers), so its
         # parts keep their RL names (`actor update`, not `model update`) where no known trainer was named.
         self.rollout_in_step = False
+        # HF Trainer's step records count completions and rewards (STEP_ROLLOUT_RE): its training_step is the whole
+        # RL step, no one part of it; `loss_rollout`: its compute_loss too (LOSS_ROLLOUT_RE).
+        self.step_rollout = False
+        self.loss_rollout = False
         self._ran: set[str] = set()  # the phases a span was opened for
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
@@ -711,6 +724,8 @@ class PhaseEngine:
         if not rules:
             return None if self.current is None and self.bar_id in ids else False  # a bar may name the phase
         rule = rules[0]  # feed() acts on the first rule only
+        if self.step_rollout and rule.name == UPDATE:
+            return None  # HF's training_step may start no part (_behind reads the line)
         if self.bar_done_id in ids and len(rules) > 1:
             return None  # a bar at 100% and another rule's line glued to it (feed() tells whose bar it is)
         if self._is_inner(rule):
@@ -1089,6 +1104,8 @@ class PhaseEngine:
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
         update made are pushed to the rollout engines next (OpenRLHF after each train epoch), not before it."""
         underway = self.inner or self.current
+        if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
+            return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
             return False
         if self._is_inner(rule):
@@ -1267,6 +1284,9 @@ class PhaseEngine:
         given for the last step line of a chunk (the one shown); `own`: `t` is the line's own stamp."""
         if "gen" in timings:
             self.rollout_seen = True  # the step timed its generation (verl's timing_s/gen): a rollout runs in it
+        elif metrics and not self.rollout_seen and STEP_ROLLOUT_RE.search(metrics):
+            self.rollout_seen = self.rollout_in_step = self.step_rollout = True
+            self.loss_rollout = LOSS_ROLLOUT_RE.search(metrics) is not None
         if self.failure and self._failed() and step > self._fail_step:
             self._survived()
         self.stats.add(step, t, timings, own)
@@ -1517,7 +1537,8 @@ class PhaseEngine:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
             frames = failure_frames(tail, failed_by) if failed_by else []
-            framed = frame_words(frames, started)
+            framed = frame_words(frames, started, whole_step=WHOLE_STEP_LOSS if self.loss_rollout else WHOLE_STEP
+                                 if self.step_rollout else ())
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
             # And only those after the last line a rule acted on.
             since = stretch(tail, started, failed_by, held=part is not None or ended)

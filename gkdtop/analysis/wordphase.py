@@ -19,7 +19,7 @@ from gkdtop.analysis.lines import split_prefix, strip_ansi
 from gkdtop.model.stacks import FH_THREAD_RE, parse_faulthandler_lines
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
 # Each phase's words, most specific first: the first that a line matches is its phase. A line's message
 # (past its Ray prefix) and the source a warning names are read; frames and error lines are not (a
@@ -50,7 +50,9 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("old log-prob", r"\blog[_ -]?probs?\b"),
     # Advantages computed (SkyRL's `compute_advantages_and_returns`). Not reward scoring (OpenRLHF's `remote_rm_fn`,
     # `get_rewards`): the corpus's vocabulary has no part for it, its failures count as the training loop's.
-    ("advantage", r"\bcompute[_ ]advantages?\b|\badvantages?[_ ]and[_ ]returns\b"),
+    # GRPO's advantage: each prompt's rewards grouped (`rewards.view(-1, self.num_generations)`) to their mean and std
+    ("advantage", r"\bcompute[_ ]advantages?\b|\badvantages?[_ ]and[_ ]returns\b"
+                  r"|\b(?:grouped|gathered)[_ ]rewards\b|\brewards[_ ]view\b"),
     ("generation",
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|tables?\b|examples?\b|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
@@ -102,7 +104,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage")
+          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
@@ -334,6 +336,10 @@ _ROLES = ((re.compile(r"^Critic\w*(?:Actor|Worker)(?:Base)?$"), "critic update",
           (re.compile(r"^Ref(?:erence)?\w*(?:Actor|Worker)(?:Base)?$"), "reference log-prob", "reference init"))
 _INIT_METHOD_RE = re.compile(r"(?:^|_)init(?:_|$)|^__init__$")  # `init_model`, `init_model_from_pretrained`
 TASK_LINES = 40  # of the failure's block after its line
+# HF Trainer's functions that run a whole step of TRL's GRPO (generate, score, update): `training_step`, and in the
+# older trainers and the forks built on them (R1-V, Video-R1) `compute_loss` too. Neither names a part there.
+WHOLE_STEP = ("training_step",)
+WHOLE_STEP_LOSS = ("training_step", "compute_loss")
 DEAD_ACTOR = "the class of the actor that died"  # Worded.via of a dead actor's class: which model, not which part
 
 
@@ -476,17 +482,22 @@ def launcher_frames(frames: list[tuple[str, str]]) -> bool:
 _CALL_RE = re.compile(r"([A-Za-z_][\w.]{0,120})\s*\(")
 
 
-def _call_words(code: str) -> str | None:
-    """The words of the call a code line makes, its receiver's too (`self.optimizer.step()`: an optimizer's step)."""
+def _call_words(code: str, whole_step: Collection[str] = ()) -> str | None:
+    """The words of the call a code line makes, its receiver's too (`self.optimizer.step()`: an optimizer's step);
+    none for a call of `whole_step`."""
     call = _CALL_RE.search(code)
-    return _words(call.group(1).replace("_", " ").replace(".", " ")) if call is not None else None
+    if call is None or call.group(1).rsplit(".", 1)[-1] in whole_step:
+        return None
+    return _words(call.group(1).replace("_", " ").replace(".", " "))
 
 
-def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | None:
+def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: Collection[str] = ()
+                ) -> Worded | None:
     """The phase the innermost frame (deeper than `below`, where that frame is among them) names by its function's
     and its module's words (`_generate_and_score_completions`, `rendezvous/c10d_rendezvous_backend.py`), else by the
     call its code line makes (`self.actor_rollout_wg.generate_sequences_loop(batch)`): where the error was raised, in
-    words. `frames`: (frame line, its code line or "") pairs, as failure_frames gives them."""
+    words. `frames`: (frame line, its code line or "") pairs, as failure_frames gives them. `whole_step`: functions
+    that run a whole RL step (WHOLE_STEP): neither their frames nor calls of them name a part."""
     # (`below` may be a frame's code line: `llm_model.load_weights(…)` started weight sync under `compute_loss`)
     code_below = _message(below).strip()[:200] if below else ""
     cut = next((i for i, (line, code) in enumerate(frames)
@@ -500,14 +511,14 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "") -> Worded | 
         stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
         if len(_VERBS.findall(m["func"])) >= 2:
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
-        phase = _words(f"{m['func']} {stem}".replace("_", " "))
+        phase = None if m["func"] in whole_step else _words(f"{m['func']} {stem}".replace("_", " "))
         cited = line.strip()[:300]
         entered = _words(code[5:].replace("_", " ")) if code.startswith("with ") else None
         if entered is not None and entered != DATASET:
             # `with self.rollout_sharding_manager:` under `generate_sequences`: raised entering (or leaving) that
             # context, which is more particular than the function around it
             phase, cited = entered, f"{line.strip()[:200]}: {code[:100]}"
-        elif code and (called := _call_words(code)) is not None and called != DATASET:
+        elif code and (called := _call_words(code, whole_step)) is not None and called != DATASET:
             # the call it made when the error came (`unwrapped_model.generate(…)` under a GRPO trainer's
             # `compute_loss`): raised inside that call, more particular than the function around it
             phase, cited = called, f"{line.strip()[:200]}: {code[:100]}"
