@@ -399,8 +399,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
     out += ["", "timeline:"]
     jumps = []
-    for s in st.timeline:
+    for i, s in enumerate(st.timeline):
         dur = human_duration(s.duration) if s.duration is not None else "(unfinished)"
+        ended_by = st.timeline[i + 1] if i + 1 < len(st.timeline) else None
         if s.clock_jump is not None:
             dur += "?"
             jumps.append(f"  ? {s.name}: its stamps jump {human_duration(abs(s.clock_jump))} from one writer to "
@@ -419,6 +420,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
                 dur = "?"
             elif s.duration is not None:
                 dur = ("~" if s.start_after and s.end_after else "≤" if s.start_after else "≥") + dur
+        if (ended_by is not None and ended_by.start_before and s.duration and report.started is not None
+                and dur[0].isdigit()):
+            dur = f"≤{dur}"  # the next phase began before its first line (a stack printed later): this one ended then
         if s.status == "passed":
             dur = "?"  # the words put the run past it; no line says when it ended
         out.append(f"  {when:>9}  {s.name:<20} {dur:>12}  {s.status}" + (" (a guess)" if s.guess else ""))

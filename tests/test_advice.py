@@ -545,3 +545,39 @@ def test_launchers_and_watchdogs_of_other_stacks(tmp_path: Path) -> None:
         "Error file: /tmp/ray/session_2026-11-28_01-10-01/artifacts/TorchTrainer_e82c1_00000_0/error.txt",
     ]
     assert run(tmp_path, tune).status.failure.startswith("ray.exceptions.ActorDiedError")
+
+
+def test_verl_hung_before_its_first_step_is_not_told_of_validation_or_a_save(tmp_path: Path) -> None:
+    """verl's loop bar at 0/233 and silence (block 11's training half: four single-GPU pods whose first rollout never
+    returned). Validation and saves come at a step's end, val_before_train's before the bar: the stacks advice
+    listed them ("… validation, a save …"), a claim the log contradicts. After a step's line it lists them."""
+    runner = "(TaskRunner pid=3012) "
+    lines = [
+        f"{runner}Size of train dataloader: 233, Size of val dataloader: 1",
+        "(WorkerDict pid=3590) INFO 06-03 15:42:55 [core.py:159] init engine (profile, create kv cache, warmup model) "
+        "took 23.88 seconds",
+        f"{runner}Training from scratch",
+        f"{runner}Training Progress:   0%|          | 0/233 [00:00<?, ?it/s]",
+    ]
+    (tmp_path / "first").mkdir()
+    (tmp_path / "later").mkdir()
+    first = stalled(tmp_path / "first", lines, "training loop")
+    assert "first step (weight sync, generation, old log-prob, reference log-prob, update)" in first
+    assert "validation" not in first and "save" not in first
+    later = stalled(tmp_path / "later", [*lines, step_line(1, 40.0, random.Random(5))], "training loop")
+    assert "validation, a save" in later and "first step" not in later
+
+
+def test_a_task_error_of_openrlhfs_ppo_trainer_fit_is_the_loop(tmp_path: Path) -> None:
+    """lmm-r1 (OpenRLHF 0.8's PPOTrainer actor, whose `fit` runs the loop) raised ZeroDivisionError in it; the driver's
+    traceback names only `ray::PPOTrainer.fit()` (block 11's training half). Before: "FAILED (phase unknown)"."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/srv/lmm-r1/openrlhf/cli/train_ppo_ray.py", line 167, in train',
+        "    ray.get(ppo_trainer.fit.remote())",
+        "ray.exceptions.RayTaskError(ZeroDivisionError): ray::PPOTrainer.fit() (pid=5120, ip=10.0.3.7, "
+        "actor_id=4be1c0d2a9f3e8b7c6d5a4f302000000, repr=<openrlhf.trainer.ppo_trainer.PPOTrainer object at 0x7f3d>)",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    assert [(s.current, s.state) for s in (history.status(1e12), store.phase_status())] == [
+        ("training loop", "failed")] * 2

@@ -468,3 +468,29 @@ def test_no_checkpoint_to_resume_from_is_no_checkpoint_load(tmp_path: Path) -> N
              "Training Progress:   0%|          | 0/58 [00:00<?, ?it/s]"]
     names = [span.name for span in run(tmp_path, lines).status.timeline]
     assert "checkpoint load" not in names and names[-1] == "training loop", names
+
+
+def test_a_native_stack_waiting_for_the_nccl_unique_id_is_nccl_init_begun_before_it_was_printed(tmp_path: Path) -> None:
+    """verl's early `main_task` printed a C++ stack half an hour after the model loaded: TCPStore::get under
+    ProcessGroupNCCL::broadcastUniqueNCCLID (block 11's training half). Before: 'ended in model load', its span
+    '30m35s' long. Now nccl init, which began at or before the stack's stamp; model load ended by then."""
+    driver, worker = "(main_task pid=22817) ", "(WorkerDict pid=23410) "
+    lib = "(0x7f3c1a2ef71 in /envs/rlx/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so)"
+    lines = [
+        f"10:04:13.877 {driver}original dataset len: 7473",
+        f"10:04:14.035 {driver}Size of train dataloader: 58",
+        f"10:04:31.640 {worker}Model config after override: Qwen2Config {{",
+        f"10:05:01.406 {worker}Loading checkpoint shards: 100%|██████████| 4/4 [00:18<00:00,  4.58s/it]",
+        f"10:05:01.930 {worker}Qwen2ForCausalLM contains 7.62B parameters",
+        *(f"10:35:07.552 {driver}frame #{k}: {call} + 0x{40 + k:x} {lib}" for k, call in enumerate([
+            "c10::Error::Error(c10::SourceLocation, std::string)",
+            "c10d::TCPStore::doWait(c10::ArrayRef<std::string>, std::chrono::duration<long, std::ratio<1l, 1000l> >)",
+            "c10d::TCPStore::get(std::string const&)",
+            "c10d::ProcessGroupNCCL::broadcastUniqueNCCLID(ncclUniqueId*, bool, std::string const&, int)",
+            "c10d::ProcessGroupNCCL::getNCCLComm(std::string const&, std::vector<c10::Device> const&, c10d::OpType)",
+        ])),
+    ]
+    report = run(tmp_path, lines)
+    assert report.status.current == "nccl init"
+    said = report_text(report)
+    assert "≤10:35:07  nccl init" in said and "model load                ≤30m35s" in said

@@ -73,6 +73,9 @@ RECORD_STEP_PATTERN = (
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
+# A native stack's frame (`frame #7: c10d::ProcessGroupNCCL::broadcastUniqueNCCLID(…) + 0xaf (0x7f… in libtorch…)`):
+# c10's exception and a hung process's dump print where the process already was.
+NATIVE_FRAME_RE = re.compile(r"(?:^|[\s:)\]])frame #\d{1,3}: \S")
 # A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
@@ -625,8 +628,8 @@ class PhaseEngine:
                     self._start(rule, t)
                     if self._state() != state:  # not a repeat of the phase's own start (an evaluation's bar)
                         self._ruled_line = line.raw or text
-                        if (header_only or failure) and _framed(text):
-                            self._began_before(rule)
+                        if ((header_only or failure) and _framed(text)) or NATIVE_FRAME_RE.search(text):
+                            self._began_before(rule)  # a stack printed names where a process already was
                     if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
                         self.inner = None  # a part of the step whose own bar reached its total is over
                 if collective:

@@ -290,6 +290,9 @@ class Hint:
     # Lines about the steps' timed parts ("compare the last step's breakdown"): each such text and how many
     # steps that timed their parts the log must hold.
     steps: dict[str, int] = field(default_factory=dict)
+    # Lines about the first steps ("which part of the first step"): each such text and how many steps that timed
+    # their parts end it.
+    before_steps: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"causes": self.causes, "actions": self.actions}
@@ -307,9 +310,10 @@ class Hint:
 
     def for_steps(self, timed: int) -> Hint:
         """The lines whose steps the log holds (`timed`: how many steps timed their parts)."""
-        if not self.steps:
+        if not self.steps and not self.before_steps:
             return self
-        keep = {t for t in (*self.causes, *self.actions) if self.steps.get(t, 0) <= timed}
+        keep = {t for t in (*self.causes, *self.actions)
+                if self.steps.get(t, 0) <= timed < self.before_steps.get(t, timed + 1)}
         return Hint([c for c in self.causes if c in keep], [a for a in self.actions if a in keep],
                     {t: v for t, v in self.only.items() if t in keep}, self.seen, self.unseen)
 
