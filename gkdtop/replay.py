@@ -271,15 +271,18 @@ def replay(paths: list[str], config: Config, ahead: bool = False, csv_path: str 
     tail, numbers = tail_of(paths[-1], counted=analysis.lines_in.get(paths[-1]),
                             newest_first=ranges[-1].newest_first) if paths else ([], [])
     status = analysis.status(at, framework, tail, numbers)
+    for cited in status.evidence:
+        if not cited.source and cited.line is not None:
+            cited.source = paths[-1]  # a guess from the tail's words before any line a rule fed: the tail's file
     if table is not None:
         table.write(csv_path)  # type: ignore[arg-type]
     began_by = analysis.phases.began_by
     if began_by is not None and (analysis.started is None or began_by >= analysis.started):
         began_by = None  # no stamp to count back from, or nothing before the first stamp
     ran_for, ran_evidence = analysis.phases.stated_run()
-    if ran_for is not None and (analysis.started is None or analysis.ended is None
-                                or ran_for <= analysis.ended - min(analysis.started, began_by or analysis.started) + 1):
-        ran_for = None  # the stamps already span that long (or there are none to compare)
+    if ran_for is not None and analysis.started is not None and analysis.ended is not None and (
+            ran_for <= analysis.ended - min(analysis.started, began_by or analysis.started) + 1):
+        ran_for = None  # the stamps already span that long
     return ReplayReport(files=list(paths), status=status, started=analysis.started, ended=analysis.ended,
                         steps=status.steps, errors=analysis.error_groups(), findings=analysis.findings(),
                         lines_read=analysis.lines_read, method=analysis.matcher.engine, framework=framework,
@@ -366,6 +369,12 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
     }
 
 
+def _ran_for_reason(report: ReplayReport) -> str:
+    """Why the run went on at least `ran_for`: a line states it, or its steps' own times add up to it."""
+    steps = report.ran_evidence is not None and "timing_s/step" in report.ran_evidence.claim
+    return "its steps' own times add up to that" if steps else "a line states something ran that long"
+
+
 def report_text(report: ReplayReport, why: bool = False) -> str:
     """The report for a person; `why`: each statement's lines (file:line, the line) after it."""
     from gkdtop.format import clock, hint_text, human_duration
@@ -386,9 +395,11 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
         if report.ran_for is not None:  # a line after the last stamp states a longer run: a bound on its length
             stamps = (f"one stamped time, {clock(report.started)}" if report.ended - report.started < 1
                       else f"stamps {clock(report.started)} to {clock(report.ended)}")
-            span = f"≥{human_duration(report.ran_for)} (a line states something ran that long); {stamps}"
+            span = f"≥{human_duration(report.ran_for)} ({_ran_for_reason(report)}); {stamps}"
         if any(s.clock_jump is not None for s in st.timeline):
             span += " (writers' stamps in two clock zones, likely: see the '?' below)"
+    elif report.ran_for is not None:  # no stamp, but a line states how long it ran (Lightning's bar `[1:13:28<`)
+        span = f"no timestamps; ≥{human_duration(report.ran_for)} ({_ran_for_reason(report)})"
     else:
         span = "no timestamps: duration unknown"
     out = [f"{', '.join(shown(f) for f in report.files)}: {span}"]  # a name's ESC or BEL never reaches the terminal
@@ -421,7 +432,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             elif s.duration is not None:
                 dur = ("~" if s.start_after and s.end_after else "≤" if s.start_after else "≥") + dur
         if (ended_by is not None and ended_by.start_before and s.duration and report.started is not None
-                and dur[0].isdigit()):
+                and s.end is not None and s.end >= ended_by.start and dur[0].isdigit()):
             dur = f"≤{dur}"  # the next phase began before its first line (a stack printed later): this one ended then
         if s.status == "passed":
             dur = "?"  # the words put the run past it; no line says when it ended

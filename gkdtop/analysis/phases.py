@@ -68,7 +68,8 @@ RECORD_STEP_PATTERN = (
     r"|(\{)'loss': (?:-?(?:\d|inf)|nan)"
     r"|^[=*#-]{3,80} ?Step (\d{1,18})/\d{1,18} ?[=*#-]{3,80}\s*$"
     r"|\bstep:\s{1,8}(\d{1,18})\s{1,8}loss:\s"  # torchtitan's `step:  10  loss:  9.8121  memory: …`
-    r"|\[Rank \d{1,6}\] step=(\d{1,18}), skipped=\d"  # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…`
+    # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…` (before 0.3: `rank:0 step=40, skipped=0, …`)
+    r"|(?:\[Rank \d{1,6}\]|\brank:\d{1,6}) step=(\d{1,18}), skipped=\d"
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
@@ -664,11 +665,18 @@ class PhaseEngine:
     def stated_run(self) -> tuple[float | None, Evidence | None]:
         """The longest a line states the run went on (a failure's `ran for 1800417 milliseconds`, the loop's bar at
         `33/1000 [10:42<5:13:00, …]`: it ran 10:42 by then), with the line: a bound on the run's length where its
-        stamps span less (a log stamped only at start-up)."""
+        stamps span less (a log stamped only at start-up). Steps that time themselves (verl's `timing_s/step`) ran
+        one after another: their seconds add up to another such bound."""
         ran, evidence = self.ran_for, self.ran_evidence
         line = self._bar_line
         if line is not None and (bar := stated_elapsed(line.text, True)) is not None and bar > (ran or 0.0):
             ran, evidence = bar, Evidence.of("the run went on at least this long (the bar states it)", line)
+        own = (self.stats.summary().get("timing") or {}).get("step") if self.stats.count else None
+        if own and own.get("count") and own.get("mean_s") and own["count"] * own["mean_s"] > (ran or 0.0):
+            ran = own["count"] * own["mean_s"]
+            evidence = Evidence(f"the run went on at least this long (its {own['count']} steps' own times, "
+                                f"timing_s/step, add up to it); the last step's metrics", "", None,
+                                (self._last_step_text or "")[:EVIDENCE_CHARS])
         return ran, evidence
 
     def _note_began(self, line: LogLine, t: float, bar: bool) -> None:
@@ -879,7 +887,10 @@ class PhaseEngine:
                 self.bar_pace = float(pace.group(1))
             # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
             ended = self.current is not None and self.current.terminal  # (the final evaluation's bar, once trained)
-            if (stepping or any(rule.inner for rule in self._rules_of(ids))) and not ended and (
+            # (Not a bar another phase's line is glued to: SGLang's `0/23 [00:00<?, ?it/s][… TP0] Capture cuda graph
+            # begin` starts the engine's capture, the rule feed() acts on.)
+            first = next(iter(self._rules_of(ids)), None) if not stepping else None
+            if (stepping or (first is not None and first.inner)) and not ended and (
                     count := BAR_COUNT_RE.search(text)) is not None:
                 self._loop_bar_at(line, count)
         return True
@@ -1232,7 +1243,12 @@ class PhaseEngine:
                 name = self.current.name
                 after = "after training finished" if self.current.terminal else f"after {name}"
                 self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
-            self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
+            span = self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
+            waited = stated_elapsed(text, bar=False) if self._line is not None and self._line.ts is not None else None
+            if waited and last is not None and last.end is not None and t - waited < t:
+                # A timeout that states its wait (`ran for 1800027 milliseconds`): what hung was under way by then,
+                # not from the failure's stamp (audit 14: "10:34:21 after engine init", a wait begun at 10:04)
+                span.start, span.start_before = max(t - waited, last.end), True
         self.timeline[-1].status = "failed"
         if not self.failure:
             self._failed_at = t
@@ -1560,6 +1576,9 @@ class PhaseEngine:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
+            if not found.frame and not found.via and found.back and self._named_after(found, tail):
+                continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
+                # size after a line with a checkpoint's words)
             if found.via == DEAD_ACTOR and part is not None:
                 continue  # which model died, not which part ran: the part the rules named stands (OpenRLHF's critic
                 # computes values while the actor makes experience)
@@ -1591,6 +1610,13 @@ class PhaseEngine:
             return named, Evidence(claim, self._line.source if self._line else "", _number_of(found, tail, numbers),
                                    found.text[:EVIDENCE_CHARS]), inside
         return None
+
+    def _named_after(self, found: Worded, tail: list[str]) -> bool:
+        """Whether a tail line after the one the words were read from starts (or repeats) the phase the rules
+        placed the run in, or its part: the run was still there after those words."""
+        at = next((k for k in range(len(tail) - 1, -1, -1) if tail[k] == found.line), None)
+        rules = [r for r in (self.current, self.inner) if r is not None]
+        return at is not None and any(r.start.search(line) for line in tail[at + 1:] for r in rules)
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""

@@ -38,8 +38,10 @@ from collections import deque
 
 # One regex for every timestamp form; group 1, 5, 8, 11, 14 or 17 is the text of its minute (the cache key).
 TS_RE = re.compile(
-    # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets.
-    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+    # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets (old DeepSpeed's after its
+    # level: `[INFO 2020-06-08 05:52:14]`).
+    r"\[?(?:(?:INFO|WARNING|ERROR|DEBUG) )?"
+    r"(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
     # glog `I1122 10:00:00.123456`, c10d's `[W326 22:36:28.884042812` (a one-digit month): no year.
     r"|\[?[IWEF](\d{3,4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
     # vLLM `INFO 01-11 10:00:05`: no year.

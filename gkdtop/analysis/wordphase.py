@@ -150,7 +150,8 @@ _OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
 # A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
-_METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?[A-Za-z%]*")  # not `x.py:12`
+# A `name: value` pair, its unit too (not `x.py:12`, nor a share done: `checkpoint shards: 100% Completed` is progress)
+_METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?(?![\d.%])[A-Za-z]*")
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 MESSAGE_CHARS = 2000  # of each (a store's line may be 64 KB: its words are at its start)
 

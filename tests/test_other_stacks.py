@@ -1,0 +1,183 @@
+"""Logs of stacks no framework profile knows (issue 25, audit 14: logs of fairseq, SGLang, old DeepSpeed, Lightning,
+accelerate and torch distributed, written in the shapes users posted with invented values): their own lines for a
+finished run, a validation, an old stamp, a server's start-up are read by their structure, and nothing false is said
+where no rule knows them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gkdtop.replay import report_text
+from tests.test_phase_nesting import run, text_of
+from tests.verlrun import live_and_history
+
+
+def _fairseq(epochs: int, done: bool) -> list[str]:
+    """fairseq's hydra train: epochs, each validated, then `done training in N seconds`."""
+    out = ["2021-01-05 21:03:12 | INFO | fairseq_cli.train | {'_name': None, 'common': {'log_format': 'json'}}"]
+    for e in range(1, epochs + 1):
+        m = 3 + 2 * e
+        out += [
+            f"2021-01-05 21:{m:02d}:19 | INFO | fairseq.trainer | begin training epoch {e}",
+            f"2021-01-05 21:{m + 1:02d}:51 | INFO | fairseq_cli.train | begin validation on \"valid\" subset",
+            f"2021-01-05 21:{m + 1:02d}:53 | INFO | valid | {{\"epoch\": {e}, \"valid_loss\": \"{700 - 20 * e}.000\", "
+            f"\"valid_wer\": \"{90 - e}.500\", \"valid_num_updates\": \"{31 * e}\"}}",
+            f"2021-01-05 21:{m + 1:02d}:53 | INFO | fairseq_cli.train | end of epoch {e} (average epoch stats below)",
+            f"2021-01-05 21:{m + 1:02d}:53 | INFO | train | {{\"epoch\": {e}, \"train_loss\": \"{990 - 30 * e}.000\", "
+            f"\"train_num_updates\": \"{31 * e}\", \"train_wall\": \"{100 * e}\"}}",
+        ]
+    if done:
+        out.append(f"2021-01-05 21:{5 + 2 * epochs:02d}:13 | INFO | fairseq_cli.train | done training in 2550.4 "
+                   "seconds")
+    return out
+
+
+def test_fairseqs_done_training_is_finished_not_a_stall(tmp_path: Path) -> None:
+    """Audit 14: a fairseq fine-tune that finished, read 50 minutes later. Before: 'STALLED … a rank hangs in a
+    collective' in a snapshot, and no timeline in replay."""
+    lines = _fairseq(4, done=True)
+    history, store = live_and_history(tmp_path, text_of(lines),
+                                      lambda s: s.phase_status().current == "finished")
+    for status in (history.status(1e12), store.phase_status()):
+        assert (status.current, status.state) == ("finished", "done")
+    assert [s.name for s in history.spans()] == ["training loop", "finished"]
+
+
+def test_fairseqs_validation_is_a_part_of_its_epoch(tmp_path: Path) -> None:
+    """The same run cut inside its third validation: the epoch's validation, not the loop alone."""
+    lines = _fairseq(3, done=False)[:-3]
+    report = run(tmp_path, lines)
+    assert report.status.current == "validation" and report.status.within == "training loop"
+
+
+def test_a_guess_from_the_tails_words_cites_the_file_it_read(tmp_path: Path) -> None:
+    """Audit 14: where no rule knew a line of the log, the guess from its last lines' words cited ':143', a line
+    number with no file."""
+    lines = ["2021-01-05 21:45:11 | INFO | app | reading things",
+             "2021-01-05 21:45:13 | INFO | app | end of epoch 25 (average epoch stats below)",
+             "2021-01-05 21:45:14 | INFO | app | all quiet"]
+    said = report_text(run(tmp_path, lines), why=True)
+    assert "(a guess, 1 line before the end): train.log:2  `" in said
+
+
+SGLANG_START = [
+    "[2025-03-03 18:41:19 TP0] Init torch distributed begin.",
+    "[2025-03-03 18:41:33 TP0] Init torch distributed ends. mem usage=0.31 GB",
+    "[2025-03-03 18:41:33 TP0] Load weight begin. avail mem=78.12 GB",
+    "Loading safetensors checkpoint shards:  50% Completed | 82/163 [02:11<02:10,  1.61s/it]",
+    "Loading safetensors checkpoint shards: 100% Completed | 163/163 [04:22<00:00,  1.61s/it]",
+    "[2025-03-03 18:45:58 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=37.04 GB",
+    "[2025-03-03 18:46:01 TP0] Memory pool end. avail mem=9.87 GB",
+    *(f"  0%|          | 0/23 [00:00<?, ?it/s][2025-03-03 18:46:44 TP{k}] Capture cuda graph begin. This can take "
+      "up to several minutes." for k in range(4)),
+    "2025-03-03 18:46:45,039 - INFO - flashinfer.jit: Loading JIT ops: batch_decode_with_kv_cache_dtype_q_f16",
+]
+
+
+def test_an_sglang_server_capturing_graphs_is_in_its_engine_start_not_a_checkpoint_load(tmp_path: Path) -> None:
+    """Audit 14: SGLang (TP8) hung in CUDA graph capture. Before: 'ended, likely in checkpoint load' with advice about
+    'Load from checkpoint folder' and an optimizer (the shards' `100%` was read as a metric and dropped, leaving
+    'checkpoint' words), and 'the loop's bar is at 0/23' from the capture's bar glued before its line."""
+    report = run(tmp_path, SGLANG_START)
+    said = report_text(report)
+    assert report.status.current == "engine init" and "checkpoint" not in said.split("\n\n")[1]
+    assert "loop's bar" not in said and "enforce_eager" in said
+
+
+def test_words_before_a_later_line_of_the_rules_phase_name_no_other(tmp_path: Path) -> None:
+    """A line with a checkpoint's words inside vLLM's start-up, then the KV cache's size (a line of the engine's start):
+    the engine was still starting after those words. Before: 'ended, likely in checkpoint load'."""
+    lines = [
+        "INFO 03-03 18:41:19 [core.py:65] Initializing a V1 LLM engine (v0.8.5) with config: model='/m/q7b'",
+        "INFO 03-03 18:41:40 [gpu_model_runner.py:1329] Model loading took 14.2 GiB and 20.1 seconds",
+        "INFO 03-03 18:41:42 [lora.py:10] resuming the adapter from checkpoint /ckpt/step_100",
+        "INFO 03-03 18:41:50 [kv_cache_utils.py:634] GPU KV cache size: 512,336 tokens",
+        "INFO 03-03 18:41:51 [lora.py:11] warm-up",
+    ]
+    assert run(tmp_path, lines).status.current == "engine init"
+    assert run(tmp_path, lines[:3]).status.current == "checkpoint load"  # with nothing after them, the words stand
+
+
+def test_old_deepspeeds_stamp_after_its_level_and_its_step_lines(tmp_path: Path) -> None:
+    """Audit 14: DeepSpeed 0.1's `[INFO 2020-06-08 05:52:14] rank:0 step=40, skipped=0, …` lines. Before: 'no
+    timestamps: duration unknown' and 'ended after model load (next expected: training loop)' on a run 40 steps in."""
+    lines = ["[INFO 2020-06-08 05:51:40] DeepSpeed info: version=0.1.0, git-hash=4d7a2b1, git-branch=master",
+             "[INFO 2020-06-08 05:51:49] Using DeepSpeed Optimizer param name adam as basic optimizer",
+             "[INFO 2020-06-08 05:51:50] DeepSpeed Final Optimizer = FP16_Optimizer"]
+    for step in range(10, 50, 10):
+        lines += [f"time (ms) | forward_microstep: {180 + step / 10:.2f} | backward_microstep: 332.81 | "
+                  "step_microstep: 0.03"] * 3
+        lines.append(f"[INFO 2020-06-08 05:{51 + (50 + 6 * step // 10) // 60}:{(50 + 6 * step // 10) % 60:02d}] "
+                     f"rank:0 step={step}, skipped=0, lr=[3e-05], mom=[[0.9, 0.999]]")
+    report = run(tmp_path, lines)
+    said = report_text(report)
+    assert said.startswith(f"{tmp_path / 'train.log'}: 34s from 05:51:40 to 05:52:14")
+    assert report.status.current == "training loop" and report.steps["last"] == 40
+
+
+def test_lightnings_validation_bar_is_the_epochs_validation_and_its_elapsed_bounds_an_unstamped_run(
+        tmp_path: Path) -> None:
+    """Audit 14: PyTorch Lightning's `Validating:  96%|…` bars inside epoch 54 (its epoch bar goes on counting), no
+    stamps. Before: no validation, and 'no timestamps: duration unknown' though its bars state 1h13m."""
+    lines = [
+        "Epoch 54:  97%|█████████▋| 2780/2864 [58:20<01:45,  1.26s/it, loss=0.527, v_num=3]",
+        "Validating:  88%|████████▊ | 261/296 [13:21<01:47,  3.07s/it]",
+        "Validating:  96%|█████████▌| 285/296 [14:35<00:33,  3.07s/it]",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.current, report.status.within) == ("validation", "training loop")
+    assert report_text(report).startswith(
+        f"{tmp_path / 'train.log'}: no timestamps; ≥58m20s (a line states something ran that long)")
+    after = run(tmp_path, [*lines, "Epoch 54: 100%|██████████| 2864/2864 [1:13:28<00:00,  1.41s/it, loss=0.527]"])
+    assert after.status.current == "training loop" and after.ran_for == 4408.0
+
+
+def test_a_timeout_after_a_finished_phase_began_when_its_wait_did(tmp_path: Path) -> None:
+    """Audit 14 (open-r1 with vLLM on its own GPU): the first broadcast after the engine started timed out 30 minutes
+    later. Before: '10:34:21  after engine init … failed', the wait's start put at the failure's stamp."""
+    lines = [
+        "INFO 04-22 10:03:41 [core.py:65] Initializing a V1 LLM engine (v0.8.3) with config: model='/m/q1.5b'",
+        "INFO 04-22 10:04:13 [core.py:159] init engine (profile, create kv cache, warmup model) took 31.80 seconds",
+        "[rank2]:[E422 10:34:21.911482604 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for "
+        "1800027 milliseconds before timing out.",
+    ]
+    said = report_text(run(tmp_path, lines))
+    assert "≤10:04:21  after engine init    (unfinished)  failed" in said and "  32s  done" in said
+
+
+def test_steps_that_time_themselves_bound_a_run_stamped_only_at_start_up(tmp_path: Path) -> None:
+    """Audit 14 (verl, a slow update): vLLM's stamps end at start-up, then two steps of `timing_s/step:7554.6` and
+    `7479.3`. Before: '7m35s from 20:41:05 to 20:48:41'."""
+    runner = "(TaskRunner pid=31020) "
+    lines = [
+        "(WorkerDict pid=31177) INFO 03-06 20:41:05 config.py:1020] Defaulting to use external_launcher",
+        "(WorkerDict pid=31177) INFO 03-06 20:48:41 model_runner.py:1115] Loading model weights took 7.6519 GB",
+        *(f"{runner}step:{n} - actor/pg_loss:0.002 - timing_s/gen:{g} - timing_s/update_actor:{u} - "
+          f"timing_s/step:{g + u + 3.1:.3f}" for n, g, u in ((1, 1211.2, 6340.3), (2, 1190.6, 6285.6))),
+    ]
+    report = run(tmp_path, lines)
+    assert report.ran_for is not None and abs(report.ran_for - 15033.9) < 0.01
+    assert report_text(report).startswith(f"{tmp_path / 'train.log'}: ≥4h10m (its steps' own times add up to that)")
+
+
+def test_a_nccl_init_hang_with_nccls_debug_output_is_not_told_to_turn_it_on(tmp_path: Path) -> None:
+    """Audit 14 (accelerate, `NCCL_DEBUG=INFO accelerate launch …`, NCCL 2.10: no Init START lines): hung in the first
+    collective. Before: 'Run once with NCCL_DEBUG=INFO' on a log full of its output."""
+    lines = [
+        "[2021-06-02 11:20:03,118] torch.distributed.run: [WARNING] Setting OMP_NUM_THREADS environment variable",
+        *(f"gpu-a1:{2210 + r}:{2210 + r} [{r}] NCCL INFO Bootstrap : Using eth0:10.2.0.11<0>" for r in range(2)),
+        "gpu-a1:2210:2210 [0] NCCL INFO NET/Socket : Using [0]eth0:10.2.0.11<0>",
+        "NCCL version 2.10.3+cuda11.1",
+    ]
+    said = "\n".join(stalled_hint(tmp_path, lines))
+    assert "Run once with NCCL_DEBUG=INFO" not in said and "NCCL_DEBUG=INFO is on: compare the ranks'" in said
+    plain = "\n".join(stalled_hint(tmp_path / "plain", [lines[0], lines[-1]]))
+    assert "Run once with NCCL_DEBUG=INFO" in plain and "NCCL_DEBUG=INFO is on" not in plain
+
+
+def stalled_hint(tmp_path: Path, lines: list[str]) -> list[str]:
+    tmp_path.mkdir(exist_ok=True)
+    report = run(tmp_path, lines)  # a log that ends in nccl init: what to check if the job stopped there
+    assert report.status.current == "nccl init" and report.open_end is not None and report.open_end.hint is not None
+    return report.open_end.hint.actions
