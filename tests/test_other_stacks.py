@@ -181,3 +181,16 @@ def stalled_hint(tmp_path: Path, lines: list[str]) -> list[str]:
     report = run(tmp_path, lines)  # a log that ends in nccl init: what to check if the job stopped there
     assert report.status.current == "nccl init" and report.open_end is not None and report.open_end.hint is not None
     return report.open_end.hint.actions
+
+
+def test_an_evaluations_undescribed_bars_do_not_take_its_words_back(tmp_path: Path) -> None:
+    """A guard of the rule above (the posted corpus's ZeRO-3 evaluation hang): HF's `***** Running Evaluation *****`,
+    then the evaluation's undescribed bars, which match the loop's start too; the words stand."""
+    lines = [
+        "[INFO|trainer.py:1683] 2023-02-10 19:14:34,107 >> ***** Running training *****",
+        "[INFO|trainer.py:2964] 2023-02-10 19:15:37,822 >> ***** Running Evaluation *****",
+        "[INFO|trainer.py:2966] 2023-02-10 19:15:37,822 >>   Num examples = 339",
+        "  0%|          | 0/170 [00:00<?, ?it/s]",
+        "  7%|▋         | 12/170 [00:01<00:21,  7.25it/s]",
+    ]
+    assert run(tmp_path, lines).status.current == "validation"

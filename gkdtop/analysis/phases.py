@@ -1613,10 +1613,12 @@ class PhaseEngine:
 
     def _named_after(self, found: Worded, tail: list[str]) -> bool:
         """Whether a tail line after the one the words were read from starts (or repeats) the phase the rules
-        placed the run in, or its part: the run was still there after those words."""
+        placed the run in, or its part: the run was still there after those words. Not a progress bar: an
+        undescribed one (`7%|▋ | 12/170 [00:01<…`) matches the loop's start, but may count an evaluation's batches."""
         at = next((k for k in range(len(tail) - 1, -1, -1) if tail[k] == found.line), None)
         rules = [r for r in (self.current, self.inner) if r is not None]
-        return at is not None and any(r.start.search(line) for line in tail[at + 1:] for r in rules)
+        return at is not None and any(r.start.search(line) for line in tail[at + 1:] if "%|" not in line
+                                      for r in rules)
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""
