@@ -665,3 +665,30 @@ def test_a_fix_names_a_framework_s_option_only_on_that_framework_s_log(tmp_path:
     (tmp_path / "bad.yaml").write_text("findings:\n  - name: x\n    match: x\n    fix_for: [verl]\n")
     with pytest.raises(ConfigError, match=r"bad.yaml:4: findings\[0\].fix_for: expected a mapping"):
         load_config(tmp_path / "bad.yaml")
+
+
+def test_a_watchdog_line_a_terminal_wrapped_is_not_cut_off(tmp_path: Path) -> None:
+    """Audit 14 (open-r1): `what(): … Watchdog caught collective oper` then `tion timeout: WorkNCCL(SeqNum=4, …`, a
+    terminal's wrap 20 lines before the end. Before: nccl-watchdog-cut, whose cause ("cut off … the process was
+    killed while writing it") the next line contradicts. Live and in replay; a line truly cut stays one."""
+    from gkdtop.config import load_config as load
+    from gkdtop.replay import replay
+
+    wrapped = [
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] Process group watchdog thread terminated with exception: "
+        "[Rank 2] Watchdog caught collective oper",
+        "tion timeout: WorkNCCL(SeqNum=4, OpType=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for "
+        "1800027 milliseconds before timing out.",
+        "W0422 10:34:24.402000 88410 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 88411 "
+        "closing signal SIGTERM",
+    ]
+    (tmp_path / "w").mkdir()
+    cut = [*wrapped[:2], wrapped[3]]  # the same line, its rest never written
+    (tmp_path / "c").mkdir()
+    for folder, lines, want in (("w", wrapped, False), ("c", cut, True)):
+        names = {f.name for f in store_after(tmp_path / folder, lines).findings()}
+        assert ("nccl-watchdog-cut" in names) is want, (folder, names)
+        (tmp_path / folder / "r.log").write_text("".join(line + "\n" for line in lines))
+        report = replay([str(tmp_path / folder / "r.log")], load(None))
+        assert ("nccl-watchdog-cut" in {f.name for f in report.findings}) is want, folder

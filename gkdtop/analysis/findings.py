@@ -74,9 +74,13 @@ def _other_speaker(a: tuple[int | None, str], b: tuple[int | None, str]) -> bool
     return a[0] is not None and b[0] is not None and a != b
 
 
+def _windowed(sig: Signature) -> bool:
+    """A signature that reads the lines after its match: fields from them, or the next one to withdraw it."""
+    return bool(sig.extra) or sig.unless_next is not None
+
+
 def _agrees(fields: dict[str, str], other: dict[str, str]) -> bool:
     return all(other.get(k, v) == v for k, v in fields.items())
-
 
 
 def _extra_fields(extra_ids: list[tuple[int, Pattern]], text: str, ids: Collection[int]) -> dict[str, str]:
@@ -88,6 +92,7 @@ def _extra_fields(extra_ids: list[tuple[int, Pattern]], text: str, ids: Collecti
                 offered.setdefault(k, v)
     return offered
 
+
 class FindingsEngine:
     def __init__(self, signatures: list[Signature], register: Callable[[str | Pattern], int]) -> None:
         self.signatures = signatures
@@ -97,6 +102,8 @@ class FindingsEngine:
         for order, sig in enumerate(signatures):
             self.by_id.setdefault(register(sig.match), []).append((order, sig))
             self.extra_ids.append([(register(p), p) for p in sig.extra])
+            if sig.unless_next is not None:
+                register(sig.unless_next)  # a line that matches it is read (history reads only lines a pattern names)
         self.match_ids = frozenset(self.by_id)
         self.found: dict[Key, Finding] = {}
         self.keys: dict[int, Key] = {}  # id(finding) -> its key in found
@@ -107,8 +114,8 @@ class FindingsEngine:
 
     def opens_window(self) -> tuple[frozenset[int], int]:
         """The ids whose lines open a window of following lines to look at, and its widest size."""
-        ids = frozenset(i for i, sigs in self.by_id.items() if any(sig.extra for _, sig in sigs))
-        return ids, max((sig.within for sig in self.signatures if sig.extra), default=0)
+        ids = frozenset(i for i, sigs in self.by_id.items() if any(_windowed(sig) for _, sig in sigs))
+        return ids, max((sig.within for sig in self.signatures if _windowed(sig)), default=0)
 
     def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         text = line.text
@@ -140,7 +147,7 @@ class FindingsEngine:
                 continue
             opened = _Open(sig, self.extra_ids[order], fields, [line.raw or text], t, sig.within, None,
                            line.source, speaker)
-            if sig.extra:
+            if _windowed(sig):
                 self.open.setdefault(line.source, []).append(opened)
             if not sig.require_extra:
                 opened.emitted = self._record(opened, t)
@@ -158,6 +165,15 @@ class FindingsEngine:
             item.left -= 1
             if item.left <= 0:
                 pending.remove(item)
+            unless = item.signature.unless_next
+            if unless is not None and item.left == item.signature.within - 1:  # the line right after its match
+                if item.emitted is not None and unless.search(text):  # (no prefix: not the speaker's own)
+                    self._withdraw(item.emitted)
+                    item.emitted = None
+                if not item.signature.extra:
+                    if item in pending:
+                        pending.remove(item)
+                    continue
             if _other_speaker(item.speaker, speaker):
                 continue
             offered = _extra_fields(item.extra_ids, text, ids)
@@ -173,6 +189,15 @@ class FindingsEngine:
                 item.emitted = self._record(item, item.time)
             else:
                 self._refine(item)
+
+    def _withdraw(self, found: Finding) -> None:
+        """One incident of a recorded finding was none (Signature.unless_next): counted once less, gone at none."""
+        found.count -= 1
+        if found.count <= 0:
+            key = self.keys.pop(id(found), None)
+            if key is not None:
+                self.found.pop(key, None)
+            self.shown.pop(id(found), None)
 
     def _key(self, sig: Signature, fields: dict[str, str]) -> Key:
         names = sorted(fields) if sig.key is None else sig.key

@@ -79,6 +79,9 @@ class Signature:
     # handler, again through Ray's logger and by Python's faulthandler (`fatal-signal x3` for one SIGSEGV). Lines of
     # one process (its Ray prefix's pid) are one incident however far apart their stamps: a process dies once.
     merge_within: float = 0.0
+    # Withdrawn where the next line of its file matches: a line a terminal wrapped (`…collective opera` then
+    # `tion timeout: WorkNCCL(…`) is not a line cut off.
+    unless_next: Pattern | None = None
 
 
 @dataclass(slots=True)
@@ -179,7 +182,7 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested", "plain"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
-                "cause_if_raised", "fix_if_raised", "min_count", "merge_within"}
+                "cause_if_raised", "fix_if_raised", "min_count", "merge_within", "unless_next"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -289,6 +292,8 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.merge_within = number(n, where, f"{key}.merge_within")
         if (n := get(item, "key")) is not None:
             sig.key = strings(n, where, f"{key}.key")
+        if (n := get(item, "unless_next")) is not None:
+            sig.unless_next = pattern(n, where, f"{key}.unless_next")
         for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):
             if (n := get(item, attr)) is not None:
                 setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
