@@ -194,3 +194,46 @@ def test_an_evaluations_undescribed_bars_do_not_take_its_words_back(tmp_path: Pa
         "  7%|▋         | 12/170 [00:01<00:21,  7.25it/s]",
     ]
     assert run(tmp_path, lines).status.current == "validation"
+
+
+def test_a_pdsh_hosts_exception_line_and_the_store_based_barrier(tmp_path: Path) -> None:
+    """HELDOUT11 after it was scored (DeepSpeed with the HF Trainer, 128 ranks under pdsh): ranks waited in torch's
+    store based barrier, then a broadcast raised an NCCL internal error. Before: 'FAILED in dataset generation' and 'the
+    exception is not in the log: the traceback is cut', the host before the exception line hiding it."""
+    host = "compute-dy-p4d24xl-41: "
+    lines = [
+        f"{host}Running tokenizer on dataset:  92%|█████████▏| 33000/35871 [00:41<00:03, 802.11ex/s]",
+        *(f"{host}INFO:root:Waiting in store based barrier to initialize process group for rank: {r}, key: "
+          "store_based_barrier_key:2 (world_size=128, worker_count=127, timeout=0:30:00)" for r in (208, 211)),
+        f"{host}Traceback (most recent call last):",
+        f'{host}  File "/fsx/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1076, in '
+        "broadcast",
+        f"{host}    work = group.broadcast([tensor], opts)",
+        f"{host}RuntimeError: NCCL error in: /opt/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:911, internal error",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.current, report.status.state) == ("nccl init", "failed")
+    assert report.status.failure.startswith(f"{host}RuntimeError: NCCL error in:")
+    assert "traceback is cut" not in report_text(report)
+
+
+def test_a_fatal_errors_dump_of_the_failing_thread_alone_is_read(tmp_path: Path) -> None:
+    """HELDOUT11 after it was scored (Search-R1 on verl): a WorkerDict died of SIGFPE; faulthandler dumped the failing
+    thread alone (`Stack (most recent call first):`, frames `line 40 in apply`) in vLLM's logits processor. Before:
+    'FAILED (phase unknown)': only the all-threads form (`Current thread 0x…`) was read."""
+    worker = "(WorkerDict pid=402266) "
+    site = "/envs/sr1/lib/python3.9/site-packages"
+    lines = [
+        f"{worker}[2026-07-11 19:37:54,707 E 402266 402266] logging.cc:496: *** SIGFPE received at time=1783798674 "
+        "on cpu 63 ***",
+        f"{worker}Fatal Python error: Floating point exception",
+        f"{worker}",
+        f"{worker}Stack (most recent call first):",
+        f'{worker}  File "{site}/vllm/model_executor/layers/vocab_parallel_embedding.py", line 40 in apply',
+        f'{worker}  File "{site}/vllm/model_executor/layers/logits_processor.py", line 83 in _get_logits',
+        f'{worker}  File "{site}/vllm/model_executor/layers/logits_processor.py", line 61 in forward',
+        f'{worker}  File "{site}/torch/nn/modules/module.py", line 1562 in _call_impl',
+    ]
+    assert run(tmp_path, lines).status.current == "generation"
+    profiled = [*lines, f'{worker}  File "{site}/vllm/worker/model_runner.py", line 1291 in profile_run']
+    assert run(tmp_path, profiled).status.current == "rollout init"  # the engine's start-up runs a forward too

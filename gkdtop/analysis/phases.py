@@ -95,7 +95,9 @@ TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)
 # An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
 # logger's prefix (LOGGER_PREFIX) and an engine process's (ENGINE_PREFIX). The name ends at its `:`, a wrapper's `(`
 # or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
-EXCEPTION_PATTERN = (r"^(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?" + LOGGER_PREFIX
+# (pdsh's host before it too: `compute-dy-p4d24xl-41: RuntimeError: NCCL error in: …`; a host name has a digit)
+EXCEPTION_PATTERN = (r"^(?:[\w.-]{0,100}\d[\w.-]{0,100}: )?(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?"
+                     + LOGGER_PREFIX
                      + r"?[\w.]*(?:Error|Exception|Exit|Interrupt|\wInvalid)(?::|\(|\s*$)")  # (pyarrow's ArrowInvalid)
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)
 # A traceback's header, whatever prefix a logger or a launcher put before it: the failure is its exception line.
@@ -1567,7 +1569,8 @@ class PhaseEngine:
             stepping = part is not None or (rule is not None and bool(rule.inner))
             tasks = failure_tasks(tail, failed_by, stepping, self._task_phase) if failed_by else None
             # A py-spy dump a user pasted (a hung job's stack): where a process was, by the stack rules.
-            dumped = dump_words(tail) if any("Thread " in line or "thread 0x" in line for line in tail) else None
+            dumped = dump_words(tail) if any("Thread " in line or "thread 0x" in line or "Stack (most recent" in line
+                                             for line in tail) else None
             # A `ray summary tasks` table pasted there: the tasks still running.
             summed = summary_words(tail, self._task_phase) if any(SUMMARY_HEADER in line for line in tail) else None
             self._words_read = (key, [lines, framed, tasks, dumped, summed] if launcher_frames(frames)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gkdtop.analysis.lines import split_prefix, strip_ansi
-from gkdtop.model.stacks import FH_THREAD_RE, parse_faulthandler_lines
+from gkdtop.model.stacks import FH_STACK_RE, FH_THREAD_RE, parse_faulthandler_lines
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Sequence
@@ -59,6 +59,8 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
+     # vLLM's logits processor (`vllm/model_executor/layers/logits_processor.py`): a token being sampled
+     r"|\blogits[_ ]processor\b"
      # vLLM's prefix cache emptied once new weights are in (TRL's colocated engine, verl's sharding manager): the
      # engine generates next.
      r"|\breset(?:s|ting)? (?:the )?prefix cache\b"),
@@ -104,7 +106,8 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "cuda graph", "captur", "init engine", "llm engine", "load", "from_pretrained", "num_params", "fused kernel",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
-          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards")
+          "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
+          "logits")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
@@ -410,7 +413,8 @@ def dump_words(tail: list[str]) -> Worded | None:
     else:
         # A faulthandler dump, behind a rank's or a pod's prefix: its threads and frames, up to the first other line.
         messages = [_message(line) for line in tail]
-        last = next((i for i in range(len(tail) - 1, -1, -1) if FH_THREAD_RE.match(messages[i].rstrip())), None)
+        last = next((i for i in range(len(tail) - 1, -1, -1)
+                     if FH_THREAD_RE.match(head := messages[i].rstrip()) or FH_STACK_RE.match(head)), None)
         if last is None:
             return None
         start = last

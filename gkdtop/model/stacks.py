@@ -110,6 +110,9 @@ class StallStacks:
 # Python's faulthandler: each thread's `Thread 0x7f… (most recent call first):` (`Current thread …`: the one that
 # dumped; gkdtop.probe adds its name in brackets), then its frames innermost first.
 FH_THREAD_RE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[([^\]]*)\])? \(most recent call first\):$")
+# The header of a dump of the failing thread alone (`Fatal Python error: Floating point exception`, then `Stack (most
+# recent call first):` where faulthandler was not asked for every thread).
+FH_STACK_RE = re.compile(r"^Stack \(most recent call first\):$")
 FH_FRAME_RE = re.compile(r'^\s+File "(.*)", line (\d+) in (.*)$')
 
 
@@ -125,6 +128,8 @@ def parse_faulthandler_lines(lines: Iterable[str], main_thread: int = 0,
             name = m.group(3) or ("MainThread" if tid == main_thread else f"Thread {m.group(2)}")
             # Whether a thread runs or waits is not in the text; the one that took the signal was running.
             threads.append(ThreadStack(name=name, thread_id=tid, idle=m.group(1) != "Current thread"))
+        elif FH_STACK_RE.match(line.rstrip()):
+            threads.append(ThreadStack(name="Current thread", thread_id=0, idle=False))  # the one that failed
         elif threads and (m := FH_FRAME_RE.match(line)):
             path = m.group(1)
             threads[-1].frames.append(StackFrame(function=m.group(3).strip(), file=shorten(path) if shorten else path,
