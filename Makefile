@@ -19,7 +19,7 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 3
 
 demo: $(STAMP)
 	$(BIN)/gkdtop demo

@@ -98,7 +98,10 @@ async def test_the_phases_clock_repaints_only_the_lines_it_changed(tmp_path: Pat
     from textual.geometry import Region
 
     lines, last = startup(time.time() - 1200, upto="sync")
-    app, _ = make_app(tmp_path, lines, mtime=last)
+    # Neither the stall-time dump nor the stack phase: with no root PIDs they read whatever training processes
+    # run on the machine (a Ray worker of another test's cluster, under `-n`), and their note, arriving
+    # meanwhile, adds a line to the pane (a layout pass).
+    app, _ = make_app(tmp_path, lines, mtime=last, stall_stacks=False, stack_phase=False)
     async with app.run_test(size=(width, 50)) as pilot:
         await settle(pilot, lambda: "STALLED" in pane_text(app, PhasesPane))
         pane = app.query_one(PhasesPane)

@@ -234,20 +234,28 @@ def test_a_scan_that_finds_the_same_processes_moves_no_version() -> None:
     """An idle job's table is the same poll after poll: the store keeps its version, so no pane redraws;
     a process that exits moves it."""
     from gkdtop.config import Config
+    from gkdtop.model import ProcTable
     from gkdtop.store import Store
 
     sleepers = [spawn_titled("ray::WorkerDict"), spawn_titled("VLLM::Worker_TP0")]
+    ours = {p.pid for p in sleepers}
     try:
         collector = ProcCollector(DRIVER_PATTERNS, interval=0.1)
+
+        def scan() -> ProcTable:
+            """The scan's rows of these sleepers: the machine's other Ray and vLLM processes (another test's
+            cluster starting, under `-n`) change from scan to scan."""
+            return ProcTable(r for r in collector.collect() if r.pid in ours)
+
         store = Store(Config())
-        wait_for(lambda: {p.pid for p in sleepers} <= rows_by_pid(collector).keys(), timeout=20, interval=0.2)
-        store.put("procs", collector.collect())
-        store.put("procs", collector.collect())  # the second scan measures CPU over the first: settled
+        wait_for(lambda: len(scan()) == len(ours), timeout=20, interval=0.2)
+        store.put("procs", scan())
+        store.put("procs", scan())  # the second scan measures CPU over the first: settled
         version = store.versions["procs"]
 
         def same() -> bool:  # a busy machine may see one sleeper's CPU tick: a later scan is still the same
             before = store.versions["procs"]
-            store.put("procs", collector.collect())
+            store.put("procs", scan())
             return store.versions["procs"] == before
 
         wait_for(same, timeout=20, interval=0.2)
@@ -256,7 +264,7 @@ def test_a_scan_that_finds_the_same_processes_moves_no_version() -> None:
         gone.kill()
         gone.wait()
         before = store.versions["procs"]
-        store.put("procs", collector.collect())
+        store.put("procs", scan())
         assert store.versions["procs"] == before + 1
         assert gone.pid not in {p.pid for p in store.processes}
     finally:

@@ -62,12 +62,19 @@ def test_pending_gpu_demand_is_said_in_one_line(ray_cluster) -> None:  # type: i
         driver.wait()
 
 
+def ray_daemons() -> dict[int, str]:
+    """The machine's raylets and GCS servers, with their command lines (a process that ends during the scan is
+    none: under `-n`, other workers' processes come and go)."""
+    return {p.pid: " ".join(p.info["cmdline"] or ()) for p in psutil.process_iter(["name", "cmdline"])
+            if p.info["name"] in ("raylet", "gcs_server")}
+
+
 def test_nothing_listening_returns_quickly_and_starts_nothing(ray_cluster: RayCluster,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """An explicit GCS address where nothing listens is "not connected", never another cluster: here the
     newest session under RAY_TMPDIR is a live one, and a default-port cluster may run on the machine too."""
     monkeypatch.setenv("RAY_TMPDIR", str(ray_cluster.temp_root))
-    before = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
+    before = ray_daemons()
     port = free_port()
     started = time.monotonic()
     state = RayCollector(address=f"127.0.0.1:{port}").collect()
@@ -75,8 +82,12 @@ def test_nothing_listening_returns_quickly_and_starts_nothing(ray_cluster: RayCl
     assert state.status == "not connected"
     assert state.reason == f"no Ray cluster at 127.0.0.1:{port}: nothing listens there"
     assert ray_line(state) == f"Ray: not connected: no Ray cluster at 127.0.0.1:{port}: nothing listens there"
-    after = {p.pid for p in psutil.process_iter() if p.name() in ("raylet", "gcs_server")}
-    assert after <= before
+    # Another worker's test may start a cluster meanwhile (under `-n`): one the collector started would be its
+    # child, or live in a temp dir it could pick (this cluster's, Ray's default /tmp/ray).
+    ours = {c.pid for c in psutil.Process().children(recursive=True)}
+    started = {pid: cmd for pid, cmd in ray_daemons().items() if pid not in before}
+    assert not {pid: cmd for pid, cmd in started.items()
+                if pid in ours or str(ray_cluster.temp_root) in cmd or "/tmp/ray/" in cmd}
 
 
 def test_each_gcs_address_shows_its_own_cluster(ray_cluster: RayCluster, monkeypatch: pytest.MonkeyPatch) -> None:

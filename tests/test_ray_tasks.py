@@ -260,11 +260,30 @@ def monitor_for(cluster_dashboard: str, tmp_path: Path, interval: float) -> Moni
     return monitor
 
 
+def listed(dashboard: str, name: str) -> dict[str, int]:
+    """How many tasks named `name` the dashboard's state API lists, by state."""
+    import urllib.parse
+    import urllib.request
+
+    query = urllib.parse.urlencode({"limit": 1000, "detail": 1, "filter_keys": "name", "filter_predicates": "=",
+                                    "filter_values": name})
+    with urllib.request.urlopen(f"{dashboard}/api/v0/tasks?{query}", timeout=10) as response:
+        rows = (json.load(response).get("data") or {}).get("result", {}).get("result") or []
+    states: dict[str, int] = {}
+    for row in rows:
+        states[row.get("state")] = states.get(row.get("state"), 0) + 1
+    return states
+
+
 async def test_four_actors_one_never_returns_is_named_by_pid_within_two_polls(
         ray_cluster: RayCluster, tmp_path: Path) -> None:
     driver, line = start_driver(ray_cluster, FOUR_ACTORS)
     try:
         hung, *pids = (int(word) for word in line.split())
+        # The workers report their tasks' events to the GCS about once a second, later on a loaded machine (4
+        # polls once, under `-n 3`): the polls are counted from when Ray itself lists the three returns.
+        wait_for(lambda: listed(ray_cluster.dashboard, "Shard.train_step").get("FINISHED", 0) >= 3, timeout=60,
+                 interval=0.2, what="the state API listing the three finished train_step calls")
         monitor = monitor_for(ray_cluster.dashboard, tmp_path, interval=1.5)
         collector = next(c for c in monitor.collectors if c.name == "ray_tasks")
         named_at: list[int] = []

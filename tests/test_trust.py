@@ -447,7 +447,7 @@ def test_run_names_a_daemon_the_job_left_behind(tmp_path: Path, run_cli: list) -
     daemon = int(result.stdout.split()[0])
     try:
         assert result.returncode == 0
-        assert f"the job left 1 process running: {daemon} (python" in result.stderr
+        assert f"the job left 1 process running: {daemon} (python" in result.stderr, result.stderr
     finally:
         os.kill(daemon, signal.SIGKILL)
 
