@@ -1246,11 +1246,13 @@ class PhaseEngine:
                 after = "after training finished" if self.current.terminal else f"after {name}"
                 self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
             span = self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
-            waited = stated_elapsed(text, bar=False) if self._line is not None and self._line.ts is not None else None
-            if waited and last is not None and last.end is not None and t - waited < t:
+            ended = last.end if last is not None else None
+            stamped = self._line is not None and self._line.ts is not None
+            began = self._stated_start(t) if stamped and ended is not None else None
+            if began is not None and ended is not None and began < t:
                 # A timeout that states its wait (`ran for 1800027 milliseconds`): what hung was under way by then,
                 # not from the failure's stamp (audit 14: "10:34:21 after engine init", a wait begun at 10:04)
-                span.start, span.start_before = max(t - waited, last.end), True
+                span.start, span.start_before = max(began, ended), True
         self.timeline[-1].status = "failed"
         if not self.failure:
             self._failed_at = t
