@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,74 @@ def test_metrics_pane_in_tmux_at_80x24(tmp_path: Path) -> None:
         assert "6 Metrics" not in screen
     finally:
         tmux.kill()
+
+
+def _hf_bar_log(path: Path, pace: Callable[[int], float], items: int = 300, seed: int = 4, sep: str = "\r") -> None:
+    """An HF Trainer run written by tqdm to a file: no stamp on its steps, each item's redraw after a `\\r`,
+    the bar's smoothed pace (EMA, tqdm's 0.3), an evaluation every 50 items that stalls the bar, a dict glued on."""
+    rng = random.Random(seed)
+    out = ["[INFO|trainer.py:2134] 2025-06-02 09:14:03,118 >> ***** Running training *****",
+           "[INFO|trainer.py:2135] 2025-06-02 09:14:03,118 >>   Num examples = 9,600",
+           f"[INFO|trainer.py:2140] 2025-06-02 09:14:03,119 >>   Total optimization steps = {items}"]
+    bar, elapsed, ema = "", 0.0, None
+    for item in range(1, items + 1):
+        seconds = pace(item) * rng.uniform(0.85, 1.15) + (40.0 if item % 50 == 1 and item > 1 else 0.0)
+        elapsed += seconds
+        ema = seconds if ema is None else 0.3 * seconds + 0.7 * ema
+        left = (items - item) * ema
+        bar += (f"{sep}{100 * item // items:3d}%|{'█' * (10 * item // items):10s}| {item}/{items} "
+                f"[{int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}<{int(left) // 3600}:{int(left) // 60 % 60:02d}:"
+                f"{int(left) % 60:02d}, {ema:.2f}s/it]")
+        if item % 10 == 0:
+            bar += f"{{'loss': {rng.uniform(0.8, 1.2):.4f}, 'grad_norm': {rng.uniform(0.2, 0.5):.3f}, " \
+                   f"'learning_rate': 2e-05, 'epoch': {item / items:.2f}}}\n"
+            out.append(bar)
+            bar = ""
+    path.write_text("\n".join(out) + "\n" + bar + "\n")
+
+
+def test_a_bar_that_slows_is_a_change_point_and_a_noisy_one_is_not(tmp_path: Path) -> None:
+    """HF's steps carry no time: the loop's bar's own pace says where they got slower (2 s/it, then 45)."""
+    slow, fine = tmp_path / "slow.log", tmp_path / "fine.log"
+    _hf_bar_log(slow, lambda item: 45.0 if item >= 120 else 2.0)
+    _hf_bar_log(fine, lambda item: 2.0)
+    pasted = tmp_path / "pasted.log"  # each redraw on its own line, as users paste them: every evaluation's stall seen
+    _hf_bar_log(pasted, lambda item: 2.0, sep="\n")
+    found = replay([str(slow)], load_config(None)).anomalies
+    assert [(a.kind, a.metric) for a in found] == [("slower", "bar s/it")], found
+    # A file keeps a `\r` line's last redraw (what a terminal shows): the bar is seen every 10 items.
+    assert 120 <= found[0].step <= 130 and found[0].before == pytest.approx(2.0, rel=0.1)
+    assert found[0].after == pytest.approx(45.0, rel=0.1)
+    assert re.fullmatch(r"the loop's bar 2\d\.\dx slower since item 1[23]\d \(\d\.\d\d s/it → 4\d\.\d\d s/it\)",
+                        found[0].text)
+    assert replay([str(fine)], load_config(None)).anomalies == []
+    assert replay([str(pasted)], load_config(None)).anomalies == []
+
+
+def test_a_loops_own_step_print_is_a_step_and_the_part_that_grew_is_named(tmp_path: Path) -> None:
+    """`2023-03-12 16:42:04 step 1: loss 3.05 | forward 920 ms | backward 2184 ms | engine.step() 116 ms`: a
+    DeepSpeed loop's own print. Its steps count, its parts are timed under the log's names, and the optimizer
+    step that grew from 0.1 s to 12 s (host memory filling under CPU offload) is the anomaly, named as printed."""
+    rng = random.Random(11)
+    t = time.mktime(time.strptime("2023-03-12 16:42:00", "%Y-%m-%d %H:%M:%S"))
+    lines = ["[2023-03-12 16:40:33,300] [INFO] [logging.py:75:log_dist] [Rank 0] Creating ZeRO stage 3 optimizer",
+             "[2023-03-12 16:41:58,650] [INFO] [logging.py:75:log_dist] [Rank 0] DeepSpeed Final Optimizer = "
+             "DeepSpeedCPUAdam"]
+    for step in range(1, 41):
+        forward, backward = rng.uniform(900, 1100), rng.uniform(2100, 2500)
+        optimizer = rng.uniform(100, 130) if step < 21 else rng.uniform(11000, 13000)
+        t += (forward + backward + optimizer) / 1000
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+        lines.append(f"{stamp} step {step}: loss {3.05 - step / 20:.4f} | forward {forward:.0f} ms | "
+                     f"backward {backward:.0f} ms | engine.step() {optimizer:.0f} ms")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.steps["count"] == 40 and report.steps["last"] == 40
+    assert set(report.steps["timing"]) == {"forward", "backward", "engine.step()"}
+    found = {a.metric: a for a in report.anomalies}
+    assert set(found) == {"timing_s/step", "engine.step()"}, report.anomalies
+    grew = found["engine.step()"]
+    assert 21 <= grew.step <= 22 and grew.before == pytest.approx(0.115, rel=0.1)
+    assert re.fullmatch(r"engine\.step\(\) 1\d\d\.\dx slower since step 2\d \(0\.1 s → 1[12]\.\d s\)", grew.text)
+    assert "forward" not in found and "backward" not in found

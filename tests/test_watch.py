@@ -87,6 +87,32 @@ def test_one_stalled_and_one_recovered_message_naming_the_phase_with_no_secret(t
     assert SECRET not in sent and "HF_TOKEN" in sent  # the line is there, its value is not
 
 
+def test_a_run_that_got_slower_is_told_once_and_scraped(tmp_path: Path) -> None:
+    """No stall, no error: generation took twice as long from step 80 of 120. One message says so, with the numbers;
+    /metrics carries where it began."""
+    from tests.verlrun import verl_run
+
+    hook = Webhook()
+    log = tmp_path / "train.log"
+    verl_run(log, 120, gen_at=lambda step, rng: rng.gauss(20.0 if step >= 80 else 10.0, 0.6), t0=time.time() - 5000)
+    proc = watch(tmp_path, log, "--stall-after", "100000", "--notify", hook.url, "--metrics-port", "0", "--json")
+    err: list[str] = []
+    try:
+        url = METRICS_URL.search(read_until(proc.stderr, "metrics on", err)).group(1)
+        told = hook.next(timeout=90)
+        assert told["type"] == "warning" and "generation (timing_s/gen) 2.0x slower since step 8" in told["title"], told
+        assert "changed: generation (timing_s/gen)" in told["message"], told
+        since = scrape(url)['gkdtop_anomaly_since_step{kind="slower",metric="timing_s/gen"}']
+        assert 80 <= since <= 83
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, rest = proc.communicate(timeout=60)
+        hook.close()
+    assert proc.returncode == 0, "".join(err) + rest
+    assert [json.loads(line)["event"] for line in out.splitlines()] == ["anomaly"]
+    assert hook.posts.empty(), "told once"
+
+
 def test_bad_notify_url_and_unset_variable_are_one_line_errors(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text("hello\n")

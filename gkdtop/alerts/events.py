@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gkdtop.model import PhaseStatus
     from gkdtop.store import Store
 
-KINDS = ("stalled", "failed", "recovered", "finished", "heartbeat")
+KINDS = ("stalled", "failed", "recovered", "finished", "anomaly", "heartbeat")
 LAST_LINES = 5  # log lines in a message: enough to recognise the spot, few enough for a phone
 DUMP_WAIT = 8.0  # seconds a stall message waits for its stack dump before it goes without one
 LINE_CHARS = 300
@@ -55,6 +55,8 @@ class AlertEvent:
             return f"gkdtop: {self.job} recovered{where}"
         if self.kind == "finished":
             return f"gkdtop: {self.job} finished"
+        if self.kind == "anomaly":
+            return f"gkdtop: {self.job}: {self.culprit}"
         return f"gkdtop: {self.job} running{where}"
 
     @property
@@ -70,7 +72,7 @@ class AlertEvent:
             head += f", {self.steps} steps done"
         rows = [head]
         if self.culprit:
-            rows.append(f"culprit: {self.culprit}")
+            rows.append(f"{'changed' if self.kind == 'anomaly' else 'culprit'}: {self.culprit}")
         rows += [f"cause: {cause}" for cause in self.hint[:2]]
         if self.dump:
             rows.append(f"stacks at the stall: {self.dump}")
@@ -113,6 +115,7 @@ class AlertWatcher:
         self.failed_told = False
         self.finished_told = False
         self.tasks_told: set[str] = set()  # failed Ray tasks already told
+        self.anomalies_told: set[tuple[str, str]] = set()  # (kind, metric) of the slow failures told
         self.job_ended = job_ended
         self.exit_told = False
         self.stall_seen: float | None = None  # when the current stall was first seen
@@ -167,6 +170,14 @@ class AlertWatcher:
                 events.append(self._event("finished", status, now))
         else:
             self.finished_told = False
+        # A run that raised nothing but got slower, collapsed or went NaN (analysis/anomalies.py): each once,
+        # one a window.
+        if status.state not in ("failed", "done") and self._due("anomaly", now):
+            for anomaly in store.anomalies():
+                if (anomaly.kind, anomaly.metric) not in self.anomalies_told:
+                    self.anomalies_told.add((anomaly.kind, anomaly.metric))
+                    events.append(self._event("anomaly", status, now, culprit=anomaly.text))
+                    break
         quiet_since = max([self.started, *self.sent.values()])  # any message says it is alive
         if self.heartbeat and now - quiet_since >= self.heartbeat and not events:
             events.append(self._event("heartbeat", status, now))

@@ -138,6 +138,12 @@ class MetricsExporter:
         for finding in store.findings():
             findings.add_metric([_unique(seen_findings, _label(finding.name))], float(finding.count))
         out.append(findings)
+        changed = GaugeMetricFamily("gkdtop_anomaly_since_step", "the step a slow failure began at",
+                                    labels=["kind", "metric"])
+        for anomaly in store.anomalies():
+            if redact_text(anomaly.metric)[0] == anomaly.metric:
+                changed.add_metric([anomaly.kind, anomaly.metric[:LABEL_CHARS]], float(anomaly.step))
+        out.append(changed)
         util = GaugeMetricFamily("gkdtop_gpu_utilization_ratio", "GPU utilisation, 0 to 1", labels=["gpu", "uuid"])
         used = GaugeMetricFamily("gkdtop_gpu_memory_used_bytes", "GPU memory in use", labels=["gpu", "uuid"])
         total = GaugeMetricFamily("gkdtop_gpu_memory_total_bytes", "GPU memory", labels=["gpu", "uuid"])

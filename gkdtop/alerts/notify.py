@@ -112,7 +112,8 @@ class Notifier:
         import apprise
 
         kinds = {"stalled": apprise.NotifyType.WARNING, "failed": apprise.NotifyType.FAILURE,
-                 "recovered": apprise.NotifyType.SUCCESS, "finished": apprise.NotifyType.SUCCESS}
+                 "recovered": apprise.NotifyType.SUCCESS, "finished": apprise.NotifyType.SUCCESS,
+                 "anomaly": apprise.NotifyType.WARNING}
         while True:
             event = self._queue.get()
             try:

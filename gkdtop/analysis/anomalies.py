@@ -117,11 +117,27 @@ def _timing(stats: StepStats, limits: AnomalyLimits) -> list[Anomaly]:
         i, before, after = found
         finite = [s for s, v in zip(at, values, strict=True) if math.isfinite(v)]
         name = PART_NAMES.get(key, key)
-        label = name if key == "step" else f"{name} (timing_s/{key})"
-        out.append(Anomaly("slower", "timing_s/" + key, finite[i], before, after,
+        logged = key if key in stats.named else "timing_s/" + key  # as the log wrote it
+        label = name if key == "step" or key in stats.named else f"{name} ({logged})"
+        out.append(Anomaly("slower", logged, finite[i], before, after,
                            f"{label} {after / before:.1f}x slower since step {finite[i]} "
                            f"({before:.1f} s → {after:.1f} s)"))
     return out
+
+
+def _bar(stats: StepStats, limits: AnomalyLimits) -> list[Anomaly]:
+    """The loop's bar's pace, where no step carries a time of its own (HF's dicts, an unstamped log)."""
+    if len(stats.seconds) or not len(stats.bar_seconds):
+        return []
+    values = stats.bar_seconds
+    found = change_point(values, limits, _slower(limits, limits.min_share * median(values)))
+    if found is None:
+        return []
+    i, before, after = found
+    item = stats.bar_items[i]
+    return [Anomaly("slower", "bar s/it", item, before, after,
+                    f"the loop's bar {after / before:.1f}x slower since item {item} "
+                    f"({before:.2f} s/it → {after:.2f} s/it)")]
 
 
 def _curve(series: Series) -> tuple[list[int], list[float]]:
@@ -186,7 +202,7 @@ def _nonfinite(curves: Curves) -> list[Anomaly]:
 
 def scan(stats: StepStats, curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
     """Every anomaly of the run so far, in the order it began."""
-    found = _timing(stats, limits) + _level_checks(curves, limits) + _nonfinite(curves)
+    found = _timing(stats, limits) + _bar(stats, limits) + _level_checks(curves, limits) + _nonfinite(curves)
     return sorted(found, key=lambda a: a.step)
 
 

@@ -71,6 +71,9 @@ RECORD_STEP_PATTERN = (
     # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…` (before 0.3: `rank:0 step=40, skipped=0, …`)
     r"|(?:\[Rank \d{1,6}\]|\brank:\d{1,6}) step=(\d{1,18}), skipped=\d"
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
+    # A loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms | …`,
+    # `Step 100/1000: loss=2.3`
+    r"|(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b ?[:=]? ?-?\d"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -81,6 +84,8 @@ NATIVE_FRAME_RE = re.compile(r"(?:^|[\s:)\]])frame #\d{1,3}: \S")
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
 ITER_SECONDS_RE = re.compile(r"\| {0,4}(?:iter time: )?(\d{1,9}(?:\.\d{1,9})?)(?: ?s/iter\b|s \|)")
+# A part a loop's own step print times, between bars: `| forward 1080 ms |`, `| engine.step() 12.3 s`.
+PART_TIME_RE = re.compile(r"\|\s{0,4}([A-Za-z_][\w.()]{0,40}?)[:=]?\s{1,4}(\d{1,9}(?:\.\d{1,9})?)\s?(ms|s)\b")
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
@@ -365,6 +370,10 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         return int(m.group(8)), m.end(8), timings
     if m.group(9) is not None:
         return int(m.group(9)), m.end(), timings
+    if m.group(10) is not None:  # a loop's own print: the parts it times, as it names them (`engine.step() 12328 ms`)
+        for name, value, unit in PART_TIME_RE.findall(text, m.end(10)):
+            timings[name] = float(value) / (1000 if unit == "ms" else 1)
+        return int(m.group(10)), m.end(10), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
@@ -610,6 +619,7 @@ class PhaseEngine:
             # A dict with no number of its own, while no two numbered ones said how many steps one logging interval
             # holds (HF's logging_steps): its stamp times an interval, not a step.
             timed = record[0] is not None or self._record_gap is not None
+            self.stats.named.update(k for k in record[2] if k != "step")  # (the log's own names, not timing_s/)
             self._step(self._record_number(record, text), t, text, timed=timed)
         collective = self.step_collective_id in ids  # placed after a start this line makes (a bar glued before it)
         if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
@@ -913,6 +923,8 @@ class PhaseEngine:
         rate = BAR_RATE_RE.search(text, count.end())
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
+        if self.bar_rate is not None:
+            self.stats.add_bar(self.bar_count[0], self.bar_rate)
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
         """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""

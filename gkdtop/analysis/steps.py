@@ -92,9 +92,26 @@ class StepStats:
         self.seconds = array("d")  # per step: timing_s/step, else the spacing of step lines
         self.seconds_steps = array("q")
         self.rows: list[_Rows] = []  # timing_s/* values, grouped by the keys a step printed
+        self.named: set[str] = set()  # parts a loop's own print times under its own names (not verl's timing_s/*)
         self.stride = 1  # each kept step stands for this many (1 until MAX_VALUES was reached)
         self._last_own = False  # the last step's time was its line's own stamp (not a neighbour's)
         self._summary: tuple[int, dict[str, Any]] | None = None
+        # The loop's bar's own pace, one value per item it reached (`2.00s/it`, `3.1it/s` turned round): a log
+        # whose steps carry no time (HF's dicts, an unstamped bar) still shows where its steps got slower.
+        self.bar_seconds = array("d")
+        self.bar_items = array("q")
+        self._bar_item: int | None = None
+
+    def add_bar(self, item: int, seconds: float) -> None:
+        """The loop's bar reached `item` at a pace of `seconds` an item (tqdm's smoothed rate); a redraw at the
+        same item adds nothing."""
+        if item == self._bar_item:
+            return
+        self._bar_item = item
+        self.bar_seconds.append(seconds)
+        self.bar_items.append(item)
+        if len(self.bar_seconds) >= MAX_VALUES:
+            self.bar_seconds, self.bar_items = self.bar_seconds[::2], self.bar_items[::2]
 
     def add(self, step: int, t: float | None, timings: dict[str, float], own: bool = True) -> None:
         """`t`: None where the reader did not need it (a step that carries its own `timing_s/step`);
@@ -195,6 +212,7 @@ class StepStats:
             timing[key] = summarize(*self.column(key), self.stride)
         out["timing"] = timing
         out["timing_mean_s"] = {key: s["mean_s"] for key, s in timing.items() if s["count"]}
+        out["named"] = sorted(self.named)
         self._summary = (self.count, out)
         return out
 
@@ -221,4 +239,6 @@ def step_pace(steps: dict[str, Any]) -> str:
     key, mean = max(means.items(), key=lambda kv: kv[1])
     if mean <= 0 or mean > total * 1.05:
         return ""
-    return f"timing_s/{key} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"
+    named = steps.get("named") or ()
+    part = key if key in named else f"timing_s/{key}"
+    return f"{part} takes {100 * mean / total:.0f}% of a step ({mean:.1f} s of {total:.1f} s, mean)"

@@ -47,7 +47,7 @@ def print_event(event: AlertEvent, as_json: bool) -> None:
     else:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
         text = f"{stamp} {event.kind:<9} {event.title.removeprefix('gkdtop: ')}"
-        if event.culprit:
+        if event.culprit and event.kind != "anomaly":  # (an anomaly's title is its text)
             text += f" · {event.culprit}"
         sys.stdout.write(" ".join(text.split()) + "\n")  # one line, whatever the culprit holds
     sys.stdout.flush()

@@ -284,7 +284,8 @@ class GkdtopApp(App[str | None]):
         if event.kind in ("stalled", "failed"):
             self.bell()
         self.notify(event.title.removeprefix("gkdtop: "), timeout=10, markup=False,  # a file name is no markup
-                    severity="error" if event.kind in ("stalled", "failed") else "information")
+                    severity="error" if event.kind in ("stalled", "failed")
+                    else "warning" if event.kind == "anomaly" else "information")
 
     def _source_moved(self, source: str) -> None:
         """A QUICK pane's source moved: draw it a quick beat after its last draw. A flood is drawn four
