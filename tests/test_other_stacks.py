@@ -237,3 +237,51 @@ def test_a_fatal_errors_dump_of_the_failing_thread_alone_is_read(tmp_path: Path)
     assert run(tmp_path, lines).status.current == "generation"
     profiled = [*lines, f'{worker}  File "{site}/vllm/worker/model_runner.py", line 1291 in profile_run']
     assert run(tmp_path, profiled).status.current == "rollout init"  # the engine's start-up runs a forward too
+
+
+def test_ray_trains_workers_started_is_its_loop_and_training_failed_points_back(tmp_path: Path) -> None:
+    """Ray Train prints `Started distributed worker processes:` once every worker's process group is up, just before
+    the train function runs; its closing `TrainingFailedError` only points at the errors before it. Before: 'FAILED
+    in nccl init' an hour into a run reading Ray Data rows, on `TrainingFailedError` with a step's advice."""
+    lines = ["(pid=7781) Running: 0/32.0 CPU, 0/0.0 GPU, 1.2 GB/30.4 GB object_store_memory:   0%|          | 0 "
+             "[00:00<?, ? row/s]",
+             "(RayTrainWorker pid=40211, ip=10.8.3.17) Setting up process group for: env:// [rank=0, world_size=2]",
+             "(TorchTrainer pid=40150) Started distributed worker processes: ",
+             "(TorchTrainer pid=40150) - (ip=10.8.3.17, pid=40211) world_rank=0, local_rank=0, node_rank=0",
+             "(TorchTrainer pid=40150) - (ip=10.8.3.17, pid=40212) world_rank=1, local_rank=1, node_rank=0",
+             "(pid=7781) Running. Resources: 32/32 CPU, 0/0 GPU, 18.2GB/30.4GB object_store_memory (pending: 0 CPU, "
+             "0 GPU): : 1.73k row [33:20, 0.87 row/s]",
+             "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+             "troubleshoot the problem, check the logs for the dead worker. RayTask ID: "
+             "ffffffffffffffff81b2c3d4e5f60718293a4b5c02000000 Worker ID: 5d4c3b2a1908f7e6d5c4b3a2918273645a6b7c8d9e0f1a2b3c4d5e6f Node ID: "
+             "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5 Worker IP address: 10.8.3.17 Worker port: 10043 "
+             "Worker PID: 40211 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a "
+             "connection error code 2. End of file.",
+             "(TorchTrainer pid=40150) Worker 0 has failed.",
+             "2025-02-11 04:51:02,118\tERROR tune_controller.py:1331 -- Trial task failed for trial "
+             "TorchTrainer_3c9e1_00000",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/lib/python3.10/site-packages/ray/air/execution/_internal/event_manager.py", line 110, '
+             "in resolve_future",
+             "    result = ray.get(future)",
+             "ray.exceptions.RayTaskError(ActorDiedError): ray::_Inner.train() (pid=40150, ip=10.8.3.17, "
+             "actor_id=5f1e2d3c4b5a69788796a5b401000000, repr=TorchTrainer)",
+             "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous error "
+             "messages for a cause."]
+    report = run(tmp_path, lines)
+    assert [s.name for s in report.status.timeline] == ["nccl init", "training loop"]
+    assert report.status.state == "failed" and report.status.current == "training loop"
+    assert report.status.failure.startswith("ray.exceptions.RayTaskError(ActorDiedError): ray::_Inner.train()")
+    assert "A Ray actor's process died" in report_text(report)
+
+
+def test_a_loops_own_step_print_starts_the_loop(tmp_path: Path) -> None:
+    """`step 3: loss 2.95 | …`: a loop's own print. Before: the loop was named from the words of a line no rule knew
+    ('likely in model update'), with no loop started."""
+    lines = ["[2023-03-12 16:41:58,650] [INFO] [logging.py:75:log_dist] [Rank 0] DeepSpeed Final Optimizer = "
+             "DeepSpeedCPUAdam"]
+    lines += [f"2023-03-12 16:42:{4 * s:02d} step {s}: loss {3.0 - s / 20:.4f} | forward 950 ms | backward 2200 ms"
+              for s in range(1, 6)]
+    report = run(tmp_path, lines)
+    assert report.status.current == "training loop" and report.status.worded is None
+    assert report.steps["last"] == 5 and report.status.timeline[-1].start == report.steps["first_time"]

@@ -24,6 +24,7 @@ from gkdtop.analysis.wordphase import (
     CAPTURE_STAMP_RE,
     DATASET,
     DEAD_ACTOR,
+    STEP_PRINT_PATTERN,
     SUMMARY_HEADER,
     WHOLE_STEP,
     WHOLE_STEP_LOSS,
@@ -71,9 +72,7 @@ RECORD_STEP_PATTERN = (
     # DeepSpeed's engine: `[Rank 0] step=20410, skipped=3, lr=…` (before 0.3: `rank:0 step=40, skipped=0, …`)
     r"|(?:\[Rank \d{1,6}\]|\brank:\d{1,6}) step=(\d{1,18}), skipped=\d"
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
-    # A loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms | …`,
-    # `Step 100/1000: loss=2.3`
-    r"|(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b ?[:=]? ?-?\d"
+    "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -115,7 +114,8 @@ POINTS_BACK_RE = re.compile(r"\babove\b.{0,60}\broot cause|\broot cause\b.{0,60}
                             # a wrapper that names nothing (HF datasets', vLLM's subprocess): the error it was raised
                             # from says what went wrong
                             r"|(?:Error|Exception): An error occurred while \w+ing (?:the )?\w+\s*$"
-                            r"|Error: Error raised in subprocess:?\s*$")
+                            r"|Error: Error raised in subprocess:?\s*$"
+                            r"|inspect the previous error messages for a cause")  # Ray Train's TrainingFailedError
 RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"

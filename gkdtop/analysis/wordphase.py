@@ -154,6 +154,11 @@ _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<tot
 # A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
 # A `name: value` pair, its unit too (not `x.py:12`, nor a share done: `checkpoint shards: 100% Completed` is progress)
+# A loop's own step print, the loss after the step's number (`step 18: loss 2.2 | forward 1080 ms | …`,
+# `Step 100/1000: loss=2.3`): a step's record, whatever follows (phases.py reads it as a step).
+STEP_PRINT_PATTERN = (r"(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b"
+                      r" ?[:=]? ?-?\d")
+_STEP_PRINT_RE = re.compile(STEP_PRINT_PATTERN)
 _METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?(?![\d.%])[A-Za-z]*")
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 MESSAGE_CHARS = 2000  # of each (a store's line may be 64 KB: its words are at its start)
@@ -546,8 +551,9 @@ def _progressed(text: str) -> bool:
 
 
 def _is_record(message: str) -> bool:
-    """Three or more `name: number` pairs: a step's record (`{'loss': 0.41, …}`, `step:116 - k:v - …`)."""
-    return len(_METRIC_RE.findall(message, 0, 400)) >= 3
+    """Three or more `name: number` pairs: a step's record (`{'loss': 0.41, …}`, `step:116 - k:v - …`); or a loop's own
+    step print."""
+    return len(_METRIC_RE.findall(message, 0, 400)) >= 3 or _STEP_PRINT_RE.search(message, 0, 400) is not None
 
 
 # A model's own text, as reward functions and samplers print it (`Solution string: <|im_start|>assistant`,
@@ -614,6 +620,8 @@ def read_words(lines: list[str]) -> Worded | None:
     for back, line in enumerate(reversed(lines)):
         if len(lines) - 1 - back in content:
             continue
+        if _STEP_PRINT_RE.search(line, 0, MESSAGE_CHARS) is not None and _progressed(line):
+            return None  # a loop's own step print: the parts it times (`backward 2200 ms`) are no place it is in
         found = phase_of_words(line)
         if found is not None:
             return Worded(found[0], line.strip()[:300], back, over=found[1], line=line)
