@@ -253,7 +253,8 @@ def test_ray_trains_workers_started_is_its_loop_and_training_failed_points_back(
              "0 GPU): : 1.73k row [33:20, 0.87 row/s]",
              "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
              "troubleshoot the problem, check the logs for the dead worker. RayTask ID: "
-             "ffffffffffffffff81b2c3d4e5f60718293a4b5c02000000 Worker ID: 5d4c3b2a1908f7e6d5c4b3a2918273645a6b7c8d9e0f1a2b3c4d5e6f Node ID: "
+             "ffffffffffffffff81b2c3d4e5f60718293a4b5c02000000 Worker ID: "
+             "5d4c3b2a1908f7e6d5c4b3a2918273645a6b7c8d9e0f1a2b3c4d5e6f Node ID: "
              "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5 Worker IP address: 10.8.3.17 Worker port: 10043 "
              "Worker PID: 40211 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a "
              "connection error code 2. End of file.",
