@@ -136,7 +136,6 @@ class OpenEnd:
     after: str  # the last line a rule knew
     hint: Hint | None  # what to check if the job did stop there (no causes: nothing says it stopped)
     stepping: bool = False  # the log steps to its last line
-    pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
     last_line: str = ""  # the log's own last line, where lines no rule knows follow `after`
     unknown: int = 0  # how many such lines
     waited: float | None = None  # seconds without progress the log's own last lines state (a timeout's wait)
@@ -151,7 +150,7 @@ class OpenEnd:
         if self.waited is not None:  # a witness: the job itself timed the wait
             return (f"the log itself states a wait of {human_duration(self.waited)} there with no progress: it hung "
                     "at least that long (`gkdtop snapshot --log FILE` judges a live file's silence)")
-        return (self.STEPPING + (f"; {self.pace}" if self.pace else "")) if self.stepping else self.NOTE
+        return self.STEPPING if self.stepping else self.NOTE
 
     @property
     def text(self) -> str:
@@ -232,8 +231,7 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     if (last is not None and status.unrecognised == 0 and status.last_progress is not None
             and last.time >= status.last_progress):
         # Stepping to its last line: nothing in the file says the job stopped, so no hang is guessed at.
-        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True,
-                       pace=step_pace(status.steps))
+        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True)
     name = status.expected or status.current
     rule = next((r for r in config.phases if name in (r.name, r.plain)), None)  # its plain name: rename
     hint = rule.hint.for_steps(timed_steps(status.steps)).for_framework(frameworks).for_seen(seen) \
@@ -554,4 +552,6 @@ def steps_text(steps: dict[str, Any]) -> list[str]:
         trend = f", trend {series['trend']:.2f}x" if series.get("trend") is not None else ""
         out.append(f"  {key:<24} mean {_seconds(series['mean_s'])}  p95 {_seconds(series['p95_s'])}"
                    f"  max {_seconds(series['max_s'])}{trend}")
+    if pace_of_step := step_pace(steps):  # a slow run's first question, whatever its end
+        out.append(f"  {pace_of_step}")
     return out
