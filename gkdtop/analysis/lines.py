@@ -238,6 +238,7 @@ ENGINE_PREFIX = r"(?:\([\w.-]{1,60}(?: rank=\d{1,6})? pid=\d{1,9}\) )"
 _RANK_RE = re.compile(RANK_PREFIX)
 # pdsh (DeepSpeed's multi-node launcher) puts the host before every line: `node07: `, `gpu-3: `,
 # `10.0.0.7: `. A host name here has a digit, so `INFO: ` or `Traceback: ` is none.
+HOST_PREFIX = r"[\w.-]{0,100}\d[\w.-]{0,100}: "  # as a regex (EXCEPTION_PATTERN, wordphase); _host_end below, by hand
 _HOST_TOKEN_RE = re.compile(r"[\w.-]{1,127}")
 _AFTER_HOST = frozenset("[0123456789(IWEF")  # what a stamp after a host begins with
 _LAYERS = 5  # prefixes peeled before a stamp at most (a line number, Ray's, a process's, a rank's, a tag)

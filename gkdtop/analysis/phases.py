@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gkdtop.analysis.curves import Curves
-from gkdtop.analysis.lines import ENGINE_PREFIX, LOGGER_PREFIX, RANK_PREFIX, split_prefix
+from gkdtop.analysis.lines import ENGINE_PREFIX, HOST_PREFIX, LOGGER_PREFIX, RANK_PREFIX, split_prefix
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
@@ -100,7 +100,7 @@ TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)
 # logger's prefix (LOGGER_PREFIX) and an engine process's (ENGINE_PREFIX). The name ends at its `:`, a wrapper's `(`
 # or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
 # (pdsh's host before it too: `compute-dy-p4d24xl-41: RuntimeError: NCCL error in: …`; a host name has a digit)
-EXCEPTION_PATTERN = (r"^(?:[\w.-]{0,100}\d[\w.-]{0,100}: )?(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?"
+EXCEPTION_PATTERN = (f"^(?:{HOST_PREFIX})?" + r"(?:\[rank\d{1,6}\]: ?)?" + ENGINE_PREFIX + "?"
                      + LOGGER_PREFIX
                      + r"?[\w.]*(?:Error|Exception|Exit|Interrupt|\wInvalid)(?::|\(|\s*$)")  # (pyarrow's ArrowInvalid)
 EXCEPTION_RE = re.compile(EXCEPTION_PATTERN)

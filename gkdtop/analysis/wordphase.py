@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gkdtop.analysis.lines import split_prefix, strip_ansi
+from gkdtop.analysis.lines import HOST_PREFIX, split_prefix, strip_ansi
 from gkdtop.model.stacks import FH_STACK_RE, FH_THREAD_RE, parse_faulthandler_lines
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ _CAPTURE_RE = re.compile(f"^{CAPTURE_STAMP_RE.pattern}(?=\\()")  # (the words pe
 # A launcher's outermost frames: its traceback says where the launcher was, not a worker.
 _LAUNCHER_RE = re.compile(r"/torch/distributed/run\.py|/bin/(?:torchrun|accelerate|deepspeed)\b|/elastic/agent/"
                           r"|/accelerate/commands/launch\.py|/deepspeed/launcher/")
-_OUTER_RE = re.compile(r"^(?:[\w.-]*\d[\w.-]*: )?(?:\[rank\d{1,6}\]: ?)?")
+_OUTER_RE = re.compile(f"^(?:{HOST_PREFIX})?" + r"(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
 # A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
 # numbers, which the step rules read; the names of its timings are no phase the run is in.
