@@ -139,6 +139,7 @@ class OpenEnd:
     last_line: str = ""  # the log's own last line, where lines no rule knows follow `after`
     unknown: int = 0  # how many such lines
     waited: float | None = None  # seconds without progress the log's own last lines state (a timeout's wait)
+    pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")
@@ -150,7 +151,7 @@ class OpenEnd:
         if self.waited is not None:  # a witness: the job itself timed the wait
             return (f"the log itself states a wait of {human_duration(self.waited)} there with no progress: it hung "
                     "at least that long (`gkdtop snapshot --log FILE` judges a live file's silence)")
-        return self.STEPPING if self.stepping else self.NOTE
+        return (self.STEPPING + (f"; {self.pace}" if self.pace else "")) if self.stepping else self.NOTE
 
     @property
     def text(self) -> str:
@@ -231,7 +232,8 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
     if (last is not None and status.unrecognised == 0 and status.last_progress is not None
             and last.time >= status.last_progress):
         # Stepping to its last line: nothing in the file says the job stopped, so no hang is guessed at.
-        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True)
+        return OpenEnd(phase=status.current or "no known phase", after=after, hint=None, stepping=True,
+                       pace=step_pace(status.steps))
     name = status.expected or status.current
     rule = next((r for r in config.phases if name in (r.name, r.plain)), None)  # its plain name: rename
     hint = rule.hint.for_steps(timed_steps(status.steps)).for_framework(frameworks).for_seen(seen) \
@@ -443,7 +445,8 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
             when = {"before": "≤", "after": "≥"}.get(st.since_bound, "") + clock(st.since)
         out.append(f"  {when:>9}    {st.current:<18} {'(unfinished)':>12}  {loop.status}")
     out += jumps
-    out += steps_text(report.steps)
+    stepping = report.open_end is not None and report.open_end.stepping  # its verdict says where a step's time goes
+    out += steps_text(report.steps, with_share=not stepping)
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
     else:
@@ -524,8 +527,9 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}s"
 
 
-def steps_text(steps: dict[str, Any]) -> list[str]:
-    """The step statistics for a person (replay's text; the bundle's summary)."""
+def steps_text(steps: dict[str, Any], with_share: bool = True) -> list[str]:
+    """The step statistics for a person (replay's text; the bundle's summary); `with_share`: with where a step's time
+    goes (its largest timed part's share)."""
     bar = steps.get("bar")
     pace = bar_pace(bar)
     at = f"the loop's bar is at {bar['n']}/{bar['total']}" + (f", {pace}" if pace else "") if bar else ""
@@ -552,6 +556,6 @@ def steps_text(steps: dict[str, Any]) -> list[str]:
         trend = f", trend {series['trend']:.2f}x" if series.get("trend") is not None else ""
         out.append(f"  {key:<24} mean {_seconds(series['mean_s'])}  p95 {_seconds(series['p95_s'])}"
                    f"  max {_seconds(series['max_s'])}{trend}")
-    if pace_of_step := step_pace(steps):  # a slow run's first question, whatever its end
-        out.append(f"  {pace_of_step}")
+    if with_share and (share := step_pace(steps)):  # a slow run's first question, whatever its end
+        out.append(f"  {share}")
     return out

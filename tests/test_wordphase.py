@@ -156,6 +156,9 @@ def test_words_never_take_back_what_the_rules_know(tmp_path: Path) -> None:
      "rollout init"),
     # advantages computed: before, no phase
     ("(TaskRunner pid=7) compute advantages for 512 responses", "advantage"),
+    # a tool the model called, as the rollout logs it (audit 14: verl 0.2's tool calls after step 2; before, no phase)
+    ("(WorkerDict pid=52871) [tool] calc(9*9*9) -> 729", "generation"),
+    ("(AsyncRolloutWorker pid=8) Calling tool search with 3 queries", "generation"),
 ])
 def test_words_of_one_line(line: str, phase: str) -> None:
     assert phase_of_words(line) == (phase, False)
@@ -173,6 +176,8 @@ def test_words_of_one_line(line: str, phase: str) -> None:
     "[rank3]:     logps = selective_log_softmax(logits, ids)  # compute logprobs",  # a rank's traceback code
     "INFO:trl.generation.vllm_client:Server is up!",  # a logger's name is no activity
     "  0%|          | 0/934 [00:00<?, ?it/s]",  # a bar with no words
+    "(WorkerDict pid=3) <tool_call>{\"name\": \"search\"}</tool_call>",  # the model's own text
+    "2023-03-12 16:42:04 step 1: loss 3.0500 | forward 920 ms | backward 2184 ms",  # a loop's own step print
 ])
 def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
     assert phase_of_words(line) is None
@@ -849,8 +854,10 @@ def test_ray_s_worker_death_line_is_no_step_s_record(tmp_path: Path) -> None:
     pairs. Before, it read as a step's record after every line before it, so the epoch line named nothing and the
     verdict was 'FAILED in config'."""
     lines = [
-        "2026-11-28 02:00:01,001\tINFO worker.py:1636 -- Connecting to existing Ray cluster at address: 10.0.0.4:6379",
-        "(RayTrainWorker pid=1942, ip=10.0.0.4) 28-Nov-26 02:05:11 [Worker:0] [INFO] epoch 9 step 4400 loss 0.211",
+        "2026-11-28 02:00:01,001\tINFO worker.py:1636 -- Connecting to existing Ray cluster at address: "
+        "10.0.0.4:6379",
+        "(RayTrainWorker pid=1942, ip=10.0.0.4) 28-Nov-26 02:05:11 [Worker:0] [INFO] epoch 9 step 4400 lr 1e-5 "
+        "loss 0.211",
         "(RayTrainWorker pid=1942, ip=10.0.0.4) 28-Nov-26 02:20:19 [Worker:0] [INFO] Final Sync to HDFS completed!",
         "2026-11-28 02:20:35,472\tWARNING worker.py:1829 -- A worker died or was killed while executing a task by an "
         "unexpected system error. RayTask ID: ffffffffffff686c Worker ID: 0c62b78d Node ID: 38300cef Worker IP "

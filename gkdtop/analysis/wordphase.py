@@ -59,6 +59,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
+     # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
+     # the model's own `<tool_call>` text, _content's)
+     r"|\[tool\]|(?<![</])\btool[_ ]call(?:s|ing|ed)?\b|\b(?:calling|executing|execute|invoking) (?:the )?tools?\b"
      # vLLM's logits processor (`vllm/model_executor/layers/logits_processor.py`): a token being sampled
      r"|\blogits[_ ]processor\b"
      # vLLM's prefix cache emptied once new weights are in (TRL's colocated engine, verl's sharding manager): the
@@ -107,7 +110,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
           "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
-          "logits")
+          "logits", "tool")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function. A frame below the part's naming these names the part, not another.
 WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
@@ -215,8 +218,8 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     message = _message(text)
     if not message.strip() or not (_any_stem(message) or _SERVING_RE.search(message)):
         return None  # no phase's word: most lines
-    if _NOT_RUN_RE.search(message):
-        return None
+    if _NOT_RUN_RE.search(message) or _STEP_PRINT_RE.search(message, 0, 400):
+        return None  # (a loop's own step print: the parts it times, `backward 2200 ms`, are no place it is in)
     if "." in message:  # a source file's path or a dotted module name: where code lives, not what runs
         message = _DOTTED_RE.sub(" ", _SOURCE_PATH_RE.sub(" ", message))
     bar = _last_bar(message) if "%|" in message else None
@@ -620,8 +623,6 @@ def read_words(lines: list[str]) -> Worded | None:
     for back, line in enumerate(reversed(lines)):
         if len(lines) - 1 - back in content:
             continue
-        if _STEP_PRINT_RE.search(line, 0, MESSAGE_CHARS) is not None and _progressed(line):
-            return None  # a loop's own step print: the parts it times (`backward 2200 ms`) are no place it is in
         found = phase_of_words(line)
         if found is not None:
             return Worded(found[0], line.strip()[:300], back, over=found[1], line=line)
