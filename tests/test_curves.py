@@ -343,3 +343,19 @@ def test_a_loops_own_step_print_is_a_step_and_the_part_that_grew_is_named(tmp_pa
     assert 21 <= grew.step <= 22 and grew.before == pytest.approx(0.115, rel=0.1)
     assert re.fullmatch(r"engine\.step\(\) 1\d\d\.\dx slower since step 2\d \(0\.1 s → 1[12]\.\d s\)", grew.text)
     assert "forward" not in found and "backward" not in found
+
+
+def test_two_bars_taken_in_turn_for_the_loops_are_no_slowdown(tmp_path: Path) -> None:
+    """A fast bar, then a slow one of another description (a generation's after a training epoch's): two paces, not
+    one level that changed."""
+    lines = []
+    for item in range(1, 41):
+        lines.append(f" {item * 100 // 40:3d}%|{'█' * (item // 4):10s}| {item}/40 [00:{item // 2:02d}<00:10, 2.00it/s]")
+    for item in range(1, 41):
+        lines.append(f"Generating: {item * 100 // 40:3d}%|{'█' * (item // 4):10s}| {item}/40 [{item // 2:02d}:00<10:00,"
+                     f" 30.00s/it]")
+    log = tmp_path / "train.log"
+    log.write_text("***** Running training *****\n" + "\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.steps["bar"]["s_per_it"] == 30.0, report.steps  # the second bar was read as the loop's
+    assert report.anomalies == []

@@ -924,7 +924,7 @@ class PhaseEngine:
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
         if self.bar_rate is not None:
-            self.stats.add_bar(self.bar_count[0], self.bar_rate)
+            self.stats.add_bar(self.bar_count[0], self.bar_rate, key)
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
         """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""

@@ -101,10 +101,14 @@ class StepStats:
         self.bar_seconds = array("d")
         self.bar_items = array("q")
         self._bar_item: int | None = None
+        self._bar_key = ""
 
-    def add_bar(self, item: int, seconds: float) -> None:
-        """The loop's bar reached `item` at a pace of `seconds` an item (tqdm's smoothed rate); a redraw at the
-        same item adds nothing."""
+    def add_bar(self, item: int, seconds: float, key: str = "") -> None:
+        """The loop's bar (`key`: its text before the percentage, digits aside) reached `item` at a pace of `seconds`
+        an item (tqdm's smoothed rate); a redraw at the same item adds nothing. Another bar taken for the loop's
+        starts the series again: two bars' paces are no one level."""
+        if key != self._bar_key:
+            self.bar_seconds, self.bar_items, self._bar_key, self._bar_item = array("d"), array("q"), key, None
         if item == self._bar_item:
             return
         self._bar_item = item
