@@ -178,6 +178,7 @@ def test_words_of_one_line(line: str, phase: str) -> None:
     "  0%|          | 0/934 [00:00<?, ?it/s]",  # a bar with no words
     "(WorkerDict pid=3) <tool_call>{\"name\": \"search\"}</tool_call>",  # the model's own text
     "2023-03-12 16:42:04 step 1: loss 3.0500 | forward 920 ms | backward 2184 ms",  # a loop's own step print
+    "INFO 06-02 10:01:02 serving_chat.py:80] Tool call parser hermes registered",  # an engine's start-up (review)
 ])
 def test_lines_whose_words_say_nothing_of_where_the_run_is(line: str) -> None:
     assert phase_of_words(line) is None

@@ -38,6 +38,7 @@ from gkdtop.analysis.wordphase import (
     launcher_frames,
     phase_of_words,
     read_words,
+    step_print,
     stretch,
     summary_words,
 )
@@ -371,6 +372,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
     if m.group(9) is not None:
         return int(m.group(9)), m.end(), timings
     if m.group(10) is not None:  # a loop's own print: the parts it times, as it names them (`engine.step() 12328 ms`)
+        if step_print(text) is None:
+            return None  # an evaluation's or a save's step (`Validation step 5: loss 2.3`)
         for name, value, unit in PART_TIME_RE.findall(text, m.end(10)):
             timings[name] = float(value) / (1000 if unit == "ms" else 1)
         return int(m.group(10)), m.end(10), timings
@@ -924,7 +927,8 @@ class PhaseEngine:
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
         if self.bar_rate is not None:
-            self.stats.add_bar(self.bar_count[0], self.bar_rate, key)
+            # (told apart by its total too: HF's evaluation bar has no words either)
+            self.stats.add_bar(self.bar_count[0], self.bar_rate, f"{key} /{self.bar_count[1]}")
 
     def _progress(self, t: float, line: LogLine | None = None) -> None:
         """Progress at `t`; `line`: the line that made it, None for lines read in bulk (no evidence)."""

@@ -61,7 +61,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
      # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
      # the model's own `<tool_call>` text, _content's)
-     r"|\[tool\]|(?<![</])\btool[_ ]call(?:s|ing|ed)?\b|\b(?:calling|executing|execute|invoking) (?:the )?tools?\b"
+     r"|\[tool\] \w+\(|\b(?:[Cc]alling|[Ee]xecuting|[Ii]nvoking) tool \w+"
      # vLLM's logits processor (`vllm/model_executor/layers/logits_processor.py`): a token being sampled
      r"|\blogits[_ ]processor\b"
      # vLLM's prefix cache emptied once new weights are in (TRL's colocated engine, verl's sharding manager): the
@@ -161,7 +161,15 @@ _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<tot
 # `Step 100/1000: loss=2.3`): a step's record, whatever follows (phases.py reads it as a step).
 STEP_PRINT_PATTERN = (r"(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b"
                       r" ?[:=]? ?-?\d")
-_STEP_PRINT_RE = re.compile(STEP_PRINT_PATTERN)
+# Not an evaluation's, a save's or a best model's step (`Validation step 5: loss`, `Saving checkpoint at step 500,
+# loss`): Hyperscan has no lookbehind, so the pattern it scans for is checked again here.
+_STEP_PRINT_RE = re.compile(r"(?<!(?i:val))(?<!(?i:eval))(?<!(?i:test))(?<!(?i:best))(?<! at)(?<!(?i:validation))"
+                            + STEP_PRINT_PATTERN)
+
+
+def step_print(text: str) -> re.Match[str] | None:
+    """A loop's own step print in `text` (STEP_PRINT_PATTERN, an evaluation's and a save's left out)."""
+    return _STEP_PRINT_RE.search(text)
 _METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?(?![\d.%])[A-Za-z]*")
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 MESSAGE_CHARS = 2000  # of each (a store's line may be 64 KB: its words are at its start)
