@@ -136,10 +136,10 @@ class OpenEnd:
     after: str  # the last line a rule knew
     hint: Hint | None  # what to check if the job did stop there (no causes: nothing says it stopped)
     stepping: bool = False  # the log steps to its last line
+    pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
     last_line: str = ""  # the log's own last line, where lines no rule knows follow `after`
     unknown: int = 0  # how many such lines
     waited: float | None = None  # seconds without progress the log's own last lines state (a timeout's wait)
-    pace: str = ""  # a stepping log: where the time of a step goes (its largest timed part)
 
     NOTE = ("replay cannot tell a hang there from a log copied mid-run"
             " (`gkdtop snapshot --log FILE` judges a live file's silence)")

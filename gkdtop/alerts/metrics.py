@@ -142,7 +142,7 @@ class MetricsExporter:
                                     labels=["kind", "metric"])
         for anomaly in store.anomalies():
             if redact_text(anomaly.metric)[0] == anomaly.metric:
-                changed.add_metric([anomaly.kind, anomaly.metric[:LABEL_CHARS]], float(anomaly.step))
+                changed.add_metric([anomaly.kind, _label(anomaly.metric)], float(anomaly.step))
         out.append(changed)
         util = GaugeMetricFamily("gkdtop_gpu_utilization_ratio", "GPU utilisation, 0 to 1", labels=["gpu", "uuid"])
         used = GaugeMetricFamily("gkdtop_gpu_memory_used_bytes", "GPU memory in use", labels=["gpu", "uuid"])

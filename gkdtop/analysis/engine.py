@@ -236,7 +236,7 @@ class Analysis:
     def anomalies(self, limits: AnomalyLimits) -> list[Anomaly]:
         """The run's slow failures (analysis/anomalies.py), scanned again only when a step landed."""
         stats = self.phases.stats  # (a log whose only progress is its bar: the bar's values move the key)
-        key = (stats.count, self.phases.curves.count, len(stats.bar_seconds), stats.bar_items[-1:].tolist(), limits)
+        key = (stats.count, self.phases.curves.count, stats.bar_added, limits)
         if self._anomalies is None or self._anomalies[0] != key:
             from gkdtop.analysis.anomalies import scan
 

@@ -102,6 +102,7 @@ class StepStats:
         self.bar_items = array("q")
         self._bar_item: int | None = None
         self._bar_key = ""
+        self.bar_added = 0  # values added, ever (a series started again or thinned keeps counting: a cache's key)
 
     def add_bar(self, item: int, seconds: float, key: str = "") -> None:
         """The loop's bar (`key`: its text before the percentage, digits aside) reached `item` at a pace of `seconds`
@@ -112,6 +113,7 @@ class StepStats:
         if item == self._bar_item:
             return
         self._bar_item = item
+        self.bar_added += 1
         self.bar_seconds.append(seconds)
         self.bar_items.append(item)
         if len(self.bar_seconds) >= MAX_VALUES:

@@ -154,9 +154,6 @@ _LAUNCHER_RE = re.compile(r"/torch/distributed/run\.py|/bin/(?:torchrun|accelera
                           r"|/accelerate/commands/launch\.py|/deepspeed/launcher/")
 _OUTER_RE = re.compile(f"^(?:{HOST_PREFIX})?" + r"(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
-# A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
-# numbers, which the step rules read; the names of its timings are no phase the run is in.
-# A `name: value` pair, its unit too (not `x.py:12`, nor a share done: `checkpoint shards: 100% Completed` is progress)
 # A loop's own step print, the loss after the step's number (`step 18: loss 2.2 | forward 1080 ms | …`,
 # `Step 100/1000: loss=2.3`): a step's record, whatever follows (phases.py reads it as a step).
 STEP_PRINT_PATTERN = (r"(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b"
@@ -170,6 +167,11 @@ _STEP_PRINT_RE = re.compile(r"(?<!(?i:val))(?<!(?i:eval))(?<!(?i:test))(?<!(?i:b
 def step_print(text: str) -> re.Match[str] | None:
     """A loop's own step print in `text` (STEP_PRINT_PATTERN, an evaluation's and a save's left out)."""
     return _STEP_PRINT_RE.search(text)
+
+
+# A metric record (`step:116 - actor/pg_loss:-0.001 - timing_s/update_actor:40.1`, `{'loss': 0.4, …}`) is a step's
+# numbers, which the step rules read; the names of its timings are no phase the run is in.
+# A `name: value` pair, its unit too (not `x.py:12`, nor a share done: `checkpoint shards: 100% Completed` is progress)
 _METRIC_RE = re.compile(r"(?<![\w./-])[A-Za-z_][\w/'-]*'?\s?[:=]\s?-?[\d.]+(?:e-?\d+)?(?![\d.%])[A-Za-z]*")
 TAIL_LINES = 400  # the log's last lines the verdict reads (replay and the store hand this many at most)
 MESSAGE_CHARS = 2000  # of each (a store's line may be 64 KB: its words are at its start)
