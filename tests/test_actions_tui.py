@@ -104,6 +104,30 @@ def tree_text(screen: StacksScreen) -> str:
     return "\n".join(out)
 
 
+def test_a_stall_declared_before_the_processes_are_listed_waits_for_them(tmp_path: Path,
+                                                                       job: subprocess.Popen[str]) -> None:
+    """A loaded machine lists the processes after the log has already stalled (CI, session 21): the stall was
+    then handled with nothing to dump, and no dump was ever taken for it."""
+    from gkdtop.actions.stall_stacks import StallStacker
+    from gkdtop.collectors.logs import LogCollector
+    from gkdtop.collectors.procs import ProcCollector
+    from gkdtop.store import Store
+
+    lines, last = startup(time.time() - 1200, upto="sync")
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    os.utime(log, (last, last))
+    store = Store(Config(phases=builtin_phases()))
+    stacker = StallStacker(store, dump=lambda targets: pytest.fail("dumped"))
+    collector = LogCollector([str(log)], backlog=50)
+    for _ in range(3):
+        store.put("logs", collector.collect())
+    assert store.phase_status().state == "stalled"
+    assert stacker.due() == []  # no process list yet
+    store.put("procs", ProcCollector(root_pids=(job.pid,)).collect())
+    assert job.pid in {p.pid for p in stacker.due()}  # the same stall, now with its job
+
+
 async def test_a_stall_takes_one_dump_s_shows_it_and_e_bundles_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: subprocess.Popen[str]) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

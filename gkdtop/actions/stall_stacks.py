@@ -35,6 +35,8 @@ class StallStacker:
         """The processes to dump if a new stall was declared since the last look, else []."""
         if self.store.history_pending or self.store.log_polls < 2:
             return []  # a log's clock offset shows in its first live lines: a stall before them may be none
+        if "procs" not in self.store.health:
+            return []  # the job's processes are not listed yet: a stall handled now would be handled with no dump
         status = self.store.phase_status(now)
         if status.state != "stalled":
             return []
