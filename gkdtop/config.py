@@ -82,6 +82,8 @@ IDLE_PATTERNS = [
     r"\bheartbeat\b|still alive",
     r"have not registered within the timeout",
     r"Avg generation throughput: 0\.0 tokens/s",  # vLLM's stats while nothing is generated
+    r'"(?:GET|HEAD) /(?:health|metrics|ping|version|v1/models)\b',  # a load balancer's or Prometheus's probes
+    r"Waiting in store based barrier",  # c10d's every minute until every rank joins the process group
 ]
 DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.trainer", r"gkdtop\.demo\.job"]
 

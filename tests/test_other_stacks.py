@@ -286,3 +286,91 @@ def test_a_loops_own_step_print_starts_the_loop(tmp_path: Path) -> None:
     report = run(tmp_path, lines)
     assert report.status.current == "training loop" and report.status.worded is None
     assert report.steps["last"] == 5 and report.status.timeline[-1].start == report.steps["first_time"]
+
+
+# --- Audit 15: what an inference server prints between requests is no stall -------------------------------------
+
+def _live(lines: list[tuple[float, str]]):  # type: ignore[no-untyped-def]
+    """Lines fed as a live store sees them, each arriving at its own time (seconds after t0): the phase engine."""
+    from gkdtop.analysis.engine import Analysis
+    from gkdtop.analysis.lines import parse_line
+    from gkdtop.config import Config, builtin_phases
+
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    t0 = 1_790_000_000.0
+    for at, raw in lines:
+        analysis.feed([parse_line(raw, "serve.log", t0 + at)])
+    return analysis, t0
+
+
+VLLM_UP = "INFO 10-06 11:04:05 [api_server.py:1971] Starting vLLM API server 0 on http://0.0.0.0:8000"
+
+
+def _vllm_stats(running: int, tokens: float) -> str:
+    return (f"INFO 10-06 11:08:15 [loggers.py:127] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+            f"throughput: {tokens} tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: 3.5%")
+
+
+def test_a_server_whose_requests_were_all_answered_is_serving_not_stalled_in_generation(tmp_path: Path) -> None:
+    """Audit 15: vLLM's last stats line says `Running: 0 reqs, Waiting: 0 reqs`; SGLang's `#running-req: 0, #token:
+    0`; uvicorn's access line says a request was answered. Before: 'STALLED in generation' 20 minutes later."""
+    sglang = ["[23:48:45] The server is fired up and ready to roll!",
+              "[23:53:05 TP0] Decode batch. #running-req: 2, #token: 4101, token usage: 0.00, gen throughput "
+              "(token/s): 396.85, #queue-req: 0",
+              "[23:53:09 TP0] Decode batch. #running-req: 0, #token: 0, token usage: 0.00, gen throughput "
+              "(token/s): 12.10, #queue-req: 0"]
+    answered = [VLLM_UP, 'INFO:     10.0.0.5:41860 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
+    for lines in ([VLLM_UP, _vllm_stats(1, 142.4), _vllm_stats(0, 0.0)], sglang, answered):
+        history, _ = live_and_history(tmp_path, text_of(lines), lambda s: True)
+        status = history.status(history.status(1e12).last_progress + 1200)  # quiet for 20 minutes since
+        assert (status.current, status.state) == ("serving", "running"), (lines[-1], status.current, status.state)
+
+
+def test_a_trainers_engine_going_idle_between_rollouts_is_not_serving(tmp_path: Path) -> None:
+    """The same empty engine inside a trainer's step (verl's server-mode rollout) ends the generation; the run is no
+    server waiting for clients."""
+    lines = ["(TaskRunner pid=11) Training Progress:   0%|          | 0/100 [00:00<?, ?it/s]",
+             "(TaskRunner pid=11) step:1 - actor/pg_loss:0.1 - timing_s/gen:10.1 - timing_s/step:30.2",
+             _vllm_stats(4, 800.0), _vllm_stats(0, 0.0)]
+    status = run(tmp_path, lines).status
+    assert status.current != "serving" and "serving" not in [s.name for s in status.timeline]
+
+
+def test_health_probes_and_a_store_barrier_wait_are_no_progress() -> None:
+    """Audit 15: a hung server's `GET /health … 200` every 10 s, c10d's `Waiting in store based barrier` every minute:
+    the run made no progress while they printed. Before: each one was progress, so no stall was ever declared."""
+    probes = [(0, VLLM_UP), (10, _vllm_stats(1, 0.0))] + [
+        (20 + 10 * i, f'INFO:     127.0.0.1:{5000 + i} - "GET /health HTTP/1.1" 200 OK') for i in range(120)]
+    barrier = [(60 * i, "I0510 07:20:04.417845 1398 distributed_c10d.py:337] Waiting in store based barrier to "
+                "initialize process group for rank: 2, key: store_based_barrier_key:2 (world_size=8, worker_count=7, "
+                "timeout=0:30:00)") for i in range(1, 25)]
+    for lines in (probes, barrier):
+        analysis, t0 = _live(lines)
+        status = analysis.status(t0 + lines[-1][0])
+        assert status.last_progress is None or status.last_progress <= t0 + lines[1][0], lines[-1][1]
+
+
+def test_a_run_hung_in_its_final_save_is_not_simply_finished(tmp_path: Path) -> None:
+    """Audit 15: axolotl's `Training Completed!!! Saving pre-trained model to …`, then a peft UserWarning, then
+    nothing. Before: 'finished', with no word of the save: "Completed" was read as the save's end, and the warning
+    after it hid the save line."""
+    lines = ["{'train_runtime': 2340.1, 'train_samples_per_second': 16.7, 'train_loss': 0.09, 'epoch': 2.0}",
+             "[2024-05-13 14:47:28,053] [INFO] [axolotl.train.log:61] [PID:1234] [RANK:0] Training Completed!!! "
+             "Saving pre-trained model to ./qlora-out",
+             "/opt/env/lib/python3.10/site-packages/peft/utils/save_and_load.py:154: UserWarning: Could not find a "
+             "config file in /models/base - will assume that the vocabulary was not modified.",
+             "  warnings.warn("]
+    status = run(tmp_path, lines).status
+    assert status.current == "finished" and status.final_save is not None
+    assert "Saving pre-trained model" in status.final_save.text
+
+
+def test_the_generation_advice_names_the_engine_the_log_is(tmp_path: Path) -> None:
+    """Audit 15: an SGLang server's hang was told to compare vLLM's 'Avg generation throughput'."""
+    lines = ["[23:48:45] The server is fired up and ready to roll!",
+             "[23:53:05 TP0] Decode batch. #running-req: 2, #token: 4101, token usage: 0.00, gen throughput "
+             "(token/s): 396.85, #queue-req: 0"]
+    said = report_text(run(tmp_path, lines))
+    assert "vLLM" not in said and "SGLang's 'gen throughput (token/s)'" in said
+    said = report_text(run(tmp_path, [VLLM_UP, _vllm_stats(2, 300.0)]))
+    assert "vLLM's 'Avg generation throughput'" in said and "SGLang" not in said

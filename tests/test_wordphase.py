@@ -442,6 +442,12 @@ def test_a_launchers_own_traceback_names_no_phase(tmp_path: Path) -> None:
      "is set to False. However, temperature is set to 0.6", None),  # a module's path: where the code lives
     ("06/23/2025 10:02:37 - INFO - trl.generation.vllm_client - Server is not up yet. Retrying...", None),
     ("will save a checkpoint every 1000 steps and evaluate every 500", None),  # a setting
+    # a command echoed by `set -x` (HELDOUT12: 'likely in dataset generation' from data.train_files=)
+    ("+ python -m verl.trainer.main_ppo data.train_files=/d/train.parquet actor_rollout_ref.rollout.name=vllm", None),
+    ("torchrun --nproc_per_node 8 train.py --do_eval --eval_steps=50", None),
+    # an earlier sentence's end is not the named part's (audit 15: a save under way read as over)
+    ("Training Completed!!! Saving pre-trained model to ./out", ("checkpoint save", False)),
+    ("Saving pre-trained model to ./out. Done.", ("checkpoint save", True)),
     ("Restoring from checkpoint /ckpt/run3 (saved after epoch 4)", ("checkpoint load", False)),
     ("Resuming from checkpoint at step 500", ("checkpoint load", False)),
     ("re-creating train dataloader for epoch 1", ("training loop", False)),  # a new epoch's loader

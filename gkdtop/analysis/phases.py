@@ -36,6 +36,7 @@ from gkdtop.analysis.wordphase import (
     failure_tasks,
     frame_words,
     launcher_frames,
+    only_warnings,
     phase_of_words,
     read_words,
     step_print,
@@ -1210,6 +1211,8 @@ class PhaseEngine:
         self.failure = ""
         if rule.nested:
             self._resume(t)
+        elif rule.name == GENERATION and SERVING in self._ran and not self._ran & {ACTOR_INIT, self._loop_name()}:
+            self._start(self.by_name[SERVING], t)  # a server's requests all answered: it waits for the next (audit 15)
 
     def _done_by(self, name: str) -> None:
         """The Ray actor whose line said phase `name` is done joins its span's `done_by`: after a stop, who
@@ -1603,7 +1606,7 @@ class PhaseEngine:
             if found.via == DEAD_ACTOR and part is not None:
                 continue  # which model died, not which part ran: the part the rules named stands (OpenRLHF's critic
                 # computes values while the actor makes experience)
-            if ended and (found.frame or found.back or named.name != SAVE):
+            if ended and (found.frame or (found.back and not only_warnings(tail[-found.back:])) or named.name != SAVE):
                 continue  # after the end, only the final save's words on the log's last line: any line after them
                 # (a plot, a model card) is what ran once the save was over
             if found.over and (part is not None or named.name in self.step_phases or named.inner or (

@@ -57,7 +57,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|tables?\b|examples?\b|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
-     r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
+     # (a request answered, `… /v1/completions HTTP/1.1" 200 OK`, is over: a server idle after it waits for the next)
+     r"|\bPOST /v1/(?:chat/)?completions\b(?![^\n]{0,40}\b200\b)"
+     r"|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
      # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
      # the model's own `<tool_call>` text, _content's)
@@ -119,6 +121,7 @@ DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
 # verl's `After Ref FSDP init, …` (case-sensitive: not any line that begins with "after").
+_SENTENCE_END_RE = re.compile(r"(?<=[!?;])\s+|(?<=\.)\s+(?=[A-Z])")
 _OVER_RE = re.compile(r"\b(?:done|finished|(?<!% )complete[ds]?|took|ended)\b|(?-i:^After\b[^,]{0,60}\binit\b)"
                       # verl's memory lines: `After sync model weights in sharding manager: 36.42 GB / 79.11 GB.`
                       r"|(?-i:^After\b.{0,100}\bGB\b)"
@@ -128,7 +131,10 @@ _OVER_RE = re.compile(r"\b(?:done|finished|(?<!% )complete[ds]?|took|ended)\b|(?
 # Lines that are a failure's, not the run's: a traceback's header, frames and code, an exception, a rank's
 # header before its traceback (`[Rank 0]:`), Ray's tab-indented fields.
 _NOT_RUN_RE = re.compile(
-    r"^\s|Traceback \(most recent call last\)|^\w[\w.]*(?:Error|Exception|Interrupt|Exit)\b"
+    # a command echoed before it runs (a shell's `set -x`, `+ python -m verl.trainer.main_ppo data.train_files=…`):
+    # its arguments name every phase the run will have (HELDOUT12)
+    r"^\+{1,3} \S|^\$ |^(?:python3?|torchrun|deepspeed|accelerate launch|srun|mpirun)(?: -\S+)* \S+ \S+="
+    r"|^\s|Traceback \(most recent call last\)|^\w[\w.]*(?:Error|Exception|Interrupt|Exit)\b"
     r"|\b(?:ERROR|FATAL|CRITICAL)\b|\b(?:[Ee]rror|[Ee]xception|failed|Failed|FAILED|died|killed|[Tt]imed? ?out)\b"
     r"|^\[[Rr]ank ?\d+\]:?\s*$"
 )
@@ -248,6 +254,13 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     if pairs:  # `finished initializing model - num_params = 71953, num_elems = 81.24B`: the words, not the names
         message = _METRIC_RE.sub(" ", message)
     phase = _words(message)
+    if phase is not None and _SENTENCE_END_RE.search(message):
+        # Over or not, by the sentence naming the phase last: `Training Completed!!! Saving pre-trained model to …`
+        # is a save under way (audit 15: a run hung in its final save read as finished).
+        sentences = _SENTENCE_END_RE.split(message)
+        for i in range(len(sentences) - 1, -1, -1):
+            if (named := _words(sentences[i])) is not None:  # (`… qlora-out. Done.`: over, in a later sentence)
+                return named, any(_OVER_RE.search(later) for later in sentences[i:])
     return (phase, _OVER_RE.search(message) is not None) if phase is not None else None
 
 
@@ -291,6 +304,15 @@ def stretch(tail: list[str], started_by: str = "", failed_by: str = "", held: bo
         else:
             glued = [] if held else glued  # a part's stretch needs its line: none, none glued either
     return tail[start:end] + glued
+
+
+# A Python warning and the source line printed under it (`…/save_and_load.py:154: UserWarning: …`, `  warnings.warn(`).
+_WARNING_RE = re.compile(r"\b[A-Z]\w*Warning: |^\s+(?:warnings\.)?warn\(")
+
+
+def only_warnings(lines: list[str]) -> bool:
+    """Whether `lines` are Python warnings alone: printed while the line before them runs, not after it."""
+    return all(_WARNING_RE.search(line) for line in lines)
 
 
 def after(lines: list[str], line: str) -> list[str]:
