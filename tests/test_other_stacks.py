@@ -5,6 +5,8 @@ where no rule knows them."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 from gkdtop.replay import report_text
@@ -324,6 +326,29 @@ def test_a_server_whose_requests_were_all_answered_is_serving_not_stalled_in_gen
         history, _ = live_and_history(tmp_path, text_of(lines), lambda s: True)
         status = history.status(history.status(1e12).last_progress + 1200)  # quiet for 20 minutes since
         assert (status.current, status.state) == ("serving", "running"), (lines[-1], status.current, status.state)
+    # An answered request's line is generation's word (a guess), but says no request is in flight: serving's allowance.
+    log = tmp_path / "serve.log"
+    log.write_text(text_of(answered))
+    os.utime(log, (time.time() - 1200, time.time() - 1200))
+    status = _followed(log).phase_status()
+    assert (status.current, status.state) == ("generation", "running"), (status.current, status.state)
+    assert status.worded is not None and "200 OK" in status.worded.text
+
+
+def _followed(log: Path):  # type: ignore[no-untyped-def]
+    """The dashboard's store after it opened `log` (its history read, as snapshot --log reads it)."""
+    from gkdtop.collectors.logs import LogCollector
+    from gkdtop.config import Config, builtin_phases
+    from gkdtop.store import Store
+
+    store = Store(Config(phases=builtin_phases()))
+    collector = LogCollector([str(log)], backlog=50)
+    try:
+        for _ in range(3):
+            store.put("logs", collector.collect())
+    finally:
+        collector.close()
+    return store
 
 
 def test_a_trainers_engine_going_idle_between_rollouts_is_not_serving(tmp_path: Path) -> None:

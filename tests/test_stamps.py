@@ -332,3 +332,29 @@ def test_a_copied_log_dated_month_first_lends_its_year_to_glog_stamps(tmp_path: 
     report = replay([str(log)], load_config(None))
     assert report.started == local(2024, 3, 18, 9, 12, 53)
     assert report.ended == pytest.approx(local(2024, 3, 18, 9, 22, 53) + 0.204419857)
+
+
+@pytest.mark.parametrize("written", [(3, 28, 0, 10), (3, 28, 1, 31), (3, 28, 15, 0), (3, 28, 23, 59)])
+def test_a_run_across_midnight_stamped_with_the_time_alone_goes_on_into_the_next_day(
+        tmp_path: Path, written: tuple[int, int, int, int]) -> None:
+    """Audit 15: SGLang's `[23:59:50 TP0]` … `[01:30:10 TP0]`, each stamp placed alone on the latest day before the
+    file's mtime: with the mtime's time of day inside the run's span, "23h00m from 01:30:10 to 00:30:10" and a false
+    STALLED. Now the last stamp is placed by the mtime, the first the span before it, the rest in order."""
+    import os
+
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+
+    lines = ["[23:58:45] The server is fired up and ready to roll!"] + [
+        f"[{hh}:{mm}:10 TP0] Decode batch. #running-req: 1, #token: 41{i}1, token usage: 0.00, gen throughput "
+        "(token/s): 396.85, #queue-req: 0" for i, (hh, mm) in enumerate([("23", "59"), ("00", "00"), ("00", "30"),
+                                                                          ("01", "30")])]
+    log = tmp_path / "serve.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    month, day, hour, minute = written
+    mtime = local(2026, month, day, hour, minute, 0)
+    os.utime(log, (mtime, mtime))
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(3600 + 31 * 60 + 25)  # 23:58:45 to 01:30:10
+    starts = [span.start for span in report.status.timeline]
+    assert starts == sorted(starts) and report.status.state != "stalled"

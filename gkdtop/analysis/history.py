@@ -31,6 +31,7 @@ from gkdtop.analysis.lines import (
     clean_line,
     collapse_lines,
     collapse_unfinished,
+    dayless_stamp,
     may_carry_stamp,
     message_start,
     parse_line,
@@ -149,7 +150,8 @@ class HistoryReader:
             # The file was last written when its last line was: stamps that many hours behind
             # its mtime are on another clock (a zone, a year placed wrong), measured and shown.
             self.analysis.skew.observe_written_behind(part.path, last_stamp, part.mtime)
-        state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0))
+        state = HistoryClock(reference, self.analysis.skew.offsets.get(part.path, 0.0),
+                             None if part.newest_first else _dayless_start(part, reference))
         base = 0
         self._flip = 0
         if part.newest_first:  # small (newest_first): read once, whole, its lines turned round
@@ -286,6 +288,8 @@ class HistoryReader:
             start, end, ids = records[k]
             raw = data[start:end]
             line = parse_line(self._clean(raw), path, state.mtime)
+            if line.ts is not None and state.dayless_start is not None:
+                line.ts = state.chained(line.ts)
             prefix = line.raw[: len(line.raw) - len(line.text)] if line.text is not line.raw else ""
             ids = confirm(line.text, ids, prefix, everything=len(line.raw) != len(raw) or not raw.isascii())
             if not ids:
@@ -693,6 +697,38 @@ def _clock_of(part: HistoryRange) -> tuple[float, float | None]:
 
 
 LAST_STAMP_LINES = 50  # lines read back from a range's end for its newest stamp (_clock_of)
+
+
+def _dayless_start(part: HistoryRange, reference: float) -> float | None:
+    """Where a log stamped with the time of day alone began. Each such stamp read alone lies on the latest day that
+    keeps it before the mtime, so a run across midnight had lines a day early (audit 15: SGLang's `[23:59:50 TP0]` …
+    `[01:30:10 TP0]`, "23h from 01:30:10 to 00:30:10" and a false STALLED). Its last stamp is placed so, its first
+    the span between the two before it (under a day: the stamps say no more); the others follow them in order
+    (HistoryClock.chained). None unless the range's first and last stamped lines are of the time of day alone."""
+    try:
+        with open_regular(part.path) as fh:
+            fh.seek(part.start)
+            head = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+            fh.seek(max(part.start, part.end - TAIL_BYTES))
+            tail = fh.read(min(TAIL_BYTES, part.end - part.start)) or b""
+    except OSError:
+        return None
+
+    def stamped(lines: Iterable[bytes]) -> str | None:
+        for raw in lines:
+            text = clean_line(raw[:300])
+            if raw_stamp_time(text, reference) is not None:
+                return text
+        return None
+
+    first = stamped(head.split(b"\n")[:LAST_STAMP_LINES * 4])
+    last = stamped(reversed(tail.rstrip(b"\n").split(b"\n")[-LAST_STAMP_LINES * 4:]))
+    if first is None or last is None or not (dayless_stamp(first) and dayless_stamp(last)):
+        return None
+    began, ended = raw_stamp_time(first, reference), raw_stamp_time(last, reference)
+    if began is None or ended is None:
+        return None
+    return ended - (ended - began) % 86400.0
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

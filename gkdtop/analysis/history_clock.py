@@ -26,9 +26,13 @@ class HistoryClock:
     fast line later, after the whole chunk was read, so where no stamp is near it the fallback is the
     last one marked before its offset, not the chunk's last one."""
 
-    def __init__(self, mtime: float, offset: float = 0.0) -> None:
+    def __init__(self, mtime: float, offset: float = 0.0, dayless_start: float | None = None) -> None:
         self.mtime = mtime
         self.offset = offset  # added to every stamp read: the file's clock offset (ClockSkew), known before
+        # A log stamped with the time of day alone: where its first stamp lies (history._dayless_start); each later
+        # stamp then on the day nearest the one before it (chained), not each on its own day before the mtime.
+        self.dayless_start = dayless_start
+        self._chain: float | None = None  # the last stamp read in file order, without the offset
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
         self.newest: float | None = None
         self.oldest: float | None = None  # the file's first stamp, once found: when the run began
@@ -45,6 +49,12 @@ class HistoryClock:
         # stamps on lines no rule names, which never reach the phases' own check (_writer_stamp).
         self.jumps: list[tuple[float, float]] = []
 
+    def chained(self, ts: float) -> float:
+        """A stamp `ts` (without the offset) of a log stamped with the time of day alone, moved by whole days to lie
+        within 12 hours of the stamp before it: a run across midnight goes on into the next day."""
+        before = self._chain if self._chain is not None else self.dayless_start
+        return ts if before is None else ts + round((before - ts) / 86400.0) * 86400.0
+
     def new_chunk(self) -> None:
         self._before_chunk = self.last
         self._marks.clear()
@@ -57,6 +67,8 @@ class HistoryClock:
             if self.last is not None and ts - self.last >= 3300 and len(self.jumps) < MAX_JUMPS:
                 self._zone_jump(self.last, ts, head)
             self.last, self._last_head = ts, head
+            if self.dayless_start is not None:
+                self._chain = ts - self.offset
             if at is not None:
                 self._marks.append(at)
                 self._marked.append(ts)
@@ -87,6 +99,8 @@ class HistoryClock:
                 end = chunk.find(b"\n", begin)
                 head = chunk[begin : min(end if end >= 0 else len(chunk), begin + 300)]
                 if head and (ts := raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)) is not None:
+                    if self.dayless_start is not None:
+                        ts = self.chained(ts)
                     self.oldest, self.oldest_at = ts + self.offset, begin
                     break
                 if end < 0:
@@ -106,6 +120,8 @@ class HistoryClock:
             if head:
                 ts = raw_stamp_time(head.decode("utf-8", "replace"), self.mtime)
                 if ts is not None:
+                    if self.dayless_start is not None:
+                        ts = self.chained(ts)
                     ts += self.offset
                     self.saw(ts, begin, head)
                     return ts

@@ -319,6 +319,12 @@ def raw_stamp_time(raw: str, ref: float) -> float | None:
     return stamp_of(m.groups(), ref) if m is not None else None
 
 
+def dayless_stamp(raw: str) -> bool:
+    """Whether a raw line's stamp is the time of day alone (`[23:59:50 TP0]`, `10:31:13.128 [INFO:swift]`)."""
+    m = _stamp_match(split_prefix(raw)[1])
+    return m is not None and m.group(14) is not None
+
+
 def _stamp_match(text: str) -> re.Match[str] | None:
     """A message's stamp: at its start, else past its prefixes (stamp_text). The one choice parse_into
     and the history clock both make, matched once."""

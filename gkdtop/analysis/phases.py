@@ -21,6 +21,7 @@ from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
 from gkdtop.analysis.steps import StepStats, timed_steps
 from gkdtop.analysis.wordphase import (
+    ANSWERED_RE,
     CAPTURE_STAMP_RE,
     DATASET,
     DEAD_ACTOR,
@@ -1402,8 +1403,10 @@ class PhaseEngine:
             loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
             within = loop if rule.name in self.step_phases and loop in self._ran else None
             since, since_bound = None, ""  # a line's words date no start
-            if failing is not None and failing.name == SERVING and worded[0].name in self.step_phases:
-                # A server's day of waiting is for one with no requests: its stats say requests were in flight.
+            if failing is not None and failing.name == SERVING and worded[0].name in self.step_phases and not (
+                    ANSWERED_RE.search(worded[1].text)):
+                # A server's day of waiting is for one with no requests: its stats say requests were in flight (an
+                # answered request's access line does not: audit 15, an idle server read as stalled in generation).
                 stall_after = (worded[0].stall_after if worded[0].stall_after else None) or self.stall_after
             elif rule.stall_after and not self.stall_fixed:
                 stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance

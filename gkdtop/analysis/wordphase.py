@@ -57,9 +57,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\bgenerat(?:e|es|ing)\b(?! (?:\w+ )?(?:split|config|tables?\b|examples?\b|a |the (?:dataset|config)))"
      r"|(?<!dataset )\bgeneration\b(?![_ .-]?(?:config|kwargs|split|throughput))"
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
-     # (a request answered, `… /v1/completions HTTP/1.1" 200 OK`, is over: a server idle after it waits for the next)
-     r"|\bPOST /v1/(?:chat/)?completions\b(?![^\n]{0,40}\b200\b)"
-     r"|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
+     r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
      # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
      # the model's own `<tool_call>` text, _content's)
@@ -145,6 +143,9 @@ _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epoch
 # An engine's periodic stats line (vLLM's, SGLang's), whatever its counts: no step's record.
 _ENGINE_STATS_RE = re.compile(r"\bAvg prompt throughput: |\bPrefix cache hit rate: |#running-req: \d|\bDecode batch\b")
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
+# A request's access line (`"POST /v1/chat/completions HTTP/1.1" 200 OK`): a streamed answer began, or a whole one was
+# sent. Generation's word, but no sign that any request is still in flight.
+ANSWERED_RE = re.compile(r'\bPOST /v1/(?:chat/)?completions\b[^\n]{0,40}" 200\b')
 _SERVING_RE = re.compile(r"\bRunning: [1-9]\d* reqs\b|#running-req: [1-9]")
 # Python logging's default `INFO:trl.generation.vllm_client:`: a logger is named after its module, whatever it says.
 _LOGGER_RE = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:")
