@@ -399,3 +399,23 @@ def test_the_generation_advice_names_the_engine_the_log_is(tmp_path: Path) -> No
     assert "vLLM" not in said and "SGLang's 'gen throughput (token/s)'" in said
     said = report_text(run(tmp_path, [VLLM_UP, _vllm_stats(2, 300.0)]))
     assert "vLLM's 'Avg generation throughput'" in said and "SGLang" not in said
+
+
+def test_open_clips_stamps_and_epochs_are_read(tmp_path: Path) -> None:
+    """Audit 15: open_clip stamps `2025-11-04,02:00:00 |` (a comma between date and time) and prints `Start epoch N`,
+    `Train Epoch: N [ 8192/2916352 (0%)] …`. Before: 'no timestamps', no training loop, the evaluation's crash alone."""
+    lines = ["2025-11-04,02:00:00 | INFO | Loaded ViT-B-16 model config.",
+             "2025-11-04,02:00:20 | INFO | Start epoch 0",
+             "2025-11-04,02:00:23 | INFO | Train Epoch: 0 [   8192/2916352 (0%)] Data (t): 2.483 Batch (t): 3.019, "
+             "2713.79/s LR: 0.000002 Logit Scale: 88.598 Loss: 0.046415 (0.046415)",
+             "2025-11-04,02:05:58 | INFO | Eval Epoch: 1 image_to_text_mean_rank: 29.5593\tclip_val_loss: 1.4164",
+             "Traceback (most recent call last):",
+             '  File "/opt/open_clip/src/open_clip_train/main.py", line 466, in main',
+             "    evaluate(model, data, completed_epoch, args, tb_writer=writer, tokenizer=tokenizer)",
+             '  File "/opt/open_clip/src/open_clip_train/train.py", line 275, in evaluate',
+             "    model_out = model(images, texts)",
+             "RuntimeError: ProcessGroupWrapper: Monitored Barrier encountered error running collective"]
+    report = run(tmp_path, lines)
+    assert report.started is not None and report.ended - report.started == 358
+    assert [s.name for s in report.status.timeline][:1] == ["training loop"]
+    assert report.status.state == "failed" and report.status.current == "validation"
