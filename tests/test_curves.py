@@ -345,6 +345,20 @@ def test_a_loops_own_step_print_is_a_step_and_the_part_that_grew_is_named(tmp_pa
     assert "forward" not in found and "backward" not in found
 
 
+def test_a_step_print_with_a_nan_loss_or_a_whole_step_time_is_still_the_loops(tmp_path: Path) -> None:
+    """Review of session 21: `step 7: loss nan | …` was no step (the pattern wanted a digit), and `| time 3.4 s |` was
+    timed as a part named "time", beside the parts it is the sum of."""
+    loss = {step: "nan" if step >= 7 else f"{2.5 - step / 10:.2f}" for step in range(1, 11)}
+    lines = [f"2023-03-12 16:42:{10 + 4 * step:02d} step {step}: loss {loss[step]} | forward 1100 ms | backward "
+             "2200 ms | time 3.4 s" for step in range(1, 11)]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.steps["count"] == 10 and report.steps["last"] == 10
+    timing = report.steps["timing"]
+    assert set(timing) == {"forward", "backward", "step"} and timing["step"]["mean_s"] == 3.4, timing
+
+
 def test_two_bars_taken_in_turn_for_the_loops_are_no_slowdown(tmp_path: Path) -> None:
     """A fast bar, then a slow one of another description (a generation's after a training epoch's): two paces, not
     one level that changed."""

@@ -87,6 +87,7 @@ GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
 ITER_SECONDS_RE = re.compile(r"\| {0,4}(?:iter time: )?(\d{1,9}(?:\.\d{1,9})?)(?: ?s/iter\b|s \|)")
 # A part a loop's own step print times, between bars: `| forward 1080 ms |`, `| engine.step() 12.3 s`.
+WHOLE_STEP_NAMES = frozenset({"time", "total", "step", "step_time", "iter_time", "elapsed", "duration", "total_time"})
 PART_TIME_RE = re.compile(r"\|\s{0,4}([A-Za-z_][\w.()]{0,40}?)[:=]?\s{1,4}(\d{1,9}(?:\.\d{1,9})?)\s?(ms|s)\b")
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
@@ -377,7 +378,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         if step_print(text) is None:
             return None  # an evaluation's or a save's step (`Validation step 5: loss 2.3`)
         for name, value, unit in PART_TIME_RE.findall(text, m.end(10)):
-            timings[name] = float(value) / (1000 if unit == "ms" else 1)
+            # (`| time 3.4 s |`, `| iter_time 3.4 s |`: the whole step's time, not a part named "time")
+            timings["step" if name.lower() in WHOLE_STEP_NAMES else name] = float(value) / (1000 if unit == "ms" else 1)
         return int(m.group(10)), m.end(10), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
