@@ -234,3 +234,77 @@ def test_a_job_that_ended_is_told_once_and_its_silent_log_is_no_stall(tmp_path: 
         ended.append((code, f"exited with code {code}"))
         assert [e.kind for e in watcher.check(t0 + 2)] == told
         assert [e.kind for t in (3, 10, 60, 600) for e in watcher.check(t0 + t)] == []  # no stall, no recovered
+
+
+def test_a_slowdown_that_went_away_and_came_back_is_told_again() -> None:
+    """Review of session 21: an anomaly was told once per (kind, metric) for the whole run, so generation slowing
+    again after it had recovered went unsaid. Now it is told while it lasts, and again once it comes back."""
+    import random
+
+    from gkdtop.alerts.events import AlertWatcher
+    from gkdtop.analysis.lines import parse_line
+    from gkdtop.collectors.logs import LogBatch
+    from gkdtop.model import LogFileState
+    from gkdtop.store import Store
+
+    store = Store(load_config(None))
+    store.log_polls = 2
+    watcher = AlertWatcher(store, "job", every=600.0)
+    files = [LogFileState("train.log", "following")]
+    rng = random.Random(3)
+    t = 1_700_000_000.0
+    watcher.started = t
+
+    def steps(first: int, last: int, gen: float) -> list[str]:
+        nonlocal t
+        for n in range(first, last):
+            seconds = rng.gauss(gen, 0.5)
+            t += seconds + 20
+            line = parse_line(f"step:{n} - timing_s/gen:{seconds:.2f} - timing_s/step:{seconds + 20:.2f}", "train.log",
+                              t)
+            store.write_logs(LogBatch([line], {}, files), local=False)
+        return [e.culprit for e in watcher.check(t) if e.kind == "anomaly"]
+
+    assert steps(1, 80, 10.0) == []
+    told = steps(80, 160, 20.0)
+    assert len(told) == 1 and "2.0x slower since step 8" in told[0], told
+    assert steps(160, 170, 20.0) == []  # while it lasts: once
+    assert steps(170, 400, 10.0) == []  # it went away
+    again = steps(400, 480, 20.0)
+    assert len(again) == 1 and "slower since step 40" in again[0], again
+
+
+def test_a_finished_runs_slowdown_is_not_served_as_a_live_anomaly() -> None:
+    """/metrics served gkdtop_anomaly_since_step after the run finished, which `watch` keeps quiet about: a ticket for
+    a run that is over."""
+    import random
+    import urllib.request
+
+    from gkdtop.alerts.metrics import MetricsExporter
+    from gkdtop.analysis.lines import parse_line
+    from gkdtop.collectors.logs import LogBatch
+    from gkdtop.model import LogFileState
+    from gkdtop.store import Store
+
+    store = Store(load_config(None))
+    files = [LogFileState("train.log", "following")]
+    rng = random.Random(5)
+    t = 1_700_000_000.0
+    for n in range(1, 161):
+        seconds = rng.gauss(10.0 if n < 80 else 20.0, 0.5)
+        t += seconds + 20
+        line = parse_line(f"step:{n} - timing_s/gen:{seconds:.2f} - timing_s/step:{seconds + 20:.2f}", "train.log", t)
+        store.write_logs(LogBatch([line], {}, files), local=False)
+    exporter = MetricsExporter()
+    try:
+        served = []
+        for ending in ("", "Training finished"):
+            if ending:
+                store.write_logs(LogBatch([parse_line(ending, "train.log", t + 1)], {}, files), local=False)
+            status = store.phase_status(t + 2)
+            exporter.update(store, status)
+            with urllib.request.urlopen(exporter.url, timeout=30) as response:
+                served.append((status.state, "gkdtop_anomaly_since_step{" in response.read().decode()))
+        assert served == [("running", True), ("done", False)]
+    finally:
+        exporter.close()

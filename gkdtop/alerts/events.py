@@ -170,10 +170,12 @@ class AlertWatcher:
                 events.append(self._event("finished", status, now))
         else:
             self.finished_told = False
-        # A run that raised nothing but got slower, collapsed or went NaN (analysis/anomalies.py): each once,
-        # one a window.
-        if status.state not in ("failed", "done") and self._due("anomaly", now):
-            for anomaly in store.anomalies():
+        # A run that raised nothing but got slower, collapsed or went NaN (analysis/anomalies.py): each once while
+        # it lasts (one that went away and came back is told again), one a window.
+        if status.state not in ("failed", "done"):
+            anomalies = store.anomalies()
+            self.anomalies_told &= {(anomaly.kind, anomaly.metric) for anomaly in anomalies}
+            for anomaly in anomalies if self._due("anomaly", now) else ():
                 if (anomaly.kind, anomaly.metric) not in self.anomalies_told:
                     self.anomalies_told.add((anomaly.kind, anomaly.metric))
                     events.append(self._event("anomaly", status, now, culprit=anomaly.text))

@@ -140,7 +140,8 @@ class MetricsExporter:
         out.append(findings)
         changed = GaugeMetricFamily("gkdtop_anomaly_since_step", "the step a slow failure began at",
                                     labels=["kind", "metric"])
-        for anomaly in store.anomalies():
+        # A run's slow failures while it runs, as `watch` tells them: a finished or failed run's are history.
+        for anomaly in store.anomalies() if status.state not in ("failed", "done") else ():
             if redact_text(anomaly.metric)[0] == anomaly.metric:
                 changed.add_metric([anomaly.kind, _label(anomaly.metric)], float(anomaly.step))
         out.append(changed)
