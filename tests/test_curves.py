@@ -359,6 +359,18 @@ def test_a_step_print_with_a_nan_loss_or_a_whole_step_time_is_still_the_loops(tm
     assert set(timing) == {"forward", "backward", "step"} and timing["step"]["mean_s"] == 3.4, timing
 
 
+def test_a_change_on_a_windows_edge_is_dated_where_it_began(tmp_path: Path) -> None:
+    """Review of session 21: generation twice as slow from step 81 of 120 (on the edge of a 5-step window) read
+    "since step 76": the boundary a window earlier scored the same, and its search ended before the change."""
+    rng = random.Random(7)  # (a third of the seeds read "since step 76" before)
+    gens = [rng.gauss(10.0 if step <= 80 else 20.0, 0.3) for step in range(1, 121)]
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step:{step} - timing_s/gen:{gen:.2f} - timing_s/step:{gen + 20:.2f}\n"
+                           for step, gen in enumerate(gens, 1)))
+    found = {a.metric: a for a in replay([str(log)], load_config(None)).anomalies}
+    assert found["timing_s/gen"].step == 81, found
+
+
 def test_two_bars_taken_in_turn_for_the_loops_are_no_slowdown(tmp_path: Path) -> None:
     """A fast bar, then a slow one of another description (a generation's after a training epoch's): two paces, not
     one level that changed."""

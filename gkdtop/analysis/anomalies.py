@@ -92,11 +92,14 @@ def change_point(values: Sequence[float], limits: AnomalyLimits, changed: Callab
         return None
     _, b, before, after = best
     # Pinned: the first step of the boundary's neighbourhood that is nearer the new level, with most
-    # of the window after it nearer too.
+    # of the window after it nearer too. The neighbourhood reaches a window past each next boundary: where the change
+    # fell on a window's edge, the boundary before it scores the same (its window after holds the old level and the
+    # median of its neighbours the new), and the change lies a whole window on (review of session 21: "since step
+    # 76" for a slowdown at step 81, the old fallback).
     def new(v: float) -> bool:
         return abs(v - after) < abs(v - before)
 
-    start = next((i for i in range(max(1, (b - 1) * w), min(n, (b + 1) * w))
+    start = next((i for i in range(max(1, (b - 2) * w), min(n, (b + 2) * w))
                   if new(values[i]) and 2 * sum(map(new, values[i : i + w])) > len(values[i : i + w])), b * w)
     return start, before, after
 
