@@ -371,6 +371,42 @@ def test_a_change_on_a_windows_edge_is_dated_where_it_began(tmp_path: Path) -> N
     assert found["timing_s/gen"].step == 81, found
 
 
+def _trl_records(n: int, zero_std: float, accuracy: object) -> str:
+    """TRL GRPO's logged dicts behind the loop's bar, `n` of them."""
+    out = []
+    for k in range(1, n + 1):
+        acc = accuracy(k) if callable(accuracy) else accuracy
+        out.append(f" {k * 100 // 240:3d}%|          | {k}/240 [{k // 2:02d}:00<2:00:00, 40.00s/it]")
+        out.append(f"{{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 2e-06, 'rewards/accuracy_reward/mean': {acc}, "
+                   f"'rewards/accuracy_reward/std': 0.3, 'rewards/format_reward/mean': 1.0, 'reward': {acc + 1.0}, "
+                   f"'reward_std': {0.0 if zero_std == 1.0 else 0.4}, 'frac_reward_zero_std': {zero_std}, "
+                   f"'epoch': {k / 240:.4f}}}")
+    return "\n".join(out) + "\n"
+
+
+def test_grpo_groups_with_equal_rewards_are_no_learning_signal(tmp_path: Path) -> None:
+    """Audit 15: TRL's GRPO with frac_reward_zero_std 1.0 and loss 0.0 in every record: every group's rewards equal,
+    no advantage, nothing learnt; gkdtop said nothing. A loss of 0.0 alone is GRPO's normal (zero-mean advantages)."""
+    log = tmp_path / "train.log"
+    log.write_text(_trl_records(30, 1.0, 0.0))
+    found = {a.kind: a for a in replay([str(log)], load_config(None)).anomalies}
+    assert set(found) == {"no_signal"}, found
+    assert found["no_signal"].step == 1 and "no learning signal since step 1" in found["no_signal"].text
+    log.write_text(_trl_records(30, 0.25, 0.4))
+    assert replay([str(log)], load_config(None)).anomalies == []
+
+
+def test_one_reward_functions_collapse_is_named(tmp_path: Path) -> None:
+    """Audit 15: the accuracy reward went to 0 while the format reward held the total up; only the total was read."""
+    log = tmp_path / "train.log"
+    log.write_text(_trl_records(60, 0.25, lambda k: 0.3 if k <= 30 else 0.0))
+    found = {a.metric: a for a in replay([str(log)], load_config(None)).anomalies}
+    part = found["rewards/accuracy_reward/mean"]
+    assert part.kind == "score" and part.step == 31, part
+    assert part.text == "rewards/accuracy_reward/mean: score collapsed 100% since step 31 (0.3 → 0)", part.text
+    assert "rewards/accuracy_reward/std" not in found and "reward" not in found
+
+
 def test_two_bars_taken_in_turn_for_the_loops_are_no_slowdown(tmp_path: Path) -> None:
     """A fast bar, then a slow one of another description (a generation's after a training epoch's): two paces, not
     one level that changed."""

@@ -33,6 +33,9 @@ THROUGHPUT = ("perf/throughput",)
 SCORE = ("critic/score/mean", "reward")
 CLIP_RATIO = ("response_length/clip_ratio", "completions/clipped_ratio")
 LENGTH = ("response_length/mean", "completions/mean_length")
+# GRPO's groups with rewards all equal (TRL): all of them, and no advantage is left to learn from.
+NO_SIGNAL = ("frac_reward_zero_std", "reward_std")
+REWARD_PART = "rewards/"  # TRL's per reward function means (`rewards/accuracy_reward`, `rewards/x/mean`)
 PART_NAMES = {"gen": "generation", "step": "step time", "update_actor": "actor update",
               "old_log_prob": "old log-prob", "ref": "reference", "update_weights": "weight sync"}
 
@@ -150,8 +153,8 @@ def _curve(series: Series) -> tuple[list[int], list[float]]:
 
 
 def watched() -> tuple[str, ...]:
-    """The metrics the checks read (losses and grad norms, for NaN, are watched by name: curves.py)."""
-    return (*THROUGHPUT, *SCORE, *CLIP_RATIO, *LENGTH)
+    """The metrics the checks read (losses and grad norms, for NaN, and reward parts are watched by name: curves.py)."""
+    return (*THROUGHPUT, *SCORE, *CLIP_RATIO, *LENGTH, *NO_SIGNAL)
 
 
 def _first(curves: Curves, names: Sequence[str]) -> tuple[str, Series] | None:
@@ -170,12 +173,25 @@ def _level_checks(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
         ("length", LENGTH, lambda b, a: b > 0 and a >= limits.length_jump * b,
          "response length {ratio:.1f}x since step {step} ({before:.0f} → {after:.0f} tokens)"),
     ]
+    # Each reward function's own mean collapsing (an accuracy reward going to 0 while format rewards hold the total).
+    parts = [(name, series) for name, series in curves.series().items()
+             if name.startswith(REWARD_PART) and not name.endswith("/std")]
     out = []
-    for kind, names, changed, text in checks:
-        found = _first(curves, names)
+    for kind, names, changed, text in checks + [(REWARD_PART, (), checks[1][2], checks[1][3])] * bool(parts):
+        found = _first(curves, names) if kind != REWARD_PART else None
+        if kind == REWARD_PART:
+            out += _level_check("score", parts, limits, changed, text)
+            continue
         if found is None:
             continue
-        name, series = found
+        out += _level_check(kind, [found], limits, changed, text)
+    return out
+
+
+def _level_check(kind: str, found: Sequence[tuple[str, Series]], limits: AnomalyLimits,
+                 changed: Callable[[float, float], bool], text: str) -> list[Anomaly]:
+    out = []
+    for name, series in found:
         steps, values = _curve(series)
         finite_steps = [s for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
         point = change_point(values, limits, changed)
@@ -188,6 +204,27 @@ def _level_checks(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
         out.append(Anomaly(kind, name, step, before, after,
                            f"{name}: " + text.format(pct=pct, step=step, before=before, after=after, ratio=ratio)))
     return out
+
+
+def _no_signal(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
+    """GRPO whose every group got equal rewards for its latest `window` records or more (TRL's frac_reward_zero_std at
+    1, its reward_std at 0): advantages of 0, so the loss and the gradient carry nothing (audit 15: a run whose loss
+    was 0.0 in every record, and one whose reward was always 0)."""
+    found = _first(curves, NO_SIGNAL)
+    if found is None:
+        return []
+    name, series = found
+    steps, values = _curve(series)
+    flat = (lambda v: v >= 0.999) if name == NO_SIGNAL[0] else (lambda v: abs(v) <= 1e-9)
+    run = 0
+    while run < len(values) and flat(values[len(values) - 1 - run]):
+        run += 1
+    if run < limits.window:
+        return []
+    step = steps[len(values) - run]
+    return [Anomaly("no_signal", name, step, None, values[-1],
+                    f"no learning signal since step {step}: every group's rewards were equal ({name} {values[-1]:g} "
+                    f"in the last {run} records), so the advantages, the loss and the gradient are 0")]
 
 
 def _nonfinite(curves: Curves) -> list[Anomaly]:
@@ -205,7 +242,8 @@ def _nonfinite(curves: Curves) -> list[Anomaly]:
 
 def scan(stats: StepStats, curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
     """Every anomaly of the run so far, in the order it began."""
-    found = _timing(stats, limits) + _bar(stats, limits) + _level_checks(curves, limits) + _nonfinite(curves)
+    found = (_timing(stats, limits) + _bar(stats, limits) + _level_checks(curves, limits) + _nonfinite(curves)
+             + _no_signal(curves, limits))
     return sorted(found, key=lambda a: a.step)
 
 

@@ -263,8 +263,8 @@ class Curves:
         point is read from about a thousand points, as the buckets keep them); a run with a NaN or
         inf anywhere goes line by line (a loss that went NaN is read from it). False where a metric
         is missing from some lines."""
-        if b"nan" in joined or b"inf" in joined:
-            return False
+        if b"nan" in joined or b"inf" in joined or b"rewards/" in joined:
+            return False  # (TRL's reward functions: names of the run's own, read line by line)
         counted, last = len(steps), steps[-1]
         stride = 1 << max(0, (self.count // MAX_BUCKETS).bit_length() - 1)
         if stride > 1:
@@ -314,7 +314,8 @@ class Curves:
         pending = self._pending.get(key)
         if pending is None:
             if len(self._pending) >= MAX_METRICS or (
-                    self.only is not None and key not in self.only and "loss" not in key and "grad_norm" not in key):
+                    self.only is not None and key not in self.only and "loss" not in key and "grad_norm" not in key
+                    and not key.startswith("rewards/")):
                 return None
             pending = self._pending[key] = (array("q"), array("d"))
             self._series[key] = Series()

@@ -479,7 +479,7 @@ class Anomaly:
     """A slow failure of a run that raised nothing (analysis/anomalies.py): what changed, from which
     step, and the numbers that say so."""
 
-    kind: str  # slower | throughput | score | clip_ratio | length | nonfinite
+    kind: str  # slower | throughput | score | clip_ratio | length | nonfinite | no_signal
     metric: str  # the metric it was read from: timing_s/gen, critic/score/mean, actor/pg_loss
     step: int  # the step it began at
     before: float | None  # the median before (None for nonfinite)
