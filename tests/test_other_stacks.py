@@ -419,3 +419,33 @@ def test_open_clips_stamps_and_epochs_are_read(tmp_path: Path) -> None:
     assert report.started is not None and report.ended - report.started == 358
     assert [s.name for s in report.status.timeline][:1] == ["training loop"]
     assert report.status.state == "failed" and report.status.current == "validation"
+
+
+def test_loops_known_by_their_own_record_shapes(tmp_path: Path) -> None:
+    """Training-set misses of session 22, read by their shape: Composer's `[batch=22/3200]:` record header; trlx's bar
+    whose description is the loop's losses (its signs flip: `-0.11`, `0.09`, one bar all along); before, 'phase
+    unknown', and the bar's count stuck at its first redraw with a positive loss."""
+    composer = ["[batch=22/3200]:", "\t Train time/batch: 21", "\t Train loss/train/total: 2.3104",
+                "[batch=23/3200]:", "\t Train time/batch: 22", "\t Train loss/train/total: 2.2991"]
+    status = run(tmp_path, composer).status
+    assert [s.name for s in status.timeline] == ["training loop"]
+    losses = ((61, -0.11), (68, 0.09), (75, 0.70), (80, -0.3))
+    trlx = [f"[losses/total_loss: {loss:.2f} | losses/policy_loss: {loss - 0.1:.2f}]:   2%|  | {n}/3200 "
+            f"[{n // 4:02d}:00<9:00:00, 9.{n % 10}0s/it]" for n, loss in losses]
+    report = run(tmp_path, trlx)
+    assert [s.name for s in report.status.timeline] == ["training loop"]
+    assert report.steps["bar"]["n"] == 80, report.steps
+
+
+def test_a_verl_run_that_printed_its_config_or_its_command_is_in_config(tmp_path: Path) -> None:
+    """verl's TaskRunner pretty-prints its config first; a launch script's `set -x` echoes the trainer's command. A
+    run silent after either is starting up: before, 'phase unknown' (and from the command's words, 'dataset')."""
+    printed = ["(TaskRunner pid=41963) {'actor_rollout_ref': {'actor': {'checkpoint': {'contents': ['model',",
+               "(TaskRunner pid=41963)                                  'clip_ratio': 0.2,",
+               "(TaskRunner pid=41963)              'val_before_train': True}}"]
+    echoed = ["Ray head node started successfully",
+              "+ python3 -m verl.trainer.main_ppo data.train_files=/d/train.parquet data.val_files=/d/test.parquet "
+              "actor_rollout_ref.rollout.name=vllm"]
+    for lines in (printed, echoed):
+        status = run(tmp_path, lines).status
+        assert (status.current, [s.name for s in status.timeline]) == ("config", ["config"]), lines[-1]

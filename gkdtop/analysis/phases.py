@@ -141,7 +141,9 @@ BAR_ELAPSED_RE = re.compile(r"\[(?:(\d{1,4}):)?(\d\d):(\d\d)<")
 EARLY_LINES = 64  # the first named lines whose stated elapsed time says how long before them the run began
 BAR_COUNT_RE = re.compile(r"\|\s*(\d{1,9})/(\d{1,9}) \[")  # a bar's `| 3702/6080 [`: where the loop is
 BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
-BAR_KEY_DIGITS_RE = re.compile(r"\d+")
+# A bar's numbers, whatever their sign or form: a description of the loop's losses (trlx's `[losses/total_loss: -0.11 |
+# …]:`) is one bar whatever values it shows.
+BAR_KEY_DIGITS_RE = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # A bar with no description (`  0%|          | 0/80000 [00:00<?, ?it/s]`), and a pace no training step has.
 PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
