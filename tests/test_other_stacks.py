@@ -449,3 +449,13 @@ def test_a_verl_run_that_printed_its_config_or_its_command_is_in_config(tmp_path
     for lines in (printed, echoed):
         status = run(tmp_path, lines).status
         assert (status.current, [s.name for s in status.timeline]) == ("config", ["config"]), lines[-1]
+
+
+def test_a_models_printout_is_its_load(tmp_path: Path) -> None:
+    """fairseq (and HF scripts) print the built model, `GuidedTransformerModel(` then its modules: a run silent after
+    it is loading or placing its model. Before: 'phase unknown'."""
+    lines = ["2026-04-02 22:08:17 | INFO | fairseq.tasks.translation | [de] dictionary: 8848 types",
+             "2026-04-02 22:08:18 | INFO | fairseq_cli.train | GuidedTransformerModel(",
+             "  (encoder): TransformerEncoder(", "    (dropout_module): FairseqDropout()", "  )", ")"]
+    status = run(tmp_path, lines).status
+    assert (status.current, [s.name for s in status.timeline]) == ("model load", ["model load"])
