@@ -289,3 +289,18 @@ def test_the_framework_is_read_without_scanning_proc(tmp_path: Path) -> None:
             if proc is not None:
                 proc.kill()
                 proc.wait()
+
+
+def test_openrlhfs_older_actor_classes_name_it(tmp_path: Path) -> None:
+    """OpenRLHF before 0.6 named its actors `ActorModelRayActor`, `CriticModelRayActor` …: a log whose only OpenRLHF
+    lines are theirs (a host OOM at step 32 of a 70B run) named no framework."""
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+
+    log = tmp_path / "train.log"
+    log.write_text(
+        "(ActorModelRayActor pid=14820, ip=10.1.8.71) [2024-06-26 03:11:42,507] [INFO] [config.py:988:print]   "
+        "zero_optimization_stage ........ 3\n"
+        "(ActorModelRayActor pid=14820, ip=10.1.8.71) make_experience: 100%|██████████| 128/128 [16:22<00:00,  "
+        "7.68s/it]\n")
+    assert replay([str(log)], load_config(None)).framework.name == "openrlhf"

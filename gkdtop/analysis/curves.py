@@ -263,8 +263,9 @@ class Curves:
         point is read from about a thousand points, as the buckets keep them); a run with a NaN or
         inf anywhere goes line by line (a loss that went NaN is read from it). False where a metric
         is missing from some lines."""
-        if b"nan" in joined or b"inf" in joined or b"rewards/" in joined:
-            return False  # (TRL's reward functions: names of the run's own, read line by line)
+        if b"nan" in joined or b"inf" in joined or b"'rewards/" in joined:
+            return False  # (TRL's reward functions, `'rewards/accuracy_reward/mean'`: the run's own names, read line
+            # by line; not verl's `critic/rewards/mean`, every step of the dense bench log)
         counted, last = len(steps), steps[-1]
         stride = 1 << max(0, (self.count // MAX_BUCKETS).bit_length() - 1)
         if stride > 1:
