@@ -196,6 +196,11 @@ def _hint_text(hint: dict | None) -> str:
 _QUOTED_RE = re.compile(r"`[^`\n]*`")
 
 
+def _quoted(line: str | None) -> str:
+    """A log line gkdtop cites, as its text shows it (`…`): _claimed leaves it out of the claims."""
+    return f"`{line}`" if line else ""
+
+
 def _claimed(text: str) -> str:
     """What gkdtop says in its own words: the log lines it quotes (`…`) are the log's words, not its claims (a
     verdict that quotes `Failed to decode tool call` claims no failure)."""
@@ -213,7 +218,8 @@ def replay_verdict(case: Case, home: Path) -> Verdict:
     phase = doc.get("stopped_in", "") or ""
     # A log that ends mid-phase: where it ended and what to check if the job stopped there.
     end = doc.get("open_end") or {}
-    stopped = "\n".join([doc.get("last_known") or "", doc.get("finished_by") or "", end.get("text", "")])
+    # (the last line a rule knew is the log's own words, quoted: a culprit's evidence, never a claim of gkdtop's)
+    stopped = "\n".join([_quoted(doc.get("last_known")), doc.get("finished_by") or "", end.get("text", "")])
     end_hint = _hint_text(end.get("hint"))
     return Verdict(
         state=doc.get("state", ""),
@@ -286,7 +292,7 @@ def snapshot_verdict(case: Case, home: Path) -> Verdict:
     hint = _hint_text(ph.get("hint"))
     failure = ph.get("failure", "") or ""
     phase = ph.get("current", "") or ""
-    stopped = "\n".join([ph.get("last_known") or "", ph.get("finished_by") or ""])  # the last line a rule knew
+    stopped = "\n".join([_quoted(ph.get("last_known")), ph.get("finished_by") or ""])  # the last line a rule knew
     # What the text shows beside it: the log's own last line, where a step's time goes, a running job's latest line.
     unrecognised = ph.get("unrecognised") or {}
     latest = unrecognised.get("after", "") if ph.get("state") == "running" else ""
