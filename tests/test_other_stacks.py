@@ -459,3 +459,17 @@ def test_a_models_printout_is_its_load(tmp_path: Path) -> None:
              "  (encoder): TransformerEncoder(", "    (dropout_module): FairseqDropout()", "  )", ")"]
     status = run(tmp_path, lines).status
     assert (status.current, [s.name for s in status.timeline]) == ("model load", ["model load"])
+
+
+def test_a_failure_after_the_loops_last_epoch_is_after_training(tmp_path: Path) -> None:
+    """OpenRLHF SFT ran its three epochs (`Train epoch: 100%| 3/3`), then a collective of the final save timed out.
+    Before: 'FAILED in training loop', a loop that had ended; its steps' bar was no loop either."""
+    lines = ["Train step of epoch 2:  50%|█████     | 586/1172 [1:36:22<1:36:22,  9.87s/it, gpt_loss=0.41]",
+             "Train step of epoch 2: 100%|██████████| 1172/1172 [3:12:44<00:00,  9.87s/it, gpt_loss=0.41]",
+             "Train epoch: 100%|██████████| 3/3 [9:38:51<00:00, 11577.05s/it]",
+             "[rank12]:[E ProcessGroupNCCL.cpp:550] [Rank 12] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=4821977, OpType=_ALLGATHER_BASE, NumelIn=13107200, NumelOut=209715200, "
+             "Timeout(ms)=1800000) ran for 1800211 milliseconds before timing out."]
+    status = run(tmp_path, lines).status
+    assert [s.name for s in status.timeline][:2] == ["training loop", "finished"]
+    assert status.state == "failed" and status.current != "training loop", status.current
