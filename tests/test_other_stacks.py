@@ -473,3 +473,15 @@ def test_a_failure_after_the_loops_last_epoch_is_after_training(tmp_path: Path) 
     status = run(tmp_path, lines).status
     assert [s.name for s in status.timeline][:2] == ["training loop", "finished"]
     assert status.state == "failed" and status.current != "training loop", status.current
+
+
+def test_pretty_printed_metric_dicts_are_a_step_each(tmp_path: Path) -> None:
+    """Audit 15: a notebook pretty-printed each of the Trainer's dicts over lines (`{'loss': 0.0,` then ` 'reward':
+    0.0,` …): with the loss the same in every record, the first lines were alike and read as one step repeated
+    (each node's rank 0 prints the same dict): 'steps: 1' for 19 records."""
+    lines = []
+    for k in range(1, 7):
+        lines += [f"  {k}%|          | {5 * k}/1000 [{6 * k:02d}:20<20:59:10, 76.0s/it]",
+                  "{'loss': 0.0,", f" 'grad_norm': 1.{k}2,", " 'reward': 0.0,", f" 'epoch': 0.0{k}}}"]
+    report = run(tmp_path, lines)
+    assert report.steps["count"] == 6, report.steps

@@ -1303,12 +1303,14 @@ class PhaseEngine:
                        ) -> tuple[int, int, dict[str, float]]:
         """A step line of another stack, numbered: a metric dict with no number of its own is the step
         after the last dict's, as far after it as the last two numbered ones were (HF prints one every
-        `logging_steps`); the same dict again (each node's local rank 0 prints it) is the same step."""
+        `logging_steps`); the same dict again (each node's local rank 0 prints it) is the same step, unless it is
+        cut at its line's end (pretty-printed over lines, `{'loss': 0.0,`: its first line is all a step shows)."""
         step, at, timings = parsed
         last, last_text, last_own = self._record
         body = text[at:]
         if step is None:
-            step = last if body == last_text else last + (self._record_gap or 1)
+            whole = body.rstrip().endswith("}")
+            step = last if body == last_text and whole else last + (self._record_gap or 1)
         elif last_own and step > last:
             self._record_gap = step - last
         self._record = (step, body, parsed[0] is not None)
