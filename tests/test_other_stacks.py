@@ -485,3 +485,14 @@ def test_pretty_printed_metric_dicts_are_a_step_each(tmp_path: Path) -> None:
                   "{'loss': 0.0,", f" 'grad_norm': 1.{k}2,", " 'reward': 0.0,", f" 'epoch': 0.0{k}}}"]
     report = run(tmp_path, lines)
     assert report.steps["count"] == 6, report.steps
+
+
+def test_a_train_functions_model_load_bar_is_not_the_loops(tmp_path: Path) -> None:
+    """Review of session 21: Ray Train's loop starts at `Started distributed worker processes:`, before the train
+    function loads its model; `Loading checkpoint shards: 1/2` was then read as the loop's bar ('the loop's bar is at
+    1/2, 3.10 s/it')."""
+    lines = ["(TorchTrainer pid=4011) Started distributed worker processes:",
+             "(TorchTrainer pid=4011) - (node_id=ab12, ip=10.0.0.5, pid=4121) world_rank=0, local_rank=0, node_rank=0",
+             "(RayTrainWorker pid=4121) Loading checkpoint shards:  50%|#####     | 1/2 [00:03<00:03,  3.10s/it]"]
+    report = run(tmp_path, lines)
+    assert report.status.current == "model load" and "bar" not in report.steps, report.steps

@@ -910,8 +910,11 @@ class PhaseEngine:
             ended = self.current is not None and self.current.terminal  # (the final evaluation's bar, once trained)
             # (Not a bar another phase's line is glued to: SGLang's `0/23 [00:00<?, ?it/s][… TP0] Capture cuda graph
             # begin` starts the engine's capture, the rule feed() acts on.)
-            first = next(iter(self._rules_of(ids)), None) if not stepping else None
-            if (stepping or (first is not None and first.inner)) and not ended and (
+            first = next(iter(self._rules_of(ids)), None)
+            # (Nor a bar that starts a phase outside the loop: a train function's `Loading checkpoint shards` after Ray
+            # Train's loop began is the model's load, not the loop's bar.)
+            outside = first is not None and not first.inner and first.name not in self.step_phases
+            if ((stepping and not outside) or (first is not None and first.inner)) and not ended and (
                     count := BAR_COUNT_RE.search(text)) is not None:
                 self._loop_bar_at(line, count)
         return True
