@@ -496,3 +496,18 @@ def test_a_train_functions_model_load_bar_is_not_the_loops(tmp_path: Path) -> No
              "(RayTrainWorker pid=4121) Loading checkpoint shards:  50%|#####     | 1/2 [00:03<00:03,  3.10s/it]"]
     report = run(tmp_path, lines)
     assert report.status.current == "model load" and "bar" not in report.steps, report.steps
+
+
+def test_skyrls_setup_trainer_is_worker_group_creation(tmp_path: Path) -> None:
+    """SkyRL raised an ImportError in `_setup_trainer` (importing its FSDP workers) after loading its datasets. Before:
+    'likely in dataset generation', from the dataset lines above the traceback."""
+    lines = ["(skyrl_entrypoint pid=2291) 2025-09-14 21:08:19.277 | INFO     | skyrl_train.entrypoints.main_base:"
+             "get_eval_dataset:139 - Loading eval dataset from ['/data/validation.parquet']",
+             "ray.exceptions.RayTaskError(ImportError): ray::skyrl_entrypoint() (pid=2291, ip=10.0.4.7)",
+             '  File "/srv/SkyRL/skyrl-train/skyrl_train/entrypoints/main_base.py", line 287, in run',
+             "    trainer = self._setup_trainer()",
+             '  File "/srv/SkyRL/skyrl-train/skyrl_train/entrypoints/main_base.py", line 251, in _setup_trainer',
+             "    from skyrl_train.workers.fsdp.fsdp_worker import PolicyWorker, CriticWorker, RefWorker",
+             "ImportError: cannot import name 'PolicyWorker' from 'skyrl_train.workers.fsdp.fsdp_worker'"]
+    status = run(tmp_path, lines).status
+    assert (status.state, status.current) == ("failed", "worker-group creation"), status.current

@@ -97,7 +97,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|^Model config\b|\bactor[_ ]rollout[_ ]init[_ ]model\b"),
     ("nccl init", r"\binit_process_group\b|\bprocess group\b|\brendezvous\b|\bNCCL INFO\b"),
     # verl's and EasyR1's `init_workers` (the driver's frame while the worker group's actors start).
-    ("worker-group creation", r"\binit[_ ]workers\b|\bcreat(?:e|es|ing) (?:the )?worker ?groups?\b"),
+    # SkyRL's `_setup_trainer` (it builds the trainer and imports and starts its workers).
+    ("worker-group creation",
+     r"\binit[_ ]workers\b|\bcreat(?:e|es|ing) (?:the )?worker ?groups?\b|\bsetup[_ ]trainer\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
 LOOP = "training loop"
