@@ -407,6 +407,35 @@ def test_one_reward_functions_collapse_is_named(tmp_path: Path) -> None:
     assert "rewards/accuracy_reward/std" not in found and "reward" not in found
 
 
+def test_dpos_own_rewards_falling_is_no_collapse(tmp_path: Path) -> None:
+    """Review of session 22: DPO's `rewards/chosen` and `rewards/rejected` decay as it trains (a falling rejected reward
+    is what it optimises): read as GRPO reward functions, 'rewards/rejected: score collapsed 2897%'."""
+    rng = random.Random(8)
+    lines = []
+    for k in range(1, 121):
+        rejected = 0.05 if k < 40 else -0.5 - k / 100
+        lines.append(f"{{'loss': {0.69 - k / 400:.4f}, 'grad_norm': {rng.uniform(5, 9):.3f}, 'learning_rate': 5e-07, "
+                     f"'rewards/chosen': {0.05 if k < 40 else -0.25:.4f}, 'rewards/rejected': {rejected:.4f}, "
+                     f"'rewards/accuracies': {0.5 if k < 40 else 0.8:.2f}, "
+                     f"'rewards/margins': {0.0 if k < 40 else 0.6:.3f}, "
+                     f"'epoch': {k / 120:.4f}}}")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert replay([str(log)], load_config(None)).anomalies == []
+
+
+def test_a_running_total_in_a_step_print_is_no_part_of_the_step(tmp_path: Path) -> None:
+    """Review of session 22: `| elapsed: 600.0s` (the run's time so far) read as the step's own time: 'mean 301.50s,
+    last tenth 18.14x the first' for 3 s steps (and, before, as a part that grew)."""
+    lines = [f"2026-11-28 10:{3 * s // 60:02d}:{3 * s % 60:02d} step {s}: loss {2.5 - s / 1000:.3f} | lr 1e-4 | "
+             f"elapsed: {3.0 * s:.1f}s" for s in range(1, 201)]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert report.steps["mean_s"] == pytest.approx(3.0) and report.anomalies == [], report.steps
+    assert "elapsed" not in report.steps.get("timing", {})
+
+
 def test_two_bars_taken_in_turn_for_the_loops_are_no_slowdown(tmp_path: Path) -> None:
     """A fast bar, then a slow one of another description (a generation's after a training epoch's): two paces, not
     one level that changed."""

@@ -511,3 +511,22 @@ def test_skyrls_setup_trainer_is_worker_group_creation(tmp_path: Path) -> None:
              "ImportError: cannot import name 'PolicyWorker' from 'skyrl_train.workers.fsdp.fsdp_worker'"]
     status = run(tmp_path, lines).status
     assert (status.state, status.current) == ("failed", "worker-group creation"), status.current
+
+
+def test_the_bar_that_finishes_the_run_is_the_loops_last(tmp_path: Path) -> None:
+    """Review of session 22: a bar that starts a phase outside the loop is not the loop's, but the one that finishes
+    the run (`Training Progress: 100%| 10/10`) is: the count had stopped at 9/10."""
+    lines = [f"(TaskRunner pid=11) Training Progress: {n * 10:3d}%|{'█' * n}{' ' * (10 - n)}| {n}/10 "
+             f"[{n // 6:02d}:{n * 10 % 60:02d}<00:10, 10.00s/it]" for n in range(1, 11)]
+    report = run(tmp_path, lines)
+    assert report.status.current == "finished" and report.steps["bar"]["n"] == 10, report.steps
+
+
+def test_a_per_epoch_bar_at_its_total_is_no_end_of_training(tmp_path: Path) -> None:
+    """Review of session 22: a custom loop's `tqdm(desc="Train epoch")` each epoch reached 100% after epoch 1 of
+    several and read 'finished'; only OpenRLHF's bar over the epochs (beside its `Train step of epoch` bar) says so."""
+    lines = [f"Train epoch: {p:3d}%|{'█' * (p // 10)}{' ' * (10 - p // 10)}| {5 * p}/500 [00:{p // 2:02d}<00:50, "
+             "10.00it/s]" for p in (20, 60, 100)] + [
+        "Train epoch:  40%|████      | 200/500 [00:20<00:30, 10.00it/s]"]
+    status = run(tmp_path, lines).status
+    assert status.current != "finished" and "finished" not in [s.name for s in status.timeline]

@@ -14,6 +14,7 @@ that drifts (responses growing step by step) moves little from one window to the
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, fields
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,10 @@ CLIP_RATIO = ("response_length/clip_ratio", "completions/clipped_ratio")
 LENGTH = ("response_length/mean", "completions/mean_length")
 # GRPO's groups with rewards all equal (TRL): all of them, and no advantage is left to learn from.
 NO_SIGNAL = ("frac_reward_zero_std", "reward_std")
-REWARD_PART = "rewards/"  # TRL's per reward function means (`rewards/accuracy_reward`, `rewards/x/mean`)
+REWARD_PART = "rewards/"  # TRL GRPO's per reward function means (`rewards/accuracy_reward`, `rewards/x/mean`) ...
+# ... not DPO's (KTO's, ORPO's) own `rewards/chosen`, `rewards/rejected`, `rewards/margins`: a rejected reward falling
+# is what DPO trains for (review of session 22).
+PREFERENCE_REWARD_RE = re.compile(r"\b(?:chosen|rejected|margins?|accurac(?:y|ies))\b|_sum\b")
 PART_NAMES = {"gen": "generation", "step": "step time", "update_actor": "actor update",
               "old_log_prob": "old log-prob", "ref": "reference", "update_weights": "weight sync"}
 
@@ -173,18 +177,18 @@ def _level_checks(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
         ("length", LENGTH, lambda b, a: b > 0 and a >= limits.length_jump * b,
          "response length {ratio:.1f}x since step {step} ({before:.0f} → {after:.0f} tokens)"),
     ]
-    # Each reward function's own mean collapsing (an accuracy reward going to 0 while format rewards hold the total).
-    parts = [(name, series) for name, series in curves.series().items()
-             if name.startswith(REWARD_PART) and not name.endswith("/std")]
     out = []
-    for kind, names, changed, text in checks + [(REWARD_PART, (), checks[1][2], checks[1][3])] * bool(parts):
-        found = _first(curves, names) if kind != REWARD_PART else None
-        if kind == REWARD_PART:
-            out += _level_check("score", parts, limits, changed, text)
-            continue
-        if found is None:
-            continue
-        out += _level_check(kind, [found], limits, changed, text)
+    for kind, names, changed, text in checks:
+        if (found := _first(curves, names)) is not None:
+            out += _level_check(kind, [found], limits, changed, text)
+    # Each GRPO reward function's own mean collapsing (an accuracy reward going to 0 while a format reward holds the
+    # total up): where the run is GRPO's (it logs its groups' reward spread).
+    series = curves.series()
+    if any(name in series for name in NO_SIGNAL):
+        parts = [(name, found) for name, found in series.items() if name.startswith(REWARD_PART)
+                 and not name.endswith("/std") and not PREFERENCE_REWARD_RE.search(name)]
+        _, _, collapsed, text = next(check for check in checks if check[0] == "score")
+        out += _level_check("score", parts, limits, collapsed, text)
     return out
 
 
@@ -224,7 +228,7 @@ def _no_signal(curves: Curves, limits: AnomalyLimits) -> list[Anomaly]:
     step = steps[len(values) - run]
     return [Anomaly("no_signal", name, step, None, values[-1],
                     f"no learning signal since step {step}: every group's rewards were equal ({name} {values[-1]:g} "
-                    f"in the last {run} records), so the advantages, the loss and the gradient are 0")]
+                    f"in the last {run} records), so the advantages are 0 (only a KL term, if any, moves the policy)")]
 
 
 def _nonfinite(curves: Curves) -> list[Anomaly]:

@@ -87,8 +87,11 @@ GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
 ITER_SECONDS_RE = re.compile(r"\| {0,4}(?:iter time: )?(\d{1,9}(?:\.\d{1,9})?)(?: ?s/iter\b|s \|)")
 # A part a loop's own step print times, between bars: `| forward 1080 ms |`, `| engine.step() 12.3 s`.
-WHOLE_STEP_NAMES = frozenset({"time", "total", "step", "step_time", "iter_time", "elapsed", "duration", "total_time"})
 PART_TIME_RE = re.compile(r"\|\s{0,4}([A-Za-z_][\w.()]{0,40}?)[:=]?\s{1,4}(\d{1,9}(?:\.\d{1,9})?)\s?(ms|s)\b")
+# A step print's part named as the whole step: its time; and names that are often a running total or a countdown
+# (`| elapsed: 600.0s |`), no part of the step at all.
+WHOLE_STEP_NAMES = frozenset({"time", "step", "step_time", "iter_time"})
+RUNNING_NAMES = frozenset({"elapsed", "total", "total_time", "duration", "eta", "remaining", "left", "wall", "uptime"})
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
@@ -381,7 +384,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
             return None  # an evaluation's or a save's step (`Validation step 5: loss 2.3`)
         for name, value, unit in PART_TIME_RE.findall(text, m.end(10)):
             # (`| time 3.4 s |`, `| iter_time 3.4 s |`: the whole step's time, not a part named "time")
-            timings["step" if name.lower() in WHOLE_STEP_NAMES else name] = float(value) / (1000 if unit == "ms" else 1)
+            if (low := name.lower()) not in RUNNING_NAMES:
+                timings["step" if low in WHOLE_STEP_NAMES else name] = float(value) / (1000 if unit == "ms" else 1)
         return int(m.group(10)), m.end(10), timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
@@ -519,6 +523,7 @@ class PhaseEngine:
         self.step_rollout = False
         self.loss_rollout = False
         self._ran: set[str] = set()  # the phases a span was opened for
+        self._epoch_steps = False  # OpenRLHF's `Train step of epoch` bar seen: its `Train epoch: 100%|` ends training
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
@@ -913,7 +918,7 @@ class PhaseEngine:
             first = next(iter(self._rules_of(ids)), None)
             # (Nor a bar that starts a phase outside the loop: a train function's `Loading checkpoint shards` after Ray
             # Train's loop began is the model's load, not the loop's bar.)
-            outside = first is not None and not first.inner and first.name not in self.step_phases
+            outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
             if ((stepping and not outside) or (first is not None and first.inner)) and not ended and (
                     count := BAR_COUNT_RE.search(text)) is not None:
                 self._loop_bar_at(line, count)
@@ -989,6 +994,11 @@ class PhaseEngine:
                 span.status = "done"
 
     def _start(self, rule: PhaseRule, t: float) -> None:
+        text = self._line.text if self._line is not None else ""
+        if "Train step of epoch" in text:
+            self._epoch_steps = True
+        elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
+            return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES:
@@ -1639,8 +1649,8 @@ class PhaseEngine:
             got = "; that line says a part of it finished, so the run got at least that far" if found.over else ""
             claim = f"the phase, read from the words of {what} (a guess{ago}{got})"
             if ended:
-                claim = ("training finished, and the log's last line is its final save's: if the job has not "
-                         "exited, it is still saving (a guess from that line's words)")
+                claim = ("training finished, and the log ends in its final save (its last line, warnings aside): if "
+                         "the job has not exited, it is still saving (a guess from that line's words)")
             # A frame the error was raised under runs inside the rules' phase (its own frame is further out).
             inside = found.frame and not found.via
             return named, Evidence(claim, self._line.source if self._line else "", _number_of(found, tail, numbers),

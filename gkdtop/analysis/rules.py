@@ -166,6 +166,13 @@ def pattern(node: Any, where: str, key: str) -> Pattern:
         raise node_error(where, node, key, str(exc)) from None
 
 
+def any_pattern(node: Any, where: str, key: str) -> str:
+    """One pattern, or a list of them (each checked) as one that matches where any does: a hint's evidence names
+    several engines' lines at once (YAML anchors, no copies)."""
+    return "|".join(f"(?:{p.text})" for p in patterns(node, where, key)) if node.tag == SEQ else \
+        pattern(node, where, key).text
+
+
 def strings(node: Any, where: str, key: str) -> list[str]:
     if node.tag != SEQ:
         return [scalar(node, where, key)]
@@ -255,9 +262,9 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
                     tuple(strings(only, where, f"{where_item}.frameworks")) if only is not None else
                     tuple(f"!{name}" for name in strings(unless, where, f"{where_item}.unless")))
             if seen is not None:
-                hint.seen[out[-1]] = pattern(seen, where, f"{where_item}.seen").text
+                hint.seen[out[-1]] = any_pattern(seen, where, f"{where_item}.seen")
             if unseen is not None:
-                hint.unseen[out[-1]] = pattern(unseen, where, f"{where_item}.unless_seen").text
+                hint.unseen[out[-1]] = any_pattern(unseen, where, f"{where_item}.unless_seen")
             if steps is not None:
                 hint.steps[out[-1]] = count(steps, where, f"{where_item}.steps")
             if before is not None:
