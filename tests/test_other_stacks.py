@@ -530,3 +530,24 @@ def test_a_per_epoch_bar_at_its_total_is_no_end_of_training(tmp_path: Path) -> N
         "Train epoch:  40%|████      | 200/500 [00:20<00:30, 10.00it/s]"]
     status = run(tmp_path, lines).status
     assert status.current != "finished" and "finished" not in [s.name for s in status.timeline]
+
+
+def test_one_idle_engine_of_two_does_not_end_generation(tmp_path: Path) -> None:
+    """Review of session 22: a data-parallel vLLM server's Engine 001 emptied while Engine 000 still ran 30 requests;
+    the server read 'serving' (and in a trainer's step, the generation span ended early)."""
+    stats = ("INFO 10-06 11:00:{s:02d} [loggers.py:127] Engine 00{e}: Avg prompt throughput: 0.0 tokens/s, Avg "
+             "generation throughput: {g}.0 tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: 3.5%")
+    lines = [VLLM_UP, stats.format(s=10, e=0, g=900, r=64), stats.format(s=10, e=1, g=900, r=64),
+             stats.format(s=20, e=0, g=300, r=30), stats.format(s=20, e=1, g=10, r=0)]
+    assert run(tmp_path, lines).status.current == "generation"
+    lines += [stats.format(s=30, e=0, g=40, r=0)]  # both idle now
+    assert run(tmp_path, lines).status.current == "serving"
+
+
+def test_a_server_busy_again_after_idling_is_generating_again(tmp_path: Path) -> None:
+    """Review of session 22: after its engine emptied (serving again), the next requests' stats lines opened no
+    generation: 'ended, likely in generation (a guess)', from the words alone."""
+    lines = [VLLM_UP, _vllm_stats(3, 300.0), _vllm_stats(0, 0.0), _vllm_stats(5, 420.0)]
+    status = run(tmp_path, lines).status
+    assert [s.name for s in status.timeline] == ["serving", "generation", "serving", "generation"]
+    assert status.current == "generation" and status.worded is None

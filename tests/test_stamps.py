@@ -360,3 +360,32 @@ def test_a_run_across_midnight_stamped_with_the_time_alone_goes_on_into_the_next
     assert report.ended - report.started == pytest.approx(3600 + 31 * 60 + 25)  # 23:58:45 to 01:30:10
     starts = [span.start for span in report.status.timeline]
     assert starts == sorted(starts) and report.status.state != "stalled"
+
+
+@pytest.mark.parametrize(("tods", "span"), [
+    # busy in the evening, idle overnight, busy in the morning: a gap over 12 hours (review of session 22)
+    (["17:00:00", "17:40:00", "08:00:00", "08:20:00"], 15 * 3600 + 20 * 60),
+    # a 13-hour gap within one day
+    (["09:00:00", "09:40:00", "22:50:00", "22:59:00"], 13 * 3600 + 59 * 60),
+    # over a day: 10:00 on day 1 to 15:52 on day 2
+    (["10:00:00", "18:00:00", "02:00:00", "09:00:00", "15:52:00"], 29 * 3600 + 52 * 60),
+])
+def test_time_of_day_stamps_go_forward_whatever_the_gaps(tmp_path: Path, tods: list[str], span: int) -> None:
+    """Each time of day that goes back is a new day; the last stamp lies just before the file's mtime. Before: a gap
+    over 12 hours ran the stamps backwards ('9h40m from 08:00:00 to 17:40:00'), a log over a day ended a day past
+    its mtime (a false 'no progress for 23h59m')."""
+    import os
+
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+
+    lines = ["[" + tods[0] + "] The server is fired up and ready to roll!"] + [
+        f"[{tod} TP0] Decode batch. #running-req: 2, #token: 1000, token usage: 0.01, gen throughput (token/s): "
+        "100.00, #queue-req: 0" for tod in tods[1:]]
+    log = tmp_path / "serve.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    hh, mm, _ = map(int, tods[-1].split(":"))
+    mtime = local(2026, 3, 2, hh, mm, 5)
+    os.utime(log, (mtime, mtime))
+    report = replay([str(log)], load_config(None))
+    assert report.ended - report.started == pytest.approx(span) and report.ended == pytest.approx(mtime - 5)

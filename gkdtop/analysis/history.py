@@ -23,7 +23,7 @@ from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gkdtop.analysis.ahead import scan_ahead, usable_cores
-from gkdtop.analysis.history_clock import HistoryClock
+from gkdtop.analysis.history_clock import DAYLESS_BACK, HistoryClock
 from gkdtop.analysis.lines import (
     DIGITS,
     RELATIVE_STAMPED,
@@ -702,9 +702,10 @@ LAST_STAMP_LINES = 50  # lines read back from a range's end for its newest stamp
 def _dayless_start(part: HistoryRange, reference: float) -> float | None:
     """Where a log stamped with the time of day alone began. Each such stamp read alone lies on the latest day that
     keeps it before the mtime, so a run across midnight had lines a day early (audit 15: SGLang's `[23:59:50 TP0]` …
-    `[01:30:10 TP0]`, "23h from 01:30:10 to 00:30:10" and a false STALLED). Its last stamp is placed so, its first
-    the span between the two before it (under a day: the stamps say no more); the others follow them in order
-    (HistoryClock.chained). None unless the range's first and last stamped lines are of the time of day alone."""
+    `[01:30:10 TP0]`, "23h from 01:30:10 to 00:30:10" and a false STALLED). Its stamps are read once through: each
+    time of day that goes back is a new day (HistoryClock.chained, as it places them), which gives the log's span;
+    its last stamp is placed by the mtime, its first that span before it. None unless the range's first and last
+    stamped lines are of the time of day alone."""
     try:
         with open_regular(part.path) as fh:
             fh.seek(part.start)
@@ -728,7 +729,29 @@ def _dayless_start(part: HistoryRange, reference: float) -> float | None:
     began, ended = raw_stamp_time(first, reference), raw_stamp_time(last, reference)
     if began is None or ended is None:
         return None
-    return ended - (ended - began) % 86400.0
+    try:
+        span = _dayless_span(part) if part.end - part.start <= DAYLESS_SCAN else None
+    except OSError:
+        span = None  # reading the range itself will say why
+    return ended - (span if span is not None else (ended - began) % 86400.0)
+
+
+DAYLESS_SCAN = 1 << 30  # a larger range's span is read from its first and last stamps alone (under a day)
+_DAYLESS_RE = re.compile(rb"(?m)^(?:\([^)\n]{1,200}\) |\[rank\d+\]: ?)?\[?(\d\d):(\d\d):(\d\d)(?![\d:])")
+
+
+def _dayless_span(part: HistoryRange) -> float | None:
+    """Seconds from a range's first time-of-day stamp to its last, a day added wherever the time of day went back
+    (by more than DAYLESS_BACK), as HistoryClock.chained places them."""
+    span, before = 0.0, None
+    for chunk in _read_chunks(part):
+        for m in _DAYLESS_RE.finditer(chunk):
+            tod = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+            if before is not None:
+                step = tod - before
+                span += step + 86400.0 if step < -DAYLESS_BACK else step
+            before = tod
+    return span if before is not None else None
 
 
 def file_range(path: str, final: bool = True) -> HistoryRange:

@@ -7,6 +7,7 @@ file's end (analysis/history.py). So what the reader has seen of the file's stam
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from gkdtop.model import LogLine
 
 LOOK_AROUND = 8  # lines searched before an untimed line for the nearest timestamp (then the last one known)
+DAYLESS_BACK = 3600.0  # a time-of-day stamp this far behind the one before it is a line out of order, not a new day
 MAX_JUMPS = 64  # zone-sized gaps between two writers' stamps kept per file (one is enough to say so)
 
 
@@ -50,10 +52,12 @@ class HistoryClock:
         self.jumps: list[tuple[float, float]] = []
 
     def chained(self, ts: float) -> float:
-        """A stamp `ts` (without the offset) of a log stamped with the time of day alone, moved by whole days to lie
-        within 12 hours of the stamp before it: a run across midnight goes on into the next day."""
-        before = self._chain if self._chain is not None else self.dayless_start
-        return ts if before is None else ts + round((before - ts) / 86400.0) * 86400.0
+        """A stamp `ts` (without the offset) of a log stamped with the time of day alone, moved by whole days: the
+        first to where the log began, each later one to the first day that keeps it no earlier than the stamp
+        before it (DAYLESS_BACK aside): a time of day that went back is the next day (midnight, a night idle)."""
+        if self._chain is None:
+            return ts if self.dayless_start is None else ts + round((self.dayless_start - ts) / 86400.0) * 86400.0
+        return ts + math.ceil((self._chain - DAYLESS_BACK - ts) / 86400.0) * 86400.0
 
     def new_chunk(self) -> None:
         self._before_chunk = self.last

@@ -190,6 +190,9 @@ GENERATION = "generation"
 LOOP = "training loop"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
+# An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
+EMPTY_ENGINE_RE = re.compile(r"Running: 0 reqs, Waiting: 0 reqs|#running-req: 0, #token: 0\b")
+ENGINE_ID_RE = re.compile(r"\bEngine (\d+):|\bDP(\d+)\b")
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
 TIMEOUT_RE = re.compile(r"Watchdog caught collective operation timeout|\bTimeout at NCCL work: \d")
@@ -524,6 +527,7 @@ class PhaseEngine:
         self.loss_rollout = False
         self._ran: set[str] = set()  # the phases a span was opened for
         self._epoch_steps = False  # OpenRLHF's `Train step of epoch` bar seen: its `Train epoch: 100%|` ends training
+        self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
@@ -993,8 +997,20 @@ class PhaseEngine:
             if span.status == "running":
                 span.status = "done"
 
+    def _engine(self) -> tuple[str, int | None, str]:
+        """Which engine the line being fed is from: its process, and vLLM's `Engine 001:` or SGLang's `DP1`."""
+        line = self._line
+        if line is None:
+            return "", None, ""
+        m = ENGINE_ID_RE.search(line.text, 0, 200)
+        return line.worker, line.pid, (m.group(1) or m.group(2)) if m is not None else ""
+
     def _start(self, rule: PhaseRule, t: float) -> None:
         text = self._line.text if self._line is not None else ""
+        if rule.name == GENERATION and text and not EMPTY_ENGINE_RE.search(text):
+            if len(self._busy_engines) > 256:
+                self._busy_engines.clear()
+            self._busy_engines.add(self._engine())
         if "Train step of epoch" in text:
             self._epoch_steps = True
         elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
@@ -1163,6 +1179,8 @@ class PhaseEngine:
             if self._failed() and self._line is not None and FRAME_RE.match(self._line.text):
                 return False  # a deeper frame of the traceback being read: it names where the step failed
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
+        if rule.name == GENERATION and self.current is not None and self.current.name == SERVING:
+            return False  # a server's next requests after it went idle (_done): generation again
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
@@ -1195,6 +1213,10 @@ class PhaseEngine:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
     def _done(self, rule: PhaseRule, t: float) -> None:
+        if rule.name == GENERATION and self._line is not None and EMPTY_ENGINE_RE.search(self._line.text):
+            self._busy_engines.discard(self._engine())
+            if self._busy_engines:
+                return  # one engine of several went idle: the others still generate (review of session 22)
         if self._is_inner(rule) or self.inner is rule:
             self.inner = None  # a sub-phase ended; its phase goes on
             self.failure = ""
