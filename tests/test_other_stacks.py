@@ -551,3 +551,28 @@ def test_a_server_busy_again_after_idling_is_generating_again(tmp_path: Path) ->
     status = run(tmp_path, lines).status
     assert [s.name for s in status.timeline] == ["serving", "generation", "serving", "generation"]
     assert status.current == "generation" and status.worded is None
+
+
+def test_older_stacks_shapes(tmp_path: Path) -> None:
+    """Audit 16: NCCL up to 2.11 prints `comm 0x… rank 0 nranks 8 cudaDev 0 busId 1000 - Init COMPLETE` (no
+    commId): every such log stayed 'in nccl init', with NCCL advice, on runs that trained; detectron2's loop lines,
+    fairseq's before 0.10, its `distributed init (rank N)`, and Lightning's end of fit were no phase."""
+    def phases(lines: list[str]) -> tuple[list[str], str | None]:
+        status = run(tmp_path, lines).status
+        return [s.name for s in status.timeline], status.current
+
+    nccl = ["lab-node-a:51002:51002 [0] NCCL INFO Bootstrap : Using enp65s0f0:10.11.0.51<0>",
+            "lab-node-a:51002:51140 [0] NCCL INFO comm 0x7f2c40002f70 rank 0 nranks 8 cudaDev 0 busId 1000 - Init "
+            "COMPLETE"]
+    d2 = ["[04/02 11:21:02 d2.engine.train_loop]: Starting training from iteration 0",
+          "[04/02 11:22:32 d2.utils.events]:  eta: 2 days, 15:19:11  iter: 19  total_loss: 1.33  loss_cls: 0.41  "
+          "time: 2.671  data_time: 0.041  lr: 0.0009  max_mem: 491M"]
+    assert phases(nccl + d2) == (["nccl init", "training loop"], "training loop")
+    fairseq = ["| distributed init (rank 0): tcp://localhost:23117",
+               "| loaded checkpoint checkpoints/fconv/checkpoint_last.pt (epoch 8)",
+               "| epoch 008  1000 / 8310 loss=1.31 (1.41), wps=955, wpb=911, bsz=31, lr=0.001, clip=100%, gnorm=2.131"]
+    names, current = phases(fairseq)
+    assert names[0] == "nccl init" and "checkpoint load" in names and current == "training loop", names
+    lightning = ["Epoch 2: 100%|██████████| 120/120 [00:00<00:00, 310.44it/s, loss=0.0619, v_num=7]",
+                 "`Trainer.fit` stopped: `max_epochs=3` reached."]
+    assert phases(lightning)[1] == "finished"

@@ -28,6 +28,8 @@ FORMS = [
     ("2026-03-26T17:26:13.123456789Z Traceback (most recent call last):",
      datetime.fromisoformat("2026-03-26T17:26:13+00:00").timestamp() + 0.123456789),
     ("[2026-03-26 22:36:28,884] [INFO] [engine.py:12:init] x", local(2026, 3, 26, 22, 36, 28, micro=884000)),
+    # fvcore (detectron2): month first, no year (audit 16: 'no timestamps').
+    ("[03/26 22:36:28 d2.engine.train_loop]: Starting training from iteration 0", local(2026, 3, 26, 22, 36, 28)),
     # open_clip: a comma between the date and the time (audit 15: read as no stamp at all).
     ("2026-03-26,22:36:28 | INFO | Start epoch 39", local(2026, 3, 26, 22, 36, 28)),
     # c10d through torch's elastic agent: a rank prefix, then glog in brackets with a one-digit month.

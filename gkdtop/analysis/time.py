@@ -16,7 +16,8 @@ tested one by one in tests/test_stamps.py:
   `[W326 22:36:28.884042812 socket.cpp:489]` (Ray's C++ core, c10d, NCCL);
 - vLLM's `INFO 11-22 10:00:00` (vLLM, SGLang);
 - the compact `20260304-10:31:13.128` (AReaL);
-- the time of day alone, `10:31:13.128 [INFO:swift]`, `10:31:13 [SUCCESS]` (ms-swift, loguru-style).
+- the time of day alone, `10:31:13.128 [INFO:swift]`, `10:31:13 [SUCCESS]` (ms-swift, loguru-style);
+- fvcore's `[04/02 11:21:02 d2.engine.train_loop]:` (detectron2): month first, no year.
 
 Times without a zone are local time. A date that does not exist (`2026-02-30`) is no stamp.
 
@@ -37,7 +38,7 @@ import re
 import time
 from collections import deque
 
-# One regex for every timestamp form; group 1, 5, 8, 11, 14 or 17 is the text of its minute (the cache key).
+# One regex for every timestamp form; group 1, 5, 8, 11, 14, 17 or 20 is the text of its minute (the cache key).
 TS_RE = re.compile(
     # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets (old DeepSpeed's after its
     # level: `[INFO 2020-06-08 05:52:14]`).
@@ -53,6 +54,8 @@ TS_RE = re.compile(
     r"|\[?(\d\d:\d\d):(\d\d)(?:[.,](\d+))?(?![\d:])"
     # logging's `%m/%d/%Y %H:%M:%S`, `03/18/2026 09:12:53` (or the day first, _slashed_epoch).
     r"|(\d\d/\d\d/\d{4} \d\d:\d\d):(\d\d)(?:[.,](\d+))?(?!\d)"
+    # fvcore's (detectron2's) `[04/02 11:21:02 d2.engine.train_loop]:`, `%m/%d %H:%M:%S`: no year.
+    r"|\[?(\d\d/\d\d \d\d:\d\d):(\d\d)(?![\d/])"
 )
 TS_FIRST = frozenset("0123456789[IWEFDC ")  # a line starting otherwise has no timestamp: no regex
 SLACK = 86400.0  # a year-less stamp may lie this far past its reference (zones, a clock ahead)
@@ -158,6 +161,9 @@ def stamp_of(groups: tuple[str | None, ...], ref: float) -> float | None:
         cache_key = key
     elif groups[16]:  # `MM/DD/YYYY`: which field is the day may depend on the reference (to the hour)
         key, sec, frac = groups[16], groups[17], groups[18]
+        cache_key = f"{key}@{int(ref) // 3600}"
+    elif groups[19]:  # fvcore's `MM/DD hh:mm`: no year
+        key, sec, frac = groups[19].replace("/", "-"), groups[20], None  # as vLLM's `MM-DD hh:mm`
         cache_key = f"{key}@{int(ref) // 3600}"
     else:
         if groups[4]:  # glog
