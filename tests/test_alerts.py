@@ -4,6 +4,7 @@ stamps (`gkdtop replay --alerts`) and live in the dashboard (the real app in the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -66,6 +67,21 @@ def test_a_stall_in_the_middle_is_told_once_with_its_recovery_and_a_crash_as_fai
     assert stalled.phase == "training loop" and stalled.steps == 3
     assert 120 <= (stalled.seconds or 0) < 600
     assert "OutOfMemoryError" in failed.culprit
+
+
+def test_a_loop_whose_bars_carry_no_stamp_is_no_stall(tmp_path: Path) -> None:
+    """Audit 16: HF Trainer's bars carry no stamp and its stamped lines are minutes apart: each bar was placed at the
+    last stamp before it, so a healthy run read 'STALLED in training loop for 10m01s' 20 minutes into its steps.
+    A bar's redraw is now dated by its first one and the elapsed time it shows since."""
+    lines = ["[INFO|trainer.py:2128] 2024-06-03 09:00:02,441 >> ***** Running training *****"] + [
+        f"{n:3d}%|█         | {n}/100 [{n * 15 // 60:02d}:{n * 15 % 60:02d}<{(100 - n) * 15 // 60:02d}:00, 15.00s/it]"
+        for n in range(5, 85, 5)] + [
+        "[INFO|trainer.py:3478] 2024-06-03 09:20:10,004 >> Saving model checkpoint to ./out/checkpoint-80"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    end = time.mktime(time.strptime("2024-06-03 09:20:11", "%Y-%m-%d %H:%M:%S"))
+    os.utime(log, (end, end))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
 
 
 def test_replay_alerts_json_from_the_command_line(tmp_path: Path) -> None:

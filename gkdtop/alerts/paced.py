@@ -36,6 +36,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     undated: list[LogLine] = []  # lines before the first stamp: they arrived with it
     last: float | None = None
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
+    bars: dict[str, tuple[float, float]] = {}  # per tqdm bar: when its first redraw came and the elapsed it showed
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
             continue
@@ -47,6 +48,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             stamp -= _zone(zones, (line.worker, line.pid), stamp, last)
             if stamp > mtime + 5:
                 stamp = None  # ahead of the file's own last write: not a time this line was written
+        covered = False  # a moving bar's redraw: its own clock says the run went on all through the gap
+        if stamp is None and last is not None and (bar := _bar_time(bars, line, last, mtime)) is not None:
+            stamp, covered = bar
         if stamp is None and last is None:
             undated.append(line)
             continue
@@ -56,7 +60,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending += undated
         undated = []
         line.seen = line.ts = at
-        if last is not None and at - last >= GAP and pending:
+        if last is not None and at - last >= GAP and pending and not covered:
             store.write_logs(LogBatch(pending, {}, files), local=False)
             pending = []
             events += watcher.check(_fired(store, at - 1e-3))
@@ -91,6 +95,33 @@ def _lines(path: str, keep: int) -> Iterator[bytes]:
                     held, cut = b"", True
         if held and not cut:
             yield held
+
+
+def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, mtime: float
+              ) -> tuple[float, bool] | None:
+    """An unstamped tqdm bar's time: its first redraw's arrival plus the elapsed time it has shown since (HF's,
+    Axolotl's bars carry no stamp, and a run's stamps are minutes apart: audit 16, a false STALLED on a healthy run at
+    the last stamp before 80 redraws), never past the file's last write; and whether it moved on from a redraw
+    before it (a file keeps a few of a bar's redraws: the ones between were progress too). None for any other line."""
+    from gkdtop.analysis.phases import BAR_ELAPSED_RE, BAR_KEY_DIGITS_RE
+
+    text = line.text
+    cut = text.find("%|")
+    if cut < 0:
+        return None
+    shown = None
+    for m in BAR_ELAPSED_RE.finditer(text, cut):  # (glued redraws: the last one's)
+        shown = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+    if shown is None:
+        return None
+    key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut]).strip()
+    anchor = bars.get(key)
+    moved = anchor is not None and shown > anchor[1]
+    if anchor is None or shown < anchor[1]:  # its first redraw, or the bar started again
+        if len(bars) > 1000:
+            bars.clear()
+        bars[key] = anchor = (last, float(shown))
+    return min(mtime, anchor[0] + shown - anchor[1]), moved
 
 
 def _fired(store: Store, before: float) -> float:
