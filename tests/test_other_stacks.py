@@ -576,3 +576,17 @@ def test_older_stacks_shapes(tmp_path: Path) -> None:
     lightning = ["Epoch 2: 100%|██████████| 120/120 [00:00<00:00, 310.44it/s, loss=0.0619, v_num=7]",
                  "`Trainer.fit` stopped: `max_epochs=3` reached."]
     assert phases(lightning)[1] == "finished"
+
+
+def test_a_long_wait_between_two_writers_whose_clocks_agreed_is_no_zone(tmp_path: Path) -> None:
+    """Audit 16: the driver stamped 02:10:03, an engine 02:11:40, then four hours of untimed bars, then the driver
+    06:16:02: read 'two clock zones, likely', its time not measured, though the driver's own clock had agreed with the
+    engine's and the bar says 4:05:31 went by."""
+    lines = ["2025-02-12 02:10:03,551\tINFO worker.py:1832 -- Started a local Ray instance.",
+             "(LLMRayActor pid=4412) INFO 02-12 02:11:40 model_runner.py:1562] Graph capturing finished in 22 secs",
+             "Episode [1/1]:  75%|███████▌  | 3/4 [3:04:10<1:01:01, 3682.10s/it]",
+             "Episode [1/1]: 100%|██████████| 4/4 [4:05:31<00:00, 3682.91s/it]",
+             "2025-02-12 06:16:02,207\tSUCC cli.py:61 -- Job 'raysubmit_x' succeeded"]
+    report = run(tmp_path, lines)
+    assert all(span.clock_jump is None for span in report.status.timeline)
+    assert "clock zones" not in report_text(report)

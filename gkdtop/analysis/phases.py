@@ -528,6 +528,7 @@ class PhaseEngine:
         self._ran: set[str] = set()  # the phases a span was opened for
         self._epoch_steps = False  # OpenRLHF's `Train step of epoch` bar seen: its `Train epoch: 100%|` ends training
         self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
+        self._writer_last: dict[tuple[str, int | None], float] = {}  # each writer's last stamp (_writer_stamp)
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
@@ -740,8 +741,13 @@ class PhaseEngine:
         writer = (line.worker, line.pid)
         last = self._last_stamp
         self._last_stamp = (t, writer)
+        own = self._writer_last.get(writer)
+        if len(self._writer_last) < 256 or own is not None:
+            self._writer_last[writer] = t
         if last is None or last[1] == writer or not self.timeline:
             return
+        if own is not None and abs(own - last[0]) < 1800:
+            return  # its own clock agreed with the other writer's before: the gap is time that passed (audit 16)
         gap = t - last[0]
         zones = round(gap / 1800)
         if 2 <= abs(zones) <= 29 and abs(gap - zones * 1800) <= 300:
