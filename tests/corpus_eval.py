@@ -201,6 +201,11 @@ def _quoted(line: str | None) -> str:
     return f"`{line}`" if line else ""
 
 
+# gkdtop's own hedges that hold a wrong claim's word without claiming it (a fixture's `hang`): "It failed with an error,
+# not a hang", "replay cannot tell a hang there from a log copied mid-run".
+_HEDGE_RE = re.compile(r"\bnot a hang\b|cannot tell a hang there from")
+
+
 def _claimed(text: str) -> str:
     """What gkdtop says in its own words: the log lines it quotes (`…`) are the log's words, not its claims (a
     verdict that quotes `Failed to decode tool call` claims no failure)."""
@@ -327,7 +332,8 @@ def score(case: Case, mode: str, v: Verdict) -> Score:
     fixes = exp.get("fix") or []
     s.ok["fix"] = any(f.lower() in v.advice_text.lower() for f in fixes) if fixes else None
     wrong = exp.get("wrong_claims") or []
-    s.wrong_hits = [w for w in wrong if w.lower() in v.claims_text.lower()]
+    claims = _HEDGE_RE.sub("", v.claims_text).lower()  # (its hedges claim nothing)
+    s.wrong_hits = [w for w in wrong if w.lower() in claims]
     s.ok["claims"] = not s.wrong_hits if wrong else None
     s.ok["framework"] = v.framework == exp["framework"]
     s.got_framework = v.framework
