@@ -103,9 +103,28 @@ class Analysis:
         recognised = self.recognised_ids
         for i, line in enumerate(lines):
             ids = hits.get(i, ())
-            if ids and not recognised.isdisjoint(ids):
+            if not ids:
+                if not self._feed_unmatched(line):
+                    self.feed_one(line, self.local_time(line), ids, None)
+                continue
+            if not recognised.isdisjoint(ids):
                 self.recognised_at, self.recognised_text = base + i + 1, line.text
             self.feed_one(line, self.local_time(line), ids, None)
+
+    def _feed_unmatched(self, line: LogLine) -> bool:
+        """feed_one for a line no pattern matched, the short way: it only dates the run and counts as progress
+        (PhaseEngine.feed_unmatched). False, doing nothing, where an engine reads such lines too: a finding's window
+        open in its source (the lines after its match), a bar's redraw, a worker not seen before."""
+        if self.findings_engine.open.get(line.source) or not self.profiles.seen(line.worker):
+            return False
+        t = self.local_time(line)
+        if not self.phases.feed_unmatched(line, t):
+            return False
+        if line.ts is not None:
+            if self.started is None or self.started - DAY < t < self.started:
+                self.started = t
+            self.ended = t if self.ended is None else max(self.ended, t)
+        return True
 
     def feed_progress(self, line: LogLine) -> None:
         """The latest state of an unfinished tqdm line."""

@@ -683,6 +683,20 @@ class PhaseEngine:
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
 
+    def feed_unmatched(self, line: LogLine, t: float) -> bool:
+        """A line no pattern matched (a flood's tail is mostly such lines): what feed() does with it, done directly,
+        which is to date it and count it as activity and progress. False, doing nothing, where feed() reads such a
+        line further: an autoscaler's `+19m35s`, a bar's redraw (`|`: a repeat is no progress), the lines after
+        `Exception ignored in`."""
+        if self._unraisable is not None or "|" in line.text or line.worker in ("autoscaler", "scheduler"):
+            return False
+        if line.ts is not None:
+            self._writer_stamp(line, t)
+        self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        self._line = line
+        self._progress(t, line)
+        return True
+
     def stated_run(self) -> tuple[float | None, Evidence | None]:
         """The longest a line states the run went on (a failure's `ran for 1800417 milliseconds`, the loop's bar at
         `33/1000 [10:42<5:13:00, …]`: it ran 10:42 by then), with the line: a bound on the run's length where its
