@@ -121,10 +121,16 @@ class Analysis:
         if not self.phases.feed_unmatched(line, t):
             return False
         if line.ts is not None:
-            if self.started is None or self.started - DAY < t < self.started:
-                self.started = t
-            self.ended = t if self.ended is None else max(self.ended, t)
+            self._stamped(t)
         return True
+
+    def _stamped(self, t: float) -> None:
+        """A stamped line at `t`: the run's start and end as read so far. A stamp a day or more before the start is
+        another clock (a year-less glog stamp of some library), not the run starting earlier: lines delivered late are
+        minutes behind."""
+        if self.started is None or self.started - DAY < t < self.started:
+            self.started = t
+        self.ended = t if self.ended is None else max(self.ended, t)
 
     def feed_progress(self, line: LogLine) -> None:
         """The latest state of an unfinished tqdm line."""
@@ -183,11 +189,7 @@ class Analysis:
         """One line into every engine at `t`, live or history (`number`: its line in its file, where an
         error group will name it)."""
         if line.ts is not None:
-            # A stamp a day or more before the run's start as read so far is another clock (a year-less glog
-            # stamp of some library), not the run starting earlier: lines delivered late are minutes behind.
-            if self.started is None or self.started - DAY < t < self.started:
-                self.started = t
-            self.ended = t if self.ended is None else max(self.ended, t)
+            self._stamped(t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
         self.profiles.feed(line, ids)
