@@ -155,3 +155,53 @@ def test_a_flood_of_one_hint_s_evidence_costs_one_hit_per_scan() -> None:
     assert len(hits) == (1 if hyperscan is not None else 2000)
     steps = [ids for _start, _end, ids in analysis.matcher.scan(chunk) if analysis.phases.step_id in ids]
     assert len(steps) == 2000  # a rule's own pattern is not cut short
+
+
+def test_lines_no_pattern_matched_take_the_short_way_to_the_same_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flood's tail is mostly lines no pattern matched: Analysis.feed dates them and counts them as progress
+    without the whole per-line analysis (Analysis._feed_unmatched). Fed so, or each the whole way, the state is the
+    same, around the lines that need more: an autoscaler's `+Ns`, a bar's redraws, a finding's window, the traceback
+    after `Exception ignored in`, a worker first seen on an unmatched line."""
+    from gkdtop.analysis.engine import Analysis
+    from gkdtop.analysis.lines import clean_line, parse_into
+
+    t0 = time.time() - 600
+    runner = ("TaskRunner", 133947)
+    extra = [
+        "(autoscaler +1m5s) Resized to 8 CPUs.",
+        "(autoscaler +2m5s) Adding 1 node(s) of type worker.",
+        ray("Runner", 77, f"{asctime(t0 + 300)} root INFO kv block alloc free 3"),  # a framework's worker, first seen
+        # an unraisable traceback, cut by another process's line: its exception is a failure again
+        ray(*runner, "Exception ignored in: <function Loader.__del__ at 0x7f00deadbeef>"),
+        ray("WorkerDict", 2001, "root INFO cache ok"),
+        ray(*runner, "Traceback (most recent call last):"),
+        ray(*runner, "ValueError: loader closed twice"),
+        # a window of 20 lines after the actor's death: 20 lines no pattern matched close it before its pid comes
+        ray(*runner, "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
+        *(ray(*runner, f"root INFO cache ok {k}") for k in range(20)),
+        ray(*runner, "\tpid: 4343"),
+        "epoch 3 |####      | 40/100 [00:10<00:20]",  # a `|` redraw no pattern matches, again: no progress
+        "epoch 3 |####      | 40/100 [00:11<00:19]",
+        ray("WorkerDict", 2001, f"{asctime(t0 + 310)} root INFO kv block alloc free 4"),
+    ]
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now)
+    lines: list = []
+    parse_into(lines, [clean_line(text.encode()) for text in [*LINES, *extra]], "train.log", now)
+
+    def fed(short: bool) -> tuple[object, ...]:
+        analysis = Analysis(load_config(None).rules())
+        if not short:
+            analysis._feed_unmatched = lambda line: False  # every line the whole way
+        for i in range(0, len(lines), 500):
+            analysis.feed(lines[i : i + 500])
+        phases = analysis.phases
+        progress = phases._progress_line
+        return (analysis.started, analysis.ended, analysis.lines_read, phases.last_progress, phases.last_activity,
+                progress.raw if progress is not None else None, phases._last_stamp, phases._unraisable,
+                phases._bar_keys,
+                [(s.name, s.status, s.start, s.end, s.clock_jump) for s in phases.timeline], phases.failure,
+                sorted((f.name, sorted(f.fields.items()), f.count) for f in analysis.findings()),
+                analysis.profiles.hits, sorted(analysis.errors), analysis.recognised_at)
+
+    assert fed(short=True) == fed(short=False)

@@ -103,9 +103,34 @@ class Analysis:
         recognised = self.recognised_ids
         for i, line in enumerate(lines):
             ids = hits.get(i, ())
-            if ids and not recognised.isdisjoint(ids):
+            if not ids:
+                if not self._feed_unmatched(line):
+                    self.feed_one(line, self.local_time(line), ids, None)
+                continue
+            if not recognised.isdisjoint(ids):
                 self.recognised_at, self.recognised_text = base + i + 1, line.text
             self.feed_one(line, self.local_time(line), ids, None)
+
+    def _feed_unmatched(self, line: LogLine) -> bool:
+        """feed_one for a line no pattern matched, the short way: it only dates the run and counts as progress
+        (PhaseEngine.feed_unmatched). False, doing nothing, where an engine reads such lines too: a finding's window
+        open in its source (the lines after its match), a bar's redraw, a worker not seen before."""
+        if self.findings_engine.open.get(line.source) or not self.profiles.seen(line.worker):
+            return False
+        t = self.local_time(line)
+        if not self.phases.feed_unmatched(line, t):
+            return False
+        if line.ts is not None:
+            self._stamped(t)
+        return True
+
+    def _stamped(self, t: float) -> None:
+        """A stamped line at `t`: the run's start and end as read so far. A stamp a day or more before the start is
+        another clock (a year-less glog stamp of some library), not the run starting earlier: lines delivered late are
+        minutes behind."""
+        if self.started is None or self.started - DAY < t < self.started:
+            self.started = t
+        self.ended = t if self.ended is None else max(self.ended, t)
 
     def feed_progress(self, line: LogLine) -> None:
         """The latest state of an unfinished tqdm line."""
@@ -164,11 +189,7 @@ class Analysis:
         """One line into every engine at `t`, live or history (`number`: its line in its file, where an
         error group will name it)."""
         if line.ts is not None:
-            # A stamp a day or more before the run's start as read so far is another clock (a year-less glog
-            # stamp of some library), not the run starting earlier: lines delivered late are minutes behind.
-            if self.started is None or self.started - DAY < t < self.started:
-                self.started = t
-            self.ended = t if self.ended is None else max(self.ended, t)
+            self._stamped(t)
         self.phases.feed(line, t, ids, step)
         self.findings_engine.feed(line, t, ids)
         self.profiles.feed(line, ids)

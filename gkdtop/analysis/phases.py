@@ -103,6 +103,9 @@ STEP_BYTES_RE = re.compile(rb"\bstep:(\d{1,18})[\t ]+-[\t ]")
 TIMING_BYTES_RE = re.compile(TIMING_RE.pattern.replace(r"\s", r"[\t ]").encode())
 # A tqdm bar's elapsed/rate part changes every redraw even when nothing moves; drop it to compare.
 TQDM_CLOCK_RE = re.compile(r"\[[^\]]*\]|\d+(?:\.\d+)?\s*(?:s/it|it/s|examples/s)")
+# The same for a line that names no rate (has_rate): the rate's `\d+` was tried at each digit of the line (its stamp,
+# its numbers), 5 us of every bar line in a flood; without the rate's words there it can't match.
+TQDM_BRACKETS_RE = re.compile(r"\[[^\]]*\]")
 # An exception line, also behind the `[rank3]: ` torch's elastic launcher puts on every child line, or behind a
 # logger's prefix (LOGGER_PREFIX) and an engine process's (ENGINE_PREFIX). The name ends at its `:`, a wrapper's `(`
 # or the line's end: Ray Tune's `Error file: …/error.txt` is no exception.
@@ -131,6 +134,13 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 BAR_RE = re.compile(BAR_PATTERN)
+
+
+def has_rate(text: str) -> bool:
+    """A line holds one of BAR_PATTERN's words: the patterns that read a rate (slow to fail) may match it."""
+    return "it/s" in text or "s/it" in text or "examples/s" in text
+
+
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
 # A start line that says how long it already went on (`timed out after 900s while trying to connect`, `Loading
 # weights took 241.9 seconds`, `Graph capturing finished in 16 secs`): the phase began that long before the line's
@@ -411,7 +421,8 @@ def stated_elapsed(text: str, bar: bool) -> float | None:
         for m in BAR_ELAPSED_RE.finditer(text):
             value = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
             seconds = value if seconds is None else max(seconds, value)
-    if (m := ELAPSED_RE.search(text)) is not None:
+    if ("took" in text or "ran for" in text or "timed out after" in text or "finished in" in text) and (
+            m := ELAPSED_RE.search(text)) is not None:  # (the words first: the pattern is slow to fail, 2 us a line)
         value = float(m.group(1)) / (1000.0 if m.group(2).startswith("m") else 1.0)
         seconds = value if seconds is None else max(seconds, value)
     return seconds
@@ -693,6 +704,20 @@ class PhaseEngine:
         if self.fail_id in ids or (self.current is not None and self.fail_of.get(self.current.name) in ids):
             self._fail(text, t)
 
+    def feed_unmatched(self, line: LogLine, t: float) -> bool:
+        """A line no pattern matched (a flood's tail is mostly such lines): what feed() does with it, done directly,
+        which is to date it and count it as activity and progress. False, doing nothing, where feed() reads such a
+        line further: an autoscaler's `+19m35s`, a bar's redraw (`|`: a repeat is no progress), the lines after
+        `Exception ignored in`."""
+        if self._unraisable is not None or "|" in line.text or line.worker in ("autoscaler", "scheduler"):
+            return False
+        if line.ts is not None:
+            self._writer_stamp(line, t)
+        self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
+        self._line = line
+        self._progress(t, line)
+        return True
+
     def stated_run(self) -> tuple[float | None, Evidence | None]:
         """The longest a line states the run went on (a failure's `ran for 1800417 milliseconds`, the loop's bar at
         `33/1000 [10:42<5:13:00, …]`: it ran 10:42 by then), with the line: a bound on the run's length where its
@@ -911,7 +936,7 @@ class PhaseEngine:
         # A bar's redraw that changed nothing is no progress. (`|`-only lines a flood sieve dropped
         # count as progress: a flood is activity.)
         if self.bar_id in ids or "|" in text:
-            key = TQDM_CLOCK_RE.sub("", text)
+            key = (TQDM_CLOCK_RE if has_rate(text) else TQDM_BRACKETS_RE).sub("", text)
             bar = line.source + line.worker + text.split(":", 1)[0]
             if self._bar_keys.get(bar) == key:
                 return False
@@ -919,7 +944,7 @@ class PhaseEngine:
             if len(self._bar_keys) > 1000:
                 self._bar_keys.clear()
             stepping = self.current is not None and (self.current.inner or self.inner is not None)
-            if stepping and (pace := SLOW_BAR_RE.search(text)) is not None:
+            if stepping and "s/it" in text and (pace := SLOW_BAR_RE.search(text)) is not None:
                 self.bar_pace = float(pace.group(1))
             # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
             ended = self.current is not None and self.current.terminal  # (the final evaluation's bar, once trained)
@@ -947,7 +972,7 @@ class PhaseEngine:
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
             return  # an inner bar while the loop's is open
         self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), int(count.group(2))), line
-        rate = BAR_RATE_RE.search(text, count.end())
+        rate = BAR_RATE_RE.search(text, count.end()) if has_rate(text) else None
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
         if self.bar_rate is not None:

@@ -178,6 +178,10 @@ class ProfileDetector:
         self._commands: tuple[str, ...] | None = None
         self._command_hits: tuple[dict[str, list[str]], dict[str, set[int]]] = ({}, {})
 
+    def seen(self, worker: str) -> bool:
+        """feed() has met this worker (or the line has none): a line of it with no matches changes nothing here."""
+        return not worker or worker in self._workers_seen
+
     def feed(self, line: LogLine, ids: Collection[int]) -> None:
         """One matched line (its matcher ids): cheap when it holds no evidence."""
         worker = line.worker
