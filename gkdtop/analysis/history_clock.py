@@ -32,7 +32,8 @@ class HistoryClock:
         self.mtime = mtime
         self.offset = offset  # added to every stamp read: the file's clock offset (ClockSkew), known before
         # A log stamped with the time of day alone: where its first stamp lies (history._dayless_start); each later
-        # stamp then on the day nearest the one before it (chained), not each on its own day before the mtime.
+        # stamp then on the first day that keeps it no earlier than the one before (chained), not each on its own day
+        # before the mtime.
         self.dayless_start = dayless_start
         self._chain: float | None = None  # the last stamp read in file order, without the offset
         self.last: float | None = None  # the last stamp seen, for lines whose neighbours have none
