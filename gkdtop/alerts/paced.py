@@ -103,16 +103,11 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
     Axolotl's bars carry no stamp, and a run's stamps are minutes apart: audit 16, a false STALLED on a healthy run at
     the last stamp before 80 redraws), never past the file's last write; and whether it moved on from a redraw
     before it (a file keeps a few of a bar's redraws: the ones between were progress too). None for any other line."""
-    from gkdtop.analysis.phases import BAR_ELAPSED_RE, BAR_KEY_DIGITS_RE
+    from gkdtop.analysis.phases import BAR_KEY_DIGITS_RE, stated_elapsed
 
     text = line.text
     cut = text.find("%|")
-    if cut < 0:
-        return None
-    shown = None
-    for m in BAR_ELAPSED_RE.finditer(text, cut):  # (glued redraws: the last one's)
-        shown = int(m.group(1) or 0) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
-    if shown is None:
+    if cut < 0 or (shown := stated_elapsed(text[cut:], bar=True)) is None:  # (glued redraws: the furthest)
         return None
     key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut]).strip()
     anchor = bars.get(key)
@@ -120,7 +115,7 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
     if anchor is None or shown < anchor[1]:  # its first redraw, or the bar started again
         if len(bars) > 1000:
             bars.clear()
-        bars[key] = anchor = (last, float(shown))
+        bars[key] = anchor = (last, shown)
     return min(mtime, anchor[0] + shown - anchor[1]), moved
 
 
