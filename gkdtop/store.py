@@ -302,9 +302,9 @@ class Store:
         self.log_polls = 0
         self._bump("logs")
 
-    def flood_sieve(self) -> Callable[[bytes, int], set[int]]:
+    def flood_sieve(self) -> Callable[[bytes], tuple[list[tuple[int, int, int]], int]]:
         """For the log collector: which lines of a flood some rule needs (`Analysis.keep`)."""
-        return lambda data, head: self.analysis.keep(data, head)
+        return lambda data: self.analysis.keep(data)
 
     # --- reads (from views) --------------------------------------------------------------------
 

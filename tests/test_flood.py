@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gkdtop.collectors import logs as logs_module
-from gkdtop.collectors.follow import FLOOD_TAIL
+from gkdtop.collectors.follow import FLOOD_SHOWN, FLOOD_TAIL
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import load_config
 from gkdtop.store import Store
@@ -137,6 +137,36 @@ def test_rules_anchored_at_the_message_start_see_it_behind_a_ray_prefix(tmp_path
     store.put("logs", collector.collect())
     assert store.skipped_lines > 3000
     assert store.phases.current is not None and store.phases.current.name == "evaluation"
+
+
+def test_a_flood_keeps_its_rule_lines_and_newest_lines_with_their_numbers(tmp_path: Path) -> None:
+    """A flood's older lines are sieved as bytes and only the kept ones decoded, one by one; its newest FLOOD_SHOWN
+    are kept whole. Each keeps its line number in the file, also past a C1 control (`\\xc2\\x85`, gone from the text
+    only) and a coloured prefix; the lines left out are counted, and the newest of them dates the stall clock."""
+    store = Store(load_config(None))
+    log = tmp_path / "train.log"
+    log.write_text("")
+    collector = LogCollector([str(log)], backlog=0, sieve=store.flood_sieve())
+    collector.collect()
+    t0 = time.time() - 60
+    lines = [ray("WorkerDict", 7, f"{asctime(t0 + i / 1000)} root INFO tick {i}", color=i % 2 == 0)
+             for i in range(FLOOD_TAIL + 3000)]
+    lines[10] = lines[10] + " caf\u00e9 \x85 noise"  # non-ASCII and a C1 control in a line the sieve drops
+    lines[1000] = ray("TaskRunner", 9, "Traceback (most recent call last):")
+    lines[1001] = ray("TaskRunner", 9, "RuntimeError: NCCL communicator was aborted on rank 1.")
+    log.write_text("\n".join(lines) + "\n")
+    store.put("logs", collector.collect())
+    kept = list(store.lines)
+    first = kept[0].number  # the file's line 1001 (numbered from where the follower began: differences are lines)
+    assert [(line.number - first, line.text) for line in kept[:2]] == [
+        (0, "Traceback (most recent call last):"), (1, "RuntimeError: NCCL communicator was aborted on rank 1.")]
+    newest = [line.number - first for line in kept[-FLOOD_SHOWN:]]
+    assert newest == list(range(len(lines) - FLOOD_SHOWN - 1000, len(lines) - 1000))
+    assert kept[-1].text.endswith(f"tick {len(lines) - 1}")
+    assert store.total_lines + store.skipped_lines == len(lines)
+    assert store.skipped_lines >= len(lines) - FLOOD_SHOWN - 10
+    assert store.phases.failure == "RuntimeError: NCCL communicator was aborted on rank 1."
+    assert store.phases.last_progress is not None and store.phases.last_progress >= t0 + (len(lines) - 1) / 1000 - 1
 
 
 def test_a_flood_of_one_hint_s_evidence_costs_one_hit_per_scan() -> None:

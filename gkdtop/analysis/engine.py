@@ -142,30 +142,36 @@ class Analysis:
         self.lines_read += lines
         self.phases.note_skipped(t)
 
-    def keep(self, data: bytes, head: int) -> set[int]:
-        """Of a flood's `\\n`-separated raw lines `data`, which of the first `head` some rule may need:
-        every line a pattern matches (rules, idle lines, bars, exceptions) and the lines after one
-        whose finding reads fields from the next lines. The rest match nothing: skipping them changes
-        no verdict."""
-        kept: set[int] = set()
+    def keep(self, data: bytes) -> tuple[list[tuple[int, int, int]], int]:
+        """Of a flood's older lines `data` (`\n`-separated raw bytes), the ones some rule may need, as (index, start,
+        end) in order, and how many lines `data` holds: every line a pattern matches (rules, idle lines, bars,
+        exceptions) and the lines after one whose finding reads fields from the next lines. The rest match nothing:
+        skipping them changes no verdict."""
+        kept: dict[int, tuple[int, int]] = {}
         index = 0
         pos = 0
         window_ids, window = self.window_ids, self.window
         phases = self.phases
         met = {i for i, text in phases.seen_ids.items() if text in phases.seen_matched}  # evidence already read
-        for start, _end, ids in self.matcher.scan(data):
+        size = len(data)
+        for start, end, ids in self.matcher.scan(data):
             index += data.count(b"\n", pos, start)
             pos = start
-            if index >= head:
-                break
             if phases.only_evidence(ids):  # the first line of each kind, once
                 if met.issuperset(ids):
                     continue
                 met.update(ids)
-            kept.add(index)
+            kept[index] = (start, end)
             if window and not window_ids.isdisjoint(ids):
-                kept.update(range(index + 1, min(index + 1 + window, head)))
-        return kept
+                after = end
+                for following in range(index + 1, index + 1 + window):
+                    if after >= size:
+                        break
+                    found = data.find(b"\n", after + 1)
+                    kept.setdefault(following, (after + 1, size if found < 0 else found))
+                    after = size if found < 0 else found
+        count = index + data.count(b"\n", pos) + 1
+        return [(i, start, end) for i, (start, end) in sorted(kept.items())], count
 
     def _observe_clock(self, lines: list[LogLine]) -> None:
         """The newest stamped live line of each source in a batch: the one that arrived closest to when

@@ -33,11 +33,13 @@ BACKLOG_LIMIT = 8 << 20  # ... up to this much, even if the last lines are huge
 HEAD_BYTES = 1024  # the first bytes of a followed file, kept to notice it rewritten from the start
 MAX_OPEN = 128  # files held open at once over all patterns (fewer under a low RLIMIT_NOFILE: open_limit)
 PARK_DELAY = 1.0  # seconds a follower parked to free a descriptor waits before it reopens
-FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: its newest lines are all kept ...
+FLOOD_TAIL = 2000  # a chunk with more lines than this (8k lines/s) is sieved: of its older lines, those rules need ...
+FLOOD_SHOWN = 500  # ... its newest lines, these many (a screenful or more each poll), whole ...
 BEHIND_TAIL = 100  # ... or only these, when more is waiting in the file (the next poll has newer lines)
 IDLE_FLUSH = 5.0  # seconds a file must be idle before its unterminated last line counts as a line
-# Which of a flood's first `head` lines (`\n`-separated raw bytes) some rule needs (Analysis.keep).
-Sieve = Callable[[bytes, int], set[int]]
+# Which lines of a flood's older part (`\n`-separated raw bytes) some rule needs, as (index, start, end) in order,
+# and how many lines that part holds (Analysis.keep).
+Sieve = Callable[[bytes], tuple[list[tuple[int, int, int]], int]]
 
 
 class OpenFiles:
@@ -397,15 +399,16 @@ class Follower:
         data = clean_bytes(data)
         if b"\r" in data:
             data = collapse_lines(data)
-        text = decode(data)
-        lines = text.split("\n")
-        count = len(lines)
+        if self.sieve is not None and b"\xc2" in data:  # grep reads the bytes; C1 controls are only gone from the text
+            data = decode(data).encode()  # (see decode)
+        cut = self._flood_cut(data) if self.sieve is not None else None
+        if cut is None:
+            lines = decode(data).split("\n")
+            places: list[int] | None = None  # each kept line's place among the chunk's, where the sieve dropped some
+            count = len(lines)
+        else:
+            lines, places, count = self._sift(data, cut, seen)
         self.state.lines += count
-        tail = BEHIND_TAIL if self.behind else FLOOD_TAIL
-        places: list[int] | None = None  # each kept line's place among the chunk's, where the sieve dropped some
-        if self.sieve is not None and count > tail:
-            # grep reads the bytes; C1 controls are only gone from the text (see _decode)
-            lines, places = self._sift(data if b"\xc2" not in data else text.encode(), lines, tail, seen)
         first = len(out)
         max_line = self.max_line
         if max(map(len, lines)) <= max_line:
@@ -427,21 +430,47 @@ class Follower:
                     line.number = base + place
             self.line_no += count
 
-    def _sift(self, data: bytes, lines: list[str], tail: int, seen: float) -> tuple[list[str], list[int] | None]:
-        """A flood's chunk: the newest `tail` lines, and of the older ones only those the sieve keeps; and the kept
-        lines' places among the chunk's (None: all kept)."""
+    def _flood_cut(self, data: bytes) -> int | None:
+        """Where a flood's newest lines begin in `data` (cleaned lines, no final newline): the chunk holds more
+        lines than FLOOD_TAIL (BEHIND_TAIL while more is waiting) and only its newest FLOOD_SHOWN (BEHIND_TAIL)
+        are kept whole; None for a chunk that is no flood (every line is kept)."""
+        limit, shown = (BEHIND_TAIL, BEHIND_TAIL) if self.behind else (FLOOD_TAIL, FLOOD_SHOWN)
+        pos = len(data)
+        cut = 0
+        for count in range(1, limit + 1):
+            pos = data.rfind(b"\n", 0, pos)
+            if pos < 0:
+                return None
+            if count == shown:
+                cut = pos + 1
+        return cut
+
+    def _sift(self, data: bytes, cut: int, seen: float) -> tuple[list[str], list[int], int]:
+        """A flood's chunk: its lines from `cut` on, and of the older ones only those the sieve keeps, decoded
+        one by one (the rest never become text); the kept lines' places among the chunk's, and the chunk's count."""
         assert self.sieve is not None
-        head = len(lines) - tail
-        keep = self.sieve(data, head)
-        if len(keep) == head:
-            return lines, None
-        self.skipped += head - len(keep)
-        newest = head - 1  # the newest skipped line tells how far the skipped ones went (the stall clock)
-        while newest in keep:
-            newest -= 1
-        self.skipped_time = max(self.skipped_time, parse_line(lines[newest], self.path, seen).time)
-        places = [*sorted(keep), *range(head, len(lines))]
-        return [lines[i] for i in places], places
+        older = data[: cut - 1]
+        kept, head = self.sieve(older)
+        newest = decode(data[cut:]).split("\n")
+        lines = [decode(older[start:end]) for _, start, end in kept]
+        places = [index for index, _, _ in kept]
+        if len(kept) < head:
+            self.skipped += head - len(kept)
+            self.skipped_time = max(self.skipped_time, parse_line(self._newest_skipped(older, places, head),
+                                                                  self.path, seen).time)
+        return lines + newest, places + list(range(head, head + len(newest))), head + len(newest)
+
+    @staticmethod
+    def _newest_skipped(older: bytes, kept: list[int], head: int) -> str:
+        """The newest of `older`'s lines the sieve left out: it tells how far the skipped ones went (the stall
+        clock)."""
+        taken = set(kept)
+        index, end = head - 1, len(older)
+        start = older.rfind(b"\n", 0, end) + 1
+        while index in taken:
+            index, end = index - 1, start - 1
+            start = older.rfind(b"\n", 0, end) + 1
+        return decode(older[start:end])
 
     def _extend(self, data: bytes) -> None:
         """Append to the unfinished line, collapsing `\\r` rewrites and bounding what is kept."""
