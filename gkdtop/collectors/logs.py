@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gkdtop.collectors.follow import PARK_DELAY, Follower, OpenFiles, open_limit
+from gkdtop.collectors.follow import PARK_DELAY, Follower, OpenFiles, keep_freed_chunks, open_limit
 from gkdtop.collectors.registry import CollectorSpec
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class LogCollector:
         self, patterns: list[str], backlog: int = 200, max_line: int = 16384, interval: float = 0.25,
         sieve: Sieve | None = None, max_open: int | None = None, park_delay: float = PARK_DELAY,
     ) -> None:
+        keep_freed_chunks()
         self.patterns = [os.path.expanduser(p) for p in patterns]
         self.sieve = sieve  # in a flood, parse only the lines the analysis needs (None: every line)
         self.backlog = backlog
