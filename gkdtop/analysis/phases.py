@@ -1033,7 +1033,9 @@ class PhaseEngine:
         line = self._line
         if line is None:
             return "", None, ""
-        m = ENGINE_ID_RE.search(line.text, 0, 200)
+        text = line.text
+        # (Most lines name neither: a substring test spares them the regex, a flood's thousands a second.)
+        m = ENGINE_ID_RE.search(text, 0, 200) if "Engine " in text or "DP" in text else None
         return line.worker, line.pid, (m.group(1) or m.group(2)) if m is not None else ""
 
     def _start(self, rule: PhaseRule, t: float) -> None:
