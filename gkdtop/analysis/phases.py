@@ -1462,7 +1462,10 @@ class PhaseEngine:
         failing = expected  # a failure's advice is the rules' phase's: it speaks of the failure, not of the words
         # How long a silence may last is the rules' phase's too: a guess from words never makes a stall come sooner.
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
-        stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
+        stepping = within is not None or (rule is not None and (span is None or span.end is None) and (
+            rule.inner or (rule.name == GENERATION and SERVING not in self._ran)))
+        # (a trainer's engines generating with the loop's own line unseen: 32K-token answers print nothing for
+        # minutes, so the step's allowance, not 120 s (audit 17); a server's engine prints its stats every few seconds)
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
