@@ -353,6 +353,30 @@ def test_a_trainers_engines_silent_for_minutes_in_generation_are_no_stall(tmp_pa
     assert [e.kind for e in paced_events(path, load_config(None))] == []
 
 
+def test_torchruns_agent_waiting_in_its_rendezvous_is_waiting_for_nodes_not_nccl(tmp_path: Path) -> None:
+    """Audit 17: torchrun's agent (old logger, `[INFO] <stamp> …`) hosting the rendezvous and waiting for min_nodes=2
+    read "no timestamps: duration unknown", "ended, likely in nccl init" with NCCL's advice (NCCL_DEBUG,
+    NCCL_P2P_DISABLE): NCCL had not started. Its rendezvous is the wait for resources."""
+    from gkdtop.replay import report_json, report_text
+
+    path = write(tmp_path, [
+        "[INFO] 2026-04-02 16:20:11,500 run: Running torch.distributed.run with args: ['run.py', 'finetune.py']",
+        "[INFO] 2026-04-02 16:20:11,530 api: Starting elastic_operator with launch configs:",
+        "  min_nodes        : 3",
+        "  nproc_per_node   : 8",
+        "[INFO] 2026-04-02 16:20:11,601 api: [default] Rendezvous'ing worker group",
+        "[INFO] 2026-04-02 16:20:11,604 dynamic_rendezvous: The node 'node-a_77_0' attempts to join the next round of "
+        "the rendezvous 'ft-run-4'.",
+        "[INFO] 2026-04-02 16:31:40,118 dynamic_rendezvous: The node 'node-a_77_0' attempts to join the next round of "
+        "the rendezvous 'ft-run-4'."])
+    report = replay([path], load_config(None))
+    text, doc = report_text(report), report_json(report)
+    assert report.started is not None and "no timestamps" not in text.splitlines()[0], text
+    assert doc["stopped_in"] == "resource pool" and doc["phase_from"] == "rules", (doc["stopped_in"], text)
+    assert "NCCL" not in text and "ray status" not in text, text
+    assert "--rdzv-endpoint" in text, text
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))

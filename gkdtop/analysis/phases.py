@@ -1678,7 +1678,8 @@ class PhaseEngine:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
-            if not found.frame and not found.via and found.back and self._named_after(found, tail):
+            if not found.frame and not found.via and (
+                    (found.back and self._named_after(found, tail)) or self._repeats_start(found)):
                 continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
                 # size after a line with a checkpoint's words)
             if found.via == DEAD_ACTOR and part is not None:
@@ -1721,6 +1722,13 @@ class PhaseEngine:
         rules = [r for r in (self.current, self.inner) if r is not None]
         return at is not None and any(r.start.search(line) for line in tail[at + 1:] if "%|" not in line
                                       for r in rules)
+
+    def _repeats_start(self, found: Worded) -> bool:
+        """Whether the line the words were read from is itself a start of the rules' phase, repeated (a second
+        node's `attempts to join the next round of the rendezvous`): a rule knows it, so its words add nothing
+        (audit 17: its `rendezvous` read as nccl init). Not a bar: an undescribed one may count an evaluation."""
+        return "%|" not in found.line and any(r.start.search(found.line) for r in (self.current, self.inner)
+                                              if r is not None)
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""
