@@ -179,6 +179,10 @@ STEP_COLLECTIVE_PATTERN = (
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
+# A collective of under a thousand elements is no update's either: a barrier (NCCL's is a one-element all-reduce: a
+# save's, an evaluation's), a scalar metric or a norm, gather_object's sizes (audit 17: a save's barrier read as the
+# update). After steps, the step underway stays the loop.
+SCALAR_COLLECTIVE_RE = re.compile(r"\bNumelIn=\d{1,3}\b")
 # The same, a hundred or more collectives into its group: start-up's barriers and broadcasts are a few dozen, so a
 # watchdog line that deep with only the communicator's making known (NCCL INFO lines) is the training loop.
 DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
@@ -1146,7 +1150,8 @@ class PhaseEngine:
         if self.rollout_seen or loop is None or update is None:
             return
         open_loop = self.current is loop and bool(self.timeline) and self.timeline[-1].end is None
-        if open_loop and self.inner is None and (self.stats.count or GRADIENT_ALLREDUCE_RE.search(text)):
+        if open_loop and self.inner is None and (
+                (self.stats.count and not SCALAR_COLLECTIVE_RE.search(text)) or GRADIENT_ALLREDUCE_RE.search(text)):
             self._start(update, t)
         elif self.current is None and GRADIENT_ALLREDUCE_RE.search(text):
             self._start(loop, t)
