@@ -87,6 +87,21 @@ def test_the_loops_bar_is_the_outermost_not_an_inner_per_update_bar(tmp_path: Pa
     assert "the loop's bar is at 0/24" in run(tmp_path, lines, "replay")
 
 
+def test_a_bar_drawn_before_its_description_was_set_is_the_same_bar(tmp_path: Path) -> None:
+    """torchtune draws its bar once bare (`0/120`), then sets its description every step (`1|120|Loss: 0.61:`): the
+    same bar, not an inner one under a loop stuck at 0/120 (audit 17: "the loop's bar is at 0/161" at 161/161)."""
+    lines = [
+        "  0%|          | 0/120 [00:00<?, ?it/s]",
+        "1|119|Loss: 0.6133: 99%|█████████▉| 119/120 [48:10<00:24, 24.30s/it]",
+        "1|120|Loss: 0.6120: 100%|██████████| 120/120 [48:34<00:00, 24.29s/it]",
+        "Saving checkpoint. This may take some time. Retrieving full model state dict...",
+    ]
+    doc = json.loads(run(tmp_path, lines, "replay", "--json"))
+    assert (doc["steps"]["bar"]["n"], doc["steps"]["bar"]["total"]) == (120, 120), doc["steps"]
+    assert doc["ran_for_s"] == pytest.approx(48 * 60 + 34), doc["ran_for_s"]
+    assert "the loop's bar is at 120/120" in run(tmp_path, lines, "replay")
+
+
 def test_of_bar_redraws_glued_on_one_line_the_last_is_the_bars_state(tmp_path: Path) -> None:
     """Redraws a pipe glued without a newline (an error printed after them): the bar is at the last one."""
     lines = [

@@ -973,9 +973,12 @@ class PhaseEngine:
             begin, count = text.find("]", count.end()) + 1, later  # the last one is the bar's state
         pct = BAR_PCT_RE.search(text, begin, count.start())
         key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
-        if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
-            return  # an inner bar while the loop's is open
-        self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), int(count.group(2))), line
+        total = int(count.group(2))
+        if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1] \
+                and (self._loop_bar or self.bar_count != (0, total)):
+            return  # an inner bar while the loop's is open (not the loop's own first draw, before its description
+            # was set: torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17)
+        self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), total), line
         rate = BAR_RATE_RE.search(text, count.end()) if has_rate(text) else None
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
