@@ -958,15 +958,18 @@ class PhaseEngine:
             # (Nor a bar that starts a phase outside the loop: a train function's `Loading checkpoint shards` after Ray
             # Train's loop began is the model's load, not the loop's bar.)
             outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
-            if ((stepping and not outside) or (first is not None and first.inner)) and not ended and (
+            if ((stepping and not outside) or (first is not None and first.inner)) and (
                     count := BAR_COUNT_RE.search(text)) is not None:
-                self._loop_bar_at(line, count)
+                self._loop_bar_at(line, count, last_redraw=ended)
         return True
 
-    def _loop_bar_at(self, line: LogLine, count: re.Match[str]) -> None:
+    def _loop_bar_at(self, line: LogLine, count: re.Match[str], last_redraw: bool = False) -> None:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
         OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
-        apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
+        apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar).
+        `last_redraw`: the run has finished; only the loop's own bar (its text and total), moving on, still counts
+        (OpenRLHF prints its step bar's `250/250` after the epoch bar's 100% ended the run, audit 17), not a final
+        evaluation's."""
         text = line.text
         begin = 0
         while (later := BAR_COUNT_RE.search(text, count.end())) is not None:  # redraws glued on one line:
@@ -974,6 +977,9 @@ class PhaseEngine:
         pct = BAR_PCT_RE.search(text, begin, count.start())
         key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
         total = int(count.group(2))
+        if last_redraw and (key != self._loop_bar or self.bar_count is None or self.bar_count[1] != total
+                            or int(count.group(1)) < self.bar_count[0]):
+            return
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1] \
                 and (self._loop_bar or self.bar_count != (0, total)):
             return  # an inner bar while the loop's is open (not the loop's own first draw, before its description
