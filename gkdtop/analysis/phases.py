@@ -76,6 +76,8 @@ RECORD_STEP_PATTERN = (
     r"|(?:\[Rank \d{1,6}\]|\brank:\d{1,6}) step=(\d{1,18}), skipped=\d"
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
     "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
+    # the MetricLogger of DeiT, MAE and LLaMA2-Accessory: `Epoch: [0]  [4880/5328]  lr: … loss: … time: 1.2789  data: …`
+    + r"|\bEpoch: \[(\d{1,9})\]\s{1,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -92,6 +94,7 @@ PART_TIME_RE = re.compile(r"\|\s{0,4}([A-Za-z_][\w.()]{0,40}?)[:=]?\s{1,4}(\d{1,
 # (`| elapsed: 600.0s |`), no part of the step at all.
 WHOLE_STEP_NAMES = frozenset({"time", "step", "step_time", "iter_time"})
 RUNNING_NAMES = frozenset({"elapsed", "total", "total_time", "duration", "eta", "remaining", "left", "wall", "uptime"})
+METRIC_LOGGER_TIME_RE = re.compile(r"\s\stime: (\d{1,9}(?:\.\d{1,9})?)\b")  # (its `(avg)` after: the median's first)
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
@@ -404,6 +407,10 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
             if (low := name.lower()) not in RUNNING_NAMES:
                 timings["step" if low in WHOLE_STEP_NAMES else name] = float(value) / (1000 if unit == "ms" else 1)
         return int(m.group(10)), m.end(10), timings
+    if m.group(11) is not None:  # MetricLogger's: the iteration within its epoch, its seconds after `time:`
+        if (own := METRIC_LOGGER_TIME_RE.search(text, m.end())) is not None:
+            timings["step"] = float(own.group(1))
+        return int(m.group(11)) * int(m.group(13)) + int(m.group(12)), m.end(), timings  # counted across epochs
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
