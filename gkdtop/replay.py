@@ -207,10 +207,15 @@ STATED_WAIT_RE = re.compile(
 )
 
 
+# subprocess.TimeoutExpired's message, `Command '['bash', '-c', …]' timed out after 12 seconds`: a child command's own
+# limit (a reward sandbox's, a compile's), which the job itself goes on past (audit 17: "it hung at least 12s").
+CHILD_TIMEOUT_RE = re.compile(r"\bCommand '.*' timed out after \d")
+
+
 def stated_wait(text: str) -> float | None:
     """The seconds without progress a line states, or None."""
     m = STATED_WAIT_RE.search(text.strip())
-    if m is None:
+    if m is None or CHILD_TIMEOUT_RE.search(text):
         return None
     if m.group(1) is not None:
         return float(m.group(1)) / (1000 if m.group(2).startswith("m") else 1)

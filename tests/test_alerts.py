@@ -84,6 +84,27 @@ def test_a_loop_whose_bars_carry_no_stamp_is_no_stall(tmp_path: Path) -> None:
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
 
 
+def test_an_alert_names_the_phase_as_replays_verdict_does(tmp_path: Path) -> None:
+    """Audit 17: replay said `FAILED, likely in checkpoint save` (a save's words, then the watchdog), the alert `FAILED
+    in training loop`: the loop in place of the part, and no hedge on a guess."""
+    from gkdtop.replay import replay, report_text
+
+    lines = ["  0%|          | 0/90 [00:00<?, ?it/s]",
+             "1|90|Loss: 0.8801: 100%|██████████| 90/90 [40:30<00:00, 27.00s/it]",
+             "Saving checkpoint. This may take some time. Retrieving full model state dict...",
+             "[rank1]:[E0301 12:41:02.114221002 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+             "operation "
+             "timeout: WorkNCCL(SeqNum=9120, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+             "600044 milliseconds before timing out."]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    config = load_config(None)
+    assert "FAILED, likely in checkpoint save" in report_text(replay([str(log)], config)).splitlines()
+    failed = [e for e in paced_events(str(log), config) if e.kind == "failed"]
+    assert [e.title for e in failed] == ["gkdtop: train.log FAILED, likely in checkpoint save"], failed
+    assert failed[0].as_json()["guess"] is True and "failed, likely in checkpoint save" in failed[0].message
+
+
 def test_replay_alerts_json_from_the_command_line(tmp_path: Path) -> None:
     lines, _ = startup(time.time() - 4000, upto="sync")
     log = tmp_path / "train.log"

@@ -437,6 +437,29 @@ def test_loops_known_by_their_own_record_shapes(tmp_path: Path) -> None:
     assert report.steps["bar"]["n"] == 80, report.steps
 
 
+def test_metric_loggers_epoch_lines_are_steps_and_fsdps_optimizer_gather_is_a_save(tmp_path: Path) -> None:
+    """Audit 17: LLaMA2-Accessory's MetricLogger lines (`[stamp] Epoch: [0]  [2210/2400]  lr: …  time: 0.9512 …`, as
+    DeiT's and MAE's) were no steps: the watchdog line was the loop's first evidence (`≥09:41:12 training loop`). And
+    FSDP's `full_optim_state_dict` warning before the hang (only a save gathers the whole optimizer state) was
+    ignored: 'FAILED in model update' once the steps are read."""
+    logger = ("[09:{m:02d}:{s:02d}.300000] Epoch: [1]  [{i}/2400]  lr: 0.000012  closs: 0.4410 (0.5120)  "
+              "grad_norm: 1.9021 (2.0113)  time: 0.9512  data: 0.0002  max mem: 38117")
+    lines = [logger.format(m=40 + k // 6, s=(k * 10) % 60, i=2200 + 10 * k) for k in range(8)]
+    lines += ["/venv/lib/python3.10/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:1110: "
+              "UserWarning: ``FullyShardedDataParallel.full_optim_state_dict``is being deprecated and is replaced by "
+              "``FullyShardedDataParallel.optim_state_dict``.",
+              "  warnings.warn(",
+              "[E ProcessGroupNCCL.cpp:475] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum="
+              "402211, OpType=_ALLGATHER_BASE, NumelIn=41943040, NumelOut=335544320, Timeout(ms)=1800000) ran for "
+              "1800312 milliseconds before timing out."]
+    report = run(tmp_path, lines)
+    assert report.steps["count"] == 8 and report.steps["mean_s"] == 0.9512, report.steps
+    assert report.status.timeline[0].name == "training loop" and report.status.timeline[0].start == report.started
+    assert (report.status.state, report.status.current) == ("failed", "checkpoint save"), report_text(report)
+    # the next epoch's lines count on from the last: 2400 steps an epoch
+    assert run(tmp_path, [lines[0].replace("[1]  [2200", "[2]  [10")]).steps["last"] == 2 * 2400 + 10
+
+
 def test_a_verl_run_that_printed_its_config_or_its_command_is_in_config(tmp_path: Path) -> None:
     """verl's TaskRunner pretty-prints its config first; a launch script's `set -x` echoes the trainer's command. A
     run silent after either is starting up: before, 'phase unknown' (and from the command's words, 'dataset')."""

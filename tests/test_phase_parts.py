@@ -54,6 +54,34 @@ def test_a_step_that_timed_its_generation_has_a_rollout(tmp_path: Path) -> None:
     assert run(tmp_path, sft).status.current == "actor update"
 
 
+def test_a_barrier_sized_collective_after_steps_is_no_update(tmp_path: Path) -> None:
+    """Audit 17: HF Trainer on two nodes, a metric record, the bar at 400/1600, then the watchdog on a one-element
+    ALLREDUCE (a barrier's size: a save's, an evaluation's, or a scalar metric's): 'FAILED in model update'. A
+    collective that small says no update; the step underway is the loop's. A gradient-sized one still is."""
+    watchdog = ("[E ProcessGroupNCCL.cpp:475] [Rank 9] Watchdog caught collective operation timeout: WorkNCCL("
+                "SeqNum=14001, OpType=ALLREDUCE, NumelIn={n}, NumelOut={n}, Timeout(ms)=1800000) ran for 1800377 "
+                "milliseconds before timing out.")
+    lines = ["{'loss': 1.2041, 'grad_norm': 0.41, 'learning_rate': 3.1e-05, 'epoch': 0.5}",
+             " 25%|██▌       | 400/1600 [5:10:12<15:30:36, 46.53s/it]"]
+    status = run(tmp_path, [*lines, watchdog.format(n=1)]).status
+    assert (status.state, status.current, status.within) == ("failed", "training loop", None), status
+    assert run(tmp_path, [*lines, watchdog.format(n=26214400)]).status.current == "model update"  # (its plain name)
+
+
+def test_a_vllm_engine_choosing_its_executor_and_placement_group_is_its_start_up(tmp_path: Path) -> None:
+    """Audit 17: an evaluation (lighteval) whose data-parallel vLLM engines hang making their Ray placement group: its
+    bar's description named the phase, 'ended in Splits'; vLLM's own start-up lines say where it was."""
+    lines = ["Splits:   0%|          | 0/2 [00:00<?, ?it/s]",
+             "2026-05-06 08:02:11,004\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(run_inference_one_model pid=5120) INFO 05-06 08:02:30 [config.py:1713] Defaulting to use ray for "
+             "distributed inference",
+             "(run_inference_one_model pid=5121) INFO 05-06 08:02:30 [ray_utils.py:288] No current placement group "
+             "found. Creating a new placement group."]
+    status = run(tmp_path, lines).status
+    assert (status.current, status.state) == ("engine init", "running"), status
+    assert status.recognised_last.endswith("Creating a new placement group."), status.recognised_last
+
+
 OPENRLHF_BROADCAST = [
     "Train epoch [1/1]:  99%|█████████▉| 95/96 [17:02<00:10, 10.71s/it, pg=0.011, rm=-0.25, kl=0, act_lr=3e-7]",
     "Train epoch [1/1]: 100%|██████████| 96/96 [17:12<00:00, 10.73s/it, pg=0.009, rm=-0.25, kl=0, act_lr=3e-7]",

@@ -317,6 +317,66 @@ def test_a_start_up_setting_is_no_stated_wait(tmp_path: Path) -> None:
                        "self.soft=False)") == 300
 
 
+def test_a_child_commands_timeout_is_no_wait_of_the_job(tmp_path: Path) -> None:
+    """Audit 17: a reward sandbox's `Command '[…]' timed out after 12 seconds` (subprocess.TimeoutExpired) read as
+    "the log itself states a wait of 12s there with no progress: it hung at least that long", on engines that were
+    generating (vLLM preempting sequences, a verl fork's `generate_sequence`: BS=N)."""
+    from gkdtop.replay import report_json, stated_wait
+
+    sandbox = ("(WorkerDict pid=4410, ip=10.2.0.7) Command '['bash', '-c', 'ulimit -v 4000000;"
+               " python3 /tmp/tmpab12cd']' "
+               "timed out after 9 seconds")
+    assert stated_wait(sandbox) is None
+    assert stated_wait("torch.distributed.DistStoreError: wait timed out after 300000ms") == 300
+    path = write(tmp_path, [
+        "(WorkerDict pid=4410, ip=10.2.0.7) Rank 3, TP rank 1 initialized vLLM rollout",
+        "(WorkerDict pid=4410, ip=10.2.0.7) Rank 3, TP rank 1 `generate_sequence`: BS=16",
+        "(WorkerDict pid=4412, ip=10.2.0.9) WARNING 03-04 08:10:02 scheduler.py:1560] Sequence group 9 is preempted by "
+        "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption=1",
+        sandbox])
+    doc = report_json(replay([path], load_config(None)))
+    assert doc["stopped_in"] == "generation" and doc["state"] == "running", (doc["stopped_in"], doc["state"])
+    assert doc["open_end"]["waited_s"] is None, doc["open_end"]
+
+
+def test_a_trainers_engines_silent_for_minutes_in_generation_are_no_stall(tmp_path: Path) -> None:
+    """Audit 17: 32K-token rollouts print nothing for minutes but vLLM's preemption warnings; with the phase unknown
+    the watcher's 120 s said "STALLED for 2m01s" at a 3-minute gap. A trainer's generation with no step yet has the
+    first step's allowance."""
+    from gkdtop.alerts.paced import paced_events
+
+    warn = ("(WorkerDict pid=4412, ip=10.2.0.9) WARNING 03-04 {} scheduler.py:1560] Sequence group {} is preempted by "
+            "PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.")
+    path = write(tmp_path, ["(WorkerDict pid=4410, ip=10.2.0.7) Rank 3, TP rank 1 `generate_sequence`: BS=16",
+                            warn.format("08:10:02", 9), warn.format("08:11:40", 9), warn.format("08:15:12", 31),
+                            warn.format("08:17:30", 77)])
+    assert [e.kind for e in paced_events(path, load_config(None))] == []
+
+
+def test_torchruns_agent_waiting_in_its_rendezvous_is_waiting_for_nodes_not_nccl(tmp_path: Path) -> None:
+    """Audit 17: torchrun's agent (old logger, `[INFO] <stamp> …`) hosting the rendezvous and waiting for min_nodes=2
+    read "no timestamps: duration unknown", "ended, likely in nccl init" with NCCL's advice (NCCL_DEBUG,
+    NCCL_P2P_DISABLE): NCCL had not started. Its rendezvous is the wait for resources."""
+    from gkdtop.replay import report_json, report_text
+
+    path = write(tmp_path, [
+        "[INFO] 2026-04-02 16:20:11,500 run: Running torch.distributed.run with args: ['run.py', 'finetune.py']",
+        "[INFO] 2026-04-02 16:20:11,530 api: Starting elastic_operator with launch configs:",
+        "  min_nodes        : 3",
+        "  nproc_per_node   : 8",
+        "[INFO] 2026-04-02 16:20:11,601 api: [default] Rendezvous'ing worker group",
+        "[INFO] 2026-04-02 16:20:11,604 dynamic_rendezvous: The node 'node-a_77_0' attempts to join the next round of "
+        "the rendezvous 'ft-run-4'.",
+        "[INFO] 2026-04-02 16:31:40,118 dynamic_rendezvous: The node 'node-a_77_0' attempts to join the next round of "
+        "the rendezvous 'ft-run-4'."])
+    report = replay([path], load_config(None))
+    text, doc = report_text(report), report_json(report)
+    assert report.started is not None and "no timestamps" not in text.splitlines()[0], text
+    assert doc["stopped_in"] == "resource pool" and doc["phase_from"] == "rules", (doc["stopped_in"], text)
+    assert "NCCL" not in text and "ray status" not in text, text
+    assert "--rdzv-endpoint" in text, text
+
+
 def test_no_timestamps_means_no_duration(tmp_path: Path) -> None:
     path = write(tmp_path, ["Initializing Actor Worker...", "Actor Worker initialized"])
     report = replay([path], load_config(None))

@@ -79,6 +79,9 @@ FORMS = [
     ("  time      : 2026-03-20_03:43:05", local(2026, 3, 20, 3, 43, 5)),
     ("[2026-03-20 03:43:05,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -6) "
      "local_rank: 0 (pid: 1234) of binary: /usr/bin/python", local(2026, 3, 20, 3, 43, 5, micro=123000)),
+    # torchelastic's old logger: the level alone in brackets, then the stamp (audit 17: "no timestamps").
+    ("[INFO] 2026-03-20 07:41:03,214 api: [default] Rendezvous'ing worker group",
+     local(2026, 3, 20, 7, 41, 3, micro=214000)),
     # torchtitan (behind torch's rank prefix), NeMo, loguru.
     ("[rank0]:[titan] 2026-03-20 19:44:53,858 - root - INFO - Starting job: Llama 3 8B training",
      local(2026, 3, 20, 19, 44, 53, micro=858000)),
@@ -125,6 +128,7 @@ def test_each_form_is_read_to_its_second(line: str, epoch: float) -> None:
     "0.9.1.dev0 03/18/2026 09:12:53 - INFO - a version first",
     "[INFO|10.0.0.7:29500] connecting to the master",
     "[INFO|trainer.py:1786] >> a level and no stamp",
+    "[INFO] 2026-03-20 the date alone after a level",
     "/ckpt/2026-03-20_03:43:05/model.safetensors saved",
     "2026-03-20_03-43-05/checkpoint-100 saved",
     "  time      : 0.51s per step",

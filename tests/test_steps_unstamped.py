@@ -87,6 +87,36 @@ def test_the_loops_bar_is_the_outermost_not_an_inner_per_update_bar(tmp_path: Pa
     assert "the loop's bar is at 0/24" in run(tmp_path, lines, "replay")
 
 
+def test_a_bar_drawn_before_its_description_was_set_is_the_same_bar(tmp_path: Path) -> None:
+    """torchtune draws its bar once bare (`0/120`), then sets its description every step (`1|120|Loss: 0.61:`): the
+    same bar, not an inner one under a loop stuck at 0/120 (audit 17: "the loop's bar is at 0/161" at 161/161)."""
+    lines = [
+        "  0%|          | 0/120 [00:00<?, ?it/s]",
+        "1|119|Loss: 0.6133: 99%|█████████▉| 119/120 [48:10<00:24, 24.30s/it]",
+        "1|120|Loss: 0.6120: 100%|██████████| 120/120 [48:34<00:00, 24.29s/it]",
+        "Saving checkpoint. This may take some time. Retrieving full model state dict...",
+    ]
+    doc = json.loads(run(tmp_path, lines, "replay", "--json"))
+    assert (doc["steps"]["bar"]["n"], doc["steps"]["bar"]["total"]) == (120, 120), doc["steps"]
+    assert doc["ran_for_s"] == pytest.approx(48 * 60 + 34), doc["ran_for_s"]
+    assert "the loop's bar is at 120/120" in run(tmp_path, lines, "replay")
+
+
+def test_the_loops_last_redraw_after_the_bar_that_ended_the_run_counts(tmp_path: Path) -> None:
+    """OpenRLHF's trainers print the step bar's last redraw (`180/180`) after the epoch bar's `100%|`, which ends the
+    run: the loop's bar is at 180/180, not 179/180 (audit 17). A final evaluation's bar after it is not the loop's."""
+    lines = [
+        "Train step of epoch 0:  99%|█████████▉| 179/180 [61:04<00:20, 20.47s/it, gpt_loss=0.702, lr=3e-7]",
+        "Train epoch: 100%|██████████| 1/1 [61:25<00:00, 3685.10s/it]",
+        "Train step of epoch 0: 100%|██████████| 180/180 [61:25<00:00, 20.47s/it, gpt_loss=0.699, lr=3e-7]",
+    ]
+    doc = json.loads(run(tmp_path, lines, "replay", "--json"))
+    assert (doc["steps"]["bar"]["n"], doc["steps"]["bar"]["total"]) == (180, 180), doc["steps"]
+    evaluation = "Evaluation: 100%|██████████| 40/40 [00:31<00:00,  1.29it/s]"
+    doc = json.loads(run(tmp_path, [*lines, evaluation], "replay", "--json"))
+    assert (doc["steps"]["bar"]["n"], doc["steps"]["bar"]["total"]) == (180, 180), doc["steps"]
+
+
 def test_of_bar_redraws_glued_on_one_line_the_last_is_the_bars_state(tmp_path: Path) -> None:
     """Redraws a pipe glued without a newline (an error printed after them): the bar is at the last one."""
     lines = [

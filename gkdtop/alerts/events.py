@@ -43,10 +43,20 @@ class AlertEvent:
     lines: list[str] = field(default_factory=list)
     dump: str = ""  # where the stall-time stack dump went
     steps: int = 0
+    guess: bool = False  # the phase was read from a line's words, as replay's `FAILED, likely in …` says
+
+    @property
+    def where(self) -> str:
+        """` in PHASE` as replay says it: `, likely in PHASE` for a guess, ` after PHASE` for the unnamed one."""
+        if not self.phase:
+            return ""
+        if self.phase.startswith("after "):
+            return f" {self.phase}"
+        return f"{', likely' if self.guess else ''} in {self.phase}"
 
     @property
     def title(self) -> str:
-        where = (f" {self.phase}" if self.phase.startswith("after ") else f" in {self.phase}") if self.phase else ""
+        where = self.where
         if self.kind == "stalled":
             return f"gkdtop: {self.job} STALLED{where} for {human_duration(self.seconds or 0)}"
         if self.kind == "failed":
@@ -65,7 +75,7 @@ class AlertEvent:
         head = f"{self.job} on {self.host}"
         if self.framework:
             head += f" ({self.framework})"
-        head += f": {self.state}" + (f" in {self.phase}" if self.phase else "")
+        head += f": {self.state}" + self.where
         if self.kind == "stalled" and self.seconds is not None:
             head += f", no progress for {human_duration(self.seconds)}"
         if self.steps:
@@ -86,7 +96,7 @@ class AlertEvent:
         return {"event": self.kind, "time": self.time, "job": self.job, "host": self.host,
                 "framework": self.framework, "phase": self.phase, "state": self.state, "seconds": self.seconds,
                 "steps": self.steps, "culprit": self.culprit, "hint": self.hint, "dump": self.dump,
-                "lines": self.lines, "title": self.title}
+                "lines": self.lines, "title": self.title, "guess": self.guess}
 
 
 def job_name(store: Store, named: str = "") -> str:
@@ -221,10 +231,12 @@ class AlertWatcher:
         if not culprit and kind in ("stalled", "failed"):
             culprit = status.failure if kind == "failed" and status.failure else _culprit(store, status, now)
         clean = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
+        # The phase replay's verdict names: the part of the step where the rules or the words place it (audit 17: an
+        # alert said `FAILED in training loop` where replay said `FAILED, likely in checkpoint save`).
         return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
-                          status.within or status.current or "", status.state, seconds,
+                          status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
-                          clean, dump, status.steps_done)
+                          clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current))
 
 
 def _culprit(store: Store, status: PhaseStatus, now: float) -> str:

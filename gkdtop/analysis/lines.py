@@ -250,8 +250,10 @@ GLUE_REACH = 512
 # log was pasted from; the level (and file:line) of HF transformers' explicit format,
 # `[INFO|trainer.py:1786] 2023-06-16 09:02:51,770 >> msg`, and of LLaMA-Factory's,
 # `[INFO|2024-06-03 11:40:12] llamafactory.data.loader:143 >> msg` (the stamp inside the bracket);
-# torchtitan's `[titan] 2025-06-20 19:13:25,465 - root - INFO -`; NeMo's `[NeMo I 2025-04-23 02:51:43 mixins:69]`.
+# torchtitan's `[titan] 2025-06-20 19:13:25,465 - root - INFO -`; NeMo's `[NeMo I 2025-04-23 02:51:43 mixins:69]`;
+# the level alone before a dated stamp, torchelastic's old logger `[INFO] 2021-02-19 07:41:03,214 api: …`.
 _BRACKET_RE = re.compile(r"\[(?:\d{1,9}\] (?=\S)|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\|(?:[\w.-]{1,128}:\d{1,6}\] )?"
+                         r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\] (?=\d{4}-\d\d-\d\d[ T]\d\d:)"
                          r"|titan\] |NeMo [DIWEC] )")
 # Python logging formatted `%(levelname)s:%(asctime)s:%(message)s` (`WARNING:2025-10-03 09:17:09,551:msg`).
 _LEVEL_COLON_RE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?=\d{4}-\d\d-\d\d[ T]\d\d:)")

@@ -76,6 +76,8 @@ RECORD_STEP_PATTERN = (
     r"|(?:\[Rank \d{1,6}\]|\brank:\d{1,6}) step=(\d{1,18}), skipped=\d"
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
     "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
+    # the MetricLogger of DeiT, MAE and LLaMA2-Accessory: `Epoch: [0]  [4880/5328]  lr: … loss: … time: 1.2789  data: …`
+    + r"|\bEpoch: \[(\d{1,9})\]\s{1,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -92,6 +94,7 @@ PART_TIME_RE = re.compile(r"\|\s{0,4}([A-Za-z_][\w.()]{0,40}?)[:=]?\s{1,4}(\d{1,
 # (`| elapsed: 600.0s |`), no part of the step at all.
 WHOLE_STEP_NAMES = frozenset({"time", "step", "step_time", "iter_time"})
 RUNNING_NAMES = frozenset({"elapsed", "total", "total_time", "duration", "eta", "remaining", "left", "wall", "uptime"})
+METRIC_LOGGER_TIME_RE = re.compile(r"\s\stime: (\d{1,9}(?:\.\d{1,9})?)\b")  # (its `(avg)` after: the median's first)
 MEGATRON_STEP_MS_RE = re.compile(r"elapsed time per iteration \(ms\): (\d{1,12}(?:\.\d{1,9})?)")
 # A value ends where the number does: `61.22GiB(77.31%)` and `6,231` (torchtitan's) give no value, not 61 and 6.
 METRIC_RE = re.compile(r"([\w./@-]+)['\"]?:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)(?![\w.]|,\d)")
@@ -179,6 +182,10 @@ STEP_COLLECTIVE_PATTERN = (
 # The same, seen before any step line: only a gradient-sized all-reduce (a million elements or more)
 # says a step was underway; start-up's collectives are barriers and broadcasts.
 GRADIENT_ALLREDUCE_RE = re.compile(r"OpType=ALLREDUCE, NumelIn=\d{7,}")
+# A collective of under a thousand elements is no update's either: a barrier (NCCL's is a one-element all-reduce: a
+# save's, an evaluation's), a scalar metric or a norm, gather_object's sizes (audit 17: a save's barrier read as the
+# update). After steps, the step underway stays the loop.
+SCALAR_COLLECTIVE_RE = re.compile(r"\bNumelIn=\d{1,3}\b")
 # The same, a hundred or more collectives into its group: start-up's barriers and broadcasts are a few dozen, so a
 # watchdog line that deep with only the communicator's making known (NCCL INFO lines) is the training loop.
 DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
@@ -400,6 +407,10 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
             if (low := name.lower()) not in RUNNING_NAMES:
                 timings["step" if low in WHOLE_STEP_NAMES else name] = float(value) / (1000 if unit == "ms" else 1)
         return int(m.group(10)), m.end(10), timings
+    if m.group(11) is not None:  # MetricLogger's: the iteration within its epoch, its seconds after `time:`
+        if (own := METRIC_LOGGER_TIME_RE.search(text, m.end())) is not None:
+            timings["step"] = float(own.group(1))
+        return int(m.group(11)) * int(m.group(13)) + int(m.group(12)), m.end(), timings  # counted across epochs
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
@@ -954,24 +965,33 @@ class PhaseEngine:
             # (Nor a bar that starts a phase outside the loop: a train function's `Loading checkpoint shards` after Ray
             # Train's loop began is the model's load, not the loop's bar.)
             outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
-            if ((stepping and not outside) or (first is not None and first.inner)) and not ended and (
+            if ((stepping and not outside) or (first is not None and first.inner)) and (
                     count := BAR_COUNT_RE.search(text)) is not None:
-                self._loop_bar_at(line, count)
+                self._loop_bar_at(line, count, last_redraw=ended)
         return True
 
-    def _loop_bar_at(self, line: LogLine, count: re.Match[str]) -> None:
+    def _loop_bar_at(self, line: LogLine, count: re.Match[str], last_redraw: bool = False) -> None:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
         OpenRLHF's `Episode [1/1]` over each step's `make_experience` and `Train epoch` bars). Bars are told
-        apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar)."""
+        apart by their text before the percentage, digits aside (`Epoch 1/2` and `Epoch 2/2` are one bar).
+        `last_redraw`: the run has finished; only the loop's own bar (its text and total), moving on, still counts
+        (OpenRLHF prints its step bar's `250/250` after the epoch bar's 100% ended the run, audit 17), not a final
+        evaluation's."""
         text = line.text
         begin = 0
         while (later := BAR_COUNT_RE.search(text, count.end())) is not None:  # redraws glued on one line:
             begin, count = text.find("]", count.end()) + 1, later  # the last one is the bar's state
         pct = BAR_PCT_RE.search(text, begin, count.start())
         key = BAR_KEY_DIGITS_RE.sub("#", text[begin: pct.start() if pct else begin]).strip()
-        if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1]:
-            return  # an inner bar while the loop's is open
-        self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), int(count.group(2))), line
+        total = int(count.group(2))
+        if last_redraw and (key != self._loop_bar or self.bar_count is None or self.bar_count[1] != total
+                            or int(count.group(1)) < self.bar_count[0]):
+            return
+        if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1] \
+                and (self._loop_bar or self.bar_count != (0, total)):
+            return  # an inner bar while the loop's is open (not the loop's own first draw, before its description
+            # was set: torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17)
+        self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), total), line
         rate = BAR_RATE_RE.search(text, count.end()) if has_rate(text) else None
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
             float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1)))
@@ -1148,7 +1168,8 @@ class PhaseEngine:
         if self.rollout_seen or loop is None or update is None:
             return
         open_loop = self.current is loop and bool(self.timeline) and self.timeline[-1].end is None
-        if open_loop and self.inner is None and (self.stats.count or GRADIENT_ALLREDUCE_RE.search(text)):
+        if open_loop and self.inner is None and (
+                (self.stats.count and not SCALAR_COLLECTIVE_RE.search(text)) or GRADIENT_ALLREDUCE_RE.search(text)):
             self._start(update, t)
         elif self.current is None and GRADIENT_ALLREDUCE_RE.search(text):
             self._start(loop, t)
@@ -1464,7 +1485,10 @@ class PhaseEngine:
         failing = expected  # a failure's advice is the rules' phase's: it speaks of the failure, not of the words
         # How long a silence may last is the rules' phase's too: a guess from words never makes a stall come sooner.
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
-        stepping = within is not None or (rule is not None and rule.inner and (span is None or span.end is None))
+        stepping = within is not None or (rule is not None and (span is None or span.end is None) and (
+            rule.inner or (rule.name == GENERATION and SERVING not in self._ran)))
+        # (a trainer's engines generating with the loop's own line unseen: 32K-token answers print nothing for
+        # minutes, so the step's allowance, not 120 s (audit 17); a server's engine prints its stats every few seconds)
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
@@ -1677,7 +1701,8 @@ class PhaseEngine:
             named = self.by_name.get(found.phase) if found is not None else None
             if found is None or named is None:
                 continue
-            if not found.frame and not found.via and found.back and self._named_after(found, tail):
+            if not found.frame and not found.via and (
+                    (found.back and self._named_after(found, tail)) or self._repeats_start(found)):
                 continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
                 # size after a line with a checkpoint's words)
             if found.via == DEAD_ACTOR and part is not None:
@@ -1720,6 +1745,13 @@ class PhaseEngine:
         rules = [r for r in (self.current, self.inner) if r is not None]
         return at is not None and any(r.start.search(line) for line in tail[at + 1:] if "%|" not in line
                                       for r in rules)
+
+    def _repeats_start(self, found: Worded) -> bool:
+        """Whether the line the words were read from is itself a start of the rules' phase, repeated (a second
+        node's `attempts to join the next round of the rendezvous`): a rule knows it, so its words add nothing
+        (audit 17: its `rendezvous` read as nccl init). Not a bar: an undescribed one may count an evaluation."""
+        return "%|" not in found.line and any(r.start.search(found.line) for r in (self.current, self.inner)
+                                              if r is not None)
 
     def _evidence(self, state: str, span: PhaseSpan | None) -> list[Evidence]:
         """The lines the verdict stands on: what failed it, what started its phase, its last progress."""
