@@ -332,8 +332,11 @@ def score(case: Case, mode: str, v: Verdict) -> Score:
     fixes = exp.get("fix") or []
     s.ok["fix"] = any(f.lower() in v.advice_text.lower() for f in fixes) if fixes else None
     wrong = exp.get("wrong_claims") or []
-    claims = _HEDGE_RE.sub("", v.claims_text).lower()  # (its hedges claim nothing)
-    s.wrong_hits = [w for w in wrong if w.lower() in claims]
+    said = _HEDGE_RE.sub("", v.claims_text)  # (its hedges claim nothing)
+    claims = said.lower()
+    # A claim in capitals is a verdict's word (`STALLED`, `FAILED`): matched as written, so a cause that says "a GPU
+    # stalled under it" is not the verdict STALLED.
+    s.wrong_hits = [w for w in wrong if (w in said if w.isupper() else w.lower() in claims)]
     s.ok["claims"] = not s.wrong_hits if wrong else None
     s.ok["framework"] = v.framework == exp["framework"]
     s.got_framework = v.framework
