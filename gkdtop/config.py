@@ -63,6 +63,7 @@ FAIL_PATTERN = (
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
     r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Scheduler watchdog timeout"
     r"|Received sigquit from a child"
+    r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # torchrun's agent stopped (Ctrl+C, a scheduler)
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|Heartbeat monitor timed out! Process will be terminated"

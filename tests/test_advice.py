@@ -415,6 +415,13 @@ def test_a_run_stopped_by_hand_is_a_hang_it_ended_not_an_error(tmp_path: Path) -
              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
              "torch.distributed.elastic.multiprocessing.api.SignalException: Process 41127 got signal: 15"]
     assert run(tmp_path, [LOOP, *agent]).status.interrupted
+    # ... or its own warning as it starts to stop its workers (Ctrl+C at an axolotl run stuck in its trainer's start)
+    closing = ["^C[2026-05-06 14:41:57,302] torch.distributed.elastic.agent.server.api: [WARNING] Received "
+               "Signals.SIGINT death signal, shutting down workers",
+               "[2026-05-06 14:41:57,303] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+               "3382410 closing signal SIGINT"]
+    stopped = run(tmp_path, [LOOP, *closing]).status
+    assert stopped.state == "failed" and stopped.interrupted
     # An error of the run's own is no interrupt.
     own = "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert not run(tmp_path, [LOOP, own]).status.interrupted

@@ -421,6 +421,23 @@ def test_open_clips_stamps_and_epochs_are_read(tmp_path: Path) -> None:
     assert report.status.state == "failed" and report.status.current == "validation"
 
 
+def test_axolotl_behind_skypilot_starts_its_trainer_and_steps(tmp_path: Path) -> None:
+    """HELDOUT14's misses, read after its score: axolotl's `Starting trainer...` is the loop (a run stuck there with
+    FSDP was 'ended in model load'); SkyPilot's `(task, pid=N)` before every line hid its `{'loss': …}` records and
+    bars from the rules (a watchdog at step 4 was 'FAILED in model load')."""
+    pre = "(hi-moe-lora, pid=21873) "
+    lines = [pre + "[2026-04-17 06:12:44,902] [INFO] [axolotl.load_model:734] [PID:211] [RANK:0] GPU memory usage "
+             "after model load: 8.912GB (+0.381GB cache, +1.207GB misc)",
+             pre + "[2026-04-17 06:12:47,601] [INFO] [axolotl.train.train:141] [PID:211] [RANK:0] Starting trainer...",
+             pre + "  0%|          | 1/1920 [09:31<304:48:11, 571.79s/it]",
+             pre + "{'loss': 2.0413, 'grad_norm': 0.7311, 'learning_rate': 2e-06, 'epoch': 0.0}",
+             pre + "  0%|          | 2/1920 [19:03<304:36:50, 571.81s/it]",
+             pre + "{'loss': 1.9877, 'grad_norm': 0.6928, 'learning_rate': 4e-06, 'epoch': 0.0}"]
+    status = run(tmp_path, lines).status
+    assert [s.name for s in status.timeline][-1] == "training loop" and status.steps_done == 2
+    assert run(tmp_path, lines[:2]).status.current == "training loop"
+
+
 def test_loops_known_by_their_own_record_shapes(tmp_path: Path) -> None:
     """Training-set misses of session 22, read by their shape: Composer's `[batch=22/3200]:` record header; trlx's bar
     whose description is the loop's losses (its signs flip: `-0.11`, `0.09`, one bar all along); before, 'phase

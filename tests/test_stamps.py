@@ -140,6 +140,21 @@ def test_what_is_no_stamp(line: str) -> None:
     assert parse_line(line, "train.log", REF).ts is None
 
 
+def test_skypilot_s_task_prefixes_are_split_off_like_ray_s() -> None:
+    """SkyPilot names a task's lines `(task, pid=N)`, on several nodes `(task, worker1, rank=1, pid=N, ip=…)`: the
+    message after it is what rules read (block 14: axolotl's `{'loss': …}` and bars behind it started no loop)."""
+    record = "{'loss': 2.0413, 'grad_norm': 0.7311, 'epoch': 0.0}"
+    one = parse_line(f"(hi-moe-lora, pid=21873) {record}", "train.log", REF)
+    assert (one.worker, one.pid, one.text) == ("hi-moe-lora", 21873, record)
+    many = parse_line("(sft, worker1, rank=1, pid=22755, ip=172.31.81.91) [2026-04-17 06:12:44,902] [INFO] x",
+                      "train.log", REF)
+    assert (many.worker, many.pid, many.ip) == ("sft", 22755, "172.31.81.91")
+    assert many.ts == pytest.approx(local(2026, 4, 17, 6, 12, 44) + 0.902, abs=1e-3)
+    head = parse_line("(sft, head, rank=0, pid=23862)   0%|          | 1/1920 [09:31<304:48:11, 571.79s/it]",
+                      "train.log", REF)
+    assert (head.worker, head.pid, head.text[:4]) == ("sft", 23862, "  0%")
+
+
 def test_a_ray_prefix_a_process_prefix_and_a_rank_before_the_stamp() -> None:
     line = parse_line("(WorkerDict pid=4242, ip=10.0.0.3) [rank1]:[W326 22:36:28.884042812 socket.cpp:489] x",
                       "train.log", REF)

@@ -129,7 +129,9 @@ def utf8_cut(buf: bytes, limit: int) -> int:
 
 # `(WorkerDict pid=1234, ip=10.0.0.1)`, `(TaskRunner pid=133947)`, `(pid=42)`: checked once per
 # distinct prefix, then found in _prefix_cache.
-_RAY_RE = re.compile(r"\((?:([^\s()=,]+) )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
+# SkyPilot runs a task's script in Ray and names it so: `(task, pid=21873)`, on several nodes `(task, worker1, rank=1,
+# pid=22755, ip=172.31.81.91)` (the task's name, then the node's; the worker here is the task).
+_RAY_RE = re.compile(r"\((?:([^\s()=,]+)(?:, [^\s()=,]+)?,? )?(?:rank=\d{1,6}, )?pid=(\d+)(?:, ip=([^\s(),]+))?[^)]*\)")
 # Ray's own daemons, re-printed by the log monitor the same way: `(raylet) `, `(raylet, ip=10.0.0.2) `,
 # `(gcs_server) `, `(autoscaler +2m5s) ` (minutes since the autoscaler started; the same events also come
 # as `(scheduler +16s) `). No pid: 0.

@@ -246,6 +246,7 @@ INTERRUPT_RE = re.compile(
     r"^(?:\^C)?(?:\[rank\d{1,6}\]: ?)?KeyboardInterrupt\b|\*\*\* SIG(?:INT|TERM) received at time="
     r"|\bSignal (?:2|15) \(SIG(?:INT|TERM)\) received\b|\b[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b"
     r"|\bSignalException: Process \d+ got signal: (?:2|15)\b"  # torchrun's agent, stopped by a scheduler
+    r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # the same agent, as it begins to shut its workers down
 )
 INTERRUPT_HINT = Hint(
     causes=["Stopped from outside (Ctrl+C, SIGINT or SIGTERM: a person, a scheduler's time limit, a supervisor), not "
