@@ -438,6 +438,18 @@ def test_axolotl_behind_skypilot_starts_its_trainer_and_steps(tmp_path: Path) ->
     assert run(tmp_path, lines[:2]).status.current == "training loop"
 
 
+def test_a_bar_behind_a_wrapper_s_stamp_and_tag_names_its_phase(tmp_path: Path) -> None:
+    """HELDOUT14's misses: a GUI's `[08:21:19] [STDERR] steps:  95%|…` (musubi-tuner's bar behind the wrapper's stamp
+    and stream tag) named no phase at all ('ended (phase unknown)'); a bar over the run's `steps` is its loop."""
+    lines = ["[07:41:02] [STDOUT] running training / total optimization steps: 96",
+             "[07:41:29] [STDERR] steps:   1%|          | 1/96 [00:26<41:10, 26.01s/it, avr_loss=0.112]",
+             "[07:41:55] [STDERR] steps:   2%|▏         | 2/96 [00:52<40:44, 26.00s/it, avr_loss=0.108]"]
+    report = run(tmp_path, lines)
+    assert report.status.current == "training loop" and "the loop's bar is at 2/96" in report_text(report)
+    tagged = ["[2026-04-17 06:12:44,902] [INFO] Rollout generation:  62%|██████    | 40/64 [01:02<00:37, 1.55s/it]"]
+    assert run(tmp_path, tagged).status.current is not None
+
+
 def test_loops_known_by_their_own_record_shapes(tmp_path: Path) -> None:
     """Training-set misses of session 22, read by their shape: Composer's `[batch=22/3200]:` record header; trlx's bar
     whose description is the loop's losses (its signs flip: `-0.11`, `0.09`, one bar all along); before, 'phase

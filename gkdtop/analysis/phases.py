@@ -135,6 +135,9 @@ PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
 # A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
+# ... or after the stamp and tags a wrapper put before it, each closed by `] ` (a GUI's `[08:21:19] [STDERR] steps:
+# 95%|`, a logger's `INFO 10-10 17:06:36 [x.py:1] Processed prompts: 10%|`)
+TAGGED_BAR_DESC_RE = re.compile(r"\] ([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
 BAR_RE = re.compile(BAR_PATTERN)
 
@@ -902,7 +905,8 @@ class PhaseEngine:
     def _bar_phase(self, text: str, t: float) -> None:
         """With no phase known, a progress bar's own description names where the job is (`Rollout generation:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
-        m = BAR_DESC_RE.match(RANK_PREFIX_RE.sub("", text, count=1))
+        text = RANK_PREFIX_RE.sub("", text, count=1)
+        m = BAR_DESC_RE.match(text) or TAGGED_BAR_DESC_RE.search(text, 0, 200)
         if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()):
             return
         # A loop's bar (OpenRLHF's `Train epoch`, `Epoch`) is the training loop, whose rule knows the step's parts;

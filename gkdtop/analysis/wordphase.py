@@ -84,7 +84,8 @@ WORDS: tuple[tuple[str, str], ...] = (
                    r"|\b(?:gather[_ ]for|compute)[_ ]metrics\b"),
     ("training loop",
      r"\[?\b(?:epoch|step|iteration|iter)\]? ?[=:#]? ?\d+(?! ?(?:steps|epochs))\b|\btrain(?:ing)?[_ ]epoch\b"
-     r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"),
+     r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"
+     r"|^(?:train(?:ing)?[_ ])?steps$"),  # a bar over the run's steps (sd-scripts and musubi-tuner: `steps:  95%|…`)
     ("rollout init",
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
