@@ -103,8 +103,8 @@ def test_the_sieve_gives_the_same_verdicts_as_every_line(tmp_path: Path, monkeyp
 
 
 def test_a_trickle_is_not_sieved(tmp_path: Path) -> None:
-    """The newest FLOOD_TAIL lines of a poll that reaches the file's end are all kept: no line of a
-    log written at a readable pace is left out of the Logs pane."""
+    """A poll of FLOOD_TAIL lines or fewer that reaches the file's end keeps them all: no line of a log written at a
+    readable pace is left out of the Logs pane (only a flood's older lines are sieved)."""
     store = follow(tmp_path / "trickle.log", sieve=True, piece=FLOOD_TAIL)
     assert store.skipped_lines == 0 and store.total_lines == len(LINES)
 
@@ -253,5 +253,9 @@ def test_a_flood_s_megabyte_chunks_come_back_from_the_allocator_not_the_kernel()
         "    cleaned = chunk.translate(None, b'\\x1b')\n"
         "    del chunk, cleaned\n"
         "print(faults() - before)\n")
+    from gkdtop.collectors.follow import keep_freed_chunks
+
+    if not keep_freed_chunks():
+        pytest.skip("no glibc mallopt here (musl, macOS): the allocator is the platform's own")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert int(out) < 5000  # (each cycle's two chunks faulted in anew: 48,000)

@@ -335,6 +335,48 @@ def test_a_server_whose_requests_were_all_answered_is_serving_not_stalled_in_gen
     assert status.worded is not None and "200 OK" in status.worded.text
 
 
+def test_a_hung_servers_tail_stalls_at_its_own_allowance_and_v0_s_empty_engine_is_serving(tmp_path: Path) -> None:
+    """Review of session 23: a trainer's generation waits up to a step's allowance (32K-token answers print nothing
+    for minutes), but the tail of a vLLM or SGLang server's log (no start-up lines: the framework is the engine's)
+    keeps the engine's 120 s: it read 'running' five minutes after its busy engines stopped printing. vLLM V0's empty
+    engine (`Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs`) after a preemption line is serving, not a stall."""
+    sglang = [f"[2026-05-02 10:{m:02d}:00 TP0] Decode batch. #running-req: 12, #token: 9000, token usage: 0.45, gen "
+              "throughput (token/s): 800.00, #queue-req: 3" for m in range(10)]
+    vllm = [f"INFO 05-02 10:{m:02d}:00 [loggers.py:116] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg "
+            "generation throughput: 812.4 tokens/s, Running: 12 reqs, Waiting: 0 reqs, GPU KV cache usage: 30.1%"
+            for m in range(10)]
+    for lines in (sglang, vllm):
+        analysis = _read(tmp_path, lines)
+        status = analysis.status(analysis.phases.last_progress + 300)
+        assert (status.current, status.state) == ("generation", "stalled"), (lines[-1], status.state)
+    v0 = ["INFO 05-02 10:00:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with config: model='m'",
+          "INFO 05-02 10:00:20 launcher.py:19] Available routes are:",
+          "INFO:     Application startup complete.",
+          "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+          "INFO 05-02 10:01:00 metrics.py:349] Avg prompt throughput: 500.0 tokens/s, Avg generation throughput: 900.0 "
+          "tokens/s, Running: 64 reqs, Swapped: 0 reqs, Pending: 12 reqs, GPU KV cache usage: 99.0%",
+          "WARNING 05-02 10:01:05 scheduler.py:1439] Sequence group cmpl-5-0 is preempted by PreemptionMode.RECOMPUTE "
+          "mode because there is not enough KV cache space.",
+          "INFO 05-02 10:03:00 metrics.py:349] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 "
+          "tokens/s, Running: 0 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.0%"]
+    analysis = _read(tmp_path, v0)
+    status = analysis.status(analysis.phases.last_progress + 1200)
+    assert (status.current, status.state) == ("serving", "running"), (status.current, status.state)
+
+
+def _read(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    """The lines read as replay reads a file: an Analysis (its framework's own verdict, Analysis.status)."""
+    from gkdtop.analysis.engine import Analysis
+    from gkdtop.analysis.history import file_range
+    from gkdtop.config import Config, builtin_phases
+
+    log = tmp_path / "read.log"
+    log.write_text(text_of(lines))
+    analysis = Analysis(Config(phases=builtin_phases()).rules())
+    analysis.read_history([file_range(str(log))])
+    return analysis
+
+
 def _followed(log: Path):  # type: ignore[no-untyped-def]
     """The dashboard's store after it opened `log` (its history read, as snapshot --log reads it)."""
     from gkdtop.collectors.logs import LogCollector
@@ -487,6 +529,39 @@ def test_metric_loggers_epoch_lines_are_steps_and_fsdps_optimizer_gather_is_a_sa
     assert (report.status.state, report.status.current) == ("failed", "checkpoint save"), report_text(report)
     # the next epoch's lines count on from the last: 2400 steps an epoch
     assert run(tmp_path, [lines[0].replace("[1]  [2200", "[2]  [10")]).steps["last"] == 2 * 2400 + 10
+
+
+def test_records_printed_every_nth_step_stand_for_the_steps_they_span(tmp_path: Path) -> None:
+    """Review of session 23: DeiT's MetricLogger prints every 10th iteration with that iteration's time; a run's
+    length from its steps' own times counted one step a record (a 12-minute run 'went on at least 1m15s'). PyTorch's
+    ImageNet example writes the same header without a space (`Epoch: [0][  10/5005]`): no phase at all before."""
+    lines = [f"Epoch: [0]  [{i:4d}/1851]  eta: 0:12:00  lr: 0.000500  loss: 6.9 (6.9)  time: 0.4000  data: 0.0010"
+             for i in range(0, 1851, 10)]
+    report = run(tmp_path, lines)
+    said = report_text(report)
+    assert "≥12m" in said.splitlines()[0], said.splitlines()[0]
+    imagenet = [f"Epoch: [0][{i:5d}/5005]\tTime  0.250 ( 0.300)\tData  0.001 ( 0.010)\tLoss 6.9e+00 (6.9e+00)"
+                for i in range(0, 200, 10)]
+    assert run(tmp_path, imagenet).status.current == "training loop"
+
+
+def test_a_worker_group_torchrun_restarted_is_training_again_not_failed(tmp_path: Path) -> None:
+    """Review of session 23: torchrun's agent restarts its workers after one died (`--max-restarts`); the restarted
+    run's rendezvous and steps follow. Before: 'FAILED in training loop' on a run training again."""
+    agent = "[INFO] 2026-02-19 07:{m}:{s},{ms:03d} api: [default] {what}"
+    start = [agent.format(m=41, s="03", ms=220, what="Rendezvous'ing worker group"),
+             agent.format(m=41, s="03", ms=230, what="Rendezvous complete for workers. Result:"),
+             agent.format(m=41, s="03", ms=231, what="Starting worker group")]
+    steps = ["epoch 0 step 0 loss 2.31", "epoch 0 step 10 loss 2.11"]
+    died = ["[ERROR] 2026-02-19 07:45:10,100 api: failed (exitcode: -9) local_rank: 1 (pid: 4321) of binary: "
+            "/usr/bin/python",
+            agent.format(m=45, s=10, ms=101, what="Worker group FAILED. 3/3 attempts left; will restart worker group"),
+            agent.format(m=45, s=10, ms=102, what="Stopping worker group")]
+    again = [line.replace("07:41:03", "07:45:12") for line in start]
+    status = run(tmp_path, [*start, *steps, *died, *again, *steps]).status
+    assert (status.current, status.state) == ("training loop", "running"), (status.current, status.state)
+    assert [s.status for s in status.timeline if s.name == "training loop"] == ["failed", "running"]
+    assert run(tmp_path, [*start, *steps, *died]).status.state == "failed"  # no restart line: it failed
 
 
 def test_a_verl_run_that_printed_its_config_or_its_command_is_in_config(tmp_path: Path) -> None:

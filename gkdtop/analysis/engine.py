@@ -143,7 +143,7 @@ class Analysis:
         self.phases.note_skipped(t)
 
     def keep(self, data: bytes) -> tuple[list[tuple[int, int, int]], int]:
-        """Of a flood's older lines `data` (`\n`-separated raw bytes), the ones some rule may need, as (index, start,
+        """Of a flood's older lines `data` (`\\n`-separated raw bytes), the ones some rule may need, as (index, start,
         end) in order, and how many lines `data` holds: every line a pattern matches (rules, idle lines, bars,
         exceptions) and the lines after one whose finding reads fields from the next lines. The rest match nothing:
         skipping them changes no verdict."""

@@ -77,7 +77,7 @@ RECORD_STEP_PATTERN = (
     r"| - Step (\d{1,18}): ?$"  # SkyRL's console tracker (loguru): `… - Step 3: `, its metrics' dict below
     "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
     # the MetricLogger of DeiT, MAE and LLaMA2-Accessory: `Epoch: [0]  [4880/5328]  lr: … loss: … time: 1.2789  data: …`
-    + r"|\bEpoch: \[(\d{1,9})\]\s{1,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"
+    + r"|\bEpoch: \[(\d{1,9})\]\s{0,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"  # (PyTorch's ImageNet example: `][`)
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -211,7 +211,8 @@ LOOP = "training loop"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
-EMPTY_ENGINE_RE = re.compile(r"Running: 0 reqs, Waiting: 0 reqs|#running-req: 0, #token: 0\b")
+EMPTY_ENGINE_RE = re.compile(
+    r"Running: 0 reqs, (?:Waiting: 0 reqs|Swapped: 0 reqs, Pending: 0 reqs)|#running-req: 0, #token: 0\b")
 ENGINE_ID_RE = re.compile(r"\bEngine (\d+):|\bDP(\d+)\b")
 # A collective that timed out is a hang the watchdog ended, not an error a step raised: the hang's
 # causes, not "fix what the error names".
@@ -498,6 +499,8 @@ class PhaseEngine:
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
+        # torchrun's agent restarting its workers after one failed (`--max-restarts`): the run goes on from its start
+        self.restart_id = register(r"\bWorker group FAILED\. \d+/\d+ attempts left; will restart worker group")
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
@@ -623,6 +626,9 @@ class PhaseEngine:
         if self.unraisable_id in ids:
             self._unraisable = (line.source, line.pid, t)
             return
+        if self.restart_id in ids and self._failed():
+            self._restarted(t)
+            return
         if self._unraisable is not None and self._ignored(line, t, ids):
             return
         raised = False  # this line is the exception a traceback ends in
@@ -743,9 +749,14 @@ class PhaseEngine:
         if line is not None and (bar := stated_elapsed(line.text, True)) is not None and bar > (ran or 0.0):
             ran, evidence = bar, Evidence.of("the run went on at least this long (the bar states it)", line)
         own = (self.stats.summary().get("timing") or {}).get("step") if self.stats.count else None
-        if own and own.get("count") and own.get("mean_s") and own["count"] * own["mean_s"] > (ran or 0.0):
-            ran = own["count"] * own["mean_s"]
-            evidence = Evidence(f"the run went on at least this long (its {own['count']} steps' own times, "
+        # Records printed every N steps (DeiT's MetricLogger: every 10th iteration, each its own time) stand for the
+        # steps their numbers span, not one each (review of session 23: a 12-minute run read ≥1m15s).
+        stats = self.stats
+        spanned = stats.last - stats.first + 1 if stats.first is not None and stats.last is not None else 0
+        if own and own.get("count") and own.get("mean_s") and max(own["count"], spanned) * own["mean_s"] > (ran or 0.0):
+            steps = max(own["count"], spanned)
+            ran = steps * own["mean_s"]
+            evidence = Evidence(f"the run went on at least this long (its {steps} steps' own times, "
                                 f"timing_s/step, add up to it); the last step's metrics", "", None,
                                 (self._last_step_text or "")[:EVIDENCE_CHARS])
         return ran, evidence
@@ -1268,6 +1279,16 @@ class PhaseEngine:
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"
 
+    def _restarted(self, t: float) -> None:
+        """The launcher restarts the workers after the failure (torchrun's `will restart worker group`): that failure
+        is the run's past, its span stays failed, and the restarted run goes through its phases again (review of
+        session 23: a run restarted and training again read 'FAILED in training loop')."""
+        span = self.timeline[-1]
+        if span.end is None:
+            span.end = t
+        self.current = self.inner = None
+        self._ran = set()
+
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
@@ -1491,9 +1512,10 @@ class PhaseEngine:
         # How long a silence may last is the rules' phase's too: a guess from words never makes a stall come sooner.
         stall_after = (expected.stall_after if expected and expected.stall_after else None) or self.stall_after
         stepping = within is not None or (rule is not None and (span is None or span.end is None) and (
-            rule.inner or (rule.name == GENERATION and SERVING not in self._ran)))
+            rule.inner or (rule.name == GENERATION and rl and SERVING not in self._ran)))
         # (a trainer's engines generating with the loop's own line unseen: 32K-token answers print nothing for
-        # minutes, so the step's allowance, not 120 s (audit 17); a server's engine prints its stats every few seconds)
+        # minutes, so the step's allowance, not 120 s (audit 17); a server's engine prints its stats every few seconds,
+        # so a vLLM or SGLang log, `rl` False, keeps 120 s (review of session 23: a hung server's tail read running))
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())

@@ -107,7 +107,7 @@ def keep_freed_chunks() -> bool:
 
     try:
         mallopt = ctypes.CDLL(None).mallopt
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # (TypeError: Windows loads no C library by None)
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h
     return bool(mallopt(m_mmap_threshold, MMAP_ABOVE)) and bool(mallopt(m_trim_threshold, KEEP_FREED))
@@ -419,9 +419,10 @@ class Follower:
         data = clean_bytes(data)
         if b"\r" in data:
             data = collapse_lines(data)
-        if self.sieve is not None and b"\xc2" in data:  # grep reads the bytes; C1 controls are only gone from the text
-            data = decode(data).encode()  # (see decode)
         cut = self._flood_cut(data) if self.sieve is not None else None
+        if cut is not None and b"\xc2" in data:  # the sieve reads bytes; C1 controls are only gone from the text
+            data = decode(data).encode()  # (see decode)
+            cut = self._flood_cut(data)
         if cut is None:
             lines = decode(data).split("\n")
             places: list[int] | None = None  # each kept line's place among the chunk's, where the sieve dropped some
