@@ -168,8 +168,9 @@ class Analysis:
                     if after >= size:
                         break
                     found = data.find(b"\n", after + 1)
-                    kept.setdefault(following, (after + 1, size if found < 0 else found))
-                    after = size if found < 0 else found
+                    line_end = size if found < 0 else found
+                    kept.setdefault(following, (after + 1, line_end))
+                    after = line_end
         count = index + data.count(b"\n", pos) + 1
         return [(i, start, end) for i, (start, end) in sorted(kept.items())], count
 

@@ -613,12 +613,7 @@ class PhaseEngine:
     def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
         """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
-        if line.worker in ("autoscaler", "scheduler"):
-            t = self._autoscaler_time(line, t)
-        elif line.ts is not None:
-            self._writer_stamp(line, t)
-        self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
-        self._line = line
+        t = self._arrived(line, t)
         text = line.text
         if self._header_of[0] is not self.failure:  # once per failure, not per line of a flood after it
             self._header_of = (self.failure, HEADER_RE.search(self.failure) is not None)
@@ -732,12 +727,19 @@ class PhaseEngine:
         `Exception ignored in`."""
         if self._unraisable is not None or "|" in line.text or line.worker in ("autoscaler", "scheduler"):
             return False
-        if line.ts is not None:
+        self._progress(self._arrived(line, t), line)
+        return True
+
+    def _arrived(self, line: LogLine, t: float) -> float:
+        """The line now fed, at `t`, as activity (an autoscaler's at the time its `+19m35s` says, which is returned;
+        a stamp of another writer checked for a zone's jump): what every line does, matched or not."""
+        if line.worker in ("autoscaler", "scheduler"):
+            t = self._autoscaler_time(line, t)
+        elif line.ts is not None:
             self._writer_stamp(line, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
-        self._progress(t, line)
-        return True
+        return t
 
     def stated_run(self) -> tuple[float | None, Evidence | None]:
         """The longest a line states the run went on (a failure's `ran for 1800417 milliseconds`, the loop's bar at
@@ -753,8 +755,8 @@ class PhaseEngine:
         # steps their numbers span, not one each (review of session 23: a 12-minute run read ≥1m15s).
         stats = self.stats
         spanned = stats.last - stats.first + 1 if stats.first is not None and stats.last is not None else 0
-        if own and own.get("count") and own.get("mean_s") and max(own["count"], spanned) * own["mean_s"] > (ran or 0.0):
-            steps = max(own["count"], spanned)
+        steps = max(own.get("count") or 0, spanned) if own else 0
+        if own and own.get("count") and own.get("mean_s") and steps * own["mean_s"] > (ran or 0.0):
             ran = steps * own["mean_s"]
             evidence = Evidence(f"the run went on at least this long (its {steps} steps' own times, "
                                 f"timing_s/step, add up to it); the last step's metrics", "", None,
