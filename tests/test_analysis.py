@@ -391,6 +391,16 @@ def test_a_stretch_no_rule_knows_is_said_not_charged_to_a_phase(tmp_path: Path) 
     assert status.unsure == "after `Initializing Rollout Worker...`: 25 lines no rule knows"
 
 
+def test_the_scan_says_which_markers_a_chunk_holds(engine: str) -> None:
+    """Literal markers (curves.LINE_BY_LINE) are reported per chunk by the same pass, never as a line's hit."""
+    m = Matcher([compile_pattern(p) for p in PATTERNS], message=message_of, markers=(b"nan", b"'rewards/"))
+    hits, _, marked = m.scan_plain(b"step:1 - loss:nan\nstep:2 - x\n")
+    assert marked == {0} and hits == m.scan(b"step:1 - loss:nan\nstep:2 - x\n")
+    assert all(i < len(PATTERNS) for _start, _end, ids in hits for i in ids)
+    assert m.scan_plain(b"{'rewards/acc': 1.0}\n")[2] == {1}
+    assert m.scan_plain(b"step:3 - loss:0.5\n")[2] == set()
+
+
 @pytest.mark.parametrize("chunk", [b"plain ascii\tline\r\nstep:1 - x\n", b"a bell \x07 in it\nstep:1 - x\n",
                                    b"\x7f\nstep:1 - x\n", "caf\u00e9 step:1 - x\n".encode(), b"", b"\x1b[0m\n"])
 def test_the_scan_says_whether_a_chunk_is_plain_as_plain_ascii_does(engine: str, chunk: bytes) -> None:
@@ -398,7 +408,7 @@ def test_the_scan_says_whether_a_chunk_is_plain_as_plain_ascii_does(engine: str,
     from gkdtop.analysis.lines import plain_ascii
 
     m = Matcher([compile_pattern(p) for p in PATTERNS], message=message_of)
-    hits, plain = m.scan_plain(chunk)
+    hits, plain, _ = m.scan_plain(chunk)
     assert plain == plain_ascii(chunk)
     assert hits == m.scan(chunk)
     assert all(ids for _start, _end, ids in hits)

@@ -466,3 +466,22 @@ def test_an_evaluations_bar_with_no_words_is_no_slowdown_of_the_loops(tmp_path: 
     log = tmp_path / "train.log"
     log.write_text("***** Running training *****\n" + "\n".join(lines) + "\n")
     assert replay([str(log)], load_config(None)).anomalies == []
+
+
+
+def test_a_grad_norm_gone_nan_in_a_dense_run_is_read_though_the_bulk_path_skips_its_search(tmp_path: Path) -> None:
+    """History's scan reports whether a chunk holds `nan`, `inf` or `'rewards/` (Matcher markers), so the bulk
+    path searches no chunk for them again; a chunk that holds one still goes line by line, its NaN read."""
+    w, r = "(WorkerDict pid=7790, ip=10.1.1.5) ", "(TaskRunner pid=7781) "
+    rng = random.Random(5)
+    out = [f"{w}INFO 03-02 09:00:00 [metrics.py:455] Avg prompt throughput: 1.0 tokens/s, Running: 1 reqs"]
+    for step in range(1, 3001):
+        norm = "nan" if step == 2500 else f"{rng.uniform(0.1, 0.4):.6f}"  # (a NaN loss is a finding's line: careful)
+        out.append(f"{w}Processed prompts: 100%|##| 8/8 [00:02<00:00, 4.0it/s]")
+        out.append(f"{r}step:{step} - actor/grad_norm:{norm} - critic/score/mean:{rng.uniform(0.5, 0.6):.4f} - "
+                   f"timing_s/gen:{rng.uniform(9, 11):.3f} - timing_s/step:{rng.uniform(30, 32):.3f} - "
+                   f"perf/throughput:{rng.uniform(900, 1000):.1f}")
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(out) + "\n")
+    report = replay([str(log)], load_config(None))
+    assert [(a.kind, a.metric, a.step) for a in report.anomalies] == [("nonfinite", "actor/grad_norm", 2500)]

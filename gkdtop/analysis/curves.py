@@ -28,6 +28,9 @@ VALUE = rb"(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)"  # a value as ver
 # `key:value` (verl's ` - ` separated line) and `'key': value` (a metric dict), as phases.METRIC_RE reads them.
 METRIC_BYTES_RE = re.compile(rb"([\w./@-]+)['\"]?:[\t ]*" + VALUE + rb"\b")
 METRIC_TEXT_RE = re.compile(METRIC_BYTES_RE.pattern.decode())
+# Bytes that send a run of step lines line by line in add_bytes (a value not finite, TRL's reward parts). History's
+# scan reports whether a chunk holds any of them (Matcher markers): a chunk without them is not searched again.
+LINE_BY_LINE = (b"nan", b"inf", b"'rewards/")
 Sink = Callable[[int, tuple[str, ...], Sequence[float]], None]  # one step's row, as it lands (replay --csv)
 
 
@@ -216,15 +219,16 @@ class Curves:
         pairs = METRIC_TEXT_RE.findall(text)
         self.add(step, list(map(itemgetter(0), pairs)), array("d", map(float, map(itemgetter(1), pairs))))
 
-    def add_bytes(self, steps: Sequence[int], lines: Sequence[bytes]) -> None:
+    def add_bytes(self, steps: Sequence[int], lines: Sequence[bytes], cleared: bool = False) -> None:
         """Step lines' metrics parts as bytes (history's fast path). Lines that print the same keys
         with the same text between them, as a run does, no step twice: one pass of a pattern of that
-        text over all of them, values as its groups, and a C-level extend per metric; else line by line."""
+        text over all of them, values as its groups, and a C-level extend per metric; else line by line.
+        `cleared`: the lines hold none of LINE_BY_LINE (the caller's scan found none where they came from)."""
         if not steps:
             return
         if len(lines) > 1 and steps[0] != self.last_step and all(a != b for a, b in pairwise(steps)):
             joined = b"\n".join(lines)
-            if self.only is not None and self._add_only(steps, lines, joined):
+            if self.only is not None and self._add_only(steps, lines, joined, cleared):
                 return
             found = self._run_values(lines, joined)
             if found is not None:
@@ -257,13 +261,13 @@ class Curves:
         values = array("d", map(float, chain.from_iterable(rows) if len(first) > 1 else rows))
         return keys, values
 
-    def _add_only(self, steps: Sequence[int], lines: Sequence[bytes], joined: bytes) -> bool:
+    def _add_only(self, steps: Sequence[int], lines: Sequence[bytes], joined: bytes, cleared: bool = False) -> bool:
         """`only` (replay without --csv: the metrics anomalies read): each one's values, one pattern
         pass each, of every step while the run fits the buckets, then of every `stride`-th (a change
         point is read from about a thousand points, as the buckets keep them); a run with a NaN or
         inf anywhere goes line by line (a loss that went NaN is read from it). False where a metric
         is missing from some lines."""
-        if b"nan" in joined or b"inf" in joined or b"'rewards/" in joined:
+        if not cleared and any(marker in joined for marker in LINE_BY_LINE):
             return False  # (TRL's reward functions, `'rewards/accuracy_reward/mean'`: the run's own names, read line
             # by line; not verl's `critic/rewards/mean`, every step of the dense bench log)
         counted, last = len(steps), steps[-1]

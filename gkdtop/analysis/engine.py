@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gkdtop.analysis.curves import LINE_BY_LINE
 from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.history import HistoryReader
 from gkdtop.analysis.lines import split_prefix
@@ -60,7 +61,8 @@ class Analysis:
         self.exception_id = self.phases.exception_id
         # A hint's evidence no other rule reads: one line of it per scan is enough (it is remembered once seen).
         once = frozenset(i for i, n in self.phases.seen_registered.items() if self._registered[i] == n)
-        self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1], once=once)
+        self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1], once=once,
+                               markers=LINE_BY_LINE)
         self.window_ids, self.window = self.findings_engine.opens_window()
         # The last line some phase rule or finding knew: what follows it is shown as unrecognised
         # ("after `Building rollout for sglang`: 37 lines no rule knows"), not charged to a phase.

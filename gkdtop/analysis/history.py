@@ -167,6 +167,7 @@ class HistoryReader:
         else:
             scanned = map(partial(self._scan_chunk, part.path), chunks)
         for extract in scanned:
+            extract.count_lines()  # here, not in the reader: of the two processes, it is the busier one
             self._sort_hits(extract)
             self._date_chunk(extract, state)
             self._apply(extract, state, base)
@@ -182,9 +183,9 @@ class HistoryReader:
         data = strip_escapes(data)
         if b"\r" in data:  # tqdm's rewrites: scan what a terminal shows (one pass, not a confirm per bar line)
             data = collapse_lines(data)
-        marks = _newline_marks(data)
-        out = _Extract(marks[-1] + (0 if data.endswith(b"\n") else 1), path, marks=marks)
-        out.hits, out.plain = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
+        out = _Extract(path)
+        out.hits, out.plain, marked = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
+        out.cleared = not marked  # (the markers are curves.LINE_BY_LINE)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         out.data = data
         return out
@@ -498,7 +499,7 @@ class HistoryReader:
         names = tuple(key.decode() for key in keys)
         last = len(run) - 1
         stats.add_run(steps, times.get(0), times.get(last), names, values)
-        self.phases.curves.add_bytes(steps, [data[record[4] : record[3]] for record in run])
+        self.phases.curves.add_bytes(steps, [data[record[4] : record[3]] for record in run], extract.cleared)
         phases = self.phases
         for k in dated:
             phases.note_skipped(times[k])  # activity and progress, as feed() counts a step line
@@ -572,12 +573,13 @@ class HistoryReader:
 class _Extract:
     """What `_scan_chunk` and `_date_chunk` found in one chunk: the lines to feed, and the chunk's times."""
 
-    lines: int  # lines in the chunk
     path: str = ""
+    lines: int = 0  # lines in the chunk (count_lines)
     data: bytes = b""  # the chunk as scanned, while its records are applied
     fast_steps: int = 0  # how many fast records, (None, ids, start, end, metrics_at, step), are step lines
     hits: list[tuple[int, int, list[int]]] = field(default_factory=list)  # the matcher's scan
     plain: bool = True  # ASCII without control bytes: every line as cleaning leaves it
+    cleared: bool = False  # holds none of curves.LINE_BY_LINE
     records: list[Any] = field(default_factory=list)
     careful: list[int] = field(default_factory=list)  # where in `records` the lines _date_chunk parses are
     plain_end: int = -1  # the end of its last line no rule names (-1: none)
@@ -589,10 +591,13 @@ class _Extract:
     counted: tuple[int, int] = (0, 0)  # (offset, newlines before it): number_at counts on from there
     marks: list[int] = field(default_factory=list)  # newlines before each MARK bytes, and in all (_newline_marks)
 
+    def count_lines(self) -> None:
+        self.marks = _newline_marks(self.data)
+        self.lines = self.marks[-1] + (0 if self.data.endswith(b"\n") else 1)
+
     def number_at(self, start: int) -> int:
         """The number in the chunk of the line at `start` (1-based), counted from the last one asked
-        or the mark nearest before it, whichever is closer: only the bytes between are read (the
-        scan counted the marks, in the reader that runs ahead)."""
+        or the mark nearest before it, whichever is closer: only the bytes between are read."""
         at, newlines = self.counted
         mark = min(start // MARK, len(self.marks) - 2)
         if mark >= 0 and abs(start - mark * MARK) < abs(start - at):

@@ -346,17 +346,20 @@ def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
 
 
 def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None,
-                  single: frozenset[int] = frozenset()) -> Any:
+                  single: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = ()) -> Any:
     """The compiled database. Compiled in a thread while this one waits (Hyperscan lets go of the GIL):
     Ctrl-C here stops gkdtop at once rather than after the compile; a compile over `budget` seconds is
     refused (its thread is left to finish: Hyperscan cannot be stopped). The ids in `single` report
-    their first match of a scan only (SINGLEMATCH)."""
+    their first match of a scan only (SINGLEMATCH); so do `plain_check`'s two tests and the literal
+    `markers`, after the expressions, in that order."""
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
              | (hyperscan.HS_FLAG_SINGLEMATCH if i in single else 0) for i in range(len(expressions))]
     if plain_check:
         expressions = expressions + _NOT_PLAIN
         flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(_NOT_PLAIN)
+    expressions = expressions + [re.escape(marker) for marker in markers]
+    flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(markers)
     failed: list[Exception] = []
 
     def compile_db() -> None:
@@ -382,7 +385,7 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
     return db
 
 
-def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset()) -> Any:
+def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = ()) -> Any:
     """The database for these expressions, from the cache when it was compiled before: compiling
     takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature).
 
@@ -392,13 +395,13 @@ def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset()) -
 
     once = ",".join(map(str, sorted(single))).encode()
     key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", once,
-                                      *expressions]))
+                                      *expressions, b"markers", *markers]))
     name = key.hexdigest()[:32] + ".db"
     with contextlib.suppress(OSError, hyperscan.error):
         blob = cache_load("hyperscan", name, CACHE_MAX_BYTES)
         if blob is not None:
             return hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
-    db = _hyperscan_db(expressions, plain_check=True, single=single)
+    db = _hyperscan_db(expressions, plain_check=True, single=single, markers=markers)
     with contextlib.suppress(OSError):
         cache_store("hyperscan", name, hyperscan.dumpb(db))
     return db
@@ -442,8 +445,9 @@ class Matcher:
     """
 
     def __init__(self, patterns: list[Pattern], message: Callable[[str], str] | None = None,
-                 once: frozenset[int] = frozenset()) -> None:
+                 once: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = ()) -> None:
         self.patterns = patterns
+        self.markers = markers  # literals whose presence anywhere in a chunk its scan reports (scan_plain)
         self.engine = "hyperscan" if hyperscan is not None else "re2"
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
         self._message = message or (lambda raw: raw)
@@ -464,7 +468,7 @@ class Matcher:
         if hyperscan is not None:
             # Not an id whose hit a message check may drop (that line's would be the scan's only one of it).
             once = once - self._confirm_paren - self._confirm_utf8
-            self._db = _cached_db([expression for expression, _ in chunked], once)
+            self._db = _cached_db([expression for expression, _ in chunked], once, markers)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)
             for p in patterns:
@@ -483,22 +487,26 @@ class Matcher:
         The rules read messages: `confirm` then gives the ids that really match a line's message."""
         return self.scan_plain(chunk)[0]
 
-    def scan_plain(self, chunk: bytes) -> tuple[list[tuple[int, int, list[int]]], bool]:
-        """`scan`, and whether the chunk is plain: ASCII with no control bytes but tab, `\\n`, `\\r`
-        (then each line is as cleaning leaves it: lines.plain_ascii)."""
+    def scan_plain(self, chunk: bytes) -> tuple[list[tuple[int, int, list[int]]], bool, set[int]]:
+        """`scan`, whether the chunk is plain: ASCII with no control bytes but tab, `\\n`, `\\r`
+        (then each line is as cleaning leaves it: lines.plain_ascii), and which of `markers` it holds."""
         if not self.patterns or not chunk:
-            return [], plain_ascii(chunk)
+            return [], plain_ascii(chunk), self._markers_in(chunk)
         if self._db is None:
-            return self._scan_set(chunk), plain_ascii(chunk)
+            return self._scan_set(chunk), plain_ascii(chunk), self._markers_in(chunk)
         ends: dict[int, list[int]] = {}
         rules = len(self.patterns)
         plain = [True]
+        marked: set[int] = set()
         own_dollar = self._own_dollar
         inside = [False]  # a hit of a pattern with its own `$`, which may end inside a line
 
         def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
             if pattern_id >= rules:
-                plain[0] = False
+                if pattern_id < rules + len(_NOT_PLAIN):
+                    plain[0] = False
+                else:
+                    marked.add(pattern_id - rules - len(_NOT_PLAIN))
                 return
             found = ends.get(end)
             if found is None:
@@ -511,7 +519,7 @@ class Matcher:
         self._db.scan(chunk, match_event_handler=hit, scratch=self._scratch())
         if not inside[0]:  # every hit ends its line (`[^\n]*$`, see for_chunks): one hit list per line
             rfind = chunk.rfind
-            return [(rfind(b"\n", 0, end) + 1, end, ends[end]) for end in sorted(ends)], plain[0]
+            return [(rfind(b"\n", 0, end) + 1, end, ends[end]) for end in sorted(ends)], plain[0], marked
         size = len(chunk)
         lines: dict[int, list[int]] = {}
         for end in sorted(ends):
@@ -524,7 +532,10 @@ class Matcher:
                 lines[end] = ids
             else:
                 known.extend(i for i in ids if i not in set(known))
-        return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0]
+        return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0], marked
+
+    def _markers_in(self, chunk: bytes) -> set[int]:
+        return {i for i, marker in enumerate(self.markers) if marker in chunk}
 
     def confirm(self, message: str, ids: list[int], prefix: str = "", everything: bool = False) -> list[int]:
         """The ids of a candidate line that match its message (the line without its Ray `prefix`).
