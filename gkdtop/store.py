@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from gkdtop.analysis.profiles import Framework
     from gkdtop.analysis.taskphases import TaskPhaser
     from gkdtop.capture.proc import TiedFinder
+    from gkdtop.collectors.follow import Sieve
     from gkdtop.collectors.logs import LogBatch
     from gkdtop.collectors.ray_logs import RayLogBatch
     from gkdtop.config import Config
@@ -302,7 +303,7 @@ class Store:
         self.log_polls = 0
         self._bump("logs")
 
-    def flood_sieve(self) -> Callable[[bytes], tuple[list[tuple[int, int, int]], int]]:
+    def flood_sieve(self) -> Sieve:
         """For the log collector: which lines of a flood some rule needs (`Analysis.keep`)."""
         return lambda data: self.analysis.keep(data)
 

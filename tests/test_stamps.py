@@ -390,6 +390,8 @@ def test_a_run_across_midnight_stamped_with_the_time_alone_goes_on_into_the_next
     (["09:00:00", "09:40:00", "22:50:00", "22:59:00"], 13 * 3600 + 59 * 60),
     # over a day: 10:00 on day 1 to 15:52 on day 2
     (["10:00:00", "18:00:00", "02:00:00", "09:00:00", "15:52:00"], 29 * 3600 + 52 * 60),
+    # a line 15 s out of order just after midnight: not 23h59m45s ahead (the span and the clock share day_shift)
+    (["23:59:50", "00:00:10", "23:59:55", "00:00:20"], 30),
 ])
 def test_time_of_day_stamps_go_forward_whatever_the_gaps(tmp_path: Path, tods: list[str], span: int) -> None:
     """Each time of day that goes back is a new day; the last stamp lies just before the file's mtime. Before: a gap

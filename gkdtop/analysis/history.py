@@ -23,7 +23,7 @@ from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gkdtop.analysis.ahead import scan_ahead, usable_cores
-from gkdtop.analysis.history_clock import DAYLESS_BACK, HistoryClock
+from gkdtop.analysis.history_clock import HistoryClock, day_shift
 from gkdtop.analysis.lines import (
     DIGITS,
     RELATIVE_STAMPED,
@@ -747,14 +747,13 @@ _DAYLESS_RE = re.compile(rb"(?m)^(?:\([^)\n]{1,200}\) |\[rank\d+\]: ?)?\[?(\d\d)
 
 def _dayless_span(part: HistoryRange) -> float | None:
     """Seconds from a range's first time-of-day stamp to its last, a day added wherever the time of day went back
-    (by more than DAYLESS_BACK), as HistoryClock.chained places them."""
+    (by more than DAYLESS_BACK), as HistoryClock.chained places them (day_shift)."""
     span, before = 0.0, None
     for chunk in _read_chunks(part):
         for m in _DAYLESS_RE.finditer(chunk):
             tod = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
             if before is not None:
-                step = tod - before
-                span += step + 86400.0 if step < -DAYLESS_BACK else step
+                span += tod + day_shift(before, tod) - before
             before = tod
     return span if before is not None else None
 

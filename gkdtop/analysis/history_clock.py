@@ -21,6 +21,13 @@ DAYLESS_BACK = 3600.0  # a time-of-day stamp this far behind the one before it i
 MAX_JUMPS = 64  # zone-sized gaps between two writers' stamps kept per file (one is enough to say so)
 
 
+
+def day_shift(before: float, ts: float) -> float:
+    """The whole days, in seconds, that move a time-of-day stamp `ts` to no earlier than the stamp `before` it, less
+    DAYLESS_BACK: a time of day that went back further is the next day (midnight, a night idle); one that went
+    back less is a line out of order. (Negative where `ts` lies a day or more ahead of `before`.)"""
+    return math.ceil((before - DAYLESS_BACK - ts) / 86400.0) * 86400.0
+
 class HistoryClock:
     """Times for untimed lines of a file read in chunks: the nearest stamped line before them.
 
@@ -58,7 +65,7 @@ class HistoryClock:
         before it (DAYLESS_BACK aside): a time of day that went back is the next day (midnight, a night idle)."""
         if self._chain is None:
             return ts if self.dayless_start is None else ts + round((self.dayless_start - ts) / 86400.0) * 86400.0
-        return ts + math.ceil((self._chain - DAYLESS_BACK - ts) / 86400.0) * 86400.0
+        return ts + day_shift(self._chain, ts)
 
     def new_chunk(self) -> None:
         self._before_chunk = self.last

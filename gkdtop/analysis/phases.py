@@ -138,13 +138,14 @@ BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|"
 # ... or after the stamp and tags a wrapper put before it, each closed by `] ` (a GUI's `[08:21:19] [STDERR] steps:
 # 95%|`, a logger's `INFO 10-10 17:06:36 [x.py:1] Processed prompts: 10%|`)
 TAGGED_BAR_DESC_RE = re.compile(r"\] ([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
-BAR_PATTERN = r"it/s|s/it|examples/s"  # tqdm bars: a redraw that moved nothing is no progress
+BAR_WORDS = ("it/s", "s/it", "examples/s")  # a tqdm bar's rate: a redraw that moved nothing is no progress
+BAR_PATTERN = "|".join(BAR_WORDS)
 BAR_RE = re.compile(BAR_PATTERN)
 
 
 def has_rate(text: str) -> bool:
-    """A line holds one of BAR_PATTERN's words: the patterns that read a rate (slow to fail) may match it."""
-    return "it/s" in text or "s/it" in text or "examples/s" in text
+    """A line holds one of BAR_WORDS: the patterns that read a rate (slow to fail) may match it."""
+    return any(word in text for word in BAR_WORDS)
 
 
 SLOW_BAR_RE = re.compile(r"(\d+(?:\.\d+)?)s/it\b")  # a bar slower than one item a second says its pace
