@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from itertools import compress
 from typing import Any
 
 MAX_VALUES = 1 << 18  # per quantity; past this every other value is dropped (the shape stays)
@@ -35,7 +34,8 @@ def summarize(values: array, steps: array, stride: int = 1) -> dict[str, Any]:
     if not n:
         return {"count": 0, "mean_s": None, "p50_s": None, "p95_s": None, "max_s": None, "slowest": [],
                 "trend": None}
-    ordered = sorted(values)
+    ordered = values.tolist()
+    ordered.sort()
     tenth = n // 10
     trend = None
     if tenth:
@@ -43,8 +43,7 @@ def summarize(values: array, steps: array, stride: int = 1) -> dict[str, Any]:
         trend = last / first if first > 0 else None
     # The slowest: only the values at or above the fifth largest compete (ties included).
     at_least = ordered[-min(SLOWEST, n)]
-    places = compress(range(n), map(at_least.__le__, values))
-    slowest = heapq.nlargest(SLOWEST, ((values[i], steps[i]) for i in places))
+    slowest = heapq.nlargest(SLOWEST, [(value, steps[i]) for i, value in enumerate(values) if value >= at_least])
     return {
         "count": n * stride,
         "mean_s": total / n,
