@@ -105,6 +105,27 @@ def test_an_alert_names_the_phase_as_replays_verdict_does(tmp_path: Path) -> Non
     assert failed[0].as_json()["guess"] is True and "failed, likely in checkpoint save" in failed[0].message
 
 
+def test_a_run_whose_log_ends_in_its_final_save_is_told_finished_training_not_all_done(tmp_path: Path) -> None:
+    """Audits 16 and 18: `finished` was sent for a log whose last line opens the final save; a save that hangs would
+    never say so. The message now says the log ends in the final save, and that it may still run."""
+    lines = []
+    for i in range(1, 31):
+        lines += [f"{{'loss': {2.0 - i / 30:.4f}, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': {i / 30:.2f}}}",
+                  f" {i * 100 // 30}%|██        | {i}/30 [00:{i:02d}<00:30,  1.00s/it]"]
+    lines += ["[INFO|trainer.py:2653] 2026-03-02 10:00:50,123 >> Training completed. Do not forget to share your model",
+              "{'train_runtime': 30.1, 'train_samples_per_second': 8.0, 'train_steps_per_second': 1.0, 'epoch': 1.0}",
+              "[INFO|trainer.py:3984] 2026-03-02 10:00:51,001 >> Saving model checkpoint to /out/final"]
+    log = tmp_path / "sft.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["finished"]
+    assert events[0].title == "gkdtop: sft.log finished training; its log ends in the final save"
+    assert events[0].as_json()["saving"] is True and "still saving" in events[0].message
+    log.write_text("".join(line + "\n" for line in lines[:-1]))  # no save at its end: all done
+    events = paced_events(str(log), load_config(None))
+    assert [(e.title, e.saving, e.culprit) for e in events] == [("gkdtop: sft.log finished", False, "")]
+
+
 def test_replay_alerts_json_from_the_command_line(tmp_path: Path) -> None:
     lines, _ = startup(time.time() - 4000, upto="sync")
     log = tmp_path / "train.log"

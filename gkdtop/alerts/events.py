@@ -44,6 +44,7 @@ class AlertEvent:
     dump: str = ""  # where the stall-time stack dump went
     steps: int = 0
     guess: bool = False  # the phase was read from a line's words, as replay's `FAILED, likely in …` says
+    saving: bool = False  # finished: the log ends in its final save, maybe still running (PhaseStatus.final_save)
 
     @property
     def where(self) -> str:
@@ -64,7 +65,7 @@ class AlertEvent:
         if self.kind == "recovered":
             return f"gkdtop: {self.job} recovered{where}"
         if self.kind == "finished":
-            return f"gkdtop: {self.job} finished"
+            return f"gkdtop: {self.job} finished" + (" training; its log ends in the final save" if self.saving else "")
         if self.kind == "anomaly":
             return f"gkdtop: {self.job}: {self.culprit}"
         return f"gkdtop: {self.job} running{where}"
@@ -82,7 +83,8 @@ class AlertEvent:
             head += f", {self.steps} steps done"
         rows = [head]
         if self.culprit:
-            rows.append(f"{'changed' if self.kind == 'anomaly' else 'culprit'}: {self.culprit}")
+            label = {"anomaly": "changed", "finished": "note"}.get(self.kind, "culprit")
+            rows.append(f"{label}: {self.culprit}")
         rows += [f"cause: {cause}" for cause in self.hint[:2]]
         if self.dump:
             rows.append(f"stacks at the stall: {self.dump}")
@@ -96,7 +98,7 @@ class AlertEvent:
         return {"event": self.kind, "time": self.time, "job": self.job, "host": self.host,
                 "framework": self.framework, "phase": self.phase, "state": self.state, "seconds": self.seconds,
                 "steps": self.steps, "culprit": self.culprit, "hint": self.hint, "dump": self.dump,
-                "lines": self.lines, "title": self.title, "guess": self.guess}
+                "lines": self.lines, "title": self.title, "guess": self.guess, "saving": self.saving}
 
 
 def job_name(store: Store, named: str = "") -> str:
@@ -230,13 +232,17 @@ class AlertWatcher:
                 culprit = colls.sentence
         if not culprit and kind in ("stalled", "failed"):
             culprit = status.failure if kind == "failed" and status.failure else _culprit(store, status, now)
+        saving = kind == "finished" and status.final_save is not None
+        if saving:  # a save that hangs would never say so: the message must not read as "all done" (audits 16, 18)
+            culprit = status.worded_note
         clean = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
         # The phase replay's verdict names: the part of the step where the rules or the words place it (audit 17: an
         # alert said `FAILED in training loop` where replay said `FAILED, likely in checkpoint save`).
         return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
                           status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
-                          clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current))
+                          clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current),
+                          saving=saving)
 
 
 def _culprit(store: Store, status: PhaseStatus, now: float) -> str:
