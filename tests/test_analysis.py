@@ -46,12 +46,17 @@ def message_of(raw: str) -> str:
 
 
 PATTERNS = [r"step:(\d{1,18})\s+-\s", r"(?i)loading shards", r"^Traceback", r"[^.]+ DONE$", r"\bpid=\d+",
-            r"a+$", r"Worker exit detail: (?P<d>[^.]+)", r"✓ phase", r"ip=10\.0\.0\.7"]
+            r"a+$", r"Worker exit detail: (?P<d>[^.]+)", r"✓ phase", r"ip=10\.0\.0\.7",
+            # `$` ending some top-level branches (made to report at the line's end), inside a group (left as is), and
+            # `$` and `|` in a class
+            r"Started: 'step'$|step:\d+ -|^DONE$", r"Error(?::|\s*$)", r"[$|]b$|\(pid"]
 LINES = ["(TaskRunner pid=7, ip=10.0.0.7) step:3 - timing_s/step:1.0", "LOADING Shards of the model",
          "(WorkerDict pid=9) Traceback (most recent call last):", "  Traceback in the middle",
          "phase x DONE", "(pid=3) rank 1 DONE", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "aaaa",
          "Worker exit detail: killed by OOM.", "(TaskRunner pid=1) ✓ phase 'x' DONE in 1 s", "step:4 -\nx",
-         "plain line without anything", "(W pid=1, ip=10.0.0.7) no ip in the message"]
+         "plain line without anything", "(W pid=1, ip=10.0.0.7) no ip in the message",
+         "(TaskRunner pid=7) Started: 'step'", "Started: 'step' again", "DONE", "ValueError: x", "an Error",
+         "ends in $b", "ends in |b|"]
 
 
 def expected(patterns: list[str], lines: list[str]) -> list[set[int]]:
@@ -74,6 +79,21 @@ def test_every_pattern_meets_every_line_as_python_re_would(engine: str) -> None:
     texts = [message_of(line) for line in lines]
     by_text = m.scan_texts(texts)
     assert [set(by_text.get(i, ())) for i in range(len(texts))] == expected(PATTERNS, texts)
+
+
+@pytest.mark.parametrize(("expression", "ended"), [
+    ("a$|b", "(?:a|b[^\\n]*)$"),
+    (r"x\$|y[$|)]$", r"(?:x\$[^\n]*|y[$|)])$"),  # an escaped `$`, a class holding `$`, `|` and `)`
+    ("(?:a|b)$|c", "(?:(?:a|b)|c[^\\n]*)$"),
+    ("(?:a$|b)c", None),  # a `$` inside a group: hits may end inside a line
+    ("a$b|c", None),
+])
+def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(expression: str, ended: str | None) -> None:
+    """Hyperscan reports a hit at its end: every branch made to run on to the line's end reports a line once, and
+    no hit ends inside a line (which would take the scan's slower path for the whole chunk)."""
+    from gkdtop.analysis.matcher import _to_line_end
+
+    assert _to_line_end(expression) == ended
 
 
 @settings(max_examples=60, deadline=None)

@@ -316,11 +316,61 @@ def for_chunks(text: str) -> tuple[bytes, str]:
             out.append(c)
         i += 1
     chunked = "".join(out)
-    if not _DOLLAR.search(text):  # Hyperscan takes no `$` inside a pattern: one with its own ends lines already
+    inside = False  # hits may end inside a line (a `$` the expression could not be brought to the line's end around)
+    if not _DOLLAR.search(text):
         chunked = f"(?:{chunked})[^\\n]*$"
+    else:
+        ended = _to_line_end(chunked)
+        inside = ended is None
+        chunked = chunked if ended is None else ended
     if always:
-        return chunked.encode(), "always"
-    return chunked.encode(), ("utf8" if wide else "") + ("^" if "^" in text else "")
+        return chunked.encode(), "always" + ("$" if inside else "")
+    return chunked.encode(), ("utf8" if wide else "") + ("^" if "^" in text else "") + ("$" if inside else "")
+
+
+def _to_line_end(expression: str) -> str | None:
+    """`(?:A|B)$` for `A$|B`: each top-level branch runs on to its line's end (`[^\\n]*`) unless it ends in its own
+    `$`, so a line reports the pattern once, at its end, as a pattern with no `$` does (Hyperscan takes nothing after
+    a `$`). None where a `$` stands elsewhere (inside a group, mid-branch): its hits may end inside a line."""
+    branches, start, depth, in_class, i = [], 0, 0, False, 0
+    dollars: list[int] = []
+    while i < len(expression):
+        c = expression[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 2 if expression[i + 1 : i + 2] == "^" else 1  # `[^]…]`, `[]…]`: a first `]` is a member
+            if expression[i : i + 1] == "]":
+                i += 1
+            continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            branches.append(expression[start:i])
+            start = i + 1
+        elif c == "$":
+            if depth:
+                return None
+            dollars.append(i)
+        i += 1
+    branches.append(expression[start:])
+    ends, offset = [], 0
+    for branch in branches:
+        inner = [d - offset for d in dollars if offset <= d < offset + len(branch)]
+        offset += len(branch) + 1
+        if not inner:
+            ends.append(branch + "[^\\n]*")
+        elif inner == [len(branch) - 1]:
+            ends.append(branch[:-1])
+        else:
+            return None
+    return "(?:" + "|".join(ends) + ")$"
 
 
 # Not rules: whether a chunk holds bytes that cleaning changes (controls) or non-ASCII text, found in
@@ -452,8 +502,8 @@ class Matcher:
         # A raw line's message (without its Ray prefix), for confirming hits of `^` patterns.
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]
-        self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when == "always")
-        self._own_dollar = frozenset(i for i, p in enumerate(patterns) if _DOLLAR.search(p.text))
+        self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when.startswith("always"))
+        self._own_dollar = frozenset(i for i, (_, when) in enumerate(chunked) if "$" in when)
         self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if "^" in when}
         # ids whose scan is a superset on a line that is not ASCII (for_chunks): RE2 confirms them there
         self._confirm_utf8 = frozenset(i for i, (_, when) in enumerate(chunked) if "utf8" in when)
