@@ -48,6 +48,9 @@ def verl_run(path: Path, steps: int, gen_at: Callable[[int, random.Random], floa
     return t
 
 
+LIVE_WAIT = 120.0  # seconds: a busy 2-core machine polls a few thousand lines in well under one
+
+
 def live_and_history(tmp_path: Path, text: str, done: Callable[[Any], bool]) -> tuple[Any, Any]:
     """`text` read as history (replay's chunked reader) and followed live (a real collector appending it
     to a file), the live store polled until `done(store)`: (history's phase engine, the live store)."""
@@ -69,7 +72,9 @@ def live_and_history(tmp_path: Path, text: str, done: Callable[[Any], bool]) -> 
         store.put("logs", collector.collect())
         with live_log.open("a") as fh:
             fh.write(text)
-        while not done(store):
+        deadline = time.monotonic() + LIVE_WAIT
+        while not done(store):  # (a condition never met fails the test, not spins it)
+            assert time.monotonic() < deadline, f"the live store did not get there in {LIVE_WAIT:g} s of polling"
             store.put("logs", collector.collect())
     finally:
         collector.close()
