@@ -126,6 +126,38 @@ def test_a_run_whose_log_ends_in_its_final_save_is_told_finished_training_not_al
     assert [(e.title, e.saving, e.culprit) for e in events] == [("gkdtop: sft.log finished", False, "")]
 
 
+def test_unstamped_lines_through_a_gap_between_two_stamps_are_no_stall_the_file_shows(tmp_path: Path) -> None:
+    """Audit 17 (rllm): an agent's sandbox printed unstamped lines all through an 11-minute gap between two stamped
+    lines; dated at the first stamp, they read as a 10-minute STALLED. Lines that could have split the gap into
+    silences under the limit leave no stall the file shows; a gap with one line in it still does."""
+    t0 = time.time() - 5000
+    lines, t = startup(t0, upto="training", steps=3, step_s=30)
+    filled = lines + [f"sandbox: ran test case {i}: ok" for i in range(40)]
+    filled.append(f"{asctime(t + 700)} root INFO step:4 - timing_s/step:30.000")
+    log = tmp_path / "agent.log"
+    log.write_text("".join(line + "\n" for line in filled))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    sparse = [*lines, "sandbox: ran test case 0: ok", f"{asctime(t + 700)} root INFO step:4 - timing_s/step:30.000"]
+    log.write_text("".join(line + "\n" for line in sparse))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
+
+
+def test_a_bar_glued_to_a_stamp_says_the_run_went_on_through_the_gap_before_it(tmp_path: Path) -> None:
+    """A 100% bar glued to a stamped line (`…[1:48:31<00:00, 16.96s/it][INFO|trainer.py:2316] 2026-… >>`), after 1h48m
+    of unstamped metric dicts: its own clock covers the gap, no stall (it was no stamp at all before: `%|` looked
+    for one character short)."""
+    lines = ["[INFO|trainer.py:2048] 2026-04-26 08:02:15,381 >> ***** Running training *****",
+             "[INFO|trainer.py:2054] 2026-04-26 08:02:15,381 >>   Total optimization steps = 384"]
+    lines += [f"{{'loss': {2.1 - i / 40:.4f}, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': {i / 10:.2f}}}"
+              for i in range(1, 20)]
+    lines += ["100%|██████████| 384/384 [1:48:31<00:00, 16.96s/it][INFO|trainer.py:2316] 2026-04-26 09:50:47,106 >> ",
+              "Training completed. Do not forget to share your model on huggingface.co/models =)",
+              "{'train_runtime': 6511.7, 'train_samples_per_second': 0.94, 'train_steps_per_second': 0.06, 'epoch': 2.0}"]
+    log = tmp_path / "pt.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["finished"]
+
+
 def test_replay_alerts_json_from_the_command_line(tmp_path: Path) -> None:
     lines, _ = startup(time.time() - 4000, upto="sync")
     log = tmp_path / "train.log"

@@ -91,6 +91,9 @@ FORMS = [
     # A line glued to a tqdm bar that lost its `\r` (pasted, or read without them): its stamp after the redraws.
     (" 35%|███▌      | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2026-03-16 09:43:59,012 >> Saving "
      "model checkpoint to /scratch/out/checkpoint-100", local(2026, 3, 16, 9, 43, 59, micro=12000)),
+    # ... at 100% (three digits: the `%|` test looked one character short, so the last redraw's stamp went unread)
+    ("100%|██████████| 940/940 [4:51:42<00:00, 18.74s/it][INFO|trainer.py:3503] 2026-03-16 15:54:24,006 >> Saving "
+     "model checkpoint to /scratch/out/checkpoint-940", local(2026, 3, 16, 15, 54, 24, micro=6000)),
     ("  2%|▏         | 8/376 [35:02<26:47:40, 262.12s/it]  2%|▏         | 9/376 [39:31<26:51:07, 263.40s/it]"
      "[rank2]:[E316 10:27:51.204419857 ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout",
      local(2026, 3, 16, 10, 27, 51) + 0.204419857),

@@ -25,7 +25,10 @@ CHUNK = 1 << 20
 def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     """Feed `path` line by line as if each line arrived at its own stamp (lines with none at the last
     stamp before them) and collect the events a watcher would have sent. The log's end is not a
-    silence: nothing is checked past its last line."""
+    silence: nothing is checked past its last line. A stall is told only where the file shows one: where lines
+    with no stamp came between two stamps, they could have come any time in between, and a gap they could have
+    split into silences shorter than the stall limit is no stall the file shows (audits 17 and 18: an agent's
+    sandbox output through an 11-minute gap between two stamps, read as a 10-minute STALLED)."""
     mtime = os.stat(path).st_mtime
     store = Store(config)
     store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
@@ -35,6 +38,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     pending: list[LogLine] = []
     undated: list[LogLine] = []  # lines before the first stamp: they arrived with it
     last: float | None = None
+    unstamped = 0  # lines with no stamp since the last stamped one
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
     bars: dict[str, tuple[float, float]] = {}  # per tqdm bar: when its first redraw came and the elapsed it showed
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
@@ -49,7 +53,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             if stamp > mtime + 5:
                 stamp = None  # ahead of the file's own last write: not a time this line was written
         covered = False  # a moving bar's redraw: its own clock says the run went on all through the gap
-        if stamp is None and last is not None and (bar := _bar_time(bars, line, last, mtime)) is not None:
+        if last is not None and (bar := _bar_time(bars, line, last, mtime, stamp)) is not None:
             stamp, covered = bar
         if stamp is None and last is None:
             undated.append(line)
@@ -62,9 +66,12 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         line.seen = line.ts = at
         if last is not None and at - last >= GAP and pending and not covered:
             store.write_logs(LogBatch(pending, {}, files), local=False)
+            before = _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
             pending = []
-            events += watcher.check(_fired(store, at - 1e-3))
+            if before is not None:
+                events += watcher.check(before)
         pending.append(line)
+        unstamped = unstamped + 1 if stamp is None else 0
         last = at
     for early in undated:  # no stamp at all: every line at the file's last write
         early.seen = early.ts = mtime
@@ -97,12 +104,14 @@ def _lines(path: str, keep: int) -> Iterator[bytes]:
             yield held
 
 
-def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, mtime: float
-              ) -> tuple[float, bool] | None:
+def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, mtime: float,
+              stamp: float | None = None) -> tuple[float, bool] | None:
     """An unstamped tqdm bar's time: its first redraw's arrival plus the elapsed time it has shown since (HF's,
     Axolotl's bars carry no stamp, and a run's stamps are minutes apart: audit 16, a false STALLED on a healthy run at
     the last stamp before 80 redraws), never past the file's last write; and whether it moved on from a redraw
-    before it (a file keeps a few of a bar's redraws: the ones between were progress too). None for any other line."""
+    before it (a file keeps a few of a bar's redraws: the ones between were progress too). A bar glued to a stamped
+    line (`100%|…| 940/940 [4:51:42<00:00, …][INFO|trainer.py:3503] 2026-07-03 15:54:24,006 >>`) keeps its `stamp`
+    and anchors the bar's clock there: the file's one exact pair of the two. None for any other line."""
     from gkdtop.analysis.phases import BAR_KEY_DIGITS_RE, stated_elapsed
 
     text = line.text
@@ -111,19 +120,24 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
         return None
     key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut]).strip()
     anchor = bars.get(key)
-    moved = anchor is not None and shown > anchor[1]
-    if anchor is None or shown < anchor[1]:  # its first redraw, or the bar started again
+    # It moved on from a redraw before it; or, glued to a stamp with no redraw before it in the file, its own clock
+    # reaches back over the whole gap (`100%|…| 384/384 [1:48:31<00:00` after 1h48m of unstamped metric dicts).
+    moved = shown > anchor[1] if anchor is not None else stamp is not None and shown > 0 and stamp - shown <= last + GAP
+    if anchor is None or shown < anchor[1] or stamp is not None:  # its first redraw, the bar started again, a stamp
         if len(bars) > 1000:
             bars.clear()
-        bars[key] = anchor = (last, shown)
+        bars[key] = anchor = (last if stamp is None else stamp, shown)
     return min(mtime, anchor[0] + shown - anchor[1]), moved
 
 
-def _fired(store: Store, before: float) -> float:
+def _fired(store: Store, before: float, silence: float) -> float | None:
     """When a stall that holds at `before` was first declared (its limit past its last progress): the
-    time watch would have told it, with the silence it had then, not the whole gap's."""
+    time watch would have told it, with the silence it had then, not the whole gap's. None where the gap's
+    unstamped lines may have broken it into silences of `silence`, under the limit: no check then."""
     status = store.phase_status(before)
     if status.state == "stalled" and status.last_progress is not None:
+        if silence < status.stall_after:
+            return None
         return min(before, status.last_progress + status.stall_after + GAP)
     return before
 

@@ -303,7 +303,7 @@ def stamp_text(text: str) -> str:
             text = text[m.end() :]
         elif first in "DIWEC" and (m := _LEVEL_COLON_RE.match(text)) is not None:
             text = text[m.end() :]  # Python logging's `%(levelname)s:%(asctime)s:…`
-        elif first.isdigit() and text.find("%|", 1, 4) > 0 and (m := _BAR_RE.match(text)) is not None:
+        elif first.isdigit() and text.find("%|", 1, 5) > 0 and (m := _BAR_RE.match(text)) is not None:
             text = text[m.end() :]  # a bar's redraw, a line glued to it
         elif first.isalnum() and (end := _host_end(text)):
             text = text[end:]
