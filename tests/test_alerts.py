@@ -152,7 +152,8 @@ def test_a_bar_glued_to_a_stamp_says_the_run_went_on_through_the_gap_before_it(t
               for i in range(1, 20)]
     lines += ["100%|██████████| 384/384 [1:48:31<00:00, 16.96s/it][INFO|trainer.py:2316] 2026-04-26 09:50:47,106 >> ",
               "Training completed. Do not forget to share your model on huggingface.co/models =)",
-              "{'train_runtime': 6511.7, 'train_samples_per_second': 0.94, 'train_steps_per_second': 0.06, 'epoch': 2.0}"]
+              "{'train_runtime': 6511.7, 'train_samples_per_second': 0.94, 'train_steps_per_second': 0.06, "
+              "'epoch': 2.0}"]
     log = tmp_path / "pt.log"
     log.write_text("".join(line + "\n" for line in lines))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["finished"]
