@@ -63,9 +63,11 @@ def test_a_stall_in_the_middle_is_told_once_with_its_recovery_and_a_crash_as_fai
     log.write_text("".join(line + "\n" for line in lines))
     events = paced_events(str(log), load_config(None))
     assert [e.kind for e in events] == ["stalled", "recovered", "failed"]
-    stalled, _, failed = events
+    stalled, recovered, failed = events
     assert stalled.phase == "training loop" and stalled.steps == 3
     assert 120 <= (stalled.seconds or 0) < 600
+    # told as the step that ended the stall came, not at the next check that found none (audit 19: five hours late)
+    assert abs(recovered.time - (t + 600)) < 1
     assert "OutOfMemoryError" in failed.culprit
 
 
@@ -105,9 +107,11 @@ def test_an_alert_names_the_phase_as_replays_verdict_does(tmp_path: Path) -> Non
     assert failed[0].as_json()["guess"] is True and "failed, likely in checkpoint save" in failed[0].message
 
 
-def test_a_run_whose_log_ends_in_its_final_save_is_told_finished_training_not_all_done(tmp_path: Path) -> None:
-    """Audits 16 and 18: `finished` was sent for a log whose last line opens the final save; a save that hangs would
-    never say so. The message now says the log ends in the final save, and that it may still run."""
+def test_a_run_whose_log_ends_in_its_final_save_is_told_finished_when_the_save_ends_or_with_a_note(
+        tmp_path: Path) -> None:
+    """Audits 16, 18 and 19: `finished` was sent as the final save began, for a save that might hang (it would never
+    say so) or end three minutes later. Now a finished run whose log ends in its final save waits for the save's end
+    (SAVE_WAIT); one still saving then is told with the note that it may still run."""
     lines = []
     for i in range(1, 31):
         lines += [f"{{'loss': {2.0 - i / 30:.4f}, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': {i / 30:.2f}}}",
@@ -116,14 +120,20 @@ def test_a_run_whose_log_ends_in_its_final_save_is_told_finished_training_not_al
               "{'train_runtime': 30.1, 'train_samples_per_second': 8.0, 'train_steps_per_second': 1.0, 'epoch': 1.0}",
               "[INFO|trainer.py:3984] 2026-03-02 10:00:51,001 >> Saving model checkpoint to /out/final"]
     log = tmp_path / "sft.log"
-    log.write_text("".join(line + "\n" for line in lines))
+    saved = "[INFO|modeling_utils.py:818] 2026-03-02 10:03:40,022 >> Model weights saved in /out/final/model.bin"
+    log.write_text("".join(line + "\n" for line in [*lines, saved]))
     events = paced_events(str(log), load_config(None))
-    assert [e.kind for e in events] == ["finished"]
-    assert events[0].title == "gkdtop: sft.log finished training; its log ends in the final save"
+    assert [(e.kind, e.title, e.saving, int(e.time) % 3600) for e in events] == [
+        ("finished", "gkdtop: sft.log finished", False, 220)]  # at 10:03:40, as the save ended
+    warned = ("2026-03-02 10:16:00,100 - py.warnings - WARNING - /venv/lib/python3.11/site-packages/torch/utils/"
+              "checkpoint.py:90: UserWarning: None of the inputs have requires_grad=True")
+    log.write_text("".join(line + "\n" for line in [*lines, warned]))
+    events = paced_events(str(log), load_config(None))
+    assert [(e.kind, e.title) for e in events] == [
+        ("finished", "gkdtop: sft.log finished training; its log ends in the final save")]
     assert events[0].as_json()["saving"] is True and "still saving" in events[0].message
-    log.write_text("".join(line + "\n" for line in lines[:-1]))  # no save at its end: all done
-    events = paced_events(str(log), load_config(None))
-    assert [(e.title, e.saving, e.culprit) for e in events] == [("gkdtop: sft.log finished", False, "")]
+    log.write_text("".join(line + "\n" for line in lines))  # the log ends as the save begins: nothing told yet
+    assert paced_events(str(log), load_config(None)) == []
 
 
 def test_unstamped_lines_through_a_gap_between_two_stamps_are_no_stall_the_file_shows(tmp_path: Path) -> None:

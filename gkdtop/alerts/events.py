@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 KINDS = ("stalled", "failed", "recovered", "finished", "anomaly", "heartbeat")
 LAST_LINES = 5  # log lines in a message: enough to recognise the spot, few enough for a phone
 DUMP_WAIT = 8.0  # seconds a stall message waits for its stack dump before it goes without one
+SAVE_WAIT = 600.0  # seconds a finished run whose log ends in its final save waits for the save to end before told
 LINE_CHARS = 300
 CONTEXT_LINES = 20  # lines before the last ones redacted with them: a YAML block's key opens above them
 
@@ -126,6 +127,7 @@ class AlertWatcher:
         self.stall_told = False  # a "stalled" went out and its "recovered" is owed
         self.failed_told = False
         self.finished_told = False
+        self.saving_since: float | None = None  # when a finished run's log was first seen ending in its final save
         self.tasks_told: set[str] = set()  # failed Ray tasks already told
         self.anomalies_told: set[tuple[str, str]] = set()  # (kind, metric) of the slow failures told
         self.job_ended = job_ended
@@ -177,11 +179,17 @@ class AlertWatcher:
                 self.sent["failed"] = now
                 events.append(self._event("failed", status, now, culprit=cause))
         if status.state == "done":
-            if not self.finished_told:
+            # A log that ends in its final save waits SAVE_WAIT for the save's end (audit 19: "finished, still saving"
+            # on a save that ended 3 minutes later); a save that never ends is told with that note then.
+            saving = status.final_save is not None
+            if saving and self.saving_since is None:
+                self.saving_since = now
+            if not self.finished_told and (not saving or now - (self.saving_since or now) >= SAVE_WAIT):
                 self.finished_told = True
                 events.append(self._event("finished", status, now))
         else:
             self.finished_told = False
+            self.saving_since = None
         # A run that raised nothing but got slower, collapsed or went NaN (analysis/anomalies.py): each once while
         # it lasts (one that went away and came back is told again), one a window.
         if status.state not in ("failed", "done"):

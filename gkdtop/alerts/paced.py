@@ -64,11 +64,14 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending += undated
         undated = []
         line.seen = line.ts = at
-        if last is not None and at - last >= GAP and pending and not covered:
+        if last is not None and at - last >= GAP and pending:
             store.write_logs(LogBatch(pending, {}, files), local=False)
-            before = _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
             pending = []
-            if before is not None:
+            # As the lines before the gap arrived (a stall's recovery, a failure, the end are told then: audit 19, a
+            # "recovered" told five hours late, by the first check that found no stall), then within the gap.
+            events += watcher.check(last)
+            before = None if covered else _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
+            if before is not None and before > last:
                 events += watcher.check(before)
         pending.append(line)
         unstamped = unstamped + 1 if stamp is None else 0
