@@ -81,19 +81,38 @@ def test_every_pattern_meets_every_line_as_python_re_would(engine: str) -> None:
     assert [set(by_text.get(i, ())) for i in range(len(texts))] == expected(PATTERNS, texts)
 
 
-@pytest.mark.parametrize(("expression", "ended"), [
-    ("a$|b", "(?:a|b[^\\n]*)$"),
-    (r"x\$|y[$|)]$", r"(?:x\$[^\n]*|y[$|)])$"),  # an escaped `$`, a class holding `$`, `|` and `)`
-    ("(?:a|b)$|c", "(?:(?:a|b)|c[^\\n]*)$"),
-    ("(?:a$|b)c", None),  # a `$` inside a group: hits may end inside a line
-    ("a$b|c", None),
+@pytest.mark.parametrize(("pattern", "chunked", "inside"), [
+    ("a$|b", rb"(?:a|(?:b)[^\n]*)$", False),
+    (r"x\$|y[$|)]$", rb"(?:y[$|)]|(?:x\$)[^\n]*)$", False),  # an escaped `$`, a class holding `$`, `|` and `)`
+    ("(?:a|b)$|c", rb"(?:(?:a|b)|(?:c)[^\n]*)$", False),
+    (r"rank \d+ BAD[[:punct:]|]$", rb"(?:rank \d+ BAD[[:punct:]|])$", False),  # a POSIX class in a class
+    (r"\Q| nan |\E$|went nan", rb"(?:\|\ nan\ \||(?:went nan)[^\n]*)$", False),  # quoted text: no branch in it
+    ("(?:a$|b)c", rb"(?:a$|b)c", True),  # a `$` inside a group: hits may end inside a line
+    ("a$b|c", rb"a$b|c", True),
 ])
-def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(expression: str, ended: str | None) -> None:
+def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(pattern: str, chunked: bytes,
+                                                                         inside: bool) -> None:
     """Hyperscan reports a hit at its end: every branch made to run on to the line's end reports a line once, and
     no hit ends inside a line (which would take the scan's slower path for the whole chunk)."""
-    from gkdtop.analysis.matcher import _to_line_end
+    from gkdtop.analysis.matcher import for_chunks
 
-    assert _to_line_end(expression) == ended
+    expression, when = for_chunks(pattern)
+    assert expression == chunked and ("$" in when) == inside
+
+
+@pytest.mark.parametrize(("pattern", "hits", "misses"), [
+    (r"\Q| nan |\E$|eval loss went nan", ["eval table | nan |", "eval loss went nan at 3"], ["a[x]|b", "| nan | x"]),
+    (r"rank \d+ BAD[[:punct:]|]$", ["rank 3 BAD!", "rank 3 BAD|"], ["ax", "bx", "!!", "rank 3 BAD! x"]),
+    (r"v\Q1.5\E", ["v1.5"], ["v1x5"]),
+])
+def test_quoted_text_and_posix_classes_match_alike_in_both_engines(engine: str, pattern: str, hits: list[str],
+                                                                   misses: list[str]) -> None:
+    """Review of session 24: `\\Q…\\E` was translated for Hyperscan as a pattern (its `|` a branch, its `.` any
+    character), and a POSIX class ended a class early where branches were split: lines missed, lines flagged."""
+    m = Matcher([compile_pattern(pattern)], message=message_of)
+    data = "\n".join(hits + misses).encode()
+    found = {data.count(b"\n", 0, start) for start, _end, ids in m.scan(data) if ids}
+    assert found == set(range(len(hits)))
 
 
 @settings(max_examples=60, deadline=None)

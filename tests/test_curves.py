@@ -468,7 +468,6 @@ def test_an_evaluations_bar_with_no_words_is_no_slowdown_of_the_loops(tmp_path: 
     assert replay([str(log)], load_config(None)).anomalies == []
 
 
-
 def test_a_grad_norm_gone_nan_in_a_dense_run_is_read_though_the_bulk_path_skips_its_search(tmp_path: Path) -> None:
     """History's scan reports whether a chunk holds `nan`, `inf` or `'rewards/` (Matcher markers), so the bulk
     path searches no chunk for them again; a chunk that holds one still goes line by line, its NaN read."""

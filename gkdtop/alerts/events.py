@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 KINDS = ("stalled", "failed", "recovered", "finished", "anomaly", "heartbeat")
 LAST_LINES = 5  # log lines in a message: enough to recognise the spot, few enough for a phone
 DUMP_WAIT = 8.0  # seconds a stall message waits for its stack dump before it goes without one
+FINISH_WAIT = 15.0  # seconds a finished run waits before told: its final save's line may come in the next poll
 SAVE_WAIT = 600.0  # seconds a finished run whose log ends in its final save waits for the save to end before told
 LINE_CHARS = 300
 CONTEXT_LINES = 20  # lines before the last ones redacted with them: a YAML block's key opens above them
@@ -127,6 +128,7 @@ class AlertWatcher:
         self.stall_told = False  # a "stalled" went out and its "recovered" is owed
         self.failed_told = False
         self.finished_told = False
+        self.done_since: float | None = None  # when the run was first seen finished
         self.saving_since: float | None = None  # when a finished run's log was first seen ending in its final save
         self.tasks_told: set[str] = set()  # failed Ray tasks already told
         self.anomalies_told: set[tuple[str, str]] = set()  # (kind, metric) of the slow failures told
@@ -135,8 +137,9 @@ class AlertWatcher:
         self.stall_seen: float | None = None  # when the current stall was first seen
         self.started = time.time()
 
-    def check(self, now: float, status: PhaseStatus | None = None) -> list[AlertEvent]:
-        """The events due at `now` (`status`: the store's verdict at `now`, if the caller has it)."""
+    def check(self, now: float, status: PhaseStatus | None = None, final: bool = False) -> list[AlertEvent]:
+        """The events due at `now` (`status`: the store's verdict at `now`, if the caller has it; `final`: the log
+        ends here and nothing more will come, as replay --alerts says at its end)."""
         store = self.store
         if store.history_pending or store.log_polls < 2:
             return []  # as for the stall-time dump: the first live lines set the clock offset, and silence with it
@@ -180,16 +183,19 @@ class AlertWatcher:
                 events.append(self._event("failed", status, now, culprit=cause))
         if status.state == "done":
             # A log that ends in its final save waits SAVE_WAIT for the save's end (audit 19: "finished, still saving"
-            # on a save that ended 3 minutes later); a save that never ends is told with that note then.
+            # on a save that ended 3 minutes later); a save that never ends is told with that note then. Any finish
+            # waits FINISH_WAIT, for a save whose line comes a poll later (review of session 24).
             saving = status.final_save is not None
+            self.done_since = now if self.done_since is None else self.done_since
             if saving and self.saving_since is None:
                 self.saving_since = now
-            if not self.finished_told and (not saving or now - (self.saving_since or now) >= SAVE_WAIT):
+            waited = final or now - self.done_since >= FINISH_WAIT
+            if not self.finished_told and waited and (not saving or now - (self.saving_since or now) >= SAVE_WAIT):
                 self.finished_told = True
                 events.append(self._event("finished", status, now))
         else:
             self.finished_told = False
-            self.saving_since = None
+            self.done_since = self.saving_since = None
         # A run that raised nothing but got slower, collapsed or went NaN (analysis/anomalies.py): each once while
         # it lasts (one that went away and came back is told again), one a window.
         if status.state not in ("failed", "done"):

@@ -81,7 +81,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     pending += undated
     if pending:
         store.write_logs(LogBatch(pending, {}, files), local=False)
-        events += watcher.check(last or mtime)
+    events += watcher.check(last or mtime, final=True)
     return events
 
 

@@ -167,7 +167,7 @@ class HistoryReader:
         else:
             scanned = map(partial(self._scan_chunk, part.path), chunks)
         for extract in scanned:
-            extract.count_lines()  # here, not in the reader: of the two processes, it is the busier one
+            extract.count_lines()  # here, not in the forked reader: the reader is the busier of the two processes
             self._sort_hits(extract)
             self._date_chunk(extract, state)
             self._apply(extract, state, base)
@@ -185,7 +185,7 @@ class HistoryReader:
             data = collapse_lines(data)
         out = _Extract(path)
         out.hits, out.plain, marked = self.matcher.scan_plain(data)  # usually plain: then so is every line of it
-        out.cleared = not marked  # (the markers are curves.LINE_BY_LINE)
+        out.cleared = bool(self.matcher.markers) and not marked  # (the markers are curves.LINE_BY_LINE)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         out.data = data
         return out

@@ -21,12 +21,12 @@ DAYLESS_BACK = 3600.0  # a time-of-day stamp this far behind the one before it i
 MAX_JUMPS = 64  # zone-sized gaps between two writers' stamps kept per file (one is enough to say so)
 
 
-
 def day_shift(before: float, ts: float) -> float:
     """The whole days, in seconds, that move a time-of-day stamp `ts` to no earlier than the stamp `before` it, less
     DAYLESS_BACK: a time of day that went back further is the next day (midnight, a night idle); one that went
-    back less is a line out of order. (Negative where `ts` lies a day or more ahead of `before`.)"""
+    back less is a line out of order. (Negative where `ts` lies more than a day less DAYLESS_BACK ahead of `before`.)"""
     return math.ceil((before - DAYLESS_BACK - ts) / 86400.0) * 86400.0
+
 
 class HistoryClock:
     """Times for untimed lines of a file read in chunks: the nearest stamped line before them.

@@ -21,6 +21,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 try:  # the fast engine, where a wheel exists (x86_64)
@@ -33,11 +34,11 @@ import re2
 from gkdtop.analysis.lines import COMPOSE_PREFIX, KUBECTL_STAMP, MPI_TAG, PREFIX_MAX, plain_ascii
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
-# CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, a
-# phase's 300-character alternation, takes 0.02-0.16 s; 40 rules of 1.2 KB of repeats before
-# alternatives took 97 s to load). A rule over it is refused, in one line. CPU, not wall time: a
+# CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, generation's
+# 900-character alternation with two `^` branches, takes 0.41 s, brought to its lines' end; 40 rules of 1.2 KB of
+# repeats before alternatives took 97 s to load). A rule over it is refused, in one line. CPU, not wall time: a
 # busy machine slows a compile's wall time, not its CPU time, so a rule is refused or not alike.
-RULE_COMPILE_S = 0.5
+RULE_COMPILE_S = 0.8
 RE2_MAX_MEM = 8 << 20  # bytes of compiled program per pattern (RE2's default is 8 MiB too)
 
 _OPTIONS = re2.Options()
@@ -47,7 +48,7 @@ _OPTIONS.max_mem = RE2_MAX_MEM
 # What may stand before a message: `kubectl logs --timestamps`' capture stamp, a compose service's name, then Ray's
 # prefix.
 RAY_HEAD = f"(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?)?"
-_DOLLAR = re.compile(r"(?<!\\)(?:\\\\)*\$")
+_QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)  # RE2's quoted text
 
 
 class PatternError(ValueError):
@@ -255,9 +256,14 @@ def for_chunks(text: str) -> tuple[bytes, str]:
       line reports each pattern once, at its end, however many matches it holds.
     Hits need confirming by RE2 on the message where these do not make the answer exact (the flags
     returned): "always" for `(?s)` and `\\n`-like escapes; "utf8" on a message that is not ASCII; "^"
-    for a `^` anchor, only on a message that itself begins with `(` (it could pass for a prefix).
+    for a `^` anchor, only on a message that itself begins with `(` (it could pass for a prefix). "$" says
+    that a hit may end inside its line: a `$` inside a group or mid-branch, which `_to_line_end` cannot move.
     """
+    text = _QUOTED.sub(lambda m: re.escape(m.group(1)), text)  # RE2's quoted text: each character as itself
     out: list[str] = []
+    depth = 0  # of groups, at `i`
+    splits: list[int] = []  # where in `out` the top-level `|`s are
+    dollars: list[tuple[int, int]] = []  # where in `out` each `$` is, and its depth
     always = bool(re.search(r"\(\?[a-z]*s|\\[nAZzx]", text))
     caseless = "(?i" in text or re.search(r"\(\?[a-z]*i", text) is not None
     wide = not text.isascii()
@@ -305,6 +311,12 @@ def for_chunks(text: str) -> tuple[bytes, str]:
             out.append(translated)
             wide, always = True, always or loose
             continue
+        if c in "()|$":
+            depth += (c == "(") - (c == ")")
+            if c == "|" and not depth:
+                splits.append(len(out))
+            elif c == "$":
+                dollars.append((len(out), depth))
         if c == "^":
             out.append("^" + RAY_HEAD)
         elif not c.isascii():
@@ -317,10 +329,10 @@ def for_chunks(text: str) -> tuple[bytes, str]:
         i += 1
     chunked = "".join(out)
     inside = False  # hits may end inside a line (a `$` the expression could not be brought to the line's end around)
-    if not _DOLLAR.search(text):
+    if not dollars:
         chunked = f"(?:{chunked})[^\\n]*$"
     else:
-        ended = _to_line_end(chunked)
+        ended = _to_line_end(out, splits, dollars)
         inside = ended is None
         chunked = chunked if ended is None else ended
     if always:
@@ -328,49 +340,26 @@ def for_chunks(text: str) -> tuple[bytes, str]:
     return chunked.encode(), ("utf8" if wide else "") + ("^" if "^" in text else "") + ("$" if inside else "")
 
 
-def _to_line_end(expression: str) -> str | None:
-    """`(?:A|B)$` for `A$|B`: each top-level branch runs on to its line's end (`[^\\n]*`) unless it ends in its own
-    `$`, so a line reports the pattern once, at its end, as a pattern with no `$` does (Hyperscan takes nothing after
-    a `$`). None where a `$` stands elsewhere (inside a group, mid-branch): its hits may end inside a line."""
-    branches, start, depth, in_class, i = [], 0, 0, False, 0
-    dollars: list[int] = []
-    while i < len(expression):
-        c = expression[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            i += 2 if expression[i + 1 : i + 2] == "^" else 1  # `[^]…]`, `[]…]`: a first `]` is a member
-            if expression[i : i + 1] == "]":
-                i += 1
-            continue
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            branches.append(expression[start:i])
-            start = i + 1
-        elif c == "$":
-            if depth:
-                return None
-            dollars.append(i)
-        i += 1
-    branches.append(expression[start:])
-    ends, offset = [], 0
-    for branch in branches:
-        inner = [d - offset for d in dollars if offset <= d < offset + len(branch)]
-        offset += len(branch) + 1
+def _to_line_end(out: list[str], splits: list[int], dollars: list[tuple[int, int]]) -> str | None:
+    """`(?:A|(?:B)[^\\n]*)$` for `A$|B` (`out`: the translated pattern's pieces, `splits`: where its top-level `|`s are,
+    `dollars`: where its `$`s are, with their depth): each top-level branch runs on to its line's end unless it ends
+    in its own `$`, so a line reports the pattern once, at its end, as a pattern with no `$` does (Hyperscan takes
+    nothing after a `$`). None where a `$` stands elsewhere (in a group, mid-branch): its hits may end inside a line."""
+    if any(depth for _, depth in dollars):
+        return None
+    at = {index for index, _ in dollars}
+    ended, open_ended = [], []  # (the rest run on together: one `[^\\n]*` compiles as fast as before, not one each)
+    for start, end in pairwise([-1, *splits, len(out)]):
+        inner = [k for k in range(start + 1, end) if k in at]
         if not inner:
-            ends.append(branch + "[^\\n]*")
-        elif inner == [len(branch) - 1]:
-            ends.append(branch[:-1])
+            open_ended.append("".join(out[start + 1 : end]))
+        elif inner == [end - 1]:
+            ended.append("".join(out[start + 1 : end - 1]))
         else:
             return None
-    return "(?:" + "|".join(ends) + ")$"
+    if open_ended:
+        ended.append("(?:" + "|".join(open_ended) + ")[^\\n]*")
+    return "(?:" + "|".join(ended) + ")$"
 
 
 # Not rules: whether a chunk holds bytes that cleaning changes (controls) or non-ASCII text, found in
@@ -503,7 +492,7 @@ class Matcher:
         self._message = message or (lambda raw: raw)
         chunked = [for_chunks(p.text) for p in patterns]
         self._confirm = frozenset(i for i, (_, when) in enumerate(chunked) if when.startswith("always"))
-        self._own_dollar = frozenset(i for i, (_, when) in enumerate(chunked) if "$" in when)
+        self._ends_inside = frozenset(i for i, (_, when) in enumerate(chunked) if "$" in when)
         self._confirm_paren = self._confirm | {i for i, (_, when) in enumerate(chunked) if "^" in when}
         # ids whose scan is a superset on a line that is not ASCII (for_chunks): RE2 confirms them there
         self._confirm_utf8 = frozenset(i for i, (_, when) in enumerate(chunked) if "utf8" in when)
@@ -548,7 +537,7 @@ class Matcher:
         rules = len(self.patterns)
         plain = [True]
         marked: set[int] = set()
-        own_dollar = self._own_dollar
+        own_dollar = self._ends_inside
         inside = [False]  # a hit of a pattern with its own `$`, which may end inside a line
 
         def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
@@ -585,6 +574,7 @@ class Matcher:
         return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0], marked
 
     def _markers_in(self, chunk: bytes) -> set[int]:
+        """Which markers `chunk` holds, where Hyperscan did not say (no wheel, an empty rule set)."""
         return {i for i, marker in enumerate(self.markers) if marker in chunk}
 
     def confirm(self, message: str, ids: list[int], prefix: str = "", everything: bool = False) -> list[int]:
