@@ -335,6 +335,21 @@ def test_a_server_whose_requests_were_all_answered_is_serving_not_stalled_in_gen
     assert status.worded is not None and "200 OK" in status.worded.text
 
 
+def test_a_vllm_server_known_by_its_version_line_is_serving_and_names_no_trainers_next_phase(tmp_path: Path) -> None:
+    """Audit 19: a vLLM server whose start-up says `vLLM API server version 0.11.1` (not `Starting vLLM API server`),
+    idle after its requests, read 'ended after generation (next expected: old log-prob)' with collective advice."""
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay, report_text
+
+    lines = ["(APIServer pid=3211) INFO 10-06 11:02:11 [api_server.py:1896] vLLM API server version 0.11.1",
+             "(APIServer pid=3211) " + _vllm_stats(1, 204.7), "(APIServer pid=3211) " + _vllm_stats(0, 0.0)]
+    log = tmp_path / "serve.log"
+    log.write_text(text_of(lines))
+    report = replay([str(log)], load_config(None))
+    assert report.status.current == "serving"
+    assert "next expected" not in report_text(report) and "collective" not in report_text(report)
+
+
 def test_a_hung_servers_tail_stalls_at_its_own_allowance_and_v0_s_empty_engine_is_serving(tmp_path: Path) -> None:
     """Review of session 23: a trainer's generation waits up to a step's allowance (32K-token answers print nothing
     for minutes), but the tail of a vLLM or SGLang server's log (no start-up lines: the framework is the engine's)
