@@ -169,6 +169,25 @@ def test_a_bar_glued_to_a_stamp_says_the_run_went_on_through_the_gap_before_it(t
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["finished"]
 
 
+def test_a_loop_that_logs_every_fifty_iterations_is_no_stall_between_its_lines(tmp_path: Path) -> None:
+    """Audit 19 (a DeepSpeed/Megatron fp16 run): the first `iteration 50/ 10000 | elapsed time per iteration (ms):
+    13281.3` came 11 minutes into the loop (its fp16 loss-scale OVERFLOW lines), the next 12 minutes later; the limit
+    was twice one iteration's time (2 min) and a STALLED came between every two lines. The first line's distance into
+    the loop is one log interval."""
+    def stamp(hh: int, mm: int, ss: int) -> str:
+        return f"[2024-09-11 {hh:02d}:{mm:02d}:{ss:02d},210] [INFO]"
+
+    lines = [f"{stamp(17, 50, 2)} [checkpointing.py:546:forward] ----Profiling time in checkpointing False"]
+    lines += [f"{stamp(17, 50 + k, 56)} [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+              f"Attempted loss scale: {2 ** (32 - k)}, reducing to {2 ** (31 - k)}" for k in range(3)]
+    for n, (hh, mm) in enumerate([(18, 1), (18, 13), (18, 25)], 1):
+        lines.append(f"{stamp(hh, mm, 56)} [RANK 0] iteration {50 * n:>7}/   10000 | elapsed time per iteration (ms): "
+                     f"{13281.3 + n:.1f} | learning rate 1.000E-05 | total loss 1.3E-01 | loss scale: 33554432.0 |")
+    log = tmp_path / "sat.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+
+
 def test_replay_alerts_json_from_the_command_line(tmp_path: Path) -> None:
     lines, _ = startup(time.time() - 4000, upto="sync")
     log = tmp_path / "train.log"

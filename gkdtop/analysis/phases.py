@@ -1686,6 +1686,11 @@ class PhaseEngine:
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
+    def _loop_began(self) -> float | None:
+        """When the latest span of the training loop began, where one did."""
+        name = self._loop_name()
+        return next((span.start for span in reversed(self.timeline) if span.name == name), None)
+
     def _worded(self, tail: list[str], span: PhaseSpan | None, numbers: Sequence[int | None] = ()
                 ) -> tuple[PhaseRule, Evidence, bool] | None:
         """The phase the log's last lines name by their words (wordphase.py), with the line it stands on: one later
@@ -1843,6 +1848,8 @@ class PhaseEngine:
         paces = [self._step_time() or 0.0, self.bar_pace or 0.0]
         steps = self.recent_steps  # a job that logs every N steps (Megatron's --log-interval) is silent N steps
         paces += [steps[i][1] - steps[i - 1][1] for i in range(max(1, len(steps) - 3), len(steps))]
+        if len(steps) == 1 and (began := self._loop_began()) is not None:
+            paces.append(steps[0][1] - began)  # its first line came that long into the loop: a log interval (audit 19)
         if self.stats.count >= 2:
             paces.append(self.stats.summary().get("p95_s") or 0.0)
         return STEP_STALL_FACTOR * max(paces)
