@@ -335,13 +335,16 @@ def test_a_server_whose_requests_were_all_answered_is_serving_not_stalled_in_gen
     assert status.worded is not None and "200 OK" in status.worded.text
 
 
-def test_a_vllm_server_known_by_its_version_line_is_serving_and_names_no_trainers_next_phase(tmp_path: Path) -> None:
-    """Audit 19: a vLLM server whose start-up says `vLLM API server version 0.11.1` (not `Starting vLLM API server`),
-    idle after its requests, read 'ended after generation (next expected: old log-prob)' with collective advice."""
+def test_a_vllm_server_known_by_its_routes_is_serving_and_names_no_trainers_next_phase(tmp_path: Path) -> None:
+    """Audit 19: a vLLM server that lists its routes (`[launcher.py:44] Route: /v1/completions`) but prints no `Starting
+    vLLM API server`, idle after its requests, read 'ended after generation (next expected: old log-prob)' with
+    collective advice. (Its version line comes first, before the engine starts: no sign that it serves.)"""
     from gkdtop.config import load_config
     from gkdtop.replay import replay, report_text
 
     lines = ["(APIServer pid=3211) INFO 10-06 11:02:11 [api_server.py:1896] vLLM API server version 0.11.1",
+             "(EngineCore pid=3302) INFO 10-06 11:02:40 [core.py:92] Initializing a V1 LLM engine (v0.11.1) with config",
+             "(APIServer pid=3211) INFO 10-06 11:03:15 [launcher.py:44] Route: /v1/completions, Methods: POST",
              "(APIServer pid=3211) " + _vllm_stats(1, 204.7), "(APIServer pid=3211) " + _vllm_stats(0, 0.0)]
     log = tmp_path / "serve.log"
     log.write_text(text_of(lines))
