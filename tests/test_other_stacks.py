@@ -343,7 +343,7 @@ def test_a_vllm_server_known_by_its_routes_is_serving_and_names_no_trainers_next
     from gkdtop.replay import replay, report_text
 
     lines = ["(APIServer pid=3211) INFO 10-06 11:02:11 [api_server.py:1896] vLLM API server version 0.11.1",
-             "(EngineCore pid=3302) INFO 10-06 11:02:40 [core.py:92] Initializing a V1 LLM engine (v0.11.1) with config",
+             "(EngineCore pid=3302) INFO 10-06 11:02:40 [core.py:92] Initializing a V1 LLM engine (v0.11.1)",
              "(APIServer pid=3211) INFO 10-06 11:03:15 [launcher.py:44] Route: /v1/completions, Methods: POST",
              "(APIServer pid=3211) " + _vllm_stats(1, 204.7), "(APIServer pid=3211) " + _vllm_stats(0, 0.0)]
     log = tmp_path / "serve.log"
