@@ -54,7 +54,10 @@ DEFAULT_FILTER = (
     r"|INFO: (?:generate text|update actor) done\.|(?:^|\) )Step \d+$|update_weights done|Server is up!"
 )
 FAIL_PATTERN = (
-    r"Traceback \(most recent call last\)|✗|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
+    r"Traceback \(most recent call last\)|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
+    # a `✗` status mark (the probe's `✗ phase 'X' FAILED`), not the dirty-tree mark of a shell prompt pasted
+    # with the log (oh-my-zsh's `➜  dir git:(main) ✗ cmd`): that one follows a `)`
+    r"|(?:^|[^)\s])\s*✗"
     r"|^Exception raised in creation task: "  # Ray: an actor's __init__ raised (its traceback follows, no header)
     r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective"
     r"|\bDist(?:Backend|Store)Error\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"

@@ -203,3 +203,21 @@ def test_zero3s_own_consistency_check_is_no_config_assertion(tmp_path: Path) -> 
     plain = [*lines[:3], '  File "/srv/train.py", line 88, in step', "    assert n % mb == 0",
              "AssertionError: 512 is not divisible by 24"]
     assert "check on the config or the batch" in report_text(run(tmp_path, plain))
+
+
+def test_a_shell_prompts_dirty_tree_mark_is_no_failure(tmp_path: Path) -> None:
+    """Audit 18: oh-my-zsh's prompt (`➜  dir git:(branch) ✗`) pasted under a finished Lightning fit, or under a verl
+    step line. Before: 'FAILED after training finished' and 'FAILED in training loop', the prompt as the error."""
+    finished = [
+        "Epoch 0: 100%|██████████| 40/40 [00:03<00:00, 12.50it/s, loss=0.118, v_num=3]",
+        "`Trainer.fit` stopped: `max_epochs=1` reached.",
+        "(venv) ➜  vae-toy git:(feature/x) ✗ ",
+    ]
+    status = run(tmp_path, finished).status
+    assert status.state == "done" and not status.failure
+    stepping = ["step:3 - actor/pg_loss:0.02 - timing_s/step:61.5", "dev@node-3 ~/proj git:(main) ✗ tail -f out.log"]
+    assert run(tmp_path, stepping).status.state != "failed"
+    # gkdtop's own probe line, and a tool's `✗` status mark, still end a run as failed
+    for line in ("2025-06-01 10:00:00,120 [gkdtop] [rank 0/2] ✗ phase 'rollout init' FAILED after 3.100 s: OSError",
+                 "✗ worker 3 failed: exit code 1"):
+        assert run(tmp_path, [stepping[0], line]).status.state == "failed", line
