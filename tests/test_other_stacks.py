@@ -735,3 +735,34 @@ def test_a_long_wait_between_two_writers_whose_clocks_agreed_is_no_zone(tmp_path
     report = run(tmp_path, lines)
     assert all(span.clock_jump is None for span in report.status.timeline)
     assert "clock zones" not in report_text(report)
+
+
+def _megatron_iteration(stamp: str, it: int, total: int, ms: float) -> str:
+    return (f" [{stamp}] iteration {it:>8d}/{total:>8d} | consumed samples: {it * 16:>12d} | elapsed time per "
+            f"iteration (ms): {ms:.1f} | learning rate: 2.500000E-05 | global batch size:    16 | lm loss: "
+            "4.118207E+00 | loss scale: 1.0 | grad norm: 3.902 | number of skipped iterations:   0 |")
+
+
+def test_megatrons_save_and_end_of_training_finish_the_run(tmp_path: Path) -> None:
+    """Audit 18: Megatron-LM's last iteration, its save (`saving checkpoint at iteration N to DIR` … `successfully saved
+    checkpoint from iteration N`) and `[after training is done]`, then a resumed run 3 minutes later. Before: 'ended,
+    likely in checkpoint save' (a guess from the save's words) and 'STALLED … for 2m01s' between the two runs."""
+    from gkdtop.alerts.paced import paced_events
+    from gkdtop.config import load_config
+
+    lines = [
+        _megatron_iteration("2025-07-02 14:40:11", 19, 20, 2870.4),
+        _megatron_iteration("2025-07-02 14:40:14", 20, 20, 2911.0),
+        "saving checkpoint at iteration      20 to /scratch/ckpt/gpt_small in torch_dist format",
+        "  successfully saved checkpoint from iteration      20 to /scratch/ckpt/gpt_small [ t 1/2, p 1/1 ]",
+        "[after training is done] datetime: 2025-07-02 14:40:25 ",
+    ]
+    said = report_text(run(tmp_path, lines))
+    assert run(tmp_path, lines).status.state == "done" and "checkpoint save" not in said, said
+    # a save that never reports back is still the save
+    status = run(tmp_path, lines[:3]).status
+    assert status.current == "checkpoint save" and status.worded is None
+    resumed = [*lines, "[after megatron is initialized] datetime: 2025-07-02 14:43:40 ",
+               _megatron_iteration("2025-07-02 14:44:02", 11, 20, 21500.2)]
+    (tmp_path / "two.log").write_text(text_of(resumed))
+    assert "stalled" not in [e.kind for e in paced_events(str(tmp_path / "two.log"), load_config(None))]
