@@ -766,3 +766,28 @@ def test_megatrons_save_and_end_of_training_finish_the_run(tmp_path: Path) -> No
                _megatron_iteration("2025-07-02 14:44:02", 11, 20, 21500.2)]
     (tmp_path / "two.log").write_text(text_of(resumed))
     assert "stalled" not in [e.kind for e in paced_events(str(tmp_path / "two.log"), load_config(None))]
+
+
+def test_an_evaluation_harness_run_alone_is_validation_then_finished(tmp_path: Path) -> None:
+    """Audit 18: lm-evaluation-harness alone (no training): its requests to the model, their bar, then the `lm_eval`
+    command's summary and results table. Before: 'training loop (unfinished)', 'ended in training loop' with the
+    loop's advice, and 'one stamped time' on a log whose lines carry `YYYY-MM-DD:hh:mm:ss,mmm` stamps."""
+    lines = [
+        "2025-09-03:16:20:41,204 INFO     [__main__.py:379] Selected Tasks: ['hellaswag']",
+        "2025-09-03:16:20:44,870 INFO     [evaluator.py:206] Initializing hf model, with arguments: {'pretrained': "
+        "'/models/small-lm'}",
+        "2025-09-03:16:21:02,311 INFO     [evaluator.py:461] Running loglikelihood requests",
+        "Running loglikelihood requests:  41%|████      | 16400/40168 [02:13<03:11, 124.02it/s]",
+        "Running loglikelihood requests: 100%|██████████| 40168/40168 [05:20<00:00, 125.33it/s]",
+        "hf (pretrained=/models/small-lm), gen_kwargs: (None), limit: None, num_fewshot: None, batch_size: 16",
+        "|  Tasks  |Version|Filter|n-shot| Metric |   |Value |   |Stderr|",
+        "|---------|------:|------|-----:|--------|---|-----:|---|-----:|",
+        "|hellaswag|      1|none  |     0|acc     |↑  |0.4821|±  |0.0050|",
+    ]
+    result = run(tmp_path, lines)
+    said = report_text(result)
+    assert result.status.state == "done" and "training loop" not in said, said
+    assert [s.name for s in result.status.timeline] == ["validation", "finished"], said
+    assert "one stamped time" not in said and "from 16:20:41" in said, said
+    # cut during its requests: in validation, not a training loop
+    assert run(tmp_path, lines[:4]).status.current == "validation"

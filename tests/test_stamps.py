@@ -32,6 +32,9 @@ FORMS = [
     ("[03/26 22:36:28 d2.engine.train_loop]: Starting training from iteration 0", local(2026, 3, 26, 22, 36, 28)),
     # open_clip: a comma between the date and the time (audit 15: read as no stamp at all).
     ("2026-03-26,22:36:28 | INFO | Start epoch 39", local(2026, 3, 26, 22, 36, 28)),
+    # lm-evaluation-harness: a colon between the date and the time (audit 18: 'one stamped time' on 12 stamps).
+    ("2026-03-26:22:36:28,417 INFO     [evaluator.py:305] Running generate_until requests",
+     local(2026, 3, 26, 22, 36, 28, micro=417000)),
     # c10d through torch's elastic agent: a rank prefix, then glog in brackets with a one-digit month.
     ("[rank0]:[W326 22:36:28.884042812 socket.cpp:489] [c10d] The client socket has timed out",
      local(2026, 3, 26, 22, 36, 28) + 0.884042812),

@@ -209,6 +209,7 @@ REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the referen
 WEIGHT_SYNC = "weight sync"
 GENERATION = "generation"
 LOOP = "training loop"
+VALIDATION = "validation"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
@@ -1089,9 +1090,11 @@ class PhaseEngine:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
-        if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES:
+        if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
+                and rule.name != VALIDATION:
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
-            # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's.
+            # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's,
+            # and an evaluation may run alone (lm-evaluation-harness, audit 18).
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             self.rollout_in_step |= rule.name == GENERATION

@@ -7,7 +7,8 @@ tested one by one in tests/test_stamps.py:
 - ISO 8601, `T` or space, a fraction, `Z` / `+08:00` / `-0130`, in brackets or not:
   `2026-01-11T10:00:05.123Z` (most loggers, kubectl --timestamps, loguru's `2026-01-11 10:00:05.123 | INFO |`);
 - Python logging's asctime `2026-01-11 10:00:05,123` (logging, Ray, verl); `2026/01/11 10:00:05`;
-  `2026-01-11_10:00:05`, open_clip's `2026-01-11,10:00:05 | INFO |`, torchrun's error summary
+  `2026-01-11_10:00:05`, open_clip's `2026-01-11,10:00:05 | INFO |`, lm-evaluation-harness's
+  `2026-01-11:10:00:05,123 INFO`, torchrun's error summary
   (`  time      : 2026-01-11_10:00:05`, behind its field name);
 - logging's `%m/%d/%Y %H:%M:%S`, `03/18/2026 09:12:53 - INFO - name - msg` (HF's example scripts,
   accelerate, older LLaMA-Factory): month first, unless the first field is over 12 (then it is the
@@ -43,7 +44,7 @@ TS_RE = re.compile(
     # ISO 8601, Python logging asctime, `2026/01/11 10:00:05`, optionally in brackets (old DeepSpeed's after its
     # level: `[INFO 2020-06-08 05:52:14]`).
     r"\[?(?:(?:INFO|WARNING|ERROR|DEBUG) )?"
-    r"(\d{4}[-/]\d\d[-/]\d\d[T _,]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
+    r"(\d{4}[-/]\d\d[-/]\d\d[T _,:]\d\d:\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?(?!\d)"
     # glog `I1122 10:00:00.123456`, c10d's `[W326 22:36:28.884042812` (a one-digit month): no year.
     r"|\[?[IWEF](\d{3,4} \d\d:\d\d):(\d\d)(?:\.(\d+))?(?!\d)"
     # vLLM `INFO 01-11 10:00:05`: no year.
@@ -198,7 +199,7 @@ def parse_timestamp(text: str, ref: float | None = None) -> float | None:
 # How far past a file's newest dated stamp its year-less stamps may lie (a run, or a rollover).
 YEARLESS_REACH = 300 * 86400.0
 TAIL_BYTES = 64 * 1024  # how much of a file's end is read for its newest dated stamp
-_DATED_RE = re.compile(rb"(?<!\d)(\d{4})[-/](\d\d)[-/](\d\d)[T _,](\d\d):(\d\d):(\d\d)(?!\d)")
+_DATED_RE = re.compile(rb"(?<!\d)(\d{4})[-/](\d\d)[-/](\d\d)[T _,:](\d\d):(\d\d):(\d\d)(?!\d)")
 _SLASHED_RE = re.compile(rb"(?<![\d/])(\d\d)/(\d\d)/(\d{4}) (\d\d):(\d\d):(\d\d)(?!\d)")  # MM/DD/YYYY
 
 
