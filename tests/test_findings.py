@@ -692,3 +692,28 @@ def test_a_watchdog_line_a_terminal_wrapped_is_not_cut_off(tmp_path: Path) -> No
         (tmp_path / folder / "r.log").write_text("".join(line + "\n" for line in lines))
         report = replay([str(tmp_path / folder / "r.log")], load(None))
         assert ("nccl-watchdog-cut" in {f.name for f in report.findings}) is want, folder
+
+
+def test_a_resume_at_its_last_step_is_one_finding_that_says_nothing_is_left_to_train(tmp_path: Path) -> None:
+    """Audit 18: LLaMA-Factory re-run in a finished output_dir: resumed at global step 250 of 250, then at once
+    `Training completed`. Before: 'hf-resume-data-skip x2' (the resume line and the skip line counted apart) with 'if
+    the bar stays at 0 … the skip is the first thing to suspect', where nothing was left to skip or train."""
+    head = "[INFO|2025-08-19 07:12:05] trainer.py:2410 >> "
+    banner = [head + "  Num Epochs = 5", head + "  Total optimization steps = 250"]
+    resume = [head + "  Continuing training from global step 250",
+              head + "  Will skip the first 5 epochs then the first 0 batches in the first epoch.",
+              "  0%|          | 0/250 [00:00<?, ?it/s]",
+              "Training completed. Do not forget to share your model on huggingface.co/models =)"]
+    found = only(store_after(tmp_path, banner + resume), "hf-resume-data-skip")
+    assert found.count == 1
+    assert "nothing is left to train" in found.cause and "raise num_train_epochs or max_steps" in found.fix
+    # the banner alone says so too (no bar drawn), and a total written with commas is read
+    found = only(store_after(tmp_path, [banner[0], head + "  Total optimization steps = 1,250",
+                                        head + "  Continuing training from global step 1250", resume[-1]]),
+                 "hf-resume-data-skip")
+    assert "nothing is left to train" in found.cause
+    # a resume short of the end keeps the skip's advice
+    found = only(store_after(tmp_path, [banner[0], head + "  Total optimization steps = 1,250",
+                                        head + "  Continuing training from global step 600",
+                                        "  0%|          | 0/1250 [00:00<?, ?it/s]"]), "hf-resume-data-skip")
+    assert found.count == 1 and "ignore_data_skip" in found.fix

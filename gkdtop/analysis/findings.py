@@ -99,12 +99,16 @@ class FindingsEngine:
         self.by_name = {sig.name: sig for sig in signatures}
         self.by_id: dict[int, list[tuple[int, Signature]]] = {}  # match id -> (catalogue order, signature)
         self.extra_ids: list[list[tuple[int, Pattern]]] = []
+        self.before_ids: list[list[tuple[int, Pattern]]] = []
         for order, sig in enumerate(signatures):
             self.by_id.setdefault(register(sig.match), []).append((order, sig))
             self.extra_ids.append([(register(p), p) for p in sig.extra])
+            self.before_ids.append([(register(p), p) for p in sig.before])
             if sig.unless_next is not None:
                 register(sig.unless_next)  # a line that matches it is read (history reads only lines a pattern names)
         self.match_ids = frozenset(self.by_id)
+        self.context_ids = frozenset(i for ids in self.before_ids for i, _ in ids)
+        self.context: dict[str, dict[int, dict[str, str]]] = {}  # source -> catalogue order -> its `before` fields
         self.found: dict[Key, Finding] = {}
         self.keys: dict[int, Key] = {}  # id(finding) -> its key in found
         self.shown: dict[int, _Open] = {}  # id(finding) -> the incident whose fields it shows (the latest)
@@ -125,6 +129,10 @@ class FindingsEngine:
             self.raised[line.pid] = (t, text.strip()[:300])
             if len(self.raised) > MAX_RAISERS:
                 del self.raised[next(iter(self.raised))]
+        if ids and not self.context_ids.isdisjoint(ids):
+            for order, before in enumerate(self.before_ids):
+                if before and (offered := _extra_fields(before, text, ids)):
+                    self.context.setdefault(line.source, {})[order] = offered  # the latest such line wins
         hits: list[tuple[int, Signature, dict[str, str], bool]] = []
         if ids and not self.match_ids.isdisjoint(ids):
             for order, sig in sorted(hit for i in ids for hit in self.by_id.get(i, ())):
@@ -133,6 +141,8 @@ class FindingsEngine:
                     continue
                 fields = _groups(m)
                 for k, v in _extra_fields(self.extra_ids[order], text, ids).items():  # the match line's own extras
+                    fields.setdefault(k, v)
+                for k, v in self.context.get(line.source, {}).get(order, {}).items():  # a banner above it
                     fields.setdefault(k, v)
                 restated = any(marker in text[: m.start()] for marker in RESTATED)
                 hits.append((order, sig, fields, restated))
@@ -298,8 +308,14 @@ class FindingsEngine:
         return sorted(shown, key=lambda f: f.last_seen, reverse=True)
 
     def _explain(self, finding: Finding) -> None:
-        """A death whose process (its `pid` field) raised an exception just before: that error is the cause."""
+        """A death whose process (its `pid` field) raised an exception just before: that error is the cause. A
+        signature's `reached` step at or past its total: its cause_if_reached / fix_if_reached."""
         sig = self.by_name.get(finding.name)
+        if sig is not None and sig.reached:
+            step, total = (finding.fields.get(k, "").replace(",", "") for k in sig.reached)
+            reached = step.isdigit() and total.isdigit() and int(step) >= int(total)
+            finding.cause = sig.cause_if_reached or sig.cause if reached else sig.cause
+            finding.fix = sig.fix_if_reached or sig.fix if reached else sig.fix
         pid = finding.fields.get("pid", "")
         if sig is None or not sig.cause_if_raised or not pid.isdigit() or int(pid) not in self.raised:
             return

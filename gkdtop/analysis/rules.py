@@ -82,6 +82,14 @@ class Signature:
     # Withdrawn where the next line of its file matches: a line a terminal wrapped (`…collective opera` then
     # `tion timeout: WorkNCCL(…`) is not a line cut off.
     unless_next: Pattern | None = None
+    # Fields read from the latest earlier line of the same file that matches one of these (a banner printed above
+    # the match line: HF Trainer's `Total optimization steps = 402` above its resume line).
+    before: list[Pattern] = field(default_factory=list)
+    # [step, total]: two fields; where the first is at or past the second (a run resumed at its last step),
+    # cause_if_reached / fix_if_reached are said instead of cause / fix.
+    reached: list[str] = field(default_factory=list)
+    cause_if_reached: str = ""
+    fix_if_reached: str = ""
 
 
 @dataclass(slots=True)
@@ -189,7 +197,8 @@ def patterns(node: Any, where: str, key: str) -> list[Pattern]:
 PHASE_KEYS = {"name", "start", "done", "fail", "stall_after", "terminal", "hint", "fail_hint", "timeout_hint", "inner",
               "nested", "plain"}
 FINDING_KEYS = {"name", "severity", "match", "extra", "within", "require_extra", "key", "cause", "fix", "fix_for",
-                "cause_if_raised", "fix_if_raised", "min_count", "merge_within", "unless_next"}
+                "cause_if_raised", "fix_if_raised", "min_count", "merge_within", "unless_next", "before", "reached",
+                "cause_if_reached", "fix_if_reached"}
 
 
 def parse_phases(node: Any, where: str, path: str = "phases") -> list[PhaseRule]:
@@ -289,6 +298,8 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
                 raise node_error(where, n, f"{key}.severity", f"expected error, warning or info, got {sig.severity!r}")
         if (n := get(item, "extra")) is not None:
             sig.extra = patterns(n, where, f"{key}.extra")
+        if (n := get(item, "before")) is not None:
+            sig.before = patterns(n, where, f"{key}.before")
         if (n := get(item, "within")) is not None:
             sig.within = int(number(n, where, f"{key}.within"))
         if (n := get(item, "require_extra")) is not None:
@@ -301,7 +312,11 @@ def parse_findings(node: Any, where: str, path: str = "findings") -> list[Signat
             sig.key = strings(n, where, f"{key}.key")
         if (n := get(item, "unless_next")) is not None:
             sig.unless_next = pattern(n, where, f"{key}.unless_next")
-        for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised"):
+        if (n := get(item, "reached")) is not None:
+            sig.reached = strings(n, where, f"{key}.reached")
+            if len(sig.reached) != 2:
+                raise node_error(where, n, f"{key}.reached", "expected two field names: [step, total]")
+        for attr in ("cause", "fix", "cause_if_raised", "fix_if_raised", "cause_if_reached", "fix_if_reached"):
             if (n := get(item, attr)) is not None:
                 setattr(sig, attr, scalar(n, where, f"{key}.{attr}"))
         if (n := get(item, "fix_for")) is not None:
