@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +159,26 @@ def test_iter_lines_with_their_seconds_per_iter_are_steps(tmp_path: Path) -> Non
     assert steps["count"] == 3 and (steps["first"], steps["last"]) == (52100, 52300), steps
     assert steps["mean_s"] == pytest.approx(0.378), steps
     assert said.startswith("steps: up to 52300, 3 with metrics (52100..52300), mean 0.38s"), said
+
+
+def test_metric_dicts_posted_with_typographic_quotes_are_read_as_printed(tmp_path: Path) -> None:
+    """Audit 18: HF Trainer's dicts pasted through an editor that curled the quotes (`{‘loss’: …}`, `{“epoch”: …}`),
+    read as history and live. Before: 'lines no rule knows', no steps, no finished: 'ended in training loop'."""
+    from tests.verlrun import live_and_history
+
+    lines = ["***** Running training *****",
+             *(f"{{‘loss’: 0.{9 - k}12, ‘grad_norm’: 1.{k}, ‘learning_rate’: 2e-05, ‘epoch’: 0.{k}}}"
+               for k in range(1, 6)),
+             "{‘train_runtime’: 611.4, ‘train_samples_per_second’: 12.2, ‘train_loss’: 0.61, ‘epoch’: 1.0}"]
+    text = "".join(line + "\n" for line in lines)
+    deadline = time.monotonic() + 30  # (a store that never reads the end fails below, not hangs)
+    history, store = live_and_history(tmp_path, text,
+                                      lambda s: s.phase_status().state == "done" or time.monotonic() > deadline)
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.state == "done" and status.steps["count"] == 5, status.steps
+    # double quotes too (a JSON record); the rest of a line's non-ASCII text stays as it was
+    from gkdtop.analysis.lines import clean_line, strip_escapes
+
+    for clean in (clean_line, lambda raw: strip_escapes(raw).decode()):
+        assert clean('| valid | {“epoch”: 3, “loss”: “2.9”} — 100% █'.encode()) == \
+            '| valid | {"epoch": 3, "loss": "2.9"} — 100% █'

@@ -25,6 +25,17 @@ _CLEAN_RE = re.compile(_ESC_PATTERN + r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _ESC_BYTES_RE = re.compile(_ESC_PATTERN.encode())
 _C0_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
 _C1_RE = re.compile("[\x80-\x9f]")
+# Typographic quotes (‘ ’ “ ”, UTF-8 \xe2\x80\x98-\x9d) where a program printed straight ones: a log pasted through an
+# editor or a forum that "smartened" them (`{‘loss’: 1.43, …}`, audit 18). Straightened, every rule reads the line.
+_CURLY_BYTES_RE = re.compile(b"\xe2\x80[\x98\x99\x9c\x9d]")
+
+
+def _straight(m: re.Match[bytes]) -> bytes:
+    return b"'" if m.group()[2] < 0x9c else b'"'
+
+
+def straighten_quotes(data: bytes) -> bytes:
+    return _CURLY_BYTES_RE.sub(_straight, data) if b"\xe2\x80" in data else data
 
 
 def strip_ansi(text: str) -> str:
@@ -36,7 +47,7 @@ def clean_bytes(data: bytes) -> bytes:
     """strip_ansi for bytes (C1 controls aside, see _decode): what the bulk path runs per chunk."""
     if b"\x1b" in data:
         data = _ESC_BYTES_RE.sub(b"", data)
-    return data.translate(None, _C0_BYTES)
+    return straighten_quotes(data).translate(None, _C0_BYTES)
 
 
 def decode(data: bytes) -> str:
@@ -61,9 +72,9 @@ def last_segment(line: bytes) -> bytes:
 
 
 def strip_escapes(data: bytes) -> bytes:
-    """Only the ANSI escapes out of a chunk (a rule must not miss a coloured word): the rest of the
-    cleaning is done on the few lines the matcher names (`clean_line`)."""
-    return _ESC_BYTES_RE.sub(b"", data) if b"\x1b" in data else data
+    """Only the ANSI escapes out of a chunk (a rule must not miss a coloured word), and typographic quotes
+    straightened: the rest of the cleaning is done on the few lines the matcher names (`clean_line`)."""
+    return straighten_quotes(_ESC_BYTES_RE.sub(b"", data) if b"\x1b" in data else data)
 
 
 def clean_line(raw: bytes) -> str:
