@@ -494,3 +494,18 @@ def test_a_native_stack_waiting_for_the_nccl_unique_id_is_nccl_init_begun_before
     assert report.status.current == "nccl init"
     said = report_text(report)
     assert "≤10:35:07  nccl init" in said and "model load                ≤30m35s" in said
+
+
+def test_an_optimizer_built_after_the_communicator_means_the_model_is_loaded(tmp_path: Path) -> None:
+    """Audit 18: a DDP script on 4 pods (k9s's `│ ` box before each line): NCCL's Init COMPLETE, then the script's
+    own `use AdamW`, then silence. Before: 'ended after nccl init (next expected: model load)', though an optimizer
+    is built over a loaded model's parameters."""
+    lines = [
+        "│ trainer-5d8f-zx2lq:40:61 [0] NCCL INFO comm 0x55d0a4c0 rank 0 nranks 16 cudaDev 0 busId 1b000 - "
+        "Init COMPLETE",
+        "│ trainer-5d8f-zx2lq:40:40 [0] NCCL INFO Launch mode Parallel",
+        "│ Using SGD optimizer",
+    ]
+    result = run(tmp_path, lines)
+    said = report_text(result)
+    assert "(next expected: model load)" not in said and result.status.expected in (None, "training loop"), said
