@@ -86,6 +86,30 @@ def test_a_loop_whose_bars_carry_no_stamp_is_no_stall(tmp_path: Path) -> None:
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
 
 
+def test_a_steady_bar_glued_before_a_later_stamp_covers_the_gap_since_the_last(tmp_path: Path) -> None:
+    """Audit 18: HF Trainer under DeepSpeed: after the last stamp only unstamped dicts, then, 1h40m later, the bar's
+    redraw glued before DeepSpeed's step line (`][[`: its stamp unread), its clock showing steady steps all along.
+    Before: 'STALLED in training loop for 2m01s' two minutes after the last stamp. A bar that stood still for most
+    of its time still lets the stall be told."""
+    def lines(done: int, pace: str) -> list[str]:
+        return ["[2025-05-12 06:00:03,118] [INFO] [engine.py:210:__init__] DeepSpeed Flops Profiler Enabled: False",
+                "***** Running training *****",
+                "[2025-05-12 06:00:20,551] [INFO] [stage3.py:1812:_overflow_clean_up] [deepspeed] OVERFLOW! Rank 0 "
+                "Skipping step. Attempted loss scale: 65536, reducing to 32768",
+                "{'loss': 3.1, 'learning_rate': 0.0005, 'epoch': 0.03}",
+                "{'loss': 2.8, 'learning_rate': 0.0005, 'epoch': 0.06}",
+                f" 12%|█▏        | {done}/15000 [1:40:00<12:10:00, {pace}s/it][[2025-05-12 07:40:21,909] [INFO] "
+                f"[logging.py:60:log_dist] [Rank 0] step={done + 1}, skipped=3, lr=[0.0005], mom=[0.9]",
+                f"[2025-05-12 07:40:21,950] [INFO] [timer.py:181:stop] 0/{done + 1}, SamplesPerSec=9.61"]
+
+    log = tmp_path / "train.log"
+    end = time.mktime(time.strptime("2025-05-12 07:40:22", "%Y-%m-%d %H:%M:%S"))
+    for done, pace, told in ((1799, "3.33", []), (300, "3.33", ["stalled", "recovered"])):
+        log.write_text("\n".join(lines(done, pace)) + "\n")
+        os.utime(log, (end, end))
+        assert [e.kind for e in paced_events(str(log), load_config(None))] == told, (done, pace)
+
+
 def test_an_alert_names_the_phase_as_replays_verdict_does(tmp_path: Path) -> None:
     """Audit 17: replay said `FAILED, likely in checkpoint save` (a save's words, then the watchdog), the alert `FAILED
     in training loop`: the loop in place of the part, and no hedge on a guess."""

@@ -41,6 +41,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     unstamped = 0  # lines with no stamp since the last stamped one
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
     bars: dict[str, tuple[float, float]] = {}  # per tqdm bar: when its first redraw came and the elapsed it showed
+    reach = 0.0  # the longest clock of a steady bar (_steady_bar) among the lines dated at `last`
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
             continue
@@ -64,6 +65,12 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending += undated
         undated = []
         line.seen = line.ts = at
+        steady = _steady_bar(line.text, config.stall_after)
+        if last is not None and (clock := max(reach, steady)) and clock + config.stall_after >= at - last:
+            covered = True  # a steady bar's clock spans the gap (but less than a stall): its steps went on through it
+        if last is None or at > last:
+            reach = 0.0
+        reach = max(reach, steady)
         if last is not None and at - last >= GAP and pending:
             store.write_logs(LogBatch(pending, {}, files), local=False)
             pending = []
@@ -131,6 +138,24 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
             bars.clear()
         bars[key] = anchor = (last if stamp is None else stamp, shown)
     return min(mtime, anchor[0] + shown - anchor[1]), moved
+
+
+def _steady_bar(text: str, slack: float) -> float:
+    """The elapsed time of a bar on this line whose items at its pace account for all that time but `slack` seconds
+    or 5% of it (it moved all along), else 0. Unstamped lines are dated at the stamp before them: HF's bar glued
+    before a stamped DeepSpeed line (`1999/24128 [1:53:09<…, 3.33s/it][[2026-…`, audit 18) and the dicts before it
+    seem to leave the gap since that stamp silent, where the bar's own clock says its steps went on through it. A bar
+    that stood still for long shows it: its items at its recent pace fall short of its elapsed time."""
+    from gkdtop.analysis.phases import BAR_COUNT_RE, BAR_RATE_RE, stated_elapsed
+
+    if "%|" not in text or (elapsed := stated_elapsed(text, bar=True)) is None:
+        return 0.0
+    counts = list(BAR_COUNT_RE.finditer(text))
+    if not counts or (rate := BAR_RATE_RE.search(text, counts[-1].end())) is None or not float(rate.group(1)):
+        return 0.0
+    pace = float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1))
+    # (its shown pace is the recent one, smoothed: a first step's warm-up leaves a few percent of the time unexplained)
+    return float(elapsed) if int(counts[-1].group(1)) * pace >= elapsed - max(slack, 0.05 * elapsed) else 0.0
 
 
 def _fired(store: Store, before: float, silence: float) -> float | None:
