@@ -431,6 +431,19 @@ def test_an_mpirun_tag_and_its_relay_time_are_peeled_like_ray_s_prefix(tmp_path:
     assert "no timestamps" not in report_text(report)
 
 
+def test_sagemakers_mpi_tag_naming_the_rank_and_host_is_peeled_too(tmp_path: Path) -> None:
+    """Audit 18 (its other observations): SageMaker's MPI runs tag every line `[1,mpirank:0,algo-1]<stdout>:`. Before:
+    the tag stayed in the message, so no rule anchored at a message's start read the lines behind it (Lightning's
+    epoch bar: 'likely in training loop', a guess from its words, and no bar)."""
+    def tag(rank: int, text: str) -> str:
+        return f"[1,mpirank:{rank},algo-2]<stdout>:{text}"
+
+    lines = [tag(0, f"Epoch 0:  {n * 25}%|██▌     | {n * 10}/40 [00:{n * 21:02d}<01:03,  2.11s/it, loss=2.3, v_num=0]")
+             for n in (1, 2)]
+    status = run(tmp_path, lines).status
+    assert status.current == "training loop" and status.worded is None, status
+
+
 def test_the_evaluation_after_training_completed_is_not_the_loops_bar(tmp_path: Path) -> None:
     """HF Trainer's final evaluation draws its own bar once training completed: the loop's bar stays where training
     left it (audit 11, a resumed LLaMA-Factory run: "the loop's bar is at 1605/1605", the evaluation's, not 402/402)."""

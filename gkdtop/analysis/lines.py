@@ -185,15 +185,16 @@ COMPOSE_REACH = 100
 
 
 # Open MPI's `mpirun --tag-output` puts `[job,rank]<stdout>:` before every line, and `--timestamp-output` the time
-# it relayed the line before that, in ctime's shape (`Tue May 20 21:09:41 2025[1,0]<stdout>:`).
+# it relayed the line before that, in ctime's shape (`Tue May 20 21:09:41 2025[1,0]<stdout>:`). SageMaker's MPI runs
+# name the rank and the host: `[1,mpirank:0,algo-1]<stdout>:`.
 _CTIME = r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}"
-_MPI_LABEL = r"\[\d{1,6},\d{1,6}\]<std(?:out|err|diag)>: ?"
+_MPI_LABEL = r"\[\d{1,6},(?:mpirank:)?\d{1,6}(?:,[\w.-]{1,48})?\]<std(?:out|err|diag)>: ?"
 MPI_TAG = f"(?:{_CTIME})?{_MPI_LABEL}"
 _MPI_RE = re.compile(f"(?P<ctime>{_CTIME})?{_MPI_LABEL}")
 _MPI_BYTES_RE = re.compile(MPI_TAG.encode())
 MPI_FIRST = "[MTWFS"  # what an MPI tag begins with: its bracket, or a day's name
 _MPI_FIRST_BYTES = (b"[", b"M", b"T", b"W", b"F", b"S")
-MPI_REACH = 40
+MPI_REACH = 100
 _MONTHS = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                            "Dec"))}
 
