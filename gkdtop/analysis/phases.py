@@ -586,6 +586,9 @@ class PhaseEngine:
         self._failure_line: LogLine | None = None
         self._progress_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
+        # The last bar that moved outside a loop (lm-evaluation-harness's `Running loglikelihood requests: 100%|…
+        # [06:08<00:00`, after the last stamp): its elapsed time bounds the run's length too (stated_run).
+        self._other_bar_line: LogLine | None = None
         self.stats = StepStats()
         self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
@@ -749,9 +752,9 @@ class PhaseEngine:
         stamps span less (a log stamped only at start-up). Steps that time themselves (verl's `timing_s/step`) ran
         one after another: their seconds add up to another such bound."""
         ran, evidence = self.ran_for, self.ran_evidence
-        line = self._bar_line
-        if line is not None and (bar := stated_elapsed(line.text, True)) is not None and bar > (ran or 0.0):
-            ran, evidence = bar, Evidence.of("the run went on at least this long (the bar states it)", line)
+        for line in (self._bar_line, self._other_bar_line):
+            if line is not None and (bar := stated_elapsed(line.text, True)) is not None and bar > (ran or 0.0):
+                ran, evidence = bar, Evidence.of("the run went on at least this long (the bar states it)", line)
         own = (self.stats.summary().get("timing") or {}).get("step") if self.stats.count else None
         # Records printed every N steps (DeiT's MetricLogger: every 10th iteration, each its own time) stand for the
         # steps their numbers span, not one each (review of session 23: a 12-minute run read ≥1m15s).
@@ -975,6 +978,8 @@ class PhaseEngine:
             if len(self._bar_keys) > 1000:
                 self._bar_keys.clear()
             stepping = self.current is not None and (self.current.inner or self.inner is not None)
+            if not stepping:
+                self._other_bar_line = line
             if stepping and "s/it" in text and (pace := SLOW_BAR_RE.search(text)) is not None:
                 self.bar_pace = float(pace.group(1))
             # The loop's own bar: in a stepping phase, or the bar that starts one (a log that begins with it).
