@@ -57,8 +57,9 @@ FAIL_PATTERN = (
     r"Traceback \(most recent call last\)|\bActorDiedError\b|\bRayTaskError\b|\bRaySystemError\b"
     # a `✗` status mark (the probe's `✗ phase 'X' FAILED`), not the dirty-tree mark of a shell prompt pasted
     # with the log (oh-my-zsh's `➜  dir git:(main) ✗ cmd`): that one follows a `)`
-    r"|(?:^|[^)\s])\s*✗"
-    r"|^Exception raised in creation task: "  # Ray: an actor's __init__ raised (its traceback follows, no header)
+    r"|[^)\s] *✗"
+    # (one `^` for both: each costs Hyperscan's compile the Ray prefix's alternatives again)
+    r"|^(?: *✗|Exception raised in creation task: )"  # Ray: an actor's __init__ raised (its traceback follows)
     r"|OutOfMemoryError|CUDA out of memory|Watchdog caught collective"
     r"|\bDist(?:Backend|Store)Error\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
     r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"

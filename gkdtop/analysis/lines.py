@@ -188,7 +188,7 @@ COMPOSE_REACH = 100
 # it relayed the line before that, in ctime's shape (`Tue May 20 21:09:41 2025[1,0]<stdout>:`). SageMaker's MPI runs
 # name the rank and the host: `[1,mpirank:0,algo-1]<stdout>:`.
 _CTIME = r"[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}"
-_MPI_LABEL = r"\[\d{1,6},(?:mpirank:)?\d{1,6}(?:,[\w.-]{1,48})?\]<std(?:out|err|diag)>: ?"
+_MPI_LABEL = r"\[\d{1,6},(?:mpirank:)?\d{1,6}(?:,[\w.-]+)?\]<std(?:out|err|diag)>: ?"
 MPI_TAG = f"(?:{_CTIME})?{_MPI_LABEL}"
 _MPI_RE = re.compile(f"(?P<ctime>{_CTIME})?{_MPI_LABEL}")
 _MPI_BYTES_RE = re.compile(MPI_TAG.encode())
