@@ -507,3 +507,22 @@ def test_nccls_banner_is_its_first_communicator_starting(tmp_path: Path) -> None
     assert "NCCL_P2P_DISABLE=1" in report_text(report)
     # a version printed in another shape (an environment report) starts nothing
     assert run(tmp_path, [*lines[:2], "(WorkerDict pid=9402) NCCL version: 2.21.5"]).status.current == "actor init"
+
+
+def test_verls_chat_scheduler_rounds_are_generation(tmp_path: Path) -> None:
+    """HELDOUT15 (read after it was retired): verl's async multi-turn rollout prints `[NaiveChatCompletionScheduler]
+    generate_sequences sampling params: …` per round and `… generate_sequences done`; an engine that died in round 10
+    read 'FAILED (phase unknown)'."""
+    lines = []
+    for k in range(1, 4):
+        lines += [f"Round {k}", "[NaiveChatCompletionScheduler] generate_sequences sampling params: {'n': 1, "
+                  "'max_completion_tokens': 2048, 'temperature': 1.0}"]
+        if k < 3:
+            lines.append("[NaiveChatCompletionScheduler] generate_sequences done")
+    lines.append("ERROR 03-14 09:12:33 [core.py:390] ray.exceptions.ActorDiedError: The actor died unexpectedly "
+                 "before finishing this task.")
+    log = tmp_path / "rollout.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    report = replay([str(log)], load_config(None))
+    assert (report.status.current, report.status.state) == ("generation", "failed")
+    assert "FAILED in generation" in report_text(report)
