@@ -526,3 +526,14 @@ def test_verls_chat_scheduler_rounds_are_generation(tmp_path: Path) -> None:
     report = replay([str(log)], load_config(None))
     assert (report.status.current, report.status.state) == ("generation", "failed")
     assert "FAILED in generation" in report_text(report)
+
+
+def test_lightnings_process_group_init_line_is_nccl_init(tmp_path: Path) -> None:
+    """HELDOUT15 (read after it was retired): Lightning's `Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/8`, then
+    nothing, read 'ended (phase unknown)'."""
+    lines = ["[NeMo I 2026-02-09 16:07:34 megatron_base_model:205] Padded vocab_size: 50304, original vocab_size: 50257",
+             "0: Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
+             "1: Initializing distributed: GLOBAL_RANK: 4, MEMBER: 5/8"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    assert replay([str(log)], load_config(None)).status.current == "nccl init"
