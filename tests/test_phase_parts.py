@@ -531,9 +531,20 @@ def test_verls_chat_scheduler_rounds_are_generation(tmp_path: Path) -> None:
 def test_lightnings_process_group_init_line_is_nccl_init(tmp_path: Path) -> None:
     """HELDOUT15 (read after it was retired): Lightning's `Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/8`, then
     nothing, read 'ended (phase unknown)'."""
-    lines = ["[NeMo I 2026-02-09 16:07:34 megatron_base_model:205] Padded vocab_size: 50304, original vocab_size: 50257",
+    lines = ["[NeMo I 2026-02-09 16:07:34 megatron_base_model:205] Padded vocab_size: 50304",
              "0: Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
              "1: Initializing distributed: GLOBAL_RANK: 4, MEMBER: 5/8"]
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
     assert replay([str(log)], load_config(None)).status.current == "nccl init"
+
+
+def test_lightnings_sanity_check_is_validation(tmp_path: Path) -> None:
+    """A Lightning run stuck in its sanity check (`Sanity Checking: 0it [00:00, ?it/s]` last) is in validation, not in
+    the process group's init before it."""
+    lines = ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2",
+             "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2", "59.8 K    Total params",
+             "Sanity Checking: 0it [00:00, ?it/s]"]
+    log = tmp_path / "fit.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    assert replay([str(log)], load_config(None)).status.current == "validation"
