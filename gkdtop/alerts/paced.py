@@ -130,9 +130,7 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
         return None
     key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut]).strip()
     anchor = bars.get(key)
-    # It moved on from a redraw before it; or, glued to a stamp with no redraw before it in the file, its own clock
-    # reaches back over the whole gap (`100%|…| 384/384 [1:48:31<00:00` after 1h48m of unstamped metric dicts).
-    moved = shown > anchor[1] if anchor is not None else stamp is not None and shown > 0 and stamp - shown <= last + GAP
+    moved = anchor is not None and shown > anchor[1]  # (a bar that ran steadily through a gap: _steady_bar)
     if anchor is None or shown < anchor[1] or stamp is not None:  # its first redraw, the bar started again, a stamp
         if len(bars) > 1000:
             bars.clear()
