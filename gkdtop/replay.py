@@ -20,14 +20,14 @@ from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
 from gkdtop.analysis.steps import bar_pace, step_pace, timed_steps
-from gkdtop.format import human_duration, shown
+from gkdtop.format import clock, human_duration, shown
 from gkdtop.model import Hint
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from gkdtop.config import Config
-    from gkdtop.model import Anomaly, Evidence, Finding, PhaseStatus
+    from gkdtop.model import Anomaly, EarlierRun, Evidence, Finding, PhaseStatus
 
 SCHEMA = 2
 
@@ -359,7 +359,8 @@ def report_json(report: ReplayReport) -> dict[str, Any]:
         "state": verdict["state"],
         "stopped_in": verdict["current"],
         **{key: verdict[key] for key in ("expected", "stalled_for", "stall_after", "failure", "unrecognised",
-                                         "last_known", "finished_by", "interrupted", "phase_from", "worded_note")},
+                                         "last_known", "finished_by", "interrupted", "earlier_runs", "phase_from",
+                                         "worded_note")},
         "open_end": report.open_end.as_json() if report.open_end else None,
         "hint": verdict["hint"],
         "timeline": verdict["timeline"],
@@ -378,6 +379,17 @@ def _ran_for_reason(report: ReplayReport) -> str:
     """Why the run went on at least `ran_for`: a line states it, or its steps' own times add up to it."""
     steps = report.ran_evidence is not None and "timing_s/step" in report.ran_evidence.claim
     return "its steps' own times add up to that" if steps else "a line states something ran that long"
+
+
+def earlier_run_text(run: EarlierRun, stamped: bool) -> str:
+    """One run the file held before the one reported (`>>` into the same log): how it ended, and where the next
+    began, so its failure is not read as the last run's."""
+    when = ""
+    if stamped and run.began is not None:  # (its lines after the last stamp carry none: no end to give then)
+        when = f" from {clock(run.began)} to {clock(run.ended)}" if run.ended is not None and (
+            run.ended - run.began >= 1) else f" begun at {clock(run.began)}"
+    return (f"earlier in this file: a run{when} that {run.told()}; the run below began at "
+            f"{run.evidence.where()}")
 
 
 def report_text(report: ReplayReport, why: bool = False) -> str:
@@ -413,6 +425,7 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
                    "lists its newest line first (a log search's export)")
     if report.framework.label:
         out.append(f"framework: {report.framework.label} (from the {report.framework.source})")
+    out += [earlier_run_text(run, report.started is not None) for run in st.earlier_runs]
     out += ["", "timeline:"]
     jumps = []
     for i, s in enumerate(st.timeline):

@@ -125,6 +125,11 @@ def text_summary(doc: dict[str, Any]) -> str:
     lines = [f"phase: {phase}{guess}  state: {ph['state']}{stopped}"]
     if ph.get("worded_note"):
         lines.append(ph["worded_note"])
+    for run in ph.get("earlier_runs", [])[-1:]:  # the job started again into the log: the verdict is the last run's
+        how = "finished" if run["outcome"] == "finished" else (
+            f"{'FAILED' if run['outcome'] == 'failed' else 'ended'} in {run['phase']}")
+        lines.append(f"earlier run in this log: {how}, {run['steps']} steps; this run from line "
+                     f"{run['evidence']['line']}")
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
     if ph["failure"]:

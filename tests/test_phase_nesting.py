@@ -509,3 +509,26 @@ def test_an_optimizer_built_after_the_communicator_means_the_model_is_loaded(tmp
     result = run(tmp_path, lines)
     said = report_text(result)
     assert "(next expected: model load)" not in said and result.status.expected in (None, "training loop"), said
+
+
+def test_transformers_flash_attention_checks_mean_the_workers_build_their_model(tmp_path: Path) -> None:
+    """HELDOUT15 (verl, FSDP2 with the SGLang rollout): the register center's wait, then the workers' Flash
+    Attention warnings, then silence. transformers prints them as it constructs a model, so the workers are past
+    their group's creation and loading the policy. Before: 'ended in worker-group creation'."""
+    driver, worker = "(TaskRunner pid=5120) ", "(WorkerDict pid=5388) "
+    lines = [
+        f"{driver}Size of train dataloader: 12, Size of val dataloader: 1",
+        f"{driver}Total training steps: 240",
+        f"{driver}colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+        f"{driver}WARNING:2026-03-02 11:20:05,118:Waiting for register center actor Ab12Cd_register_center to be "
+        "ready. Elapsed time: 0 seconds out of 300 seconds.",
+        f"{worker}Flash Attention 2.0 only supports torch.float16 and torch.bfloat16 dtypes, but the current dype in "
+        "Qwen2ForCausalLM is torch.float32. You should run training or inference using Automatic Mixed-Precision "
+        "via the `with torch.autocast(device_type='torch_device'):` decorator, or load the model with the "
+        "`torch_dtype` argument.",
+        f"{worker}You are attempting to use Flash Attention 2.0 with a model not initialized on GPU. Make sure to "
+        "move the model to GPU after initializing it on CPU with `model.to('cuda')`.",
+    ]
+    result = run(tmp_path, lines)
+    assert result.status.current == "actor init", report_text(result)
+    assert "worker-group creation" in [span.name for span in result.status.timeline]

@@ -44,7 +44,7 @@ from gkdtop.analysis.wordphase import (
     stretch,
     summary_words,
 )
-from gkdtop.model import EVIDENCE_CHARS, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
+from gkdtop.model import EVIDENCE_CHARS, EarlierRun, Evidence, Hint, LogLine, PhaseSpan, PhaseStatus, StepInfo
 
 if TYPE_CHECKING:
     from gkdtop.analysis.rules import RuleSet
@@ -133,6 +133,14 @@ RANK_PREFIX_RE = re.compile(r"^\[rank\d{1,6}\]: ?")
 # gkdtop.probe's `with phase("NAME"):` lines, for any NAME (a rule of that name, if any, wins).
 PROBE_PATTERN = r"phase '([^'\n]{1,80})' (START|DONE|FAILED)"
 PROBE_RE = re.compile(PROBE_PATTERN)
+# A launch's first lines, printed once a run (`python … >> train.log` twice: the next run appended to the file):
+# verl's config print and `set -x` echo, torchrun's OMP banner, a local Ray's start, Megatron's parallel sizes, HF
+# Trainer's banner (once per `train()`).
+NEW_RUN_PATTERN = (
+    r"^\{'actor_rollout_ref': \{|^\+{1,3} (?:python3?|torchrun|deepspeed|accelerate launch|ray job submit)\b"
+    r"|torch/distributed/run\.py:\d+\] \*{5}|Started a local Ray instance|^using world size: \d+, data-parallel size: "
+    r"|\*{5} Running training \*{5}"
+)
 # A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 # ... or after the stamp and tags a wrapper put before it, each closed by `] ` (a GUI's `[08:21:19] [STDERR] steps:
@@ -503,6 +511,8 @@ class PhaseEngine:
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
         # torchrun's agent restarting its workers after one failed (`--max-restarts`): the run goes on from its start
         self.restart_id = register(r"\bWorker group FAILED\. \d+/\d+ attempts left; will restart worker group")
+        # A launch's own first lines: after a run that trained or ended, the job was started again into the same file
+        self.new_run_id = register(NEW_RUN_PATTERN)
         self.probe_id = register(PROBE_PATTERN)
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
@@ -537,13 +547,9 @@ class PhaseEngine:
             [*self.done_ids, *self.fail_of.values(), self.fail_id, self.probe_id, self.exception_id, *self.idle_ids,
              *self.seen_ids])
         self._quick_rules: dict[tuple[int, ...], list[PhaseRule]] = {}
-        self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
-        self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
-        self.current: PhaseRule | None = None
-        self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
-        self.inner_since: float | None = None
-        self.inner_bound = ""  # stamp_bound of the line inner_since came from
-        self._inner_evidence: Evidence | None = None  # the line that named the sub-phase, where one did
+        self._fresh_run()
+        # Runs the file held before this one (a job started again into the same log): _new_run.
+        self.earlier_runs: list[EarlierRun] = []
         self.order = {rule.name: i for i, rule in enumerate(self.rules)}
         self.by_name = {rule.name: rule for rule in self.rules}
         self.step_phases = {name for rule in self.rules for name in rule.inner}
@@ -556,13 +562,7 @@ class PhaseEngine:
         # RL step, no one part of it; `loss_rollout`: its compute_loss too (LOSS_ROLLOUT_RE).
         self.step_rollout = False
         self.loss_rollout = False
-        self._ran: set[str] = set()  # the phases a span was opened for
-        self._epoch_steps = False  # OpenRLHF's `Train step of epoch` bar seen: its `Train epoch: 100%|` ends training
-        self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
         self._writer_last: dict[tuple[str, int | None], float] = {}  # each writer's last stamp (_writer_stamp)
-        self._finished: set[str] = set()  # the phases a span was closed for by their own done line
-        self._failed_at: float | None = None  # when the current failure was first seen
-        self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
         self.last_progress: float | None = None
         self.last_activity: float | None = None
@@ -570,37 +570,56 @@ class PhaseEngine:
         # at or before the first stamp where the log starts mid-run. Its line is `began_evidence`.
         self.began_by: float | None = None
         self.began_evidence: Evidence | None = None
+        self._early = 0  # named lines read for it so far (EARLY_LINES)
+        # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
+        self._line: LogLine | None = None
+        self._progress_line: LogLine | None = None
+        self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
+        self._bar_keys: dict[str, str] = {}
+        self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
         # The longest a failure line states something ran (a collective's `ran for 607342 milliseconds`, its bar's
         # elapsed): the run went on at least that long, whatever its stamps span (unstamped lines after the last).
         self.ran_for: float | None = None
         self.ran_evidence: Evidence | None = None
-        self._early = 0  # named lines read for it so far (EARLY_LINES)
+        self._user_task_phases = rules.task_phases
+        self._task_phaser: TaskPhaser | None = None
+
+    def _fresh_run(self) -> None:
+        """The state of one run: all of it starts again where the file holds the next run (_new_run); the rest
+        (the clock, the job's kind, the curves, the last progress) is the file's."""
+        self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
+        self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
+        self.current: PhaseRule | None = None
+        self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
+        self.inner_since: float | None = None
+        self.inner_bound = ""  # stamp_bound of the line inner_since came from
+        self._inner_evidence: Evidence | None = None  # the line that named the sub-phase, where one did
+        self._ran: set[str] = set()  # the phases a span was opened for
+        self._epoch_steps = False  # OpenRLHF's `Train step of epoch` bar seen: its `Train epoch: 100%|` ends training
+        self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
+        self._finished: set[str] = set()  # the phases a span was closed for by their own done line
+        self._failed_at: float | None = None  # when the current failure was first seen
+        self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
-        # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
-        self._line: LogLine | None = None
         self._failure_line: LogLine | None = None
-        self._progress_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
         # The last bar that moved outside a loop (lm-evaluation-harness's `Running loglikelihood requests: 100%|…
         # [06:08<00:00`, after the last stamp): its elapsed time bounds the run's length too (stated_run).
         self._other_bar_line: LogLine | None = None
         self.stats = StepStats()
-        self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
         self._last_step: StepInfo | None = None
-        self._bar_keys: dict[str, str] = {}
         self.bar_count: tuple[int, int] | None = None  # the last bar of a stepping phase: (n, total)
         self._loop_bar: str | None = None  # the loop's bar, by its text before the percentage (_loop_bar_at)
         self.bar_rate: float | None = None  # seconds per item the loop's bar said last (its `s/it`, or 1 / `it/s`)
         self.bar_pace: float | None = None  # seconds per item of the last slow bar (`218.61s/it`) in a stepping phase
-        self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
         # The last metric dict (_record_number): its step, its text, whether its step was its own
         # (not counted), and the steps between the last two that had their own.
         self._record: tuple[int, str, bool] = (0, "", False)
@@ -610,8 +629,6 @@ class PhaseEngine:
         # The last line a phase rule acted on (a start, a done): a line's words before it say nothing the rules do
         # not know better (`Starting weight synchronization`, then the rules' `✓ Rollout weights updated`).
         self._ruled_line = ""
-        self._user_task_phases = rules.task_phases
-        self._task_phaser: TaskPhaser | None = None
 
     # --- input ----------------------------------------------------------------------------------
 
@@ -629,6 +646,8 @@ class PhaseEngine:
         if self.restart_id in ids and self._failed():
             self._restarted(t)
             return
+        if self.new_run_id in ids and self._run_over() and self.fail_id not in ids:
+            self._new_run(t, line)
         if self._unraisable is not None and self._ignored(line, t, ids):
             return
         raised = False  # this line is the exception a traceback ends in
@@ -1300,6 +1319,29 @@ class PhaseEngine:
         self.current = self.inner = None
         self._ran = set()
 
+    def _run_over(self) -> bool:
+        """The run so far trained (a step, its loop), or ended (failed, finished) past its config: a launch's first
+        line now is the next run's (_new_run), not a late line of this one's start."""
+        if not self.timeline:
+            return False
+        trained = bool(self.stats.count) or any(rule.inner and rule.name in self._ran for rule in self.rules)
+        ended = self._failed() or (self.current is not None and self.current.terminal)
+        return trained or (ended and any(name != self.rules[0].name for name in self._ran))
+
+    def _new_run(self, t: float, line: LogLine) -> None:
+        """The job started again into the same file: the run so far is kept as an earlier run (how it ended, where,
+        its steps), and the phases, failure and steps start again, so the verdict is the last run's (audit 18: a
+        Megatron run resumed below the first read as one run, its steps merged and its durations spanning both)."""
+        spans = self.spans()
+        last = spans[-1] if spans else None
+        outcome = "failed" if self._failed() else "finished" if self.current is not None and self.current.terminal \
+            else "ended"
+        self.earlier_runs.append(EarlierRun(
+            began=spans[0].start if spans else None, ended=self.last_progress if self.last_progress is not None else t,
+            outcome=outcome, phase=last.name if last is not None else None, failure=self.failure,
+            steps=self.stats.count, evidence=Evidence.of("the next run began here", line)))
+        self._fresh_run()
+
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
@@ -1614,10 +1656,11 @@ class PhaseEngine:
             since_bound=since_bound,
             steps=steps,
             evidence=self._evidence(state, span) + ([worded[1]] if worded else []) + (
-                [final_save] if final_save else []),
+                [final_save] if final_save else []) + ([self.earlier_runs[-1].evidence] if self.earlier_runs else []),
             worded=worded[1] if worded else None,
             final_save=final_save,
             interrupted=interrupted,
+            earlier_runs=list(self.earlier_runs),
         )
 
     def _one_loop(self, spans: list[PhaseSpan]) -> list[PhaseSpan]:

@@ -218,6 +218,36 @@ class Evidence:
 
 
 @dataclass(slots=True)
+class EarlierRun:
+    """A run the file held before the one the verdict is about (a job started again into the same log with `>>`):
+    how it ended, kept apart so its failure, steps and start are not read as the next run's."""
+
+    began: float | None  # its first phase's start
+    ended: float | None  # the start of the next run's first line, or the earlier run's last stamp
+    outcome: str  # failed | finished | ended (no line says how)
+    phase: str | None  # where it failed or ended
+    failure: str  # its failure's line, where it failed
+    steps: int  # the steps it logged
+    evidence: Evidence  # the next run's first line: where this one ends in the file
+
+    def told(self) -> str:
+        """How it ended, in words: `FAILED in training loop, 25 steps: `torch.OutOfMemoryError: …``."""
+        verb = "FAILED" if self.outcome == "failed" else "ended"
+        if self.outcome == "finished":
+            how = "finished"
+        elif self.phase is None or self.phase.startswith("after "):  # (the unnamed phase after one: "FAILED after X")
+            how = f"{verb} {self.phase or '(phase unknown)'}"
+        else:
+            how = f"{verb} in {self.phase}"
+        steps = f", {self.steps} steps" if self.steps else ""
+        return how + steps + (f": `{self.failure[:160]}`" if self.failure else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"began": self.began, "ended": self.ended, "outcome": self.outcome, "phase": self.phase,
+                "failure": self.failure or None, "steps": self.steps, "evidence": self.evidence.as_json()}
+
+
+@dataclass(slots=True)
 class PhaseSpan:
     name: str
     start: float
@@ -383,6 +413,9 @@ class PhaseStatus:
     # The failure is an interrupt from outside (Ctrl+C, SIGINT, SIGTERM), not an error of the run's own: most likely
     # it was stopped while it hung.
     interrupted: bool = False
+    # Runs before this one in the same file (a restart appended to the log), oldest first: the verdict, the
+    # timeline and the steps are the last run's.
+    earlier_runs: list[EarlierRun] = field(default_factory=list)
 
     @property
     def worded_note(self) -> str:
@@ -469,6 +502,7 @@ class PhaseStatus:
             "timeline": [span.as_json() for span in self.timeline],
             "evidence": [e.as_json() for e in self.evidence],
             "interrupted": self.interrupted,
+            "earlier_runs": [run.as_json() for run in self.earlier_runs],
             "phase_from": "words" if self.worded is not None else "rules",
             "worded_note": self.worded_note or None,
         }

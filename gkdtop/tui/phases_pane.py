@@ -129,6 +129,9 @@ def render_phases(status: PhaseStatus, now: float, table: bool = False, note: Te
     if status.timeline and not table:
         text.append_text(chain(status, now))
         text.append("\n")
+    for run in status.earlier_runs[-1:]:  # the job started again into this log: the verdict is the last run's
+        text.append(fit(f"  earlier run in this log (this run from {run.evidence.where()}): {run.told()}",
+                        width or 134) + "\n", "dim")
     if status.worded_note:  # a guess from a line's words: said so, with the line
         text.append(f"  {fit(status.worded_note, (width or 134) - 2)}\n", "dim")
     if status.state == "failed" and status.failure:

@@ -1,0 +1,102 @@
+"""A job started again into the same log (`python train.py >> train.log` twice, a resume after a crash): the
+verdict, the timeline and the steps are the last run's, and the earlier run is told apart with how it ended
+(audit 18: a Megatron run and its resumed run read as one, steps merged, durations spanning both). Written in
+the shapes users posted (Megatron's iteration lines, HF Trainer's banner and metric dicts, torchrun's banner),
+with invented values; read by replay's history reader and by the real follower live."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gkdtop.config import load_config
+from gkdtop.replay import replay, report_text
+from tests.verlrun import live_and_history
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 3 has a total capacity of 79.15 GiB"
+
+
+def megatron_run(first: int, last: int, hour: int, crash: bool) -> list[str]:
+    lines = [
+        "using world size: 8, data-parallel size: 8, context-parallel size: 1, tensor-model-parallel size: 1, "
+        "pipeline-model-parallel size: 1",
+        "> initializing torch distributed ...",
+    ]
+    if first > 1:
+        lines.append(f"  successfully loaded checkpoint from /ckpt/gpt2 [ t 0, p 0 ] at iteration {first - 1}")
+    lines.append(f"[before the start of training step] datetime: 2026-11-20 {hour}:02:00")
+    for k, iteration in enumerate(range(first + 9, last + 1, 10), 1):
+        lines.append(
+            f" [2026-11-20 {hour}:{2 + k // 6:02d}:{k * 10 % 60:02d}] iteration {iteration:8d}/    5000 | consumed "
+            f"samples: {iteration * 256:12d} | elapsed time per iteration (ms): 1000.4 | learning rate: 1.500E-04 | "
+            f"global batch size:   256 | lm loss: {6.5 - iteration / 1000:.6E} | loss scale: 1.0 | grad norm: 0.512 |")
+    if crash:
+        lines += ["Traceback (most recent call last):",
+                  '  File "/workspace/Megatron-LM/pretrain_gpt.py", line 250, in <module>', "    pretrain(", OOM]
+    return lines
+
+
+def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    return replay([str(path)], load_config(None))
+
+
+def test_a_run_resumed_below_a_crashed_one_is_the_verdict_and_the_crash_is_its_past(tmp_path: Path) -> None:
+    lines = megatron_run(1, 250, 10, crash=True) + megatron_run(201, 330, 14, crash=False)
+    result = run(tmp_path, lines)
+    st = result.status
+    assert st.state != "failed" and st.current == "training loop", report_text(result)
+    [earlier] = st.earlier_runs
+    assert earlier.outcome == "failed" and earlier.failure == OOM and earlier.steps == 25
+    assert earlier.evidence.line == len(megatron_run(1, 250, 10, crash=True)) + 1  # the second run's first line
+    assert st.steps["count"] == 13 and st.timeline[0].start > earlier.ended  # the second run's steps and loop only
+    said = report_text(result)
+    assert "earlier in this file: a run from 10:02:00 to 10:06:10 that FAILED in training loop, 25 steps" in said
+    assert f"the run below began at train.log:{earlier.evidence.line}" in said
+    assert "FAILED" not in said.split("timeline:")[1].split("errors:")[0]  # the verdict is the running run's
+
+
+def test_a_run_started_again_after_it_finished_is_a_new_run_live_and_in_history(tmp_path: Path) -> None:
+    def hf_run(stamp: str, steps: int) -> list[str]:
+        return [
+            f"[INFO|trainer.py:2128] 2026-11-20 {stamp},100 >> ***** Running training *****",
+            f"[INFO|trainer.py:2133] 2026-11-20 {stamp},101 >>   Total optimization steps = {steps}",
+            *(f"{{'loss': {1.9 - k / 50:.4f}, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': {k / steps:.2f}}}"
+              for k in range(1, steps + 1)),
+            "{'train_runtime': 611.2, 'train_samples_per_second': 4.1, 'train_steps_per_second': 0.52, "
+            "'train_loss': 1.41, 'epoch': 1.0}",
+        ]
+
+    text = "".join(line + "\n" for line in hf_run("09:00:01", 6) + hf_run("11:30:01", 4)[:-1])
+    history, store = live_and_history(tmp_path, text, lambda s: bool(s.phase_status().earlier_runs))
+    for st in (history.status(now=0.0), store.phase_status()):
+        [earlier] = st.earlier_runs
+        assert earlier.outcome == "finished" and earlier.steps == 6
+        assert st.state != "done" and st.current == "training loop" and st.steps_done == 4
+
+
+def test_two_launch_banners_before_anything_ran_are_one_run(tmp_path: Path) -> None:
+    """Two nodes' torchrun banners (each node's agent prints one) at the start: nothing ran between, one run."""
+    banner = ("W1120 09:00:01.204000 2210 site-packages/torch/distributed/run.py:793] *****************************"
+              "***********")
+    lines = [banner, banner.replace("2210", "3317"), "[rank0]: Loading checkpoint shards: 100%|██████████| 4/4 "
+             "[00:08<00:00,  2.01s/it]"]
+    result = run(tmp_path, lines)
+    assert result.status.earlier_runs == [], report_text(result)
+
+
+def test_the_phases_pane_and_the_snapshot_say_the_log_holds_an_earlier_run(tmp_path: Path) -> None:
+    from gkdtop.tui.phases_pane import render_phases
+
+    st = run(tmp_path, megatron_run(1, 250, 10, crash=True) + megatron_run(201, 330, 14, crash=False)).status
+    pane = render_phases(st, now=st.last_progress or 0.0, width=200).plain
+    assert "earlier run in this log (this run from train.log:" in pane
+    assert "): FAILED in training loop, 25 steps: `torch.OutOfMemoryError" in pane
+    log = tmp_path / "train.log"  # (written by run() above)
+    snap = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--log", str(log), "--ray-address",
+                           "127.0.0.1:9"], capture_output=True, text=True, timeout=120)
+    first = len(megatron_run(1, 250, 10, crash=True)) + 1
+    assert f"earlier run in this log: FAILED in training loop, 25 steps; this run from line {first}" in snap.stdout, (
+        snap.stdout + snap.stderr)
