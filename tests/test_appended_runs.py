@@ -22,6 +22,7 @@ def megatron_run(first: int, last: int, hour: int, crash: bool) -> list[str]:
         "using world size: 8, data-parallel size: 8, context-parallel size: 1, tensor-model-parallel size: 1, "
         "pipeline-model-parallel size: 1",
         "> initializing torch distributed ...",
+        "> building train, validation, and test datasets ...",
     ]
     if first > 1:
         lines.append(f"  successfully loaded checkpoint from /ckpt/gpt2 [ t 0, p 0 ] at iteration {first - 1}")
@@ -51,7 +52,7 @@ def test_a_run_resumed_below_a_crashed_one_is_the_verdict_and_the_crash_is_its_p
     [earlier] = st.earlier_runs
     assert earlier.outcome == "failed" and earlier.failure == OOM and earlier.steps == 25
     assert earlier.evidence.line == len(megatron_run(1, 250, 10, crash=True)) + 1  # the second run's first line
-    assert st.steps["count"] == 13 and st.timeline[0].start > earlier.ended  # the second run's steps and loop only
+    assert st.steps["count"] == 13 and st.timeline[-1].start > earlier.ended  # the second run's steps and loop only
     said = report_text(result)
     assert "earlier in this file: a run from 10:02:00 to 10:06:10 that FAILED in training loop, 25 steps" in said
     assert f"the run below began at train.log:{earlier.evidence.line}" in said
@@ -100,3 +101,17 @@ def test_the_phases_pane_and_the_snapshot_say_the_log_holds_an_earlier_run(tmp_p
     first = len(megatron_run(1, 250, 10, crash=True)) + 1
     assert f"earlier run in this log: FAILED in training loop, 25 steps; this run from line {first}" in snap.stdout, (
         snap.stdout + snap.stderr)
+
+
+def test_replay_alerts_tell_the_earlier_run_s_failure_and_no_stall_in_the_restart_s_gap(tmp_path: Path) -> None:
+    """The crash's traceback and the next run's first lines carry no stamp: they came somewhere in the four hours
+    between the two runs' stamps. A watcher would have told the failure; the gap is no stall of either run (before:
+    no failure told, and 'STALLED, likely in dataset generation for 5m01s' five minutes after the crash)."""
+    from gkdtop.alerts.paced import paced_events
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in megatron_run(1, 250, 10, crash=True) + megatron_run(
+        201, 330, 14, crash=False)))
+    events = paced_events(str(log), load_config(None))
+    assert [(e.kind, e.phase, e.culprit) for e in events] == [("failed", "training loop", OOM)], events
+    assert events[0].steps == 25 and events[0].lines == ["the job was started again"]

@@ -16,7 +16,7 @@ from gkdtop.actions.stacks import stack_targets
 from gkdtop.format import human_duration, shown
 
 if TYPE_CHECKING:
-    from gkdtop.model import PhaseStatus
+    from gkdtop.model import EarlierRun, PhaseStatus
     from gkdtop.store import Store
 
 KINDS = ("stalled", "failed", "recovered", "finished", "anomaly", "heartbeat")
@@ -135,6 +135,7 @@ class AlertWatcher:
         self.job_ended = job_ended
         self.exit_told = False
         self.stall_seen: float | None = None  # when the current stall was first seen
+        self.runs_seen = 0  # earlier runs of the log (PhaseStatus.earlier_runs) already looked at
         self.started = time.time()
 
     def check(self, now: float, status: PhaseStatus | None = None, final: bool = False) -> list[AlertEvent]:
@@ -158,6 +159,13 @@ class AlertWatcher:
             for event in events:
                 self.sent[event.kind] = now
             return events
+        for run in status.earlier_runs[self.runs_seen:]:
+            # A run that failed and was started again into the log before a check saw its failure (the next run's
+            # first lines in the same poll, or in one gap of a replay): its failure is still news.
+            if run.outcome == "failed" and not self.failed_told and self._due("failed", now):
+                events.append(self._event("failed", status, now, culprit=run.failure, earlier=run))
+            self.failed_told = self.finished_told = self.stall_told = False  # the next run is told afresh
+        self.runs_seen = len(status.earlier_runs)
         stalled = status.state == "stalled"
         if not stalled:
             self.stall_seen = None
@@ -228,7 +236,9 @@ class AlertWatcher:
         taken = self.store.stall_stacks
         return taken is not None and taken.stalled_since == status.last_progress
 
-    def _event(self, kind: str, status: PhaseStatus, now: float, culprit: str = "") -> AlertEvent:
+    def _event(self, kind: str, status: PhaseStatus, now: float, culprit: str = "",
+               earlier: EarlierRun | None = None) -> AlertEvent:
+        """`earlier`: the event is that earlier run's (its phase, its steps), not the run the status is about."""
         store = self.store
         framework = store.framework()
         seconds: float | None = None
@@ -252,6 +262,11 @@ class AlertWatcher:
         clean = _last_lines(store, LAST_LINES) if kind != "heartbeat" else []
         # The phase replay's verdict names: the part of the step where the rules or the words place it (audit 17: an
         # alert said `FAILED in training loop` where replay said `FAILED, likely in checkpoint save`).
+        if earlier is not None:  # (its lines are the next run's start now: where the file says it ended instead)
+            where = f" at {shown(earlier.evidence.where())}" if earlier.evidence.line else ""
+            return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
+                              earlier.phase or "", "failed", None, _redacted(culprit, LINE_CHARS * 2), [],
+                              [f"the job was started again{where}"], steps=earlier.steps)
         return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
                           status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],

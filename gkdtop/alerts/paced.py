@@ -76,8 +76,12 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             pending = []
             # As the lines before the gap arrived (a stall's recovery, a failure, the end are told then: audit 19, a
             # "recovered" told five hours late, by the first check that found no stall), then within the gap.
+            runs = watcher.runs_seen
             events += watcher.check(last)
-            before = None if covered else _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
+            # (a job started again among the lines before the gap: the earlier run had ended, and when the next one
+            # began within the gap no stamp says; the gap is no stall of either)
+            restarted = watcher.runs_seen > runs
+            before = None if covered or restarted else _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
             if before is not None and before > last:
                 events += watcher.check(before)
         pending.append(line)
