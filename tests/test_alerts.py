@@ -452,3 +452,43 @@ def test_a_finished_runs_slowdown_is_not_served_as_a_live_anomaly() -> None:
         assert served == [("running", True), ("done", False)]
     finally:
         exporter.close()
+
+
+def _verl_steps(first: int, last: int, every: float = 141.2) -> list[str]:
+    return [f"2026-03-04 21:{(k * 141) // 60 % 60:02d}:{(k * 141) % 60:02d},100\tINFO -- (TaskRunner pid=5120) "
+            f"step:{k} - critic/score/mean:0.51 - timing_s/gen:70.1 - timing_s/step:{every}"
+            for k in range(first, last + 1)]
+
+
+def test_a_signal_after_the_run_finished_is_its_teardown_not_a_failure(tmp_path: Path) -> None:
+    """Audit 20: `Final validation metrics`, then Ray's workers get SIGTERM as the driver exits. Before: replay
+    'INTERRUPTED after training finished … most likely the run had hung', and a FAILED alert."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-03-04 21:00:00,100\tINFO worker.py:1832 -- Started a local Ray instance.",
+        *_verl_steps(1, 3),
+        "(TaskRunner pid=5120) (\"Final validation metrics: {'val/test_score/gsm8k': 0.7713}\")",
+        "(WorkerDict pid=5388) *** SIGTERM received at time=1772658471 on cpu 31 ***",
+    ]) + "\n")
+    from gkdtop.replay import replay
+
+    assert replay([str(log)], load_config(None)).status.state == "done"
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["finished"]
+
+
+def test_a_run_stopped_while_it_stepped_at_its_pace_is_interrupted_not_hung(tmp_path: Path) -> None:
+    """Audit 20: steady 141 s steps, then a SIGTERM 30 s after the last. Before: 'most likely the run had hung or
+    slowed here' with the stuck-step hints, and an alert titled FAILED where replay said INTERRUPTED."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        *_verl_steps(1, 5),
+        "2026-03-04 21:12:15,100\tINFO -- *** SIGTERM received at time=1772658735 on cpu 88 ***",
+    ]) + "\n")
+    from gkdtop.replay import replay, report_text
+
+    result = replay([str(log)], load_config(None))
+    said = report_text(result)
+    assert "INTERRUPTED in training loop" in said and "while its steps still came at their pace" in said
+    assert "hung" not in said and "stuck" not in said, said
+    [event] = paced_events(str(log), load_config(None))
+    assert event.kind == "failed" and event.title.endswith("INTERRUPTED in training loop"), event.title

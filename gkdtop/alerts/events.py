@@ -47,6 +47,7 @@ class AlertEvent:
     steps: int = 0
     guess: bool = False  # the phase was read from a line's words, as replay's `FAILED, likely in …` says
     saving: bool = False  # finished: the log ends in its final save, maybe still running (PhaseStatus.final_save)
+    interrupted: bool = False  # failed: stopped from outside (Ctrl+C, SIGTERM), as replay's `INTERRUPTED in …` says
 
     @property
     def where(self) -> str:
@@ -63,7 +64,7 @@ class AlertEvent:
         if self.kind == "stalled":
             return f"gkdtop: {self.job} STALLED{where} for {human_duration(self.seconds or 0)}"
         if self.kind == "failed":
-            return f"gkdtop: {self.job} FAILED{where}"
+            return f"gkdtop: {self.job} {'INTERRUPTED' if self.interrupted else 'FAILED'}{where}"
         if self.kind == "recovered":
             return f"gkdtop: {self.job} recovered{where}"
         if self.kind == "finished":
@@ -100,7 +101,8 @@ class AlertEvent:
         return {"event": self.kind, "time": self.time, "job": self.job, "host": self.host,
                 "framework": self.framework, "phase": self.phase, "state": self.state, "seconds": self.seconds,
                 "steps": self.steps, "culprit": self.culprit, "hint": self.hint, "dump": self.dump,
-                "lines": self.lines, "title": self.title, "guess": self.guess, "saving": self.saving}
+                "lines": self.lines, "title": self.title, "guess": self.guess, "saving": self.saving,
+                "interrupted": self.interrupted}
 
 
 def job_name(store: Store, named: str = "") -> str:
@@ -271,7 +273,8 @@ class AlertWatcher:
                           status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
                           clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current),
-                          saving=saving)
+                          saving=saving, interrupted=kind == "failed" and status.interrupted and not culprit.startswith(
+                              "the job "))  # (not where the job gkdtop ran exited: its own words say how)
 
 
 def _culprit(store: Store, status: PhaseStatus, now: float) -> str:

@@ -269,6 +269,14 @@ INTERRUPT_HINT = Hint(
     actions=["Next time, before stopping it, press s (every rank's stack, py-spy) or b (the bundle): a stopped run's "
              "stacks are gone with it."],
 )
+# ... while its steps still came at their pace (audit 20: 14 steady steps, then a SIGTERM 30 s after the last): no hang
+# to look for; the hang's advice would send the user after one.
+INTERRUPT_STEPPING_HINT = Hint(
+    causes=["Stopped from outside (Ctrl+C, SIGINT or SIGTERM: a person, a scheduler's time limit, a supervisor) while "
+            "its steps still came at their pace: not a hang, and not an error of its own."],
+    actions=["Check who stopped it: the scheduler's record of the job (a time limit, a preemption) or the shell that "
+             "ran it."],
+)
 # A traceback's frame line, also behind vLLM's logger, which prints an engine's traceback one line at a time
 # (`ERROR 11-22 16:41:27 [core.py:459]   File "…", line 236, in wake_up`).
 FRAME_RE = re.compile(f'(?:{RANK_PREFIX}|{ENGINE_PREFIX}?{LOGGER_PREFIX})?\\s*File "[^"]*", line \\d+, in ')
@@ -1429,6 +1437,8 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
+        if self.current is not None and self.current.terminal and INTERRUPT_RE.search(text):
+            return  # a signal after the run finished stops what is left (Ray's workers as the driver exits: audit 20)
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None
             if self.current is not None and last is not None and last.status == "done":
@@ -1604,7 +1614,9 @@ class PhaseEngine:
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
         interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
-        if interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
+        if interrupted and self._stepping_until(self._failed_at):
+            hint = INTERRUPT_STEPPING_HINT
+        elif interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
             hang = hint or Hint()
             hint = replace(hang, causes=INTERRUPT_HINT.causes + hang.causes,
                            actions=hang.actions + INTERRUPT_HINT.actions)  # its lines keep their frameworks
@@ -1662,6 +1674,13 @@ class PhaseEngine:
             interrupted=interrupted,
             earlier_runs=list(self.earlier_runs),
         )
+
+    def _stepping_until(self, t: float | None) -> bool:
+        """Steps came at their pace up to `t`: its last step was within the loop's allowance for one (twice its
+        slowest pace), so nothing hung before `t`."""
+        if t is None or self.stats.count < 2 or not self.recent_steps:
+            return False
+        return 0.0 <= t - self.recent_steps[-1][1] <= self._step_limit()
 
     def _one_loop(self, spans: list[PhaseSpan]) -> list[PhaseSpan]:
         """The loop a communicator interrupted (its first collective: NCCL's lazy init) is never `done` beside it:
