@@ -492,3 +492,22 @@ def test_a_run_stopped_while_it_stepped_at_its_pace_is_interrupted_not_hung(tmp_
     assert "hung" not in said and "stuck" not in said, said
     [event] = paced_events(str(log), load_config(None))
     assert event.kind == "failed" and event.title.endswith("INTERRUPTED in training loop"), event.title
+
+
+def test_steps_read_in_bulk_after_an_error_the_run_survived_clear_it(tmp_path: Path) -> None:
+    """Audit 20: Ray's OOM killer took one worker (the raylet's summary line), Ray retried the task and steps 4-6
+    followed. One step after the line cleared the failure; two or more, read in bulk by history, left 'FAILED'."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-03-04 21:00:00,100\tINFO worker.py:1832 -- Started a local Ray instance.",
+        "(TaskRunner pid=5120) step:3 - critic/score/mean:0.61 - timing_s/gen:70.1 - timing_s/step:141.2",
+        "(raylet) [2026-03-04 21:07:01,117 E 5011 5011] (raylet) node_manager.cc:3193: 1 Workers (tasks / actors) "
+        "killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 9f0c1d2e, IP: "
+        "10.2.0.7) over the last time period.",
+        *(f"(TaskRunner pid=5120) step:{k} - critic/score/mean:0.62 - timing_s/gen:70.3 - timing_s/step:140.8"
+          for k in (4, 5, 6)),
+    ]) + "\n")
+    from gkdtop.replay import replay, report_text
+
+    result = replay([str(log)], load_config(None))
+    assert result.status.state != "failed" and result.status.current == "training loop", report_text(result)

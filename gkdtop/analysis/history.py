@@ -501,6 +501,7 @@ class HistoryReader:
         stats.add_run(steps, times.get(0), times.get(last), names, values)
         self.phases.curves.add_bytes(steps, [data[record[4] : record[3]] for record in run], extract.cleared)
         phases = self.phases
+        phases.stepped_to(steps[last])  # (a run that went on after an error it survived: a Ray OOM kill it retried)
         for k in dated:
             phases.note_skipped(times[k])  # activity and progress, as feed() counts a step line
             shown = seen + k + 1 == total

@@ -1514,10 +1514,14 @@ class PhaseEngine:
         elif metrics and not self.rollout_seen and STEP_ROLLOUT_RE.search(metrics):
             self.rollout_seen = self.rollout_in_step = self.step_rollout = True
             self.loss_rollout = LOSS_ROLLOUT_RE.search(metrics) is not None
-        if self.failure and self._failed() and step > self._fail_step:
-            self._survived()
+        self.stepped_to(step)
         self.stats.add(step, t, timings, own)
         self.note_step(step, t, metrics)
+
+    def stepped_to(self, step: int) -> None:
+        """A step logged (history's bulk steps too): one after the failure's says the run went on (_survived)."""
+        if self.failure and self._failed() and step > self._fail_step:
+            self._survived()
 
     def _survived(self) -> None:
         """A step after the failure's (a traceback the job logged and went on from: a reward call that failed and
