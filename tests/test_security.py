@@ -444,3 +444,31 @@ def test_secret_spans_are_what_redact_text_hides() -> None:
 
 
 HF_LIKE = "hf_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb"
+
+
+def test_replay_and_snapshot_print_no_secret_a_log_line_holds_unless_asked(tmp_path: Path) -> None:
+    """Audit 21: a failure line with a password in its URL, a results header with an HF token: replay (its text,
+    --why, --json) and snapshot printed them verbatim, though their output is pasted into issues."""
+    password, token = "Tr0ub4dor-9x2", "hf_" + "QmZk3PvTnR8sW2yXcB5dLfHgJ7aE4uN1oK"
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-03-04 10:00:00,100 INFO hf (pretrained=/m/q7,token=" + token + "), gen_kwargs: (None), limit: None",
+        "2026-03-04 10:00:02,100 INFO Traceback (most recent call last):",
+        '  File "/app/push.py", line 12, in <module>',
+        f"subprocess.CalledProcessError: Command '['git', 'clone', 'https://mlops:{password}@git.lab.example/rl/"
+        "reward.git']' returned non-zero exit status 128.",
+    ]) + "\n")
+    command = [sys.executable, "-m", "gkdtop"]
+    outputs = {
+        "replay --why": subprocess.run([*command, "replay", "--why", str(log)], capture_output=True, text=True),
+        "replay --json": subprocess.run([*command, "replay", "--json", str(log)], capture_output=True, text=True),
+        "snapshot --json": subprocess.run([*command, "snapshot", "--json", "--log", str(log), "--ray-address",
+                                           "127.0.0.1:9"], capture_output=True, text=True, timeout=120),
+    }
+    for name, done in outputs.items():
+        assert done.returncode == 0, (name, done.stderr)
+        assert password not in done.stdout and token not in done.stdout, (name, done.stdout)
+        assert "CalledProcessError" in done.stdout, name  # the failure itself is still shown
+    json.loads(outputs["replay --json"].stdout)  # still JSON
+    shown = subprocess.run([*command, "replay", "--show-secrets", str(log)], capture_output=True, text=True)
+    assert password in shown.stdout

@@ -24,6 +24,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                         help="also write every step's metrics to FILE, one row per step (docs/replay.md)")
     parser.add_argument("--why", action="store_true",
                         help="also print the log lines each statement stands on (file:line and the line)")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="print the tokens and passwords quoted log lines hold (redacted by default: a report is "
+                        "pasted into issues and chats)")
     parser.add_argument("--alerts", action="store_true",
                         help="instead, the events `gkdtop watch` would have sent while each log was written, "
                         "at the pace of its own stamps (docs/alerts.md)")
@@ -55,11 +58,15 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2
+    from gkdtop.actions.redact import redact_obj, redact_text
+
     if args.json:
-        jsonout.dump(rp.report_json(report), sys.stdout, indent=1)
+        doc = rp.report_json(report)
+        jsonout.dump(doc if args.show_secrets else redact_obj(doc)[0], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(rp.report_text(report, why=args.why))
+        text = rp.report_text(report, why=args.why)
+        sys.stdout.write(text if args.show_secrets else redact_text(text)[0])
     return 0
 
 

@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
                         help="collect for S seconds first")
     parser.add_argument("--lines", type=int_in(0, 1_000_000), default=50,
                         help="how many matched log lines to include")
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="print the tokens and passwords quoted log lines hold (redacted by default)")
     return parser
 
 
@@ -47,6 +49,10 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     asyncio.run(collect())
     doc = snap.build(monitor.store, config.default_filter, lines=args.lines)
+    if not args.show_secrets:  # (the text is built from the document: one pass covers both)
+        from gkdtop.actions.redact import redact_obj
+
+        doc = redact_obj(doc)[0]
     if args.json:
         jsonout.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
