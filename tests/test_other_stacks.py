@@ -737,6 +737,23 @@ def test_a_long_wait_between_two_writers_whose_clocks_agreed_is_no_zone(tmp_path
     assert "clock zones" not in report_text(report)
 
 
+def test_a_writer_s_stamp_the_steps_between_account_for_is_no_zone(tmp_path: Path) -> None:
+    """Audit 20: the driver stamped 08:30, 24 unstamped verl steps of 216 s each, then a worker's vLLM line
+    stamped 09:56:31, 1h26m later: read 'two clock zones, likely, so its time is not measured', though the steps' own
+    times fill the gap. A driver in UTC beside workers in UTC+8 with nothing between still reads as zones
+    (test_step_parts)."""
+    lines = ["2025-12-29 08:30:00,112\tINFO worker.py:1879 -- Connected to Ray cluster.",
+             *(f"(TaskRunner pid=7033) step:{k} - critic/score/mean:0.4 - timing_s/gen:101.0 - timing_s/step:216.0"
+               for k in range(1, 25)),
+             "(WorkerDict pid=5123, ip=10.4.0.3) INFO 12-29 09:56:31 [block_pool.py:292] Successfully reset prefix "
+             "cache",
+             *(f"(TaskRunner pid=7033) step:{k} - critic/score/mean:0.4 - timing_s/gen:101.0 - timing_s/step:216.0"
+               for k in range(25, 28))]
+    report = run(tmp_path, lines)
+    assert all(span.clock_jump is None for span in report.status.timeline), report_text(report)
+    assert "clock zones" not in report_text(report)
+
+
 def _megatron_iteration(stamp: str, it: int, total: int, ms: float) -> str:
     return (f" [{stamp}] iteration {it:>8d}/{total:>8d} | consumed samples: {it * 16:>12d} | elapsed time per "
             f"iteration (ms): {ms:.1f} | learning rate: 2.500000E-05 | global batch size:    16 | lm loss: "

@@ -571,7 +571,8 @@ class PhaseEngine:
         self.step_rollout = False
         self.loss_rollout = False
         self._writer_last: dict[tuple[str, int | None], float] = {}  # each writer's last stamp (_writer_stamp)
-        self._last_stamp: tuple[float, tuple[str, int | None]] | None = None  # (time, writer) of the last stamp fed
+        # (time, writer, steps counted by then) of the last stamp fed
+        self._last_stamp: tuple[float, tuple[str, int | None], int] | None = None
         self.last_progress: float | None = None
         self.last_activity: float | None = None
         # The latest time the run was surely under way by, from a line's own elapsed time (a bar's, `ran for N ms`):
@@ -825,7 +826,7 @@ class PhaseEngine:
         span it falls in says so instead of a duration (a lone jump cannot tell a zone from a real wait)."""
         writer = (line.worker, line.pid)
         last = self._last_stamp
-        self._last_stamp = (t, writer)
+        self._last_stamp = (t, writer, self.stats.count)
         own = self._writer_last.get(writer)
         if len(self._writer_last) < 256 or own is not None:
             self._writer_last[writer] = t
@@ -836,12 +837,21 @@ class PhaseEngine:
         gap = t - last[0]
         zones = round(gap / 1800)
         if 2 <= abs(zones) <= 29 and abs(gap - zones * 1800) <= 300:
+            own = (self.stats.summary().get("timing") or {}).get("step") if self.stats.count > last[2] else None
+            pace = (own or {}).get("mean_s") or (self._step_time() if own is None and self.stats.count > last[2] else 0)
+            if pace and (self.stats.count - last[2]) * pace >= 0.5 * abs(gap):
+                return  # the steps logged between the two stamps took about that long: time passed (audit 20)
             self.timeline[-1].clock_jump = zones * 1800.0
 
     def note_zone_jump(self, before: float, after: float) -> None:
         """History's two consecutive stamps of two writers a whole number of half-hours apart (HistoryClock): the
         span that runs across them says so, as _writer_stamp marks one live (its stamps date lines no rule names)."""
         zones = round((after - before) / 1800)
+        ran = self.stated_run()[0]
+        first = self.spans()[0].start if self.timeline else before
+        last = max(after, self._last_stamp[0]) if self._last_stamp is not None else after  # (stamps, not mtime)
+        if ran is not None and ran > 1.1 * max(0.0, last - first - (after - before)) + 60:
+            return  # the steps' own times need the gap: time passed, not a zone (audit 20: 24 steps of 216 s in it)
         for span in self.timeline:
             if span.start <= before and (span.end is None or span.end >= after):
                 span.clock_jump = zones * 1800.0
