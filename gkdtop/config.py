@@ -69,6 +69,7 @@ FAIL_PATTERN = (
     r"|Received sigquit from a child"
     r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # torchrun's agent stopped (Ctrl+C, a scheduler)
     r"|killed due to memory pressure|has been marked dead because the detector"
+    r"|A worker died or was killed while executing (?:a|the) task by an unexpected system error"  # the raylet's
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|Heartbeat monitor timed out! Process will be terminated"
     # DeepSpeed's launcher reporting a rank's exit; SGLang's scheduler watchdog (a hang it ended); gloo's barrier

@@ -532,3 +532,38 @@ def test_transformers_flash_attention_checks_mean_the_workers_build_their_model(
     result = run(tmp_path, lines)
     assert result.status.current == "actor init", report_text(result)
     assert "worker-group creation" in [span.name for span in result.status.timeline]
+
+
+def test_verl_s_per_rank_save_lines_are_the_checkpoint_save_and_a_raylet_worker_death_fails_it(tmp_path: Path) -> None:
+    """Block 16's training half (verl, geometry3k): the ranks' `[rank-1]: Saving model to …/global_step_60/…`
+    lines, then the raylet's 'A worker died or was killed while executing a task by an unexpected system error' as the
+    log's end. Before: 'ended in training loop' (the save unread, the death only a finding)."""
+    worker = "(WorkerDict pid=7112) "
+    folder = "/data/ckpt/geo3k/global_step_60/actor"
+    lines = [
+        "(TaskRunner pid=7001) step:59 - critic/score/mean:0.52 - timing_s/gen:301.2 - timing_s/step:601.5",
+        f"{worker}[rank-1]: Saving model to {folder}/model_world_size_4_rank_1.pt",
+        f"{worker}[rank-1]: Saving optim to {folder}/optim_world_size_4_rank_1.pt",
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+        "the problem, check the logs for the dead worker. RayTask ID: ffffffffffffffff1a2b3c01000000 Worker ID: "
+        "5e6f7a8b Node ID: 9c0d1e2f Worker IP address: 10.3.0.7 Worker port: 40411 Worker PID: 7113 Worker exit type: "
+        "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file.",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert st.state == "failed" and st.current == "checkpoint save", report_text(result)
+    assert st.hint is not None and "raylet's line" in st.hint.causes[0]
+
+
+def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
+    """Block 16's training half (torchtune, a 70B LoRA): the epoch's bar at 148/148, `Getting full model state dict
+    took 118.06 secs`, then the NCCL watchdog. Before: 'FAILED in training loop'."""
+    lines = [
+        "1|148|Loss: 0.2115: 100%|██████████| 148/148 [2:53:10<00:00, 70.21s/it]",
+        "Getting full model state dict took 121.40 secs",
+        "[rank2]:[E0304 02:41:07.211058127 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=27214, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+        "milliseconds before timing out.",
+    ]
+    result = run(tmp_path, lines)
+    assert result.status.state == "failed" and result.status.current == "checkpoint save", report_text(result)

@@ -332,10 +332,10 @@ FAULT_RE = re.compile(r"\bOutOfMemoryError\b|\bout of memory\b|\bCUDA error\b|il
 # Another process's error when its peer went away: a consequence of whatever ended that peer.
 PEER_LOST_RE = re.compile(r"\bConnection (?:closed|reset) by peer\b|\bBroken pipe\b")
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
-ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b")
+ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|\bA worker died or was killed while executing")
 ACTOR_DIED_HINT = Hint(
-    causes=["A Ray actor's process died (killed or crashed) and its caller reports it: this traceback is the "
-            "caller's, so its frames say only what the actor was asked to do. What ended the process (the OOM killer "
+    causes=["A Ray actor's or worker's process died (killed or crashed) and Ray reports it (its caller's traceback, or "
+            "the raylet's line): the report says only what the process was asked to do. What ended it (the OOM killer "
             "or Ray's memory monitor, a signal, a crash in native code) is in that process's own output, not here."],
     actions=["Read the dead actor's own log (worker-*.err and python-core-worker-*.log in the Ray session's logs, by "
              "its pid); check dmesg on its node for an OOM kill, the raylet's log for its memory monitor, and the "
