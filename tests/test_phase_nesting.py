@@ -567,3 +567,25 @@ def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
     ]
     result = run(tmp_path, lines)
     assert result.status.state == "failed" and result.status.current == "checkpoint save", report_text(result)
+
+
+def test_a_raylet_s_worker_death_gives_way_to_the_caller_s_traceback_and_ends_nothing_after_the_finish(
+        tmp_path: Path) -> None:
+    """The raylet's 'A worker died …' line, then the driver's RayTaskError(ActorDiedError) whose frames name
+    generate_sequences: the frames say where it failed (before: 'FAILED in training loop'). After the run finished,
+    the same line is a worker going with the driver (before: 'FAILED after training finished')."""
+    raylet = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. RayTask ID: "
+              "ffffffffffffffff9e8d01000000 Worker exit type: SYSTEM_ERROR")
+    steps = [f"(TaskRunner pid=4410) step:{k} - critic/score/mean:0.2 - timing_s/gen:402.5 - timing_s/step:560.1"
+             for k in (1, 2)]
+    crashed = [*steps, raylet,
+               "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=4410, ip=10.1.0.4)",
+               '  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 952, in fit',
+               "    gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)",
+               '  File "/opt/verl/verl/single_controller/ray/base.py", line 49, in func',
+               "    output = ray.get(output)",
+               "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."]
+    result = run(tmp_path, crashed)
+    assert result.status.state == "failed" and result.status.current == "generation", report_text(result)
+    finished = [*steps, "(TaskRunner pid=4410) (\"Final validation metrics: {'val/score': 0.41}\")", raylet]
+    assert run(tmp_path, finished).status.state == "done"

@@ -332,7 +332,8 @@ FAULT_RE = re.compile(r"\bOutOfMemoryError\b|\bout of memory\b|\bCUDA error\b|il
 # Another process's error when its peer went away: a consequence of whatever ended that peer.
 PEER_LOST_RE = re.compile(r"\bConnection (?:closed|reset) by peer\b|\bBroken pipe\b")
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
-ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|\bA worker died or was killed while executing")
+RAYLET_DEATH_RE = re.compile(r"A worker died or was killed while executing")  # the raylet's report of a death
+ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEATH_RE.pattern)
 ACTOR_DIED_HINT = Hint(
     causes=["A Ray actor's or worker's process died (killed or crashed) and Ray reports it (its caller's traceback, or "
             "the raylet's line): the report says only what the process was asked to do. What ended it (the OOM killer "
@@ -474,8 +475,10 @@ def _root_cause(text: str, failure: str = "") -> bool:
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
     named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict); nor the header of
     a C++ backtrace."""
-    if ACTOR_DIED_RE.search(text) and failure and not (HEADER_RE.search(failure) or HYDRA_WRAPPER_RE.match(failure)):
+    if ACTOR_DIED_RE.search(text) and failure and not (HEADER_RE.search(failure) or HYDRA_WRAPPER_RE.match(failure)
+                                                       or RAYLET_DEATH_RE.search(failure)):
         return False  # any error named first (a timeout, an abort), not only an exception line; Hydra's names none
+        # (the raylet's report of the same death names nothing the caller's traceback after it does not: its frames)
     if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
         return False  # a consequence that points back at the error already named
     if ABORTED_RE.search(text) and TIMEOUT_RE.search(failure):
@@ -1447,8 +1450,10 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
-        if self.current is not None and self.current.terminal and INTERRUPT_RE.search(text):
-            return  # a signal after the run finished stops what is left (Ray's workers as the driver exits: audit 20)
+        if self.current is not None and self.current.terminal and (INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(
+                text)):
+            return  # a signal or a worker's death after the run finished: what is left stopped (Ray's workers as the
+            # driver exits: audit 20)
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None
             if self.current is not None and last is not None and last.status == "done":
