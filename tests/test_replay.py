@@ -623,3 +623,28 @@ def test_a_forked_reader_hands_over_chunks_in_order_and_its_errors_and_stops_wit
     assert next(reader).data == b"0\n"
     reader.close()  # a consumer that stops: its reader goes too
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("death", [
+    "(raylet) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or "
+    "system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination "
+    "signals. Last 20 lines of the Raylet logs:",
+    "(raylet, ip=10.9.3.7) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL",
+    "[2026-03-02 07:41:19,204 E 40113 40190] gcs_rpc_client.h:179: Failed to connect to GCS at address "
+    "10.9.3.1:6379 within 30 seconds.",
+])
+@pytest.mark.parametrize("upto", ["workers", "steps"])
+def test_a_nodes_ray_dying_under_the_job_is_its_failure_not_a_silence(tmp_path: Path, death: str, upto: str) -> None:
+    """Audit 20: the raylet's death and a lost GCS read as a log that stopped (hang hints: `ray status`, compare the
+    steps' breakdowns); Ray is gone on that node, so its actors are, and the run with them."""
+    if upto == "workers":
+        lines = [ray("TaskRunner", 5120, "colocated worker base class <class 'verl.single_controller.base.Worker'>")]
+    else:
+        lines = [ray("TaskRunner", 5120, f"step:{n} - critic/score/mean:0.42 - timing_s/gen:61.0 - timing_s/step:120.5")
+                 for n in (1, 2)]
+    report = replay([write(tmp_path, [*lines, death])], load_config(None))
+    assert report.status.state == "failed"
+    assert report.status.current == ("worker-group creation" if upto == "workers" else "training loop")
+    assert "ray-raylet-died" in [f.name for f in report.findings]
+    hint = report.status.hint
+    assert hint is None or not any("ray status" in action for action in hint.actions)
