@@ -30,13 +30,23 @@ _C1_RE = re.compile("[\x80-\x9f]")
 _CURLY_BYTES_RE = re.compile(b"\xe2\x80[\x98\x99\x9c\x9d]")
 
 
+# A log viewer's or a platform's stamp in lenticular brackets before every line (`【2025-02-20 23:19:18】(main_task
+# pid=8918) …`, audit 20): written as the ASCII capture stamp `[2025-02-20 23:19:18] ` (CAPTURE_STAMP), which is read.
+_LENTICULAR_BYTES_RE = re.compile(
+    rb"(?m)^\xe3\x80\x90(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\xe3\x80\x91 ?")
+
+
 def _straight(m: re.Match[bytes]) -> bytes:
     return b"'" if m.group()[2] < 0x9c else b'"'
 
 
 def straighten_quotes(data: bytes) -> bytes:
     """(An ASCII chunk, most of them, is passed as it is after one C-speed test: this runs on every chunk read.)"""
-    return data if data.isascii() or b"\xe2\x80" not in data else _CURLY_BYTES_RE.sub(_straight, data)
+    if data.isascii():
+        return data
+    if b"\xe2\x80" in data:
+        data = _CURLY_BYTES_RE.sub(_straight, data)
+    return _LENTICULAR_BYTES_RE.sub(rb"[\1] ", data) if b"\xe3\x80\x90" in data else data
 
 
 def strip_ansi(text: str) -> str:
@@ -217,9 +227,24 @@ def _compose_end(text: str) -> int:
     return 0
 
 
+# A collector's or a viewer's capture stamp before a Ray prefix, `[2026-03-12 11:50:36] (TaskRunner pid=7) …`: an outer
+# layer, read as the line's time, only where a Ray prefix follows (a program's own `[date time] msg` stays its text).
+CAPTURE_STAMP = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] "
+_CAPTURE_RE = re.compile(CAPTURE_STAMP + r"(?=\()")
+
+
+def capture_end(raw: str) -> int:
+    """Where a capture stamp before a Ray prefix ends (0: none there)."""
+    if raw[:1] != "[" or (m := _CAPTURE_RE.match(raw)) is None or _ray_split(raw[m.end() :])[0] is None:
+        return 0
+    return m.end()
+
+
 def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message (also past a
     capture stamp of `kubectl logs --timestamps` and a compose service's name before it)."""
+    if end := capture_end(raw):
+        return _ray_split(raw[end:])
     if raw[:1].isdigit() and (kube := _KUBECTL_RE.match(raw)) is not None:
         raw = raw[kube.end() :]
     if end := _compose_end(raw):
@@ -331,14 +356,14 @@ def raw_stamp_time(raw: str, ref: float) -> float | None:
     """The time of a raw line's stamp: its capture stamp (`kubectl logs --timestamps`), else its
     message's own past the prefixes before it; `ref` places a short form (analysis/time.py)."""
     check_zone()
-    m = TS_RE.match(raw) if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None else \
-        _stamp_match(split_prefix(raw)[1])
+    outer = (raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None) or capture_end(raw)
+    m = TS_RE.match(raw) if outer else _stamp_match(split_prefix(raw)[1])
     return stamp_of(m.groups(), ref) if m is not None else None
 
 
 def dayless_stamp(raw: str) -> bool:
     """Whether a raw line's stamp is the time of day alone (`[23:59:50 TP0]`, `10:31:13.128 [INFO:swift]`)."""
-    m = _stamp_match(split_prefix(raw)[1])
+    m = None if capture_end(raw) else _stamp_match(split_prefix(raw)[1])
     return m is not None and m.group(14) is not None
 
 
@@ -419,6 +444,9 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             text = raw[kube.end() :]
             first = text[:1]
         mpi = None
+        captured = kube is not None
+        if first == "[" and (end := capture_end(raw)):
+            text, first, captured = raw[end:], "(", True  # a capture stamp before Ray's prefix
         if first != "(":  # (most lines of a Ray job: none of the layers below begins so)
             if first.isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
                 text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
@@ -429,9 +457,9 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             hit, text = _ray_split(text)
             if hit is not None:
                 worker, pid, ip = hit
-        # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own, else
-        # the time mpirun relayed it.
-        m = TS_RE.match(raw) if kube is not None else _stamp_match(text)
+        # The capture time of `kubectl logs --timestamps` (or of a capture stamp) is the line's time (a zone, a year),
+        # else its own, else the time mpirun relayed it.
+        m = TS_RE.match(raw) if captured else _stamp_match(text)
         ts = stamp_of(m.groups(), seen) if m is not None else None
         if ts is None and mpi is not None and mpi["ctime"]:
             ts = _mpi_stamp(mpi, seen)
