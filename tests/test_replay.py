@@ -648,3 +648,16 @@ def test_a_nodes_ray_dying_under_the_job_is_its_failure_not_a_silence(tmp_path: 
     assert "ray-raylet-died" in [f.name for f in report.findings]
     hint = report.status.hint
     assert hint is None or not any("ray status" in action for action in hint.actions)
+
+
+def test_broadcasting_loaded_weights_before_any_rollout_engine_is_no_weight_sync(tmp_path: Path) -> None:
+    """Audit 20: Megatron's rank 0 loads the HF weights and broadcasts them to its TP ranks at start-up; the words
+    `broadcast … weights` then guessed weight sync (and its NCCL-hang hints) where no rollout engine existed yet."""
+    lines = [ray("TaskRunner", 7001, "Total training steps: 120"),
+             ray("WorkerDict", 7240, "Model config after override: Qwen2Config {"),
+             ray("WorkerDict", 7240, "loading hf weights on rank 0"),
+             ray("WorkerDict", 7240, "start broadcast weights from rank 0"),
+             ray("WorkerDict", 7240, "broadcast layer 12/64 done")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.current != "weight sync"
+    assert "weight sync" not in [s.name for s in report.status.timeline]

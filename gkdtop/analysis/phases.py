@@ -203,6 +203,7 @@ SCALAR_COLLECTIVE_RE = re.compile(r"\bNumelIn=\d{1,3}\b")
 DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
 DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
+ENGINE_UP = frozenset({"rollout init", "serving", "generation", "validation", "training loop"})
 # HF Trainer's step records that count completions and rewards: TRL's GRPO (and the forks built on it: R1-V,
 # Video-R1, VLM-R1, open-r1), whose one HF training step generates, scores and updates. `completion_length` is the
 # older trainers' key, whose `compute_loss` may itself generate; TRL 0.17 on say `completions/mean_length`.
@@ -1737,6 +1738,11 @@ class PhaseEngine:
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
+    def _engine_up(self) -> bool:
+        """Whether a rollout engine was started or used (its start-up, a generation, validation, the loop): weight
+        sync has somewhere to send the weights."""
+        return any(span.name in ENGINE_UP for span in self.timeline) or self._loop_began() is not None
+
     def _loop_began(self) -> float | None:
         """When the latest span of the training loop began, where one did."""
         name = self._loop_name()
@@ -1791,6 +1797,9 @@ class PhaseEngine:
                     (found.back and self._named_after(found, tail)) or self._repeats_start(found)):
                 continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
                 # size after a line with a checkpoint's words)
+            if named.name == WEIGHT_SYNC and not found.frame and not self._engine_up():
+                continue  # weights go to a rollout engine: before one started (or the loop ran) a line's `broadcast
+                # weights` is a model's own start-up (Megatron's rank 0 sending the weights it loaded to its TP ranks)
             if found.via == DEAD_ACTOR and part is not None:
                 continue  # which model died, not which part ran: the part the rules named stands (OpenRLHF's critic
                 # computes values while the actor makes experience)
