@@ -661,3 +661,38 @@ def test_broadcasting_loaded_weights_before_any_rollout_engine_is_no_weight_sync
     report = replay([write(tmp_path, lines)], load_config(None))
     assert report.status.current != "weight sync"
     assert "weight sync" not in [s.name for s in report.status.timeline]
+
+
+def _ray_tqdm(x: int, total: int) -> str:
+    state = {"__magic_token__": "__ray_tqdm_magic_token__", "x": x, "pos": 0, "desc": "Running step", "total": total,
+             "unit": "it", "ip": "10.1.2.3", "pid": 5310, "uuid": "7f3e", "closed": False}
+    return ray("Runner", 5310, json.dumps(state))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_rays_tqdm_json_is_the_loops_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """Audit 20: EasyR1's step bar is Ray's tqdm, which a kept log shows as JSON (`"__ray_tqdm_magic_token__"`, `"x":
+    38, …, "desc": "Running step", "total": 335`); read as nothing, a run 38 steps in was "ended after validation"."""
+    from gkdtop.analysis import history
+
+    monkeypatch.setattr(history, "FAST_HISTORY", fast)
+    lines = [f"{asctime(1_768_125_600.0)}\tINFO worker.py:1843 -- Started a local Ray instance.",
+             ray("Runner", 5310, "Start validation..."), ray("Runner", 5310, "Finish validation.")]
+    for x in (12, 13, 14):
+        lines += [_ray_tqdm(x, 200), ray("WorkerDict", 5388, "After sync model weights in sharding manager: 9.1 GB"),
+                  "Processed prompts:   0%|          | 0/64 [00:00<?, ?it/s, est. speed input: 0.00 toks/s]",
+                  "Processed prompts: 100%|██████████| 64/64 [00:41<00:00,  1.55it/s, est. speed input: 988.20 toks/s]"]
+    lines.append("Processed prompts:  19%|█▉        | 12/64 [00:09<00:40,  1.29it/s, est. speed input: 811.02 toks/s]")
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.current, report.status.within) == ("generation", "training loop")
+    assert report.steps["bar"]["n"] == 14 and report.steps["bar"]["total"] == 200
+
+
+def test_a_rollout_after_the_validation_before_the_loop_is_the_first_steps(tmp_path: Path) -> None:
+    """val_before_train's validation done, then a rollout with no line of the loop yet: the first step's generation,
+    not validation's (audit 20: EasyR1's `Start generating batch...` read as validation's)."""
+    lines = [ray("Runner", 5310, "Start validation..."), ray("Runner", 5310, "Finish validation."),
+             ray("Runner", 5310, "Initial validation metrics: {'val/reward_score': 0.31}"),
+             ray("Runner", 5310, "Start generating batch...")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.current, report.status.within) == ("generation", "training loop")

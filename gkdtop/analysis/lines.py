@@ -40,8 +40,34 @@ def _straight(m: re.Match[bytes]) -> bytes:
     return b"'" if m.group()[2] < 0x9c else b'"'
 
 
+# Ray's tqdm (`ray.experimental.tqdm_ray`, EasyR1's step bar) prints each redraw as JSON for the driver to draw:
+# `{"__magic_token__": "__ray_tqdm_magic_token__", "x": 38, "pos": 0, "desc": "Running step", "total": 335, …}`. A log
+# that kept the JSON gets the bar Ray would have drawn, `Running step:  11%|          | 38/335 [Ray tqdm]`, for the
+# rules and the loop's bar (audit 20: a run 38 steps in read as "after validation").
+RAY_TQDM = b"__ray_tqdm_magic_token__"
+_RAY_TQDM_RE = re.compile(rb'\{"__magic_token__": "__ray_tqdm_magic_token__"[^{}\n]{0,2000}\}')
+_TQDM_X_RE = re.compile(rb'"x": (\d{1,12})\b')
+_TQDM_TOTAL_RE = re.compile(rb'"total": (\d{1,12})\b')
+_TQDM_DESC_RE = re.compile(rb'"desc": "((?:[^"\\\n]|\\.){0,200})"')
+
+
+def _ray_bar(m: re.Match[bytes]) -> bytes:
+    state = m.group()
+    x, total, desc = _TQDM_X_RE.search(state), _TQDM_TOTAL_RE.search(state), _TQDM_DESC_RE.search(state)
+    if x is None:
+        return state
+    head = desc.group(1) + b": " if desc is not None and desc.group(1) else b""
+    if total is None or not int(total.group(1)):
+        return head + x.group(1) + b"it [Ray tqdm, ?it/s]"
+    pct = min(100, int(x.group(1)) * 100 // int(total.group(1)))
+    return head + b"%3d%%|%-10s| %s/%s [Ray tqdm, ?it/s]" % (pct, b"#" * (pct // 10), x.group(1), total.group(1))
+
+
 def straighten_quotes(data: bytes) -> bytes:
-    """(An ASCII chunk, most of them, is passed as it is after one C-speed test: this runs on every chunk read.)"""
+    """(An ASCII chunk, most of them, is passed as it is after one C-speed test: this runs on every chunk read.)
+    Also Ray's tqdm JSON, as the bar it draws (_ray_bar)."""
+    if RAY_TQDM in data:
+        data = _RAY_TQDM_RE.sub(_ray_bar, data)
     if data.isascii():
         return data
     if b"\xe2\x80" in data:

@@ -1115,6 +1115,10 @@ class PhaseEngine:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if self._after_validation(rule):
+            # The rollout after a validation that ran before any step (val_before_train) is the first step's: the loop
+            # began (EasyR1's `Start generating batch...` after `Finish validation.`, audit 20).
+            self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
                 and rule.name != VALIDATION:
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
@@ -1267,6 +1271,13 @@ class PhaseEngine:
         return (outer is not None and rule is not outer and rule.name in outer.inner
                 and bool(self.timeline) and self.timeline[-1].end is None)
 
+    def _after_validation(self, rule: PhaseRule) -> bool:
+        """A step's rollout (generation, weight sync) starting once a validation before the loop is done."""
+        last = self.timeline[-1] if self.timeline else None
+        return (rule.name in (GENERATION, WEIGHT_SYNC) and self.current is not None and self.current.name == VALIDATION
+                and last is not None and last.name == VALIDATION and last.status == "done" and self.inner is None
+                and rule.name in self.step_phases and self._loop_began() is None)
+
     def _behind(self, rule: PhaseRule) -> bool:
         """A start line of a phase the job has moved past: a second model's load bar, an NCCL
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
@@ -1282,6 +1293,8 @@ class PhaseEngine:
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
         if rule.name == GENERATION and self.current is not None and self.current.name == SERVING:
             return False  # a server's next requests after it went idle (_done): generation again
+        if self._after_validation(rule):
+            return False  # the first step's rollout, after val_before_train's validation
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
@@ -1737,6 +1750,8 @@ class PhaseEngine:
 
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
+
+    loop_name = _loop_name  # (history's fast path: the loop's start line, a bar, says where the loop is)
 
     def _engine_up(self) -> bool:
         """Whether a rollout engine was started or used (its start-up, a generation, validation, the loop): weight
