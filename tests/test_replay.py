@@ -696,3 +696,19 @@ def test_a_rollout_after_the_validation_before_the_loop_is_the_first_steps(tmp_p
              ray("Runner", 5310, "Start generating batch...")]
     report = replay([write(tmp_path, lines)], load_config(None))
     assert (report.status.current, report.status.within) == ("generation", "training loop")
+
+
+@pytest.mark.parametrize("progress", ["lines", "bar"])
+def test_steps_that_ran_without_timing_their_parts_are_past_the_first(tmp_path: Path, progress: str) -> None:
+    """Audit 20: five steps whose lines hold no `timing_s/*` of their parts (wrapped over continuation lines), or
+    only the loop's bar, and the hint still asked "which part of the first step"."""
+    lines = [ray("TaskRunner", 8100, "Total training steps: 60")]
+    for n in range(1, 6):
+        lines.append(ray("TaskRunner", 8100, f"step:{n} - critic/score/mean:0.{n}3 - actor/pg_loss:0.01") if
+                     progress == "lines" else
+                     f"Training Progress:   {n}%|          | {n}/60 [0{n}:10<50:00, 70.10s/it]")
+    lines.append(ray("WorkerDict", 8133, "dataloader worker 3 prefetching shard 17"))  # not a step: no "stepping"
+    report = replay([write(tmp_path, lines)], load_config(None))
+    actions = " ".join(report.open_end.hint.actions) if report.open_end and report.open_end.hint else ""
+    assert "only the stacks say which part" in actions
+    assert "first step" not in actions

@@ -19,7 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.lines import ENGINE_PREFIX, HOST_PREFIX, LOGGER_PREFIX, RANK_PREFIX, split_prefix
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
-from gkdtop.analysis.steps import StepStats, timed_steps
+from gkdtop.analysis.steps import StepStats, ran_steps, timed_steps
 from gkdtop.analysis.wordphase import (
     ANSWERED_RE,
     CAPTURE_STAMP_RE,
@@ -1616,7 +1616,7 @@ class PhaseEngine:
             state = "running"
         steps = self._steps_summary()
         if hint is not None:
-            hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
+            hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
         interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
         if interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
             hang = hint or Hint()
