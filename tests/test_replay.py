@@ -712,3 +712,27 @@ def test_steps_that_ran_without_timing_their_parts_are_past_the_first(tmp_path: 
     actions = " ".join(report.open_end.hint.actions) if report.open_end and report.open_end.hint else ""
     assert "only the stacks say which part" in actions
     assert "first step" not in actions
+
+
+def test_an_agent_loop_run_that_stops_in_generation_points_at_its_cpu_side_workers_too(tmp_path: Path) -> None:
+    """Audit 20: verl's AgentLoopWorker was reading a video (CPU side) when the run stopped; the advice named only the
+    engines (max_tokens, stop tokens)."""
+    lines = [f"{asctime(1_768_125_600.0)}\tINFO worker.py:1843 -- Started a local Ray instance.",
+             ray("AgentLoopWorker", 4477, "Initialized tools: {}")]  # (the word in Ray's prefix is no evidence)
+    lines += [ray("TaskRunner", 4410, f"step:{n} - critic/score/mean:0.2{n} - timing_s/agent_loop/generate_sequences/"
+                                      f"mean:97.5 - timing_s/gen:97.9 - timing_s/step:260.1") for n in (1, 2)]
+    lines += ["Training Progress:   1%|          | 2/150 [08:40<10:40:00, 260.10s/it]",
+              ray("AgentLoopWorker", 4477, "qwen-vl-utils using torchvision to read video."),
+              ray("AgentLoopWorker", 4477, "  warnings.warn(")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    actions = " ".join(report.open_end.hint.actions) if report.open_end and report.open_end.hint else ""
+    assert "AgentLoopWorker" in actions, actions
+
+
+def test_a_checkpoint_saves_oom_is_told_what_a_save_can_change() -> None:
+    """Audit 20: a CUDA OOM in dist_checkpointing's save (an all_gather under save_checkpoint) was told only to lower
+    the batch and turn on gradient checkpointing, which a save does not use."""
+    from gkdtop.analysis.rules import builtin_signatures
+
+    oom = next(s for s in builtin_signatures() if s.name == "cuda-oom")
+    assert "save_checkpoint" in oom.fix and "save_contents" in oom.fix
