@@ -42,8 +42,9 @@ def _straight(m: re.Match[bytes]) -> bytes:
 
 # Ray's tqdm (`ray.experimental.tqdm_ray`, EasyR1's step bar) prints each redraw as JSON for the driver to draw:
 # `{"__magic_token__": "__ray_tqdm_magic_token__", "x": 38, "pos": 0, "desc": "Running step", "total": 335, …}`. A log
-# that kept the JSON gets the bar Ray would have drawn, `Running step:  11%|          | 38/335 [Ray tqdm]`, for the
-# rules and the loop's bar (audit 20: a run 38 steps in read as "after validation").
+# that kept the JSON gets the bar Ray would have drawn, `Running step:  11%|#         | 38/335 [Ray tqdm, ?it/s]`,
+# for the rules and the loop's bar (with a rate, unknown, as tqdm's first draw has: a bar's redraws are told by one).
+# Audit 20: a run 38 steps in read as "after validation".
 RAY_TQDM = b"__ray_tqdm_magic_token__"
 _RAY_TQDM_RE = re.compile(rb'\{"__magic_token__": "__ray_tqdm_magic_token__"[^{}\n]{0,2000}\}')
 _TQDM_X_RE = re.compile(rb'"x": (\d{1,12})\b')
