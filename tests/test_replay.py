@@ -729,10 +729,19 @@ def test_an_agent_loop_run_that_stops_in_generation_points_at_its_cpu_side_worke
     assert "AgentLoopWorker" in actions, actions
 
 
-def test_a_checkpoint_saves_oom_is_told_what_a_save_can_change() -> None:
-    """Audit 20: a CUDA OOM in dist_checkpointing's save (an all_gather under save_checkpoint) was told only to lower
-    the batch and turn on gradient checkpointing, which a save does not use."""
-    from gkdtop.analysis.rules import builtin_signatures
-
-    oom = next(s for s in builtin_signatures() if s.name == "cuda-oom")
-    assert "save_checkpoint" in oom.fix and "save_contents" in oom.fix
+def test_a_checkpoint_saves_gpu_oom_is_told_what_a_save_can_change(tmp_path: Path) -> None:
+    """Audit 20: a CUDA OOM in dist_checkpointing's save (an all_gather under save_checkpoint) was told to lower the
+    batch and turn on gradient checkpointing, which a save does not use."""
+    lines = [ray("TaskRunner", 6200, f"step:{n} - critic/score/mean:0.4{n} - timing_s/step:88.0") for n in (9, 10)]
+    lines += [ray("TaskRunner", 6200, "local_global_step_folder: /ckpt/run7/global_step_10"),
+              ray("WorkerDict", 6288, "Traceback (most recent call last):"),
+              ray("WorkerDict", 6288, '  File "/opt/verl/verl/workers/fsdp_workers.py", line 911, in save_checkpoint'),
+              ray("WorkerDict", 6288, '  File "/opt/torch/distributed/distributed_c10d.py", line 2702, in '
+                                      "all_gather_object"),
+              ray("WorkerDict", 6288, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.10 GiB. GPU 2 "
+                                      "has a total capacity of 79.10 GiB of which 2.02 GiB is free.")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.state, report.status.current) == ("failed", "checkpoint save")
+    said = " ".join([*report.status.hint.causes, *report.status.hint.actions]) if report.status.hint else ""
+    assert "gathers" in said and "save_contents" in said
+    assert "micro batch" not in said and "gradient checkpointing" not in said

@@ -295,6 +295,20 @@ FAILED_HINT = Hint(
     actions=["Fix what the first error names (findings explain the known ones; a traceback's last frames say where "
              "it was raised)."],
 )
+# A GPU out of memory in a checkpoint save: what fills the GPU is the state the save gathers, not a step's batch, so
+# the step's memory advice (micro batch, gradient checkpointing) does not apply (audit 20: dist_checkpointing's save).
+# (Not Ray's own `OutOfMemoryError: Task was killed due to the node running low on memory`: host memory.)
+GPU_OOM_RE = re.compile(r"CUDA out of memory|CUDA error: out of memory|\btorch\.(?:cuda\.)?OutOfMemoryError\b")
+_SAVE_OOM_VERL = ("verl: save fewer contents (checkpoint.save_contents, e.g. without the optimizer) or asynchronously "
+                  "(checkpoint.async_save), as the save's options allow.")
+SAVE_OOM_HINT = Hint(
+    causes=["The checkpoint save ran out of GPU memory: it gathers the sharded weights or optimizer state (a state "
+            "dict, an all_gather) on top of what the run already holds; a step's batch is not what fills it."],
+    actions=["Gather less at once (a save strategy that is not fully parallel, a sharded rather than a full state "
+             "dict), free the CUDA cache before the save, or save fewer contents; the traceback's last frames say "
+             "which gather it was.", _SAVE_OOM_VERL],
+    only={_SAVE_OOM_VERL: ("verl",)},
+)
 # The same without a traceback to read (an NCCL WARN, an abort, a dead worker): no frames to point at.
 FAILED_PLAIN_HINT = Hint(causes=FAILED_HINT.causes, actions=["Fix what the first error names (findings explain the "
                                                              "known ones)."])
@@ -1645,6 +1659,8 @@ class PhaseEngine:
                 hint = launcher_hint(self.failure)
             elif CLOSED_RE.search(self.failure):
                 hint = CLOSED_HINT
+            elif failing is not None and failing.name == SAVE and GPU_OOM_RE.search(self.failure):
+                hint = SAVE_OOM_HINT
             elif hint is FAILED_HINT and not EXCEPTION_RE.match(RANK_PREFIX_RE.sub("", self.failure, count=1)):
                 hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
