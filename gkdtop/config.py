@@ -45,6 +45,7 @@ DEFAULT_FILTER = (
     r"|Checkpoint tracker|Load from checkpoint|Resuming from|local_global_step_folder|Saving"
     r"|validation metrics|Global step \d+|Training completed|train_runtime|Total time for train steps"
     r"|Could not override|HYDRA_FULL_ERROR|Job '[^']*' failed|marked dead"
+    r"|Raylet is terminated|Failed to connect to GCS"
     # (the pane matches the whole line, Ray prefix included: no `^` for a worker's message)
     # where the job is: Ray up, the TaskRunner's start, its plan, the engines starting, validation,
     # the steps of verl's GKD recipe and EasyR1, the weight sync (the GKD/EasyR1/OpenRLHF forms too)
@@ -70,6 +71,9 @@ FAIL_PATTERN = (
     r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # torchrun's agent stopped (Ctrl+C, a scheduler)
     r"|killed due to memory pressure|has been marked dead because the detector"
     r"|A worker died or was killed while executing (?:a|the) task by an unexpected system error"  # the raylet's
+    # a node's Ray died under the job: its raylet (Ray's log monitor says so, with the raylet's last lines), or a
+    # process that lost the GCS past Ray's reconnect timeout (Ray exits it)
+    r"|Raylet is terminated\. Termination is unexpected|Failed to connect to GCS (?:at address \S+ )?within \d+ seconds"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|Heartbeat monitor timed out! Process will be terminated"
     # DeepSpeed's launcher reporting a rank's exit; SGLang's scheduler watchdog (a hang it ended); gloo's barrier

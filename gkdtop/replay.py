@@ -19,7 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
 from gkdtop.analysis.profiles import Framework
-from gkdtop.analysis.steps import bar_pace, step_pace, timed_steps
+from gkdtop.analysis.steps import bar_pace, ran_steps, step_pace, timed_steps
 from gkdtop.format import clock, human_duration, shown
 from gkdtop.model import Hint
 
@@ -241,8 +241,8 @@ def open_end(status: PhaseStatus, config: Config, frameworks: tuple[str, ...] = 
                        pace=step_pace(status.steps))
     name = status.expected or status.current
     rule = next((r for r in config.phases if name in (r.name, r.plain)), None)  # its plain name: rename
-    hint = rule.hint.for_steps(timed_steps(status.steps)).for_framework(frameworks).for_seen(seen) \
-        if rule is not None else None
+    hint = rule.hint.for_steps(timed_steps(status.steps), ran_steps(status.steps)).for_framework(frameworks) \
+        .for_seen(seen) if rule is not None else None
     # What to check, not why it stopped: no line says it did, so a cause would be a guess.
     hint = Hint(actions=list(hint.actions)) if hint is not None and hint.actions else None
     last_line = status.unrecognised_last

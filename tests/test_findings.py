@@ -257,6 +257,17 @@ CASES = [
       "not called before program exit, which can leak resources. For more info, please see the docs (function "
       "operator())"],
      {"what": "destroy_process_group() was not called before program exit"}),
+    ("ray-raylet-died",  # the log monitor's line for a node's raylet, its last lines after it
+     ["(raylet, ip=10.4.4.2) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL "
+      "by the user or system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other "
+      "termination signals. Last 20 lines of the Raylet logs:",
+      "    [2026-02-11 04:10:55,118 C 7310 7402] worker_pool.cc:512: Unhandled exception: epoll: Too many open files"],
+     {"raylet": "Raylet is terminated"}),
+    ("ray-raylet-died",  # a worker that lost the GCS past Ray's reconnect timeout
+     [ray("WorkerDict", 7411, "[2026-02-11 04:11:58,604 E 7411 7499] gcs_rpc_client.h:179: Failed to connect to GCS "
+          "within 60 seconds. GCS may have been killed. It's either GCS is terminated by `ray stop` or is killed "
+          "unexpectedly. The program will terminate.")],
+     {"gcs": "Failed to connect to GCS", "after": "60"}),
     ("ray-node-died",  # Ray 2.4x wording, in a RayActorError's tab-indented fields
      ["ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
       "\tclass_name: WorkerDict",

@@ -623,3 +623,125 @@ def test_a_forked_reader_hands_over_chunks_in_order_and_its_errors_and_stops_wit
     assert next(reader).data == b"0\n"
     reader.close()  # a consumer that stops: its reader goes too
     assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("death", [
+    "(raylet) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL by the user or "
+    "system OOM killer, (2) Invalid memory access from Raylet causing SIGSEGV or SIGBUS, (3) Other termination "
+    "signals. Last 20 lines of the Raylet logs:",
+    "(raylet, ip=10.9.3.7) Raylet is terminated. Termination is unexpected. Possible reasons include: (1) SIGKILL",
+    "[2026-03-02 07:41:19,204 E 40113 40190] gcs_rpc_client.h:179: Failed to connect to GCS at address "
+    "10.9.3.1:6379 within 30 seconds.",
+])
+@pytest.mark.parametrize("upto", ["workers", "steps"])
+def test_a_nodes_ray_dying_under_the_job_is_its_failure_not_a_silence(tmp_path: Path, death: str, upto: str) -> None:
+    """Audit 20: the raylet's death and a lost GCS read as a log that stopped (hang hints: `ray status`, compare the
+    steps' breakdowns); Ray is gone on that node, so its actors are, and the run with them."""
+    if upto == "workers":
+        lines = [ray("TaskRunner", 5120, "colocated worker base class <class 'verl.single_controller.base.Worker'>")]
+    else:
+        lines = [ray("TaskRunner", 5120, f"step:{n} - critic/score/mean:0.42 - timing_s/gen:61.0 - timing_s/step:120.5")
+                 for n in (1, 2)]
+    report = replay([write(tmp_path, [*lines, death])], load_config(None))
+    assert report.status.state == "failed"
+    assert report.status.current == ("worker-group creation" if upto == "workers" else "training loop")
+    assert "ray-raylet-died" in [f.name for f in report.findings]
+    hint = report.status.hint
+    assert hint is None or not any("ray status" in action for action in hint.actions)
+
+
+def test_broadcasting_loaded_weights_before_any_rollout_engine_is_no_weight_sync(tmp_path: Path) -> None:
+    """Audit 20: Megatron's rank 0 loads the HF weights and broadcasts them to its TP ranks at start-up; the words
+    `broadcast … weights` then guessed weight sync (and its NCCL-hang hints) where no rollout engine existed yet."""
+    lines = [ray("TaskRunner", 7001, "Total training steps: 120"),
+             ray("WorkerDict", 7240, "Model config after override: Qwen2Config {"),
+             ray("WorkerDict", 7240, "loading hf weights on rank 0"),
+             ray("WorkerDict", 7240, "start broadcast weights from rank 0"),
+             ray("WorkerDict", 7240, "broadcast layer 12/64 done")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.current != "weight sync"
+    assert "weight sync" not in [s.name for s in report.status.timeline]
+
+
+def _ray_tqdm(x: int, total: int) -> str:
+    state = {"__magic_token__": "__ray_tqdm_magic_token__", "x": x, "pos": 0, "desc": "Running step", "total": total,
+             "unit": "it", "ip": "10.1.2.3", "pid": 5310, "uuid": "7f3e", "closed": False}
+    return ray("Runner", 5310, json.dumps(state))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_rays_tqdm_json_is_the_loops_bar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fast: bool) -> None:
+    """Audit 20: EasyR1's step bar is Ray's tqdm, which a kept log shows as JSON (`"__ray_tqdm_magic_token__"`, `"x":
+    38, …, "desc": "Running step", "total": 335`); read as nothing, a run 38 steps in was "ended after validation"."""
+    from gkdtop.analysis import history
+
+    monkeypatch.setattr(history, "FAST_HISTORY", fast)
+    lines = [f"{asctime(1_768_125_600.0)}\tINFO worker.py:1843 -- Started a local Ray instance.",
+             ray("Runner", 5310, "Start validation..."), ray("Runner", 5310, "Finish validation.")]
+    for x in (12, 13, 14):
+        lines += [_ray_tqdm(x, 200), ray("WorkerDict", 5388, "After sync model weights in sharding manager: 9.1 GB"),
+                  "Processed prompts:   0%|          | 0/64 [00:00<?, ?it/s, est. speed input: 0.00 toks/s]",
+                  "Processed prompts: 100%|██████████| 64/64 [00:41<00:00,  1.55it/s, est. speed input: 988.20 toks/s]"]
+    lines.append("Processed prompts:  19%|█▉        | 12/64 [00:09<00:40,  1.29it/s, est. speed input: 811.02 toks/s]")
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.current, report.status.within) == ("generation", "training loop")
+    assert report.steps["bar"]["n"] == 14 and report.steps["bar"]["total"] == 200
+
+
+def test_a_rollout_after_the_validation_before_the_loop_is_the_first_steps(tmp_path: Path) -> None:
+    """val_before_train's validation done, then a rollout with no line of the loop yet: the first step's generation,
+    not validation's (audit 20: EasyR1's `Start generating batch...` read as validation's)."""
+    lines = [ray("Runner", 5310, "Start validation..."), ray("Runner", 5310, "Finish validation."),
+             ray("Runner", 5310, "Initial validation metrics: {'val/reward_score': 0.31}"),
+             ray("Runner", 5310, "Start generating batch...")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.current, report.status.within) == ("generation", "training loop")
+
+
+@pytest.mark.parametrize("progress", ["lines", "bar"])
+def test_steps_that_ran_without_timing_their_parts_are_past_the_first(tmp_path: Path, progress: str) -> None:
+    """Audit 20: five steps whose lines hold no `timing_s/*` of their parts (wrapped over continuation lines), or
+    only the loop's bar, and the hint still asked "which part of the first step"."""
+    lines = [ray("TaskRunner", 8100, "Total training steps: 60")]
+    for n in range(1, 6):
+        lines.append(ray("TaskRunner", 8100, f"step:{n} - critic/score/mean:0.{n}3 - actor/pg_loss:0.01") if
+                     progress == "lines" else
+                     f"Training Progress:   {n}%|          | {n}/60 [0{n}:10<50:00, 70.10s/it]")
+    lines.append(ray("WorkerDict", 8133, "dataloader worker 3 prefetching shard 17"))  # not a step: no "stepping"
+    report = replay([write(tmp_path, lines)], load_config(None))
+    actions = " ".join(report.open_end.hint.actions) if report.open_end and report.open_end.hint else ""
+    assert "only the stacks say which part" in actions
+    assert "first step" not in actions
+
+
+def test_an_agent_loop_run_that_stops_in_generation_points_at_its_cpu_side_workers_too(tmp_path: Path) -> None:
+    """Audit 20: verl's AgentLoopWorker was reading a video (CPU side) when the run stopped; the advice named only the
+    engines (max_tokens, stop tokens)."""
+    lines = [f"{asctime(1_768_125_600.0)}\tINFO worker.py:1843 -- Started a local Ray instance.",
+             ray("AgentLoopWorker", 4477, "Initialized tools: {}")]  # (the word in Ray's prefix is no evidence)
+    lines += [ray("TaskRunner", 4410, f"step:{n} - critic/score/mean:0.2{n} - timing_s/agent_loop/generate_sequences/"
+                                      f"mean:97.5 - timing_s/gen:97.9 - timing_s/step:260.1") for n in (1, 2)]
+    lines += ["Training Progress:   1%|          | 2/150 [08:40<10:40:00, 260.10s/it]",
+              ray("AgentLoopWorker", 4477, "qwen-vl-utils using torchvision to read video."),
+              ray("AgentLoopWorker", 4477, "  warnings.warn(")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    actions = " ".join(report.open_end.hint.actions) if report.open_end and report.open_end.hint else ""
+    assert "AgentLoopWorker" in actions, actions
+
+
+def test_a_checkpoint_saves_gpu_oom_is_told_what_a_save_can_change(tmp_path: Path) -> None:
+    """Audit 20: a CUDA OOM in dist_checkpointing's save (an all_gather under save_checkpoint) was told to lower the
+    batch and turn on gradient checkpointing, which a save does not use."""
+    lines = [ray("TaskRunner", 6200, f"step:{n} - critic/score/mean:0.4{n} - timing_s/step:88.0") for n in (9, 10)]
+    lines += [ray("TaskRunner", 6200, "local_global_step_folder: /ckpt/run7/global_step_10"),
+              ray("WorkerDict", 6288, "Traceback (most recent call last):"),
+              ray("WorkerDict", 6288, '  File "/opt/verl/verl/workers/fsdp_workers.py", line 911, in save_checkpoint'),
+              ray("WorkerDict", 6288, '  File "/opt/torch/distributed/distributed_c10d.py", line 2702, in '
+                                      "all_gather_object"),
+              ray("WorkerDict", 6288, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.10 GiB. GPU 2 "
+                                      "has a total capacity of 79.10 GiB of which 2.02 GiB is free.")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert (report.status.state, report.status.current) == ("failed", "checkpoint save")
+    said = " ".join([*report.status.hint.causes, *report.status.hint.actions]) if report.status.hint else ""
+    assert "gathers" in said and "save_contents" in said
+    assert "micro batch" not in said and "gradient checkpointing" not in said

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gkdtop.analysis.lines import parse_line
+from gkdtop.analysis.lines import clean_line, parse_line
 from gkdtop.analysis.time import parse_timestamp
 from gkdtop.collectors.logs import LogCollector
+from gkdtop.config import load_config
+from gkdtop.replay import replay
 
 
 def local(*fields: int, micro: int = 0) -> float:
@@ -418,3 +420,25 @@ def test_time_of_day_stamps_go_forward_whatever_the_gaps(tmp_path: Path, tods: l
     os.utime(log, (mtime, mtime))
     report = replay([str(log)], load_config(None))
     assert report.ended - report.started == pytest.approx(span) and report.ended == pytest.approx(mtime - 5)
+
+
+@pytest.mark.parametrize("stamp", ["[2026-04-02 18:07:31] ", "【2026-04-02 18:07:31】", "【2026-04-02 18:07:31】 "])
+def test_a_capture_stamp_before_rays_prefix_is_the_lines_time_and_the_prefix_is_split(
+        tmp_path: Path, stamp: str) -> None:
+    """A viewer's or a platform's stamp before every line, Ray's prefix after it (audit 20: `【date time】(main_task
+    pid=N) …` read as no stamp at all, and the Ray prefix not as one: framework "Ray", no rule's `^` matched)."""
+    lines = [f"{stamp}(TaskRunner pid=6120) Total training steps: 40",
+             f"{stamp.replace('18:07:31', '18:12:02')}(WorkerDict pid=6377) Loading checkpoint shards: 100%|█| 4/4",
+             "[2026-04-02 18:12:03] Loading checkpoint shards: 100%|██████████| 4/4 [00:02<00:00,  1.61it/s]"]
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    report = replay([str(path)], load_config(None))
+    assert report.started == pytest.approx(local(2026, 4, 2, 18, 7, 31))
+    assert report.ended == pytest.approx(local(2026, 4, 2, 18, 12, 3))
+    assert report.framework is not None and report.framework.name == "verl"
+    one = parse_line(clean_line(lines[0].encode()), "train.log", REF)
+    assert (one.worker, one.pid, one.text) == ("TaskRunner", 6120, "Total training steps: 40")
+    assert one.ts == pytest.approx(local(2026, 4, 2, 18, 7, 31))
+    # a program's own `[date time] message` keeps its text: only a Ray prefix after it makes the stamp a layer
+    own = parse_line("[2026-04-02 18:07:31] Decode batch. #running-req: 3", "train.log", REF)
+    assert own.text.startswith("[2026-04-02") and own.ts == pytest.approx(local(2026, 4, 2, 18, 7, 31))

@@ -420,7 +420,8 @@ class HistoryReader:
         quick_start = phases.quick_start
         bar_id = self.phases.bar_id
         taken = 0
-        inner_from = last_bar = last_other = None
+        inner_from = last_bar = last_other = loop_bar = None
+        loop_id = phases.start_of.get(phases.loop_name() or "")
         steps: list[tuple[Any, ...]] = []
         for record in run:
             moved = quick_start(record[1])
@@ -432,6 +433,8 @@ class HistoryReader:
                 steps.append(record)
             if bar_id in record[1]:
                 last_bar = record
+                if loop_id in record[1]:
+                    loop_bar = record
             else:
                 last_other = record
             taken += 1
@@ -450,6 +453,9 @@ class HistoryReader:
                 line.number = self._shown(base + number)
             if line.seen >= 0:
                 phases.note_skipped(line.seen, line)
+        if loop_bar is not None and loop_bar is not last_bar:  # the loop's own bar between a step's part's bars
+            # (EasyR1's `Running step` among each rollout's `Processed prompts`): where the loop is
+            phases.bar_moved(self._parse_record(loop_bar, extract, state)[0])
         if last_bar is not None:  # did the bar move since the last one fed? (only the last is compared)
             line = self._parse_record(last_bar, extract, state)[0]
             t = line.seen

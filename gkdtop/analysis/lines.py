@@ -30,13 +30,50 @@ _C1_RE = re.compile("[\x80-\x9f]")
 _CURLY_BYTES_RE = re.compile(b"\xe2\x80[\x98\x99\x9c\x9d]")
 
 
+# A log viewer's or a platform's stamp in lenticular brackets before every line (`【2025-02-20 23:19:18】(main_task
+# pid=8918) …`, audit 20): written as the ASCII capture stamp `[2025-02-20 23:19:18] ` (CAPTURE_STAMP), which is read.
+_LENTICULAR_BYTES_RE = re.compile(
+    rb"(?m)^\xe3\x80\x90(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\xe3\x80\x91 ?")
+
+
 def _straight(m: re.Match[bytes]) -> bytes:
     return b"'" if m.group()[2] < 0x9c else b'"'
 
 
+# Ray's tqdm (`ray.experimental.tqdm_ray`, EasyR1's step bar) prints each redraw as JSON for the driver to draw:
+# `{"__magic_token__": "__ray_tqdm_magic_token__", "x": 38, "pos": 0, "desc": "Running step", "total": 335, …}`. A log
+# that kept the JSON gets the bar Ray would have drawn, `Running step:  11%|#         | 38/335 [Ray tqdm, ?it/s]`,
+# for the rules and the loop's bar (with a rate, unknown, as tqdm's first draw has: a bar's redraws are told by one).
+# Audit 20: a run 38 steps in read as "after validation".
+RAY_TQDM = b"__ray_tqdm_magic_token__"
+_RAY_TQDM_RE = re.compile(rb'\{"__magic_token__": "__ray_tqdm_magic_token__"[^{}\n]{0,2000}\}')
+_TQDM_X_RE = re.compile(rb'"x": (\d{1,12})\b')
+_TQDM_TOTAL_RE = re.compile(rb'"total": (\d{1,12})\b')
+_TQDM_DESC_RE = re.compile(rb'"desc": "((?:[^"\\\n]|\\.){0,200})"')
+
+
+def _ray_bar(m: re.Match[bytes]) -> bytes:
+    state = m.group()
+    x, total, desc = _TQDM_X_RE.search(state), _TQDM_TOTAL_RE.search(state), _TQDM_DESC_RE.search(state)
+    if x is None:
+        return state
+    head = desc.group(1) + b": " if desc is not None and desc.group(1) else b""
+    if total is None or not int(total.group(1)):
+        return head + x.group(1) + b"it [Ray tqdm, ?it/s]"
+    pct = min(100, int(x.group(1)) * 100 // int(total.group(1)))
+    return head + b"%3d%%|%-10s| %s/%s [Ray tqdm, ?it/s]" % (pct, b"#" * (pct // 10), x.group(1), total.group(1))
+
+
 def straighten_quotes(data: bytes) -> bytes:
-    """(An ASCII chunk, most of them, is passed as it is after one C-speed test: this runs on every chunk read.)"""
-    return data if data.isascii() or b"\xe2\x80" not in data else _CURLY_BYTES_RE.sub(_straight, data)
+    """(An ASCII chunk, most of them, is passed as it is after one C-speed test: this runs on every chunk read.)
+    Also Ray's tqdm JSON, as the bar it draws (_ray_bar)."""
+    if RAY_TQDM in data:
+        data = _RAY_TQDM_RE.sub(_ray_bar, data)
+    if data.isascii():
+        return data
+    if b"\xe2\x80" in data:
+        data = _CURLY_BYTES_RE.sub(_straight, data)
+    return _LENTICULAR_BYTES_RE.sub(rb"[\1] ", data) if b"\xe3\x80\x90" in data else data
 
 
 def strip_ansi(text: str) -> str:
@@ -217,9 +254,24 @@ def _compose_end(text: str) -> int:
     return 0
 
 
+# A collector's or a viewer's capture stamp before a Ray prefix, `[2026-03-12 11:50:36] (TaskRunner pid=7) …`: an outer
+# layer, read as the line's time, only where a Ray prefix follows (a program's own `[date time] msg` stays its text).
+CAPTURE_STAMP = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\] "
+_CAPTURE_RE = re.compile(CAPTURE_STAMP + r"(?=\()")
+
+
+def capture_end(raw: str) -> int:
+    """Where a capture stamp before a Ray prefix ends (0: none there)."""
+    if raw[:1] != "[" or (m := _CAPTURE_RE.match(raw)) is None or _ray_split(raw[m.end() :])[0] is None:
+        return 0
+    return m.end()
+
+
 def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
     """A raw line's Ray prefix (worker, pid, ip), if it has one, and its message (also past a
     capture stamp of `kubectl logs --timestamps` and a compose service's name before it)."""
+    if end := capture_end(raw):
+        return _ray_split(raw[end:])
     if raw[:1].isdigit() and (kube := _KUBECTL_RE.match(raw)) is not None:
         raw = raw[kube.end() :]
     if end := _compose_end(raw):
@@ -331,14 +383,14 @@ def raw_stamp_time(raw: str, ref: float) -> float | None:
     """The time of a raw line's stamp: its capture stamp (`kubectl logs --timestamps`), else its
     message's own past the prefixes before it; `ref` places a short form (analysis/time.py)."""
     check_zone()
-    m = TS_RE.match(raw) if raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None else \
-        _stamp_match(split_prefix(raw)[1])
+    outer = (raw[:1].isdigit() and _KUBECTL_RE.match(raw) is not None) or capture_end(raw)
+    m = TS_RE.match(raw) if outer else _stamp_match(split_prefix(raw)[1])
     return stamp_of(m.groups(), ref) if m is not None else None
 
 
 def dayless_stamp(raw: str) -> bool:
     """Whether a raw line's stamp is the time of day alone (`[23:59:50 TP0]`, `10:31:13.128 [INFO:swift]`)."""
-    m = _stamp_match(split_prefix(raw)[1])
+    m = None if capture_end(raw) else _stamp_match(split_prefix(raw)[1])
     return m is not None and m.group(14) is not None
 
 
@@ -419,6 +471,9 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             text = raw[kube.end() :]
             first = text[:1]
         mpi = None
+        captured = kube is not None
+        if first == "[" and (end := capture_end(raw)):
+            text, first, captured = raw[end:], "(", True  # a capture stamp before Ray's prefix
         if first != "(":  # (most lines of a Ray job: none of the layers below begins so)
             if first.isalnum() and text.find(" | ", 1, COMPOSE_REACH) > 0 and (c := compose_match(text)) is not None:
                 text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
@@ -429,9 +484,9 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
             hit, text = _ray_split(text)
             if hit is not None:
                 worker, pid, ip = hit
-        # The capture time of `kubectl logs --timestamps` is the line's time (a zone, a year), else its own, else
-        # the time mpirun relayed it.
-        m = TS_RE.match(raw) if kube is not None else _stamp_match(text)
+        # The capture time of `kubectl logs --timestamps` (or of a capture stamp) is the line's time (a zone, a year),
+        # else its own, else the time mpirun relayed it.
+        m = TS_RE.match(raw) if captured else _stamp_match(text)
         ts = stamp_of(m.groups(), seen) if m is not None else None
         if ts is None and mpi is not None and mpi["ctime"]:
             ts = _mpi_stamp(mpi, seen)

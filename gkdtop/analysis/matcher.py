@@ -31,7 +31,7 @@ except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
 
 import re2
 
-from gkdtop.analysis.lines import COMPOSE_PREFIX, KUBECTL_STAMP, MPI_TAG, PREFIX_MAX, plain_ascii
+from gkdtop.analysis.lines import CAPTURE_STAMP, COMPOSE_PREFIX, KUBECTL_STAMP, MPI_TAG, PREFIX_MAX, plain_ascii
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
 # CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, generation's
@@ -46,8 +46,9 @@ _OPTIONS.log_errors = False  # errors are ours to report, as one line
 _OPTIONS.max_mem = RE2_MAX_MEM
 
 # What may stand before a message: `kubectl logs --timestamps`' capture stamp, a compose service's name, then Ray's
-# prefix.
-RAY_HEAD = f"(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?)?"
+# prefix; or a capture stamp before Ray's prefix (lines.capture_end).
+_PAREN = f"\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?"
+RAY_HEAD = f"(?:{CAPTURE_STAMP}{_PAREN}|(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:{_PAREN})?)"
 _QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)  # RE2's quoted text
 
 

@@ -19,7 +19,7 @@ from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.lines import ENGINE_PREFIX, HOST_PREFIX, LOGGER_PREFIX, RANK_PREFIX, split_prefix
 from gkdtop.analysis.matcher import Pattern
 from gkdtop.analysis.rules import PhaseRule
-from gkdtop.analysis.steps import StepStats, timed_steps
+from gkdtop.analysis.steps import StepStats, ran_steps, timed_steps
 from gkdtop.analysis.wordphase import (
     ANSWERED_RE,
     CAPTURE_STAMP_RE,
@@ -203,6 +203,7 @@ SCALAR_COLLECTIVE_RE = re.compile(r"\bNumelIn=\d{1,3}\b")
 DEEP_SEQ_RE = re.compile(r"SeqNum=(\d{3,18})\b")
 DEEP_COLLECTIVES = 100
 ROLLOUT_PHASES = frozenset({"rollout init", "generation", "weight sync", "teacher"})
+ENGINE_UP = frozenset({"rollout init", "serving", "generation", "validation", "training loop"})
 # HF Trainer's step records that count completions and rewards: TRL's GRPO (and the forks built on it: R1-V,
 # Video-R1, VLM-R1, open-r1), whose one HF training step generates, scores and updates. `completion_length` is the
 # older trainers' key, whose `compute_loss` may itself generate; TRL 0.17 on say `completions/mean_length`.
@@ -301,6 +302,20 @@ FAILED_HINT = Hint(
             "its consequences."],
     actions=["Fix what the first error names (findings explain the known ones; a traceback's last frames say where "
              "it was raised)."],
+)
+# A GPU out of memory in a checkpoint save: what fills the GPU is the state the save gathers, not a step's batch, so
+# the step's memory advice (micro batch, gradient checkpointing) does not apply (audit 20: dist_checkpointing's save).
+# (Not Ray's own `OutOfMemoryError: Task was killed due to the node running low on memory`: host memory.)
+GPU_OOM_RE = re.compile(r"CUDA out of memory|CUDA error: out of memory|\btorch\.(?:cuda\.)?OutOfMemoryError\b")
+_SAVE_OOM_VERL = ("verl: save fewer contents (checkpoint.save_contents, e.g. without the optimizer) or asynchronously "
+                  "(checkpoint.async_save), as the save's options allow.")
+SAVE_OOM_HINT = Hint(
+    causes=["The checkpoint save ran out of GPU memory: it gathers the sharded weights or optimizer state (a state "
+            "dict, an all_gather) on top of what the run already holds; a step's batch is not what fills it."],
+    actions=["Gather less at once (a save strategy that is not fully parallel, a sharded rather than a full state "
+             "dict), free the CUDA cache before the save, or save fewer contents; the traceback's last frames say "
+             "which gather it was.", _SAVE_OOM_VERL],
+    only={_SAVE_OOM_VERL: ("verl",)},
 )
 # The same without a traceback to read (an NCCL WARN, an abort, a dead worker): no frames to point at.
 FAILED_PLAIN_HINT = Hint(causes=FAILED_HINT.causes, actions=["Fix what the first error names (findings explain the "
@@ -1135,6 +1150,10 @@ class PhaseEngine:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if self._after_validation(rule):
+            # The rollout after a validation that ran before any step (val_before_train) is the first step's: the loop
+            # began (EasyR1's `Start generating batch...` after `Finish validation.`, audit 20).
+            self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
                 and rule.name != VALIDATION:
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
@@ -1287,6 +1306,13 @@ class PhaseEngine:
         return (outer is not None and rule is not outer and rule.name in outer.inner
                 and bool(self.timeline) and self.timeline[-1].end is None)
 
+    def _after_validation(self, rule: PhaseRule) -> bool:
+        """A step's rollout (generation, weight sync) starting once a validation before the loop is done."""
+        last = self.timeline[-1] if self.timeline else None
+        return (rule.name in (GENERATION, WEIGHT_SYNC) and self.current is not None and self.current.name == VALIDATION
+                and last is not None and last.name == VALIDATION and last.status == "done" and self.inner is None
+                and rule.name in self.step_phases and self._loop_began() is None)
+
     def _behind(self, rule: PhaseRule) -> bool:
         """A start line of a phase the job has moved past: a second model's load bar, an NCCL
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
@@ -1302,6 +1328,8 @@ class PhaseEngine:
             return self.inner is not None and self.order.get(rule.name, 0) < self.order.get(self.inner.name, 0)
         if rule.name == GENERATION and self.current is not None and self.current.name == SERVING:
             return False  # a server's next requests after it went idle (_done): generation again
+        if self._after_validation(rule):
+            return False  # the first step's rollout, after val_before_train's validation
         if rule is not self.current and not rule.inner and not rule.terminal and rule.name in self._ran:
             return True  # nor do they repeat a start-up phase that ran (a second worker-group line)
         if self._ran and rule is self.rules[0] and self.rules[0].name not in self._ran:
@@ -1631,7 +1659,7 @@ class PhaseEngine:
             state = "running"
         steps = self._steps_summary()
         if hint is not None:
-            hint = hint.for_steps(timed_steps(steps)).for_seen(self.seen_matched)
+            hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
         interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
         if interrupted and self._stepping_until(self._failed_at):
             hint = INTERRUPT_STEPPING_HINT
@@ -1662,6 +1690,8 @@ class PhaseEngine:
                 hint = launcher_hint(self.failure)
             elif CLOSED_RE.search(self.failure):
                 hint = CLOSED_HINT
+            elif failing is not None and failing.name == SAVE and GPU_OOM_RE.search(self.failure):
+                hint = SAVE_OOM_HINT
             elif hint is FAILED_HINT and not EXCEPTION_RE.match(RANK_PREFIX_RE.sub("", self.failure, count=1)):
                 hint = FAILED_PLAIN_HINT
             hint = hint.for_seen(self.seen_matched)
@@ -1775,6 +1805,13 @@ class PhaseEngine:
     def _loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
 
+    loop_name = _loop_name  # (history's fast path: the loop's start line, a bar, says where the loop is)
+
+    def _engine_up(self) -> bool:
+        """Whether a rollout engine was started or used (its start-up, a generation, validation, the loop): weight
+        sync has somewhere to send the weights."""
+        return any(span.name in ENGINE_UP for span in self.timeline) or self._loop_began() is not None
+
     def _loop_began(self) -> float | None:
         """When the latest span of the training loop began, where one did."""
         name = self._loop_name()
@@ -1829,6 +1866,9 @@ class PhaseEngine:
                     (found.back and self._named_after(found, tail)) or self._repeats_start(found)):
                 continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
                 # size after a line with a checkpoint's words)
+            if named.name == WEIGHT_SYNC and not found.frame and not self._engine_up():
+                continue  # weights go to a rollout engine: before one started (or the loop ran) a line's `broadcast
+                # weights` is a model's own start-up (Megatron's rank 0 sending the weights it loaded to its TP ranks)
             if found.via == DEAD_ACTOR and part is not None:
                 continue  # which model died, not which part ran: the part the rules named stands (OpenRLHF's critic
                 # computes values while the actor makes experience)

@@ -244,8 +244,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
     framework's own line replaces (Hint.for_framework), and/or `{text: ..., seen: PATTERN}` for one
     shown only once a line of the log matched PATTERN (Hint.for_seen: no advice without its evidence), and/or
     `{text: ..., unless_seen: PATTERN}` for one hidden once a line matched PATTERN (a later line contradicts it),
-    and/or `{text: ..., steps: N}` for one shown once N steps timed their parts, `{text: ..., before_steps: N}` for
-    one shown while fewer did (Hint.for_steps)."""
+    and/or `{text: ..., steps: N}` for one shown once N steps timed their parts, `{text: ..., ran_steps: N}` once N
+    steps ran (timed or not), `{text: ..., before_steps: N}` while fewer ran (Hint.for_steps)."""
     check_keys(node, where, key, {"causes", "actions"})
     hint = Hint()
     for part, out in (("causes", hint.causes), ("actions", hint.actions)):
@@ -257,14 +257,14 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
                 out.append(scalar(item, where, where_item))
                 continue
             check_keys(item, where, where_item, {"text", "frameworks", "unless", "seen", "unless_seen", "steps",
-                                                      "before_steps"})
+                                                      "before_steps", "ran_steps"})
             text, only, unless = get(item, "text"), get(item, "frameworks"), get(item, "unless")
             seen, unseen, steps = get(item, "seen"), get(item, "unless_seen"), get(item, "steps")
-            before = get(item, "before_steps")
+            before, ran = get(item, "before_steps"), get(item, "ran_steps")
             if text is None or (only is not None and unless is not None) or (
-                    only is unless is seen is unseen is steps is before is None):
+                    only is unless is seen is unseen is steps is before is ran is None):
                 raise node_error(where, item, where_item, "needs `text` and one of `frameworks`, `unless`, "
-                                 "and/or `seen`, `unless_seen`, `steps`, `before_steps`")
+                                 "and/or `seen`, `unless_seen`, `steps`, `ran_steps`, `before_steps`")
             out.append(scalar(text, where, f"{where_item}.text"))
             if only is not None or unless is not None:
                 hint.only[out[-1]] = (
@@ -278,6 +278,8 @@ def parse_hint(node: Any, where: str, key: str) -> Hint:
                 hint.steps[out[-1]] = count(steps, where, f"{where_item}.steps")
             if before is not None:
                 hint.before_steps[out[-1]] = count(before, where, f"{where_item}.before_steps")
+            if ran is not None:
+                hint.ran_steps[out[-1]] = count(ran, where, f"{where_item}.ran_steps")
     return hint
 
 

@@ -228,6 +228,11 @@ def timed_steps(steps: dict[str, Any]) -> int:
     return max((s["count"] for key, s in (steps.get("timing") or {}).items() if key != "step"), default=0)
 
 
+def ran_steps(steps: dict[str, Any]) -> int:
+    """How many steps ran, timed or not: the step lines read, or where the loop's bar is, whichever says more."""
+    return max(timed_steps(steps), steps.get("count") or 0, (steps.get("bar") or {}).get("n") or 0)
+
+
 def bar_pace(bar: dict[str, Any] | None) -> str:
     """The loop's bar's own pace, `5.19 s/it` (`it/s` turned round), or "" where it shows none."""
     pace = (bar or {}).get("s_per_it")

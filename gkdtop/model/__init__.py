@@ -320,9 +320,11 @@ class Hint:
     # Lines about the steps' timed parts ("compare the last step's breakdown"): each such text and how many
     # steps that timed their parts the log must hold.
     steps: dict[str, int] = field(default_factory=dict)
-    # Lines about the first steps ("which part of the first step"): each such text and how many steps that timed
-    # their parts end it.
+    # Lines about the first steps ("which part of the first step"): each such text and how many steps that ran
+    # (timed or not: a step line, the loop's bar) end it.
     before_steps: dict[str, int] = field(default_factory=dict)
+    # Lines about steps that ran, timed or not ("which part of the step"): each such text and how many must have.
+    ran_steps: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"causes": self.causes, "actions": self.actions}
@@ -338,12 +340,14 @@ class Hint:
         return Hint([c for c in self.causes if c in kept], [a for a in self.actions if a in kept],
                     {t: v for t, v in self.only.items() if t in kept})
 
-    def for_steps(self, timed: int) -> Hint:
-        """The lines whose steps the log holds (`timed`: how many steps timed their parts)."""
-        if not self.steps and not self.before_steps:
+    def for_steps(self, timed: int, ran: int = 0) -> Hint:
+        """The lines whose steps the log holds (`timed`: how many steps timed their parts; `ran`: how many ran, by
+        their lines or the loop's bar: five steps whose lines hold no timing are past the first, audit 20)."""
+        if not self.steps and not self.before_steps and not self.ran_steps:
             return self
-        keep = {t for t in (*self.causes, *self.actions)
-                if self.steps.get(t, 0) <= timed < self.before_steps.get(t, timed + 1)}
+        ran = max(ran, timed)
+        keep = {t for t in (*self.causes, *self.actions) if self.steps.get(t, 0) <= timed
+                and self.ran_steps.get(t, 0) <= ran < self.before_steps.get(t, ran + 1)}
         return Hint([c for c in self.causes if c in keep], [a for a in self.actions if a in keep],
                     {t: v for t, v in self.only.items() if t in keep}, self.seen, self.unseen)
 
