@@ -490,10 +490,10 @@ def _root_cause(text: str, failure: str = "") -> bool:
     NCCL's result-code name) nor Hydra's banner; nor an actor's death after an error was already
     named (the engine that raised it took its actor down: SGLang's scheduler, then WorkerDict); nor the header of
     a C++ backtrace."""
-    if ACTOR_DIED_RE.search(text) and failure and not (HEADER_RE.search(failure) or HYDRA_WRAPPER_RE.match(failure)
-                                                       or RAYLET_DEATH_RE.search(failure)):
+    if failure and RAYLET_DEATH_RE.search(failure):
+        return True  # the raylet's report of a death names less than the caller's traceback after it (its frames)
+    if ACTOR_DIED_RE.search(text) and failure and not (HEADER_RE.search(failure) or HYDRA_WRAPPER_RE.match(failure)):
         return False  # any error named first (a timeout, an abort), not only an exception line; Hydra's names none
-        # (the raylet's report of the same death names nothing the caller's traceback after it does not: its frames)
     if failure and not HEADER_RE.search(failure) and POINTS_BACK_RE.search(text):
         return False  # a consequence that points back at the error already named
     if ABORTED_RE.search(text) and TIMEOUT_RE.search(failure):
