@@ -649,3 +649,21 @@ def test_an_actors_creation_task_that_raised_is_a_failure() -> None:
              "(LLMRayActor pid=431876)     self.llm = vllm.LLM(*args, **kwargs)"]
     status = fed(lines, 1_000.0).status(1_001.0)
     assert (status.state, status.current) == ("failed", "rollout init"), status
+
+
+def test_ray_trains_per_iteration_report_is_the_loop_and_its_run_end_is_finished() -> None:
+    """Audit 21: Ray Train prints `Training finished iteration N at …` after every iteration; read as the run's end, a
+    watcher said 'finished' at iteration 4 of 10 and a crash after iteration 2 was 'after training finished'. Its
+    run's end is `Training completed after N iterations at …`."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    for dt, text in [(0, "(RayTrainWorker pid=811, ip=10.2.0.7) Setting up process group for: env:// [rank=0, "
+                          "world_size=2]"),
+                     (30, "Training finished iteration 1 at 2025-02-03 10:00:30. Total running time: 31s"),
+                     (60, "Training finished iteration 2 at 2025-02-03 10:01:00. Total running time: 1min 1s")]:
+        engine.feed([line_at(t + dt, text)])
+    status = engine.status(t + 61)
+    assert (status.current, status.state) == ("training loop", "running")
+    engine.feed([line_at(t + 90, "Training completed after 3 iterations at 2025-02-03 10:01:30. Total running "
+                                 "time: 1min 31s")])
+    assert engine.status(t + 91).state == "done"
