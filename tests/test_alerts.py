@@ -492,3 +492,25 @@ def test_a_run_stopped_while_it_stepped_at_its_pace_is_interrupted_not_hung(tmp_
     assert "hung" not in said and "stuck" not in said, said
     [event] = paced_events(str(log), load_config(None))
     assert event.kind == "failed" and event.title.endswith("INTERRUPTED in training loop"), event.title
+
+
+def test_an_evaluation_bar_that_moved_steadily_is_no_stall_whatever_its_redraws_the_file_kept(tmp_path: Path) -> None:
+    """Audit 21: lm-eval's bars (`Running loglikelihood requests:   0%|`, then `…: 100%|`): tqdm right-aligns the
+    percentage, so the two redraws were two bars, and a bar seen only at its 100% was dated at the stamp before it:
+    'STALLED in validation for 2m01s' citing a bar whose clock says it ran steadily for an hour (the minutes after
+    it, scoring, are covered as before, by the bar's steady clock: _steady_bar)."""
+    def bar(what: str, pct: int, done: int, total: int, clock: str, rate: str) -> str:
+        return f"Running {what} requests: {pct:3d}%|{'█' * (pct // 10):<10}| {done}/{total} [{clock}<00:00, {rate}it/s]"
+
+    cases = {"both redraws": [bar("loglikelihood", 0, 0, 90000, "00:00", "?"),
+                              bar("loglikelihood", 100, 90000, 90000, "1:02:30", "24.00")],
+             "its last only": [bar("generate_until", 100, 2700, 2700, "30:00", " 1.50")]}
+    for name, bars in cases.items():
+        what = "loglikelihood" if "loglikelihood" in bars[0] else "generate_until"
+        lines = [f"2025-03-04:11:00:00,010 INFO     [evaluator.py:470] Running {what} requests", *bars,
+                 "2025-03-04:12:06:40,221 INFO     [evaluation_tracker.py:200] Saving results aggregated"
+                 if what == "loglikelihood" else
+                 "2025-03-04:11:35:05,221 INFO     [evaluation_tracker.py:200] Saving results aggregated"]
+        log = tmp_path / "eval.log"
+        log.write_text("\n".join(lines) + "\n")
+        assert [e.kind for e in paced_events(str(log), load_config(None))] == [], name
