@@ -667,3 +667,21 @@ def test_ray_trains_per_iteration_report_is_the_loop_and_its_run_end_is_finished
     engine.feed([line_at(t + 90, "Training completed after 3 iterations at 2025-02-03 10:01:30. Total running "
                                  "time: 1min 31s")])
     assert engine.status(t + 91).state == "done"
+
+
+def test_a_collective_past_its_groups_first_says_the_job_is_past_its_config() -> None:
+    """Audit 21: torchrun's banner (config), then a watchdog line for SeqNum=3 with 2 collectives completed read
+    'FAILED in config'. A communicator that ran collectives was made: the failure is after config; the DETR-family
+    solvers' `----Start training----` says the loop."""
+    watchdog = ("[rank0]:[E305 09:20:41.118201337 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                "ran for 600018 milliseconds before timing out.")
+    banner = "W0305 09:08:02.451000 40211 site-packages/torch/distributed/run.py:792] *****************************"
+    for middle, verdict in (([], "after config"), (["-" * 20 + "Start training" + "-" * 20], "training loop")):
+        engine = PhaseEngine(config().rules())
+        t = 1_000.0
+        for dt, text in [(0, banner), *[(5, m) for m in middle], (760, watchdog)]:
+            engine.feed([line_at(t + dt, text)])
+        status = engine.status(t + 761)
+        assert (status.state, status.timeline[-1].name) == ("failed", verdict), middle
+        assert (status.timeline[0].name, status.timeline[0].status) == ("config", "done")
