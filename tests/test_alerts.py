@@ -514,3 +514,23 @@ def test_an_evaluation_bar_that_moved_steadily_is_no_stall_whatever_its_redraws_
         log = tmp_path / "eval.log"
         log.write_text("\n".join(lines) + "\n")
         assert [e.kind for e in paced_events(str(log), load_config(None))] == [], name
+
+
+def test_replay_tells_a_finished_run_when_its_wait_is_over_not_at_the_next_stamp(tmp_path: Path) -> None:
+    """Audit 21: Lightning's `Trainer.fit` stopped at max_steps, then minutes of silence as the job failed to exit,
+    then a watchdog line: replay --alerts told 'finished' at the watchdog's stamp, in the same second as 'failed',
+    where watch tells it FINISH_WAIT after the end was seen."""
+    from gkdtop.alerts.events import FINISH_WAIT
+
+    lines = ["[NeMo I 2025-06-02 14:30:10 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 40",
+             "[INFO     | pytorch_lightning.utilities.rank_zero]: `Trainer.fit` stopped: `max_steps=40` reached.",
+             "[NeMo I 2025-06-02 14:30:12 nemo_logging:393] Async finalization time took 0.004 s",
+             "[rank2]:[E0602 14:41:12.500100200 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
+             "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+             "collectives."]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["finished", "failed"]
+    end = time.mktime(time.strptime("2025-06-02 14:30:10", "%Y-%m-%d %H:%M:%S"))
+    assert end <= events[0].time <= end + FINISH_WAIT + 1 < events[1].time
