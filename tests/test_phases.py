@@ -685,3 +685,21 @@ def test_a_collective_past_its_groups_first_says_the_job_is_past_its_config() ->
         status = engine.status(t + 761)
         assert (status.state, status.timeline[-1].name) == ("failed", verdict), middle
         assert (status.timeline[0].name, status.timeline[0].status) == ("config", "done")
+
+
+def test_torchtunes_final_checkpoint_lines_are_the_runs_end() -> None:
+    """Audit 21: a torchtune run that saved its last epoch read 'ended in training loop', with a py-spy hint and no
+    'finished' message: its checkpointer says the final save is written (`Saving final epoch checkpoint.`, then
+    `…has been saved successfully.You can now use this checkpoint…`); an intermediate save says neither."""
+    ends = ["INFO:torchtune.utils._logging:Saving final epoch checkpoint.",
+            "INFO:torchtune.utils._logging:The full model checkpoint, including all weights and configurations, has "
+            "been saved successfully.You can now use this checkpoint for further training or inference."]
+    for end in ([], ends[:1], ends[1:]):
+        engine = PhaseEngine(config().rules())
+        t = 1_000.0
+        for dt, text in [(0, "1|79|Loss: 0.8123: 100%|██████████| 79/80 [04:01<00:03,  3.05s/it]"),
+                         (3, "Step 80 | loss:0.81 lr:2e-05 tokens_per_second_per_gpu:811.2"),
+                         (9, "INFO:torchtune.utils._logging:Model checkpoint of size 4.92 GB saved to /ckpt/m.bin"),
+                         *[(10, line) for line in end]]:
+            engine.feed([line_at(t + dt, text)])
+        assert engine.status(t + 11).state == ("done" if end else "running"), end
