@@ -703,36 +703,3 @@ def test_torchtunes_final_checkpoint_lines_are_the_runs_end() -> None:
                          *[(10, line) for line in end]]:
             engine.feed([line_at(t + dt, text)])
         assert engine.status(t + 11).state == ("done" if end else "running"), end
-
-
-def test_a_server_whose_requests_were_all_answered_waits_as_a_server_not_as_a_stalled_generation(
-        tmp_path: Path) -> None:
-    """Audit 21: SGLang prints no stats once its last request is answered; its last `Decode batch` line held the run in
-    generation, whose limit is 2 minutes: an idle server paged STALLED and stayed stalled for 13 hours. The requests
-    that line had running, and those that entered since, all answered: the server's own allowance. One answered that
-    never entered (a request blocked before its prefill), or one still running, keeps generation's."""
-    def at(t: float) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-    t0 = time.time() - 3600
-    head = [f"[{at(t0)}] The server is fired up and ready to roll!",
-            f"[{at(t0 + 10)} TP0] Prefill batch. #new-seq: 2, #new-token: 640, #cached-token: 0, token usage: 0.01, "
-            "#running-req: 0, #queue-req: 0",
-            f"[{at(t0 + 11)} TP0] Decode batch. #running-req: 2, #token: 702, token usage: 0.01, cuda graph: True, "
-            "gen throughput (token/s): 41.20, #queue-req: 0"]
-
-    def answer(t: float, port: int) -> str:
-        return f'[{at(t)}] INFO:     10.9.0.4:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK'
-
-    cases = {"idle": ([answer(t0 + 20, 41001), answer(t0 + 21, 41002)], "running"),
-             "one still running": ([answer(t0 + 20, 41001)], "stalled"),
-             "one never entered": ([answer(t0 + 20, 41001), answer(t0 + 21, 41002), answer(t0 + 900, 41003)],
-                                   "stalled")}
-    for name, (tail, state) in cases.items():
-        case = tmp_path / name.replace(" ", "_")
-        case.mkdir()
-        write(case / "server.log", head + tail)
-        store = Store(config())
-        read_into(store, case / "server.log")
-        status = store.phase_status(now=t0 + 1200)
-        assert (status.current, status.state) == ("generation", state), name

@@ -487,28 +487,6 @@ def _root_cause(text: str, failure: str = "") -> bool:
                 or "ChildFailedError" in text)
 
 
-# SGLang's stats while it decodes (`Decode batch. #running-req: 3, …`) and as requests enter (`Prefill batch. #new-seq:
-# 2, …`); it prints none once the last request is answered.
-_DECODE_RUNNING_RE = re.compile(r"\bDecode batch[.,] #running-req: (\d{1,9})\b")
-_PREFILL_NEW_RE = re.compile(r"\bPrefill batch[.,] #new-seq: (\d{1,9})\b")
-
-
-def _all_answered(tail: list[str]) -> bool:
-    """Whether the requests a server's last Decode line had running, and those that entered after it, were answered
-    after it, and no others (as many access lines, `"POST /v1/chat/completions HTTP/1.1" 200 OK`): the server is idle,
-    waiting for a client, not stalled in generation (audit 21: an SGLang server idle for 13 hours paged STALLED at 2
-    minutes). No Decode line in view: not known."""
-    answered = entered = 0
-    for text in reversed(tail):
-        if ANSWERED_RE.search(text) is not None:
-            answered += 1
-        elif (m := _PREFILL_NEW_RE.search(text)) is not None:
-            entered += int(m.group(1))
-        elif (m := _DECODE_RUNNING_RE.search(text)) is not None:
-            return answered == int(m.group(1)) + entered > 0  # (one more: a request came that never entered)
-    return False
-
-
 def _framed(text: str) -> bool:
     """A traceback's frame, or the code line under one (`    old_log_prob = self.actor_rollout_wg.…`), also behind the
     stamp a log collector put before it or torch's `[rank0]: `."""
@@ -1618,10 +1596,6 @@ class PhaseEngine:
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
-        serving = self.by_name.get(SERVING)
-        if (rule is not None and rule.name == GENERATION and not stepping and SERVING in self._ran and tail
-                and serving is not None and serving.stall_after and not self.stall_fixed and _all_answered(tail)):
-            stall_after = max(stall_after, serving.stall_after)  # a server whose requests were all answered waits
         worded = self._worded(tail, span, numbers) if tail else None
         final_save = None
         if worded is not None and rule is not None and rule.terminal:
