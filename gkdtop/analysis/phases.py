@@ -220,6 +220,7 @@ LOOP = "training loop"
 VALIDATION = "validation"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
+CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
 EMPTY_ENGINE_RE = re.compile(
     r"Running: 0 reqs, (?:Waiting: 0 reqs|Swapped: 0 reqs, Pending: 0 reqs)|#running-req: 0, #token: 0\b")
@@ -1232,14 +1233,13 @@ class PhaseEngine:
 
     def _past_start_up(self, t: float) -> None:
         """A collective past its group's first (SeqNum 2 or more) ran on a communicator already made: the job is past
-        the phases before nccl init, so the phase open among them (config) is over, and a failure is after it, not in
-        it (audit 21: torchrun's banner, then a watchdog line with 2 collectives completed, read 'FAILED in config').
+        reading its config, so config is over, and a failure is after it, not in it (audit 21: torchrun's banner,
+        then a watchdog line with 2 collectives completed, read 'FAILED in config').
         It ended by the time the timed-out collective began (`ran for 600071 milliseconds`), where the line says."""
-        nccl = self.order.get("nccl init")
         span = self.timeline[-1] if self.timeline else None
-        if (self.current is None or self.current.nested or nccl is None or span is None or span.end is not None
-                or span.status != "running" or self.order.get(self.current.name, nccl) >= nccl):
-            return
+        if self.current is None or self.current.name != CONFIG or span is None or span.end is not None \
+                or span.status != "running":
+            return  # (not the data set's making: its barrier is a collective, a rank tokenising while others wait)
         began = self._stated_start(t)
         self._close_current(t if began is None else min(t, began))
 
