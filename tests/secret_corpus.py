@@ -385,4 +385,9 @@ BENIGN = [
     "https://ckpt.s3.amazonaws.com/run/model.pt?X-Amz-Date=20260101T000000Z&X-Amz-Expires=3600",
     "def forward(self, x): signature mismatch in traced graph",
     "curl -s http://127.0.0.1:8265/api/jobs/ | jq .",
+    # ... and counts and field names a diagnosis compares (audit 21): SGLang's batch lines, OpenRLHF's arguments.
+    "[2026-02-03 11:20:05 TP0] Decode batch. #running-req: 3, #token: 2417, token usage: 0.02, #queue-req: 0",
+    "[2026-02-03 11:19:58 TP1] Prefill batch. #new-seq: 2, #new-token: 388, #cached-token: 64, token usage: 0.01",
+    "Namespace(dataset='/data/sft.jsonl', input_key='question', output_key='response', label_key='answer')",
+    "data.prompt_key=prompt data.image_key=images --chosen_key chosen --rejected_key rejected",
 ]

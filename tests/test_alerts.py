@@ -380,6 +380,48 @@ def test_a_job_that_ended_is_told_once_and_its_silent_log_is_no_stall(tmp_path: 
         assert [e.kind for t in (3, 10, 60, 600) for e in watcher.check(t0 + t)] == []  # no stall, no recovered
 
 
+def test_an_evaluation_bar_that_moved_steadily_is_no_stall_whatever_its_redraws_the_file_kept(tmp_path: Path) -> None:
+    """Audit 21: lm-eval's bars (`Running loglikelihood requests:   0%|`, then `…: 100%|`): tqdm right-aligns the
+    percentage, so the two redraws were two bars, and a bar seen only at its 100% was dated at the stamp before it:
+    'STALLED in validation for 2m01s' citing a bar whose clock says it ran steadily for an hour (the minutes after
+    it, scoring, are covered as before, by the bar's steady clock: _steady_bar)."""
+    def bar(what: str, pct: int, done: int, total: int, clock: str, rate: str) -> str:
+        return f"Running {what} requests: {pct:3d}%|{'█' * (pct // 10):<10}| {done}/{total} [{clock}<00:00, {rate}it/s]"
+
+    cases = {"both redraws": [bar("loglikelihood", 0, 0, 90000, "00:00", "?"),
+                              bar("loglikelihood", 100, 90000, 90000, "1:02:30", "24.00")],
+             "its last only": [bar("generate_until", 100, 2700, 2700, "30:00", " 1.50")]}
+    for name, bars in cases.items():
+        what = "loglikelihood" if "loglikelihood" in bars[0] else "generate_until"
+        lines = [f"2025-03-04:11:00:00,010 INFO     [evaluator.py:470] Running {what} requests", *bars,
+                 "2025-03-04:12:06:40,221 INFO     [evaluation_tracker.py:200] Saving results aggregated"
+                 if what == "loglikelihood" else
+                 "2025-03-04:11:35:05,221 INFO     [evaluation_tracker.py:200] Saving results aggregated"]
+        log = tmp_path / "eval.log"
+        log.write_text("\n".join(lines) + "\n")
+        assert [e.kind for e in paced_events(str(log), load_config(None))] == [], name
+
+
+def test_replay_tells_a_finished_run_when_its_wait_is_over_not_at_the_next_stamp(tmp_path: Path) -> None:
+    """Audit 21: Lightning's `Trainer.fit` stopped at max_steps, then minutes of silence as the job failed to exit,
+    then a watchdog line: replay --alerts told 'finished' at the watchdog's stamp, in the same second as 'failed',
+    where watch tells it FINISH_WAIT after the end was seen."""
+    from gkdtop.alerts.events import FINISH_WAIT
+
+    lines = ["[NeMo I 2025-06-02 14:30:10 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 40",
+             "[INFO     | pytorch_lightning.utilities.rank_zero]: `Trainer.fit` stopped: `max_steps=40` reached.",
+             "[NeMo I 2025-06-02 14:30:12 nemo_logging:393] Async finalization time took 0.004 s",
+             "[rank2]:[E0602 14:41:12.500100200 ProcessGroupNCCL.cpp:1870] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
+             "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+             "collectives."]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["finished", "failed"]
+    end = time.mktime(time.strptime("2025-06-02 14:30:10", "%Y-%m-%d %H:%M:%S"))
+    assert end <= events[0].time <= end + FINISH_WAIT + 1 < events[1].time
+
+
 def test_a_slowdown_that_went_away_and_came_back_is_told_again() -> None:
     """Review of session 21: an anomaly was told once per (kind, metric) for the whole run, so generation slowing
     again after it had recovered went unsaid. Now it is told while it lasts, and again once it comes back."""

@@ -194,6 +194,9 @@ CASES = [
     ("killed-sigkill",  # Ray's memory monitor, where only the caller's error reached the log
      ["ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."],
      {}),
+    ("slurm-cancelled",
+     ["slurmstepd: error: *** STEP 40217.0 ON gpu-a12 CANCELLED AT 2026-03-02T04:00:17 DUE TO PREEMPTION ***"],
+     {"what": "STEP", "id": "40217.0", "node": "gpu-a12", "reason": "PREEMPTION"}),
     ("ray-job-failed",
      ["Job 'raysubmit_Xk2pQ9vLm4TnR8wa' failed"],
      {"job": "raysubmit_Xk2pQ9vLm4TnR8wa"}),
@@ -728,3 +731,18 @@ def test_a_resume_at_its_last_step_is_one_finding_that_says_nothing_is_left_to_t
                                         head + "  Continuing training from global step 600",
                                         "  0%|          | 0/1250 [00:00<?, ?it/s]"]), "hf-resume-data-skip")
     assert found.count == 1 and "ignore_data_skip" in found.fix
+
+
+def test_slurms_kill_is_a_finding_after_a_finished_run_and_ends_the_logs_span(tmp_path: Path) -> None:
+    """Audit 21: Megatron's `[after training is done]`, then 22 minutes without an exit, then Slurm's TIME LIMIT kill:
+    replay said `finished` over the stamps before the kill, and nothing of it."""
+    from gkdtop.replay import replay, report_text
+
+    lines = ["[2026-03-02 03:37:10] iteration       20/      20 | consumed samples:         2560 | elapsed time per "
+             "iteration (ms): 4102.3 | lm loss: 3.1E-01 |",
+             "[after training is done] datetime: 2026-03-02 03:37:11 ",
+             "slurmstepd: error: *** JOB 40217 ON gpu-a12 CANCELLED AT 2026-03-02T04:00:17 DUE TO TIME LIMIT ***"]
+    found = only(store_after(tmp_path, lines), "slurm-cancelled")
+    assert (found.fields["reason"], found.fields["id"]) == ("TIME LIMIT", "40217")
+    text = report_text(replay([str(tmp_path / "train.log")], load_config(None)))
+    assert "to 04:00:17" in text.splitlines()[0] and "\nfinished\n" in text and "slurm-cancelled" in text

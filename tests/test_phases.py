@@ -649,3 +649,57 @@ def test_an_actors_creation_task_that_raised_is_a_failure() -> None:
              "(LLMRayActor pid=431876)     self.llm = vllm.LLM(*args, **kwargs)"]
     status = fed(lines, 1_000.0).status(1_001.0)
     assert (status.state, status.current) == ("failed", "rollout init"), status
+
+
+def test_ray_trains_per_iteration_report_is_the_loop_and_its_run_end_is_finished() -> None:
+    """Audit 21: Ray Train prints `Training finished iteration N at …` after every iteration; read as the run's end, a
+    watcher said 'finished' at iteration 4 of 10 and a crash after iteration 2 was 'after training finished'. Its
+    run's end is `Training completed after N iterations at …`."""
+    engine = PhaseEngine(config().rules())
+    t = 1_000.0
+    for dt, text in [(0, "(RayTrainWorker pid=811, ip=10.2.0.7) Setting up process group for: env:// [rank=0, "
+                          "world_size=2]"),
+                     (30, "Training finished iteration 1 at 2025-02-03 10:00:30. Total running time: 31s"),
+                     (60, "Training finished iteration 2 at 2025-02-03 10:01:00. Total running time: 1min 1s")]:
+        engine.feed([line_at(t + dt, text)])
+    status = engine.status(t + 61)
+    assert (status.current, status.state) == ("training loop", "running")
+    engine.feed([line_at(t + 90, "Training completed after 3 iterations at 2025-02-03 10:01:30. Total running "
+                                 "time: 1min 31s")])
+    assert engine.status(t + 91).state == "done"
+
+
+def test_a_collective_past_its_groups_first_says_the_job_is_past_its_config() -> None:
+    """Audit 21: torchrun's banner (config), then a watchdog line for SeqNum=3 with 2 collectives completed read
+    'FAILED in config'. A communicator that ran collectives was made: the failure is after config; the DETR-family
+    solvers' `----Start training----` says the loop."""
+    watchdog = ("[rank0]:[E305 09:20:41.118201337 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+                "ran for 600018 milliseconds before timing out.")
+    banner = "W0305 09:08:02.451000 40211 site-packages/torch/distributed/run.py:792] *****************************"
+    for middle, verdict in (([], "after config"), (["-" * 20 + "Start training" + "-" * 20], "training loop")):
+        engine = PhaseEngine(config().rules())
+        t = 1_000.0
+        for dt, text in [(0, banner), *[(5, m) for m in middle], (760, watchdog)]:
+            engine.feed([line_at(t + dt, text)])
+        status = engine.status(t + 761)
+        assert (status.state, status.timeline[-1].name) == ("failed", verdict), middle
+        assert (status.timeline[0].name, status.timeline[0].status) == ("config", "done")
+
+
+def test_torchtunes_final_checkpoint_lines_are_the_runs_end() -> None:
+    """Audit 21: a torchtune run that saved its last epoch read 'ended in training loop', with a py-spy hint and no
+    'finished' message: its checkpointer says the final save is written (`Saving final epoch checkpoint.`, then
+    `…has been saved successfully.You can now use this checkpoint…`); an intermediate save says neither."""
+    ends = ["INFO:torchtune.utils._logging:Saving final epoch checkpoint.",
+            "INFO:torchtune.utils._logging:The full model checkpoint, including all weights and configurations, has "
+            "been saved successfully.You can now use this checkpoint for further training or inference."]
+    for end in ([], ends[:1], ends[1:]):
+        engine = PhaseEngine(config().rules())
+        t = 1_000.0
+        for dt, text in [(0, "1|79|Loss: 0.8123: 100%|██████████| 79/80 [04:01<00:03,  3.05s/it]"),
+                         (3, "Step 80 | loss:0.81 lr:2e-05 tokens_per_second_per_gpu:811.2"),
+                         (9, "INFO:torchtune.utils._logging:Model checkpoint of size 4.92 GB saved to /ckpt/m.bin"),
+                         *[(10, line) for line in end]]:
+            engine.feed([line_at(t + dt, text)])
+        assert engine.status(t + 11).state == ("done" if end else "running"), end

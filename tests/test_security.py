@@ -169,6 +169,13 @@ def test_benign_diagnostic_lines_come_through() -> None:
     assert changed == []
 
 
+def test_a_count_and_a_fields_name_are_kept_where_the_same_name_with_a_secret_is_not() -> None:
+    """Audit 21: SGLang's `#token: 2417` and OpenRLHF's `input_key='question'` came out <redacted>. A `#` says a
+    count, a role before `_key` a data set's field; a bare `token: 2417` (a PIN) and a key's random value still go."""
+    for line in ("token: 2417", "input_key='Zq81pX0wTt'", "db_key=question", "api_key=prompt", "#token: a81Fq0"):
+        assert REDACTED in redact_text(line)[0], line
+
+
 def test_argv_env_and_objects() -> None:
     assert redact_argv(["vllm", "--api-key", "Xq7TzY2k", "--max-num-batched-tokens", "8192"])[0] == [
         "vllm", "--api-key", REDACTED, "--max-num-batched-tokens", "8192"]

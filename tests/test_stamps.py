@@ -110,6 +110,11 @@ FORMS = [
     ("a print that lost its newline[rank0]: [2026-03-16 10:27:51,204] [INFO] [launch.py:315:sigkill_handler] x",
      local(2026, 3, 16, 10, 27, 51, micro=204000)),
     ("2026-03-01 10:00:00,123 [rank3]:[E301 10:00:05.100 x.cpp:1] x", local(2026, 3, 1, 10, 0, 0, micro=123000)),
+    # Slurm's kill names its time inside the line (audit 21: a run's span ended 22 minutes before it).
+    ("slurmstepd: error: *** JOB 40217 ON gpu-a12 CANCELLED AT 2026-03-02T04:00:17 DUE TO TIME LIMIT ***",
+     local(2026, 3, 2, 4, 0, 17)),
+    ("slurmstepd: error: *** STEP 40217.0 ON gpu-a12 CANCELLED AT 2026-03-02T04:00:17 ***",
+     local(2026, 3, 2, 4, 0, 17)),
 ]
 
 

@@ -108,6 +108,12 @@ _SPACED_RE = re.compile(
     r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*?(?:secret|token|passw(?:or)?d|api_?key|access_?key)s?)[ \t]+"
     r"(?P<v>[A-Za-z0-9/+=_.-]{16,})(?![^\s,;])", re.IGNORECASE)
 _NOT_SECRETS = frozenset({"", "true", "false", "none", "null", "yes", "no", REDACTED})
+# A `ROLE_key` argument names the data set's field that holds that role (OpenRLHF's `input_key`, `label_key`,
+# `chosen_key`; verl's `data.prompt_key`); its value is the field's name (`prompt`, `chosen_messages`).
+FIELD_WORDS = frozenset({"input", "output", "label", "prompt", "response", "chosen", "rejected", "image", "images",
+                         "video", "videos", "text", "answer", "query", "question", "context", "messages",
+                         "conversation", "conversations", "completion", "target", "tools", "system"})
+_FIELD_VALUE_RE = re.compile(r"[a-z][a-z_]{0,39}")
 _FLOAT_RE = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")  # `Time to first token: 45.1 ms`; an integer may be a PIN
 
 _BEGIN_KEY_RE = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -200,6 +206,17 @@ def _is_secret_value(name: str, value: str) -> bool:
                 or (name.lower() in PATH_NAMES and value.startswith(("/", "~"))))
 
 
+def _count_or_field(text: str, start: int, name: str, value: str) -> bool:
+    """A number of them (`#` before the name: SGLang's `#token: 1738`, `#cached-token: 112`), or the name of a data
+    set's field given to a `ROLE_key` argument (`input_key='prompt'`, `label_key='answer'`: OpenRLHF's, verl's): no
+    secret, and what a diagnosis compares (audit 21)."""
+    if value.isdigit() and start > 0 and text[start - 1] == "#":
+        return True
+    words = [w.lower() for w in _WORD_RE.findall(name)]
+    return (len(words) >= 2 and words[-1] == "key" and words[-2] in FIELD_WORDS
+            and _FIELD_VALUE_RE.fullmatch(value) is not None)
+
+
 def _maybe_secret(text: str) -> bool:
     if not text.isascii():
         return True  # a name may hide behind fullwidth or zero-width characters
@@ -282,8 +299,9 @@ def _spans(text: str, found: list[str], aws_near: bool = False) -> list[tuple[in
         group = next(g for g in ("e", "d", "q", "w") if value.group(g) is not None)
         word = value.group(group)
         if not _is_secret_value(name, word) or (m.group("flag") and not m.group(0).endswith("=")
-                                                and word.startswith("-")):
-            continue  # not a secret, or a valueless flag followed by the next flag
+                                                and word.startswith("-")) or _count_or_field(text, m.start(), name,
+                                                                                             word):
+            continue  # not a secret, or a valueless flag followed by the next flag, or a count or a field's name
         spans.append(value.span(group))
         found.append(name)
         if group == "w":  # a bare word is not searched for more keys: `pass:pass:...` stays linear (a quoted

@@ -223,6 +223,14 @@ class AlertWatcher:
             self.sent[event.kind] = now
         return events
 
+    def finish_due(self) -> float | None:
+        """When the "finished" owed for a run seen done falls due (FINISH_WAIT, or SAVE_WAIT for a log that ends in
+        its final save), None where none is owed: a replay checks then, inside a gap, not at the next stamp."""
+        if self.finished_told or self.done_since is None:
+            return None
+        due = self.done_since + FINISH_WAIT
+        return due if self.saving_since is None else max(due, self.saving_since + SAVE_WAIT)
+
     def _due(self, kind: str, now: float) -> bool:
         last = self.sent.get(kind)
         return last is None or now - last >= self.every

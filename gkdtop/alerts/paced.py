@@ -78,6 +78,10 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # "recovered" told five hours late, by the first check that found no stall), then within the gap.
             runs = watcher.runs_seen
             events += watcher.check(last)
+            # A finished run is told when its wait is over, as watch tells it, not at the next stamp (audit 21: a
+            # "finished" 8 minutes late, in the second of the failure that followed).
+            if (due := watcher.finish_due()) is not None and due < at:
+                events += watcher.check(due)
             # (a job started again among the lines before the gap: the earlier run had ended, and when the next one
             # began within the gap no stamp says; the gap is no stall of either)
             restarted = watcher.runs_seen > runs
@@ -132,13 +136,17 @@ def _bar_time(bars: dict[str, tuple[float, float]], line: LogLine, last: float, 
     cut = text.find("%|")
     if cut < 0 or (shown := stated_elapsed(text[cut:], bar=True)) is None:  # (glued redraws: the furthest)
         return None
-    key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut]).strip()
+    # The bar is its text before the percentage: tqdm right-aligns that (`requests:   0%`, `requests: 100%`), and
+    # with the padding in the key a bar's last redraw was a new bar dated at the stamp before it (audit 21).
+    key = f"{line.worker}:{line.pid}:" + BAR_KEY_DIGITS_RE.sub("#", text[:cut].rstrip("0123456789. ")).strip()
     anchor = bars.get(key)
     moved = anchor is not None and shown > anchor[1]  # (a bar that ran steadily through a gap: _steady_bar)
     if anchor is None or shown < anchor[1] or stamp is not None:  # its first redraw, the bar started again, a stamp
         if len(bars) > 1000:
             bars.clear()
-        bars[key] = anchor = (last if stamp is None else stamp, shown)
+        # (a bar first drawn after the line before it: its redraw came the elapsed time it shows after that line,
+        # not with it; an lm-eval bar seen only at its 100% was dated at its start, a STALLED through it, audit 21)
+        bars[key] = anchor = (min(mtime, last + shown) if stamp is None else stamp, shown)
     return min(mtime, anchor[0] + shown - anchor[1]), moved
 
 

@@ -326,6 +326,10 @@ _BRACKET_RE = re.compile(r"\[(?:\d{1,9}\] (?=\S)|(?:DEBUG|INFO|WARNING|ERROR|CRI
 _LEVEL_COLON_RE = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):(?=\d{4}-\d\d-\d\d[ T]\d\d:)")
 # torchrun's error summary, `  time      : 2024-08-30_03:43:05` (the failure's local time), behind its field name.
 _FIELD_RE = re.compile(r"time +: (?=\d{4}-)")
+# slurmstepd's `*** JOB 1250740 ON node0181 CANCELLED AT 2025-11-24T22:13:24 DUE TO TIME LIMIT ***`: no stamp of its
+# own before it, the time it ended the job in it (audit 21: a run's span stopped 22 minutes before the kill).
+_SLURM_RE = re.compile(
+    r"(?:slurmstepd|srun): error: \*\*\* (?:JOB|STEP) [\w.+]{1,40} ON \S{1,128} CANCELLED AT (?=\d{4}-)")
 # A tqdm bar whose `\r` was lost (a pasted log, a file read without them): the next line printed is glued
 # to its redraw, `35%|███▌ | 100/284 [41:07<1:15:39, 24.67s/it][INFO|trainer.py:2904] 2023-06-16 09:43:59,012 >>`.
 _BAR_RE = re.compile(r"\d{1,3}%\|[^|]{0,200}\| *[\d.]+[kMGT]?/[\d.?]+[kMGT]? \[[^\]]{0,200}\]")
@@ -348,7 +352,8 @@ def stamp_text(text: str) -> str:
     (` [2024-09-20 03:11:41] iteration 1/ 20000 |`) and stamps its milestones at their end
     (`[after dataloaders are built] datetime: 2024-09-20 03:11:09`); pdsh a host (`node07: `); a log pasted
     from an editor the line's number (`[61238] `); HF's and LLaMA-Factory's loggers, torchtitan and NeMo a
-    level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `); a line glued to a
+    level or a tag (_BRACKET_RE); torchrun's error summary a field name (`time      : `); slurmstepd's kill the
+    job it ended (`*** JOB 12 ON node3 CANCELLED AT `, a stamp in the line); a line glued to a
     tqdm bar that lost its `\\r`, the bar's redraws; any text glued before a rank's `[rank3]:` (GLUE_REACH)."""
     for _ in range(_LAYERS):
         first = text[:1]
@@ -366,6 +371,8 @@ def stamp_text(text: str) -> str:
             text = text[at + 12 :]
         elif first == "t" and (m := _FIELD_RE.match(text)) is not None:
             text = text[m.end() :]
+        elif first == "s" and (m := _SLURM_RE.match(text)) is not None:
+            text = text[m.end() :]  # Slurm's kill of a job or step, at the time it names
         elif first in "DIWEC" and (m := _LEVEL_COLON_RE.match(text)) is not None:
             text = text[m.end() :]  # Python logging's `%(levelname)s:%(asctime)s:…`
         elif first.isdigit() and text.find("%|", 1, 5) > 0 and (m := _BAR_RE.match(text)) is not None:
@@ -413,6 +420,8 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     dates a line by the stamp before it, so a line that may have one is read the careful way."""
     if raw[:1] in DIGITS or raw[msg : msg + 1] in STAMP_FIRST:  # a capture stamp, a host's address
         return True
+    if raw.startswith((b"slurmstepd: ", b"srun: "), msg):
+        return True  # Slurm's kill, stamped inside (_SLURM_RE)
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
     return colon > 0 and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0
 

@@ -221,6 +221,7 @@ LOOP = "training loop"
 VALIDATION = "validation"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
+CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
 EMPTY_ENGINE_RE = re.compile(
     r"Running: 0 reqs, (?:Waiting: 0 reqs|Swapped: 0 reqs, Pending: 0 reqs)|#running-req: 0, #token: 0\b")
@@ -1246,6 +1247,7 @@ class PhaseEngine:
         """A watchdog line for a collective a step's update runs, in a run with no rollout: the step underway
         is in its update (SOURCES.md of the posted corpus: SFT's step is forward, backward and optimizer). One deep
         into its group with no phase past the communicator known is the training loop."""
+        self._past_start_up(t)
         loop = next((r for r in self.rules if r.inner and UPDATE in r.inner), None)
         update = self.by_name.get(UPDATE)
         if (loop is not None and (self.current is None or (self.current.nested and not self.rollout_seen))
@@ -1260,6 +1262,18 @@ class PhaseEngine:
         elif self.current is None and GRADIENT_ALLREDUCE_RE.search(text):
             self._start(loop, t)
             self._start(update, t)
+
+    def _past_start_up(self, t: float) -> None:
+        """A collective past its group's first (SeqNum 2 or more) ran on a communicator already made: the job is past
+        reading its config, so config is over, and a failure is after it, not in it (audit 21: torchrun's banner,
+        then a watchdog line with 2 collectives completed, read 'FAILED in config').
+        It ended by the time the timed-out collective began (`ran for 600071 milliseconds`), where the line says."""
+        span = self.timeline[-1] if self.timeline else None
+        if self.current is None or self.current.name != CONFIG or span is None or span.end is not None \
+                or span.status != "running":
+            return  # (not the data set's making: its barrier is a collective, a rank tokenising while others wait)
+        began = self._stated_start(t)
+        self._close_current(t if began is None else min(t, began))
 
     def _began_before(self, rule: PhaseRule) -> None:
         """A part named by a traceback's frame: it began before the traceback was printed, not at its stamp (audit 11:
