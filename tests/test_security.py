@@ -479,3 +479,19 @@ def test_replay_and_snapshot_print_no_secret_a_log_line_holds_unless_asked(tmp_p
     json.loads(outputs["replay --json"].stdout)  # still JSON
     shown = subprocess.run([*command, "replay", "--show-secrets", str(log)], capture_output=True, text=True)
     assert password in shown.stdout
+
+
+def test_a_report_keeps_its_own_words_and_the_log_s_paths_where_a_name_only_says_key_or_token(tmp_path: Path) -> None:
+    """Review of session 25: redacting a report by names turned a file `no_loss_keys.log`'s duration, a store's
+    `keys: /barrier/0/1422` and a finding's `generates no tokens:` into `<redacted>`. A report hides only what has a
+    secret's own shape; a bundle and a message redact fully."""
+    log = tmp_path / "no_loss_keys.log"
+    log.write_text("\n".join([
+        "2026-03-04 10:00:00,100 INFO trainer started, tokens: 8192 per batch",
+        "2026-03-04 10:05:00,100 INFO Traceback (most recent call last):",
+        "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /barrier/0/1422",
+    ]) + "\n")
+    command = [sys.executable, "-m", "gkdtop", "replay", "--why", str(log)]
+    shown = subprocess.run([*command, "--show-secrets"], capture_output=True, text=True).stdout
+    assert subprocess.run(command, capture_output=True, text=True).stdout == shown
+    assert "keys: /barrier/0/1422" in shown and REDACTED not in shown

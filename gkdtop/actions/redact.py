@@ -269,6 +269,13 @@ def tool_secrets(words: Sequence[str]) -> Iterator[tuple[int, int, str]]:
 def _spans(text: str, found: list[str], aws_near: bool = False) -> list[tuple[int, int]]:
     """Where the secrets are in one line: every pass, every match of each. `aws_near`: an AWS key id was on
     a line just above, so a lone 40-character secret here is its."""
+    spans = _shape_spans(text, found, aws_near)
+    _name_spans(text, found, spans)
+    return spans
+
+
+def _shape_spans(text: str, found: list[str], aws_near: bool = False) -> list[tuple[int, int]]:
+    """The secrets a line holds by their own shape: a known token's format, a URL's user and password."""
     spans: list[tuple[int, int]] = []
     low = text.lower()
     for kind, pattern, needs in SHAPES:
@@ -286,6 +293,11 @@ def _spans(text: str, found: list[str], aws_near: bool = False) -> list[tuple[in
                 if end > start and not (group == user and m.group(secret) is None and m.group(user) in _PLAIN_USERS):
                     spans.append((start, end))
                     found.append(kind)
+    return spans
+
+
+def _name_spans(text: str, found: list[str], spans: list[tuple[int, int]]) -> None:
+    """The values a secret's name holds (`token=V`, `--password V`, a known tool's flag), added to `spans`."""
     pos = 0
     # Keys only are consumed: `DEBUG: token=V` finds DEBUG, then token.
     while (m := _KEY_RE.search(text, pos)) is not None:
@@ -315,7 +327,6 @@ def _spans(text: str, found: list[str], aws_near: bool = False) -> list[tuple[in
         for i, offset, flag in tool_secrets([w.group() for w in words]):
             spans.append((words[i].start() + offset, words[i].end()))
             found.append(flag)
-    return spans
 
 
 def _replace(text: str, spans: list[tuple[int, int]]) -> str:
@@ -454,6 +465,30 @@ def redact_text(text: str) -> tuple[str, list[str]]:
         return text, []
     lines, found = _redact_lines([text])
     return lines[0], found
+
+
+def redact_shapes(obj: Any) -> Any:
+    """A report (replay's, snapshot's: text or a JSON-like tree) with the secrets that have a shape of their own
+    hidden: a known token's format, a URL's password. Names are not read here: a report's own sentences and the log
+    words it quotes say `key` and `token` of what is no secret (`keys: /barrier/0/1`, a file `no_loss_keys.log`,
+    `generates no tokens: `), and a report that lost its paths and numbers to `<redacted>` would say less than the log
+    (the review of session 25). A bundle or a message redacts fully (redact_text)."""
+    if isinstance(obj, str):
+        if not obj or not _maybe_secret(obj):
+            return obj
+        lines = []
+        for line in obj.split("\n"):
+            norm, where = normalise(line)
+            spans = [s for s in _shape_spans(norm, []) if s[1] > s[0]]
+            if where is not None:
+                spans = [(where[start], where[end - 1] + 1) for start, end in spans]
+            lines.append(_replace(line, spans) if spans else line)
+        return "\n".join(lines)
+    if isinstance(obj, Mapping):
+        return {key: redact_shapes(value) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_shapes(item) for item in obj]
+    return obj
 
 
 def redact_argv(argv: Iterable[str]) -> tuple[list[str], list[str]]:

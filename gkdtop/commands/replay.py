@@ -25,8 +25,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argp
     parser.add_argument("--why", action="store_true",
                         help="also print the log lines each statement stands on (file:line and the line)")
     parser.add_argument("--show-secrets", action="store_true",
-                        help="print the tokens and passwords quoted log lines hold (redacted by default: a report is "
-                        "pasted into issues and chats)")
+                        help="print the tokens and passwords quoted log lines hold (those with a secret's own shape, "
+                        "a known token format or a URL's password, are redacted by default: a report is pasted into "
+                        "issues and chats)")
     parser.add_argument("--alerts", action="store_true",
                         help="instead, the events `gkdtop watch` would have sent while each log was written, "
                         "at the pace of its own stamps (docs/alerts.md)")
@@ -58,15 +59,14 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except OSError as exc:
         print(f"gkdtop replay: {exc}", file=sys.stderr)
         return 2
-    from gkdtop.actions.redact import redact_obj, redact_text
+    from gkdtop.actions.redact import redact_shapes
 
+    show = (lambda doc: doc) if args.show_secrets else redact_shapes
     if args.json:
-        doc = rp.report_json(report)
-        jsonout.dump(doc if args.show_secrets else redact_obj(doc)[0], sys.stdout, indent=1)
+        jsonout.dump(show(rp.report_json(report)), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        text = rp.report_text(report, why=args.why)
-        sys.stdout.write(text if args.show_secrets else redact_text(text)[0])
+        sys.stdout.write(show(rp.report_text(report, why=args.why)))
     return 0
 
 

@@ -50,9 +50,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     asyncio.run(collect())
     doc = snap.build(monitor.store, config.default_filter, lines=args.lines)
     if not args.show_secrets:  # (the text is built from the document: one pass covers both)
-        from gkdtop.actions.redact import redact_obj
+        from gkdtop.actions.redact import redact_shapes
 
-        doc = redact_obj(doc)[0]
+        doc = redact_shapes(doc)
     if args.json:
         jsonout.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
