@@ -385,10 +385,12 @@ def earlier_run_text(run: EarlierRun, stamped: bool) -> str:
     """One run the file held before the one reported (`>>` into the same log): how it ended, and where the next
     began, so its failure is not read as the last run's."""
     when = ""
-    if stamped and run.began is not None:  # (its lines after the last stamp carry none: no end to give then)
+    if stamped and run.began is not None and run.began_after:  # its first lines carried no stamp: a bound only
+        when = f" begun at or after {clock(run.began)}"
+    elif stamped and run.began is not None:  # (its lines after the last stamp carry none: no end to give then)
         when = f" from {clock(run.began)} to {clock(run.ended)}" if run.ended is not None and (
             run.ended - run.began >= 1) else f" begun at {clock(run.began)}"
-    return (f"earlier in this file: a run{when} that {run.told()}; the run below began at "
+    return (f"earlier in this log: a run{when} that {run.told()}; the run below began at "
             f"{run.evidence.where()}")
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop import __version__
 from gkdtop.analysis.matcher import compile_pattern
 from gkdtop.analysis.steps import bar_pace, step_pace
-from gkdtop.model import UNRECOGNISED_SHOWN, quotes_last_line
+from gkdtop.model import UNRECOGNISED_SHOWN, EarlierRun, quotes_last_line
 
 if TYPE_CHECKING:
     from gkdtop.store import Store
@@ -125,13 +125,11 @@ def text_summary(doc: dict[str, Any]) -> str:
     lines = [f"phase: {phase}{guess}  state: {ph['state']}{stopped}"]
     if ph.get("worded_note"):
         lines.append(ph["worded_note"])
-    for run in ph.get("earlier_runs", [])[-1:]:  # the job started again into the log: the verdict is the last run's
-        how = "finished" if run["outcome"] == "finished" else (
-            f"{'FAILED' if run['outcome'] == 'failed' else 'ended'} in {run['phase']}")
-        lines.append(f"earlier run in this log: {how}, {run['steps']} steps; this run from line "
-                     f"{run['evidence']['line']}")
     if ph["stalled_for"] is not None:
         lines[-1] += f"  (no progress for {human_duration(ph['stalled_for'])})"
+    for run in ph.get("earlier_runs", [])[-1:]:  # the job started again into the log: the verdict is the last run's
+        lines.append(f"earlier run in this log: {EarlierRun.from_json(run).told()}; this run from line "
+                     f"{run['evidence']['line']}")
     if ph["failure"]:
         lines.append(f"failure: {ph['failure']}")
     if ph["state"] not in ("running", "done") and ph["unrecognised"]["lines"] >= UNRECOGNISED_SHOWN and not ph.get(

@@ -553,3 +553,23 @@ def test_steps_read_in_bulk_after_an_error_the_run_survived_clear_it(tmp_path: P
 
     result = replay([str(log)], load_config(None))
     assert result.status.state != "failed" and result.status.current == "training loop", report_text(result)
+
+
+def test_an_interrupt_under_one_stamp_with_its_steps_says_nothing_of_their_pace(tmp_path: Path) -> None:
+    """Review of session 25: HF's metric dicts carry no stamp, so their pace was never measured; a Ctrl+C in an
+    all_reduce under the same stamp is no 'still came at their pace', and keeps the hang's advice."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "[INFO|trainer.py:2128] 2026-11-20 09:00:01,100 >> ***** Running training *****",
+        *(f"{{'loss': {1.9 - k / 50:.4f}, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': {k / 40:.2f}}}"
+          for k in range(1, 6)),
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2501, in '
+        "all_reduce",
+        "    work.wait()",
+        "KeyboardInterrupt",
+    ]) + "\n")
+    from gkdtop.replay import replay, report_text
+
+    said = report_text(replay([str(log)], load_config(None)))
+    assert "INTERRUPTED in training loop" in said and "still came at their pace" not in said, said

@@ -54,7 +54,7 @@ def test_a_run_resumed_below_a_crashed_one_is_the_verdict_and_the_crash_is_its_p
     assert earlier.evidence.line == len(megatron_run(1, 250, 10, crash=True)) + 1  # the second run's first line
     assert st.steps["count"] == 13 and st.timeline[-1].start > earlier.ended  # the second run's steps and loop only
     said = report_text(result)
-    assert "earlier in this file: a run from 10:02:00 to 10:06:10 that FAILED in training loop, 25 steps" in said
+    assert "earlier in this log: a run from 10:02:00 to 10:06:10 that FAILED in training loop, 25 steps" in said
     assert f"the run below began at train.log:{earlier.evidence.line}" in said
     assert "FAILED" not in said.split("timeline:")[1].split("errors:")[0]  # the verdict is the running run's
 
@@ -99,7 +99,9 @@ def test_the_phases_pane_and_the_snapshot_say_the_log_holds_an_earlier_run(tmp_p
     snap = subprocess.run([sys.executable, "-m", "gkdtop", "snapshot", "--log", str(log), "--ray-address",
                            "127.0.0.1:9"], capture_output=True, text=True, timeout=120)
     first = len(megatron_run(1, 250, 10, crash=True)) + 1
-    assert f"earlier run in this log: FAILED in training loop, 25 steps; this run from line {first}" in snap.stdout, (
+    assert "earlier run in this log: FAILED in training loop, 25 steps: `torch.OutOfMemoryError" in snap.stdout, (
+        snap.stdout + snap.stderr)
+    assert f"; this run from line {first}" in snap.stdout, (
         snap.stdout + snap.stderr)
 
 
@@ -115,3 +117,59 @@ def test_replay_alerts_tell_the_earlier_run_s_failure_and_no_stall_in_the_restar
     events = paced_events(str(log), load_config(None))
     assert [(e.kind, e.phase, e.culprit) for e in events] == [("failed", "training loop", OOM)], events
     assert events[0].steps == 25 and events[0].lines == ["the job was started again"]
+
+
+def _hf(stamp: str, text: str) -> str:
+    return f"[INFO|trainer.py:2128] 2026-11-20 {stamp},100 >> {text}"
+
+
+def test_what_only_looks_like_a_second_run_is_not_one(tmp_path: Path) -> None:
+    """Review of session 25: node 1's log read after node 0's (`cat node*.log`: its torchrun banner stamped before
+    node 0's last line), and an evaluation before `train()` (its bar, no step), each read as a run and the next."""
+    banner = "W1120 {} 2210 site-packages/torch/distributed/run.py:793] ***************************************"
+    node = [banner.format("09:00:02.881000"),
+            *(f"{{'loss': {1.9 - k / 50:.4f}, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': {k / 40:.2f}}}"
+              for k in range(1, 5)),
+            _hf("09:11:40", "Saving model checkpoint to /data/out/checkpoint-4")]
+    assert run(tmp_path, node + node).status.earlier_runs == []
+    evaluated = [_hf("09:00:01", "***** Running Evaluation *****"),
+                 "100%|██████████| 63/63 [00:31<00:00,  2.01it/s]",
+                 "{'eval_loss': 2.1043, 'eval_runtime': 31.2, 'eval_samples_per_second': 16.0, 'epoch': 0}",
+                 _hf("09:00:40", "***** Running training *****"),
+                 "{'loss': 1.8800, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': 0.00}"]
+    assert run(tmp_path, evaluated).status.earlier_runs == []
+
+
+def test_the_launcher_s_sigterm_during_the_final_save_still_stops_the_run(tmp_path: Path) -> None:
+    """Review of session 25: HF finished, began its final save, and torchrun's agent got SIGTERM 30 minutes later.
+    A Ray worker's signal after the finish is its teardown (audit 20); the launcher's own is no teardown."""
+    lines = [_hf("09:00:01", "***** Running training *****"),
+             "{'loss': 1.7800, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': 1.00}",
+             "{'train_runtime': 611.2, 'train_samples_per_second': 4.1, 'train_loss': 1.41, 'epoch': 1.0}",
+             _hf("09:10:13", "Saving model checkpoint to /data/out/qwen-sft"),
+             "W1120 09:40:01.100000 2210 site-packages/torch/distributed/elastic/agent/server/api.py:704] Received "
+             "Signals.SIGTERM death signal, shutting down workers"]
+    st = run(tmp_path, lines).status
+    assert st.state == "failed" and st.interrupted
+
+
+def test_a_restart_at_a_stamped_line_keeps_the_stall_after_it(tmp_path: Path) -> None:
+    """Review of session 25: run 2's banner carried its own stamp, its steps none, then it hung two hours; the gap
+    after it is a stall of the run that began at that stamp (only a restart whose first line has no stamp is
+    placed anywhere in the gap)."""
+    from gkdtop.alerts.paced import paced_events
+
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        _hf("09:00:01", "***** Running training *****"),
+        "{'loss': 1.8800, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': 0.10}",
+        "{'loss': 1.8600, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': 0.20}",
+        OOM,
+        _hf("11:00:01", "***** Running training *****"),
+        "{'loss': 1.8800, 'grad_norm': 0.61, 'learning_rate': 1e-05, 'epoch': 0.10}",
+        "[rank5]:[E1120 13:00:20.100000 4415 ProcessGroupNCCL.cpp:616] [Rank 5] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=912, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=7200000) ran for "
+        "7200041 milliseconds before timing out.",
+    ]) + "\n")
+    kinds = [e.kind for e in paced_events(str(log), load_config(None))]
+    assert kinds == ["failed", "stalled", "failed"], kinds

@@ -754,6 +754,19 @@ def test_a_writer_s_stamp_the_steps_between_account_for_is_no_zone(tmp_path: Pat
     assert "clock zones" not in report_text(report)
 
 
+def test_a_zone_is_still_told_where_the_steps_between_fill_only_part_of_the_jump(tmp_path: Path) -> None:
+    """Review of session 25: 20 steps of 180 s (1 h) between a driver's stamp and a worker's stamped in a zone an hour
+    ahead, 2h03m later: what the steps do not fill is still whole hours, a zone."""
+    lines = ["2026-11-20 09:00:03,123\tINFO worker.py:1841 -- Started a local Ray instance.",
+             *(f"(TaskRunner pid=7711) step:{k} - critic/score/mean:0.5 - timing_s/gen:90.0 - timing_s/step:180.0"
+               for k in range(1, 21)),
+             "(WorkerDict pid=7801) INFO 11-20 11:03:05 [loggers.py:116] Avg prompt throughput: 512.0 tokens/s, Avg "
+             "generation throughput: 2048.0 tokens/s",
+             "(TaskRunner pid=7711) step:21 - critic/score/mean:0.5 - timing_s/gen:90.0 - timing_s/step:180.0"]
+    report = run(tmp_path, lines)
+    assert any(span.clock_jump == 3600 for span in report.status.timeline), report_text(report)
+
+
 def _megatron_iteration(stamp: str, it: int, total: int, ms: float) -> str:
     return (f" [{stamp}] iteration {it:>8d}/{total:>8d} | consumed samples: {it * 16:>12d} | elapsed time per "
             f"iteration (ms): {ms:.1f} | learning rate: 2.500000E-05 | global batch size:    16 | lm loss: "

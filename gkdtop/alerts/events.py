@@ -155,7 +155,7 @@ class AlertWatcher:
             self.exit_told = True
             code, outcome = ended
             if code != 0 and not self.failed_told:
-                events.append(self._event("failed", status, now, culprit=f"the job {outcome}"))
+                events.append(self._event("failed", status, now, culprit=f"the job {outcome}", ended=ended))
             elif code == 0 and not self.finished_told:
                 events.append(self._event("finished", status, now))
             for event in events:
@@ -247,8 +247,9 @@ class AlertWatcher:
         return taken is not None and taken.stalled_since == status.last_progress
 
     def _event(self, kind: str, status: PhaseStatus, now: float, culprit: str = "",
-               earlier: EarlierRun | None = None) -> AlertEvent:
-        """`earlier`: the event is that earlier run's (its phase, its steps), not the run the status is about."""
+               earlier: EarlierRun | None = None, ended: tuple[int, str] | None = None) -> AlertEvent:
+        """`earlier`: the event is that earlier run's (its phase, its steps), not the run the status is about;
+        `ended`: the job gkdtop ran exited (its exit says how, not the log's words)."""
         store = self.store
         framework = store.framework()
         seconds: float | None = None
@@ -276,13 +277,13 @@ class AlertWatcher:
             where = f" at {shown(earlier.evidence.where())}" if earlier.evidence.line else ""
             return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
                               earlier.phase or "", "failed", None, _redacted(culprit, LINE_CHARS * 2), [],
-                              [f"the job was started again{where}"], steps=earlier.steps)
+                              [f"the job was started again{where}"], steps=earlier.steps,
+                              interrupted=earlier.interrupted)
         return AlertEvent(kind, now, shown(job_name(store, self.job)), self.host, framework.label,
                           status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
                           clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current),
-                          saving=saving, interrupted=kind == "failed" and status.interrupted and not culprit.startswith(
-                              "the job "))  # (not where the job gkdtop ran exited: its own words say how)
+                          saving=saving, interrupted=kind == "failed" and status.interrupted and ended is None)
 
 
 def _culprit(store: Store, status: PhaseStatus, now: float) -> str:

@@ -42,6 +42,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
     bars: dict[str, tuple[float, float]] = {}  # per tqdm bar: when its first redraw came and the elapsed it showed
     reach = 0.0  # the longest clock of a steady bar (_steady_bar) among the lines dated at `last`
+    undated_in_batch: list[LogLine] = []  # the pending lines that carried no stamp of their own
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
             continue
@@ -82,13 +83,16 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # "finished" 8 minutes late, in the second of the failure that followed).
             if (due := watcher.finish_due()) is not None and due < at:
                 events += watcher.check(due)
-            # (a job started again among the lines before the gap: the earlier run had ended, and when the next one
-            # began within the gap no stamp says; the gap is no stall of either)
-            restarted = watcher.runs_seen > runs
+            # (a job started again by an unstamped line before the gap: the earlier run had ended, and when the next
+            # one began within the gap no stamp says; the gap is no stall of either)
+            restarted = watcher.runs_seen > runs and _unstamped_start(store, undated_in_batch)
+            undated_in_batch = []
             before = None if covered or restarted else _fired(store, at - 1e-3, (at - last) / (unstamped + 1))
             if before is not None and before > last:
                 events += watcher.check(before)
         pending.append(line)
+        if stamp is None:
+            undated_in_batch.append(line)
         unstamped = unstamped + 1 if stamp is None else 0
         last = at
     for early in undated:  # no stamp at all: every line at the file's last write
@@ -166,6 +170,15 @@ def _steady_bar(text: str, slack: float) -> float:
     pace = float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1))
     # (its shown pace is the recent one, smoothed: a first step's warm-up leaves a few percent of the time unexplained)
     return float(elapsed) if int(counts[-1].group(1)) * pace >= elapsed - max(slack, 0.05 * elapsed) else 0.0
+
+
+def _unstamped_start(store: Store, undated: list[LogLine]) -> bool:
+    """The last run began at a line that carried no stamp (its time is anywhere in the gap after it)."""
+    runs = store.phase_status().earlier_runs
+    if not runs:
+        return False
+    first = runs[-1].evidence.text[:200]
+    return any((line.raw or line.text).startswith(first) for line in undated)
 
 
 def _fired(store: Store, before: float, silence: float) -> float | None:

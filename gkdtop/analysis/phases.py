@@ -136,6 +136,16 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 # A launch's first lines, printed once a run (`python … >> train.log` twice: the next run appended to the file):
 # verl's config print and `set -x` echo, torchrun's OMP banner, a local Ray's start, Megatron's parallel sizes, HF
 # Trainer's banner (once per `train()`).
+def _zone_left(gap: float, passed: float) -> float:
+    """Of a jump of `gap` seconds between two writers' stamps, `passed` of which time that went by fills (steps that
+    time themselves): the rest when it is still a clock zone's (an hour or more, whole half-hours within 5 minutes),
+    else 0."""
+    left = gap - max(0.0, passed)
+    zones = round(left / 1800)
+    return left if 2 <= abs(zones) <= 29 and abs(left - zones * 1800) <= 300 else 0.0
+
+
+NEW_RUN_SLACK = 60.0  # seconds a next run's first stamp may lie before the last one (a writer's clock a little off)
 NEW_RUN_PATTERN = (
     r"^\{'actor_rollout_ref': \{|^\+{1,3} (?:python3?|torchrun|deepspeed|accelerate launch|ray job submit)\b"
     r"|torch/distributed/run\.py:\d+\] \*{5}|Started a local Ray instance|^using world size: \d+, data-parallel size: "
@@ -553,7 +563,6 @@ class PhaseEngine:
                 for text in ((*hint.seen.values(), *hint.unseen.values()) if hint is not None else ()):
                     self.seen_ids[evidence := register(text)] = text
                     self.seen_registered[evidence] += 1
-        self.seen_matched: set[str] = set()
         self.start_ids: dict[int, list[PhaseRule]] = {}
         self.done_ids: dict[int, list[PhaseRule]] = {}
         self.start_of: dict[str, int] = {}  # rule name -> the id of its start / done / fail pattern
@@ -590,6 +599,7 @@ class PhaseEngine:
         self.step_rollout = False
         self.loss_rollout = False
         self._writer_last: dict[tuple[str, int | None], float] = {}  # each writer's last stamp (_writer_stamp)
+        self.latest_stamp = 0.0  # the latest stamp fed (a next run's first line comes after it: _new_run)
         # (time, writer, steps counted by then) of the last stamp fed
         self._last_stamp: tuple[float, tuple[str, int | None], int] | None = None
         self.last_progress: float | None = None
@@ -615,6 +625,7 @@ class PhaseEngine:
     def _fresh_run(self) -> None:
         """The state of one run: all of it starts again where the file holds the next run (_new_run); the rest
         (the clock, the job's kind, the curves, the last progress) is the file's."""
+        self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
         self.current: PhaseRule | None = None
@@ -663,6 +674,7 @@ class PhaseEngine:
     def feed(self, line: LogLine, t: float, ids: Collection[int], step: Any = None) -> None:
         """One line at time `t`; `ids`: the engine's patterns it matches (from the matcher); `step`:
         its `parse_step`, when that was done already (history is parsed where it is read)."""
+        before, latest = self._line, self.latest_stamp  # (the line fed last, the latest stamp by then: _new_run)
         t = self._arrived(line, t)
         text = line.text
         if self._header_of[0] is not self.failure:  # once per failure, not per line of a flood after it
@@ -674,7 +686,10 @@ class PhaseEngine:
         if self.restart_id in ids and self._failed():
             self._restarted(t)
             return
-        if self.new_run_id in ids and self._run_over() and self.fail_id not in ids:
+        if self.new_run_id in ids and self._run_over() and self.fail_id not in ids and (
+                before is None or before.source == line.source) and (
+                line.ts is None or t >= latest - NEW_RUN_SLACK):
+            # (not another node's log read after this one's, `cat node*.log` or two files: its stamps go back)
             self._new_run(t, line)
         if self._unraisable is not None and self._ignored(line, t, ids):
             return
@@ -846,6 +861,8 @@ class PhaseEngine:
         writer = (line.worker, line.pid)
         last = self._last_stamp
         self._last_stamp = (t, writer, self.stats.count)
+        if t > self.latest_stamp:
+            self.latest_stamp = t
         own = self._writer_last.get(writer)
         if len(self._writer_last) < 256 or own is not None:
             self._writer_last[writer] = t
@@ -854,23 +871,29 @@ class PhaseEngine:
         if own is not None and abs(own - last[0]) < 1800:
             return  # its own clock agreed with the other writer's before: the gap is time that passed (audit 16)
         gap = t - last[0]
-        zones = round(gap / 1800)
-        if 2 <= abs(zones) <= 29 and abs(gap - zones * 1800) <= 300:
-            own = (self.stats.summary().get("timing") or {}).get("step") if self.stats.count > last[2] else None
-            pace = (own or {}).get("mean_s") or (self._step_time() if own is None and self.stats.count > last[2] else 0)
-            if pace and (self.stats.count - last[2]) * pace >= 0.5 * abs(gap):
-                return  # the steps logged between the two stamps took about that long: time passed (audit 20)
-            self.timeline[-1].clock_jump = zones * 1800.0
+        if not _zone_left(gap, 0.0):
+            return
+        passed = 0.0  # what the steps logged between the two stamps took: time that went by (audit 20)
+        if self.stats.count > last[2]:
+            timing = (self.stats.summary().get("timing") or {}).get("step")
+            pace = (timing or {}).get("mean_s") or (self._step_time() if timing is None else 0.0)
+            passed = (self.stats.count - last[2]) * (pace or 0.0)
+        if zone := _zone_left(gap, passed):
+            self.timeline[-1].clock_jump = round(zone / 1800) * 1800.0
 
     def note_zone_jump(self, before: float, after: float) -> None:
         """History's two consecutive stamps of two writers a whole number of half-hours apart (HistoryClock): the
         span that runs across them says so, as _writer_stamp marks one live (its stamps date lines no rule names)."""
-        zones = round((after - before) / 1800)
         ran = self.stated_run()[0]
         first = self.spans()[0].start if self.timeline else before
         last = max(after, self._last_stamp[0]) if self._last_stamp is not None else after  # (stamps, not mtime)
-        if ran is not None and ran > 1.1 * max(0.0, last - first - (after - before)) + 60:
-            return  # the steps' own times need the gap: time passed, not a zone (audit 20: 24 steps of 216 s in it)
+        # What the steps' own times need of the gap (all they ran, less the stamps' span outside it) is time passed;
+        # a zone is what is left, still whole half-hours (audit 20: 24 steps of 216 s filled a 1h26m gap).
+        needed = max(0.0, (ran or 0.0) - max(0.0, last - first - (after - before)))
+        zone = _zone_left(after - before, needed)
+        if not zone:
+            return
+        zones = round(zone / 1800)
         for span in self.timeline:
             if span.start <= before and (span.end is None or span.end >= after):
                 span.clock_jump = zones * 1800.0
@@ -1383,13 +1406,12 @@ class PhaseEngine:
         self._ran = set()
 
     def _run_over(self) -> bool:
-        """The run so far trained (a step, its loop), or ended (failed, finished) past its config: a launch's first
-        line now is the next run's (_new_run), not a late line of this one's start."""
+        """The run so far logged a step, or ended (failed, finished) past its config: a launch's first line now is the
+        next run's (_new_run), not a late line of this one's start (an evaluation's bar before `train()` is no run)."""
         if not self.timeline:
             return False
-        trained = bool(self.stats.count) or any(rule.inner and rule.name in self._ran for rule in self.rules)
         ended = self._failed() or (self.current is not None and self.current.terminal)
-        return trained or (ended and any(name != self.rules[0].name for name in self._ran))
+        return bool(self.stats.count) or (ended and any(name != self.rules[0].name for name in self._ran))
 
     def _new_run(self, t: float, line: LogLine) -> None:
         """The job started again into the same file: the run so far is kept as an earlier run (how it ended, where,
@@ -1399,10 +1421,14 @@ class PhaseEngine:
         last = spans[-1] if spans else None
         outcome = "failed" if self._failed() else "finished" if self.current is not None and self.current.terminal \
             else "ended"
+        began = spans[0].start if spans else None
+        ended = self.last_progress if self.last_progress is not None and began is not None and (
+            self.last_progress >= began) else None
         self.earlier_runs.append(EarlierRun(
-            began=spans[0].start if spans else None, ended=self.last_progress if self.last_progress is not None else t,
-            outcome=outcome, phase=last.name if last is not None else None, failure=self.failure,
-            steps=self.stats.count, evidence=Evidence.of("the next run began here", line)))
+            began=began, ended=ended, outcome=outcome, phase=last.name if last is not None else None,
+            failure=self.failure, steps=self.stats.count, evidence=Evidence.of("the next run began here", line),
+            began_after=bool(spans) and spans[0].start_after,
+            interrupted=outcome == "failed" and INTERRUPT_RE.search(self.failure) is not None))
         self._fresh_run()
 
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
@@ -1492,10 +1518,10 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
-        if self.current is not None and self.current.terminal and (INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(
-                text)):
-            return  # a signal or a worker's death after the run finished: what is left stopped (Ray's workers as the
-            # driver exits: audit 20)
+        if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
+                INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
+            return  # a Ray worker's signal or death after the run finished: its workers going as the driver exits
+            # (audit 20); the launcher's own SIGTERM during a final save still stops the run (review of session 25)
         if not self.timeline or self.timeline[-1].end is not None:
             last = self.timeline[-1] if self.timeline else None
             if self.current is not None and last is not None and last.status == "done":
@@ -1741,8 +1767,9 @@ class PhaseEngine:
     def _stepping_until(self, t: float | None) -> bool:
         """Steps came at their pace up to `t`: its last step was within the loop's allowance for one (twice its
         slowest pace), so nothing hung before `t`."""
-        if t is None or self.stats.count < 2 or not self.recent_steps:
-            return False
+        if t is None or self.stats.count < 2 or len(self.recent_steps) < 2 or (
+                self.recent_steps[-1][1] <= self.recent_steps[-2][1]):
+            return False  # (steps under one stamp measured no pace: nothing says it was still stepping)
         return 0.0 <= t - self.recent_steps[-1][1] <= self._step_limit()
 
     def _one_loop(self, spans: list[PhaseSpan]) -> list[PhaseSpan]:

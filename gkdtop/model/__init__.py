@@ -223,16 +223,18 @@ class EarlierRun:
     how it ended, kept apart so its failure, steps and start are not read as the next run's."""
 
     began: float | None  # its first phase's start
-    ended: float | None  # the start of the next run's first line, or the earlier run's last stamp
+    ended: float | None  # its last progress, where after `began`; else None
     outcome: str  # failed | finished | ended (no line says how)
     phase: str | None  # where it failed or ended
     failure: str  # its failure's line, where it failed
     steps: int  # the steps it logged
     evidence: Evidence  # the next run's first line: where this one ends in the file
+    began_after: bool = False  # its first line had no stamp: it began at or after `began` (PhaseSpan.start_after)
+    interrupted: bool = False  # stopped from outside (Ctrl+C, SIGTERM): PhaseStatus.interrupted
 
     def told(self) -> str:
         """How it ended, in words: `FAILED in training loop, 25 steps: `torch.OutOfMemoryError: …``."""
-        verb = "FAILED" if self.outcome == "failed" else "ended"
+        verb = "was INTERRUPTED" if self.interrupted else "FAILED" if self.outcome == "failed" else "ended"
         if self.outcome == "finished":
             how = "finished"
         elif self.phase is None or self.phase.startswith("after "):  # (the unnamed phase after one: "FAILED after X")
@@ -242,9 +244,17 @@ class EarlierRun:
         steps = f", {self.steps} steps" if self.steps else ""
         return how + steps + (f": `{self.failure[:160]}`" if self.failure else "")
 
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> EarlierRun:
+        """Back from as_json (snapshot's text is built from its JSON)."""
+        e = doc["evidence"]
+        return cls(doc["began"], doc["ended"], doc["outcome"], doc["phase"], doc["failure"] or "", doc["steps"],
+                   Evidence(e["claim"], e["file"], e["line"], e["text"]), doc["began_after"], doc["interrupted"])
+
     def as_json(self) -> dict[str, Any]:
-        return {"began": self.began, "ended": self.ended, "outcome": self.outcome, "phase": self.phase,
-                "failure": self.failure or None, "steps": self.steps, "evidence": self.evidence.as_json()}
+        return {"began": self.began, "began_after": self.began_after, "ended": self.ended, "outcome": self.outcome,
+                "interrupted": self.interrupted, "phase": self.phase, "failure": self.failure or None,
+                "steps": self.steps, "evidence": self.evidence.as_json()}
 
 
 @dataclass(slots=True)
