@@ -573,3 +573,21 @@ def test_an_interrupt_under_one_stamp_with_its_steps_says_nothing_of_their_pace(
 
     said = report_text(replay([str(log)], load_config(None)))
     assert "INTERRUPTED in training loop" in said and "still came at their pace" not in said, said
+
+
+def test_a_failure_the_run_went_on_from_is_corrected_by_a_recovered_message(tmp_path: Path) -> None:
+    """Review of session 25: the raylet's worker-death line, then steps 6-8 (Ray retried the task): a watcher told
+    FAILED and never said the run went on."""
+    log = tmp_path / "train.log"
+    steps = [f"2026-11-20 09:{k:02d}:00,100\tINFO -- (TaskRunner pid=5120) step:{k} - critic/score/mean:0.5 - "
+             f"timing_s/gen:30.1 - timing_s/step:60.0" for k in range(1, 6)]
+    log.write_text("\n".join([
+        *steps,
+        "(raylet) [2026-11-20 09:05:30,117 E 5011 5011] A worker died or was killed while executing a task by an "
+        "unexpected system error. Worker exit type: SYSTEM_ERROR",
+        *(line.replace(f"step:{k} ", f"step:{k + 5} ").replace(f"09:{k:02d}:", f"09:{k + 5:02d}:")
+          for k, line in enumerate(steps[:3], 1)),
+    ]) + "\n")
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["failed", "recovered"], events
+    assert events[1].culprit.startswith("it went on after: ") and "A worker died" in events[1].culprit

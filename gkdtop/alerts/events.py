@@ -129,6 +129,7 @@ class AlertWatcher:
         self.sent: dict[str, float] = {}  # kind -> when it was last sent
         self.stall_told = False  # a "stalled" went out and its "recovered" is owed
         self.failed_told = False
+        self.failure_told = ""  # the failure a "failed" message named
         self.finished_told = False
         self.done_since: float | None = None  # when the run was first seen finished
         self.saving_since: float | None = None  # when a finished run's log was first seen ending in its final save
@@ -180,9 +181,15 @@ class AlertWatcher:
         if status.state == "failed":
             if not self.failed_told and self._due("failed", now):
                 self.failed_told = True
+                self.failure_told = status.failure
                 self.stall_told = False  # a failure ends the stall: no "recovered" is owed
                 events.append(self._event("failed", status, now))
         else:
+            if self.failed_told and status.state == "running":
+                # Its steps went on after the error (a Ray task retried after its worker was killed): the run
+                # survived what was told as its failure, and the message that said so is corrected.
+                events.append(self._event("recovered", status, now,
+                                          culprit=f"it went on after: {self.failure_told}"))
             self.failed_told = False
         # This run's failed Ray tasks only (as the store's own verdict takes them), one message a window.
         since = status.timeline[0].start - 60 if status.timeline else self.started
