@@ -589,3 +589,19 @@ def test_a_raylet_s_worker_death_gives_way_to_the_caller_s_traceback_and_ends_no
     assert result.status.state == "failed" and result.status.current == "generation", report_text(result)
     finished = [*steps, "(TaskRunner pid=4410) (\"Final validation metrics: {'val/score': 0.41}\")", raylet]
     assert run(tmp_path, finished).status.state == "done"
+
+
+def test_sglang_s_scheduler_failing_in_its_event_loop_was_generating(tmp_path: Path) -> None:
+    """HELDOUT17, read after retiring: a verl worker's SGLang scheduler hit an illegal memory access under
+    `event_loop_overlap` (the loop that runs its batches) after 30 steps, the log cut to the traceback. Before:
+    'FAILED (phase unknown)'."""
+    worker = "(WorkerDict pid=6120) "
+    lib = "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py"
+    lines = [f"{worker}[2026-02-11 04:12:40] Scheduler hit an exception: Traceback (most recent call last):",
+             f'{worker}  File "{lib}", line 2980, in run_scheduler_process',
+             f"{worker}    scheduler.event_loop_overlap()",
+             f'{worker}  File "{lib}", line 812, in event_loop_overlap',
+             f"{worker}    batch = self.get_next_batch_to_run()",
+             f"{worker}RuntimeError: CUDA error: an illegal memory access was encountered"]
+    result = run(tmp_path, lines)
+    assert result.status.state == "failed" and result.status.current == "generation", report_text(result)
