@@ -605,3 +605,23 @@ def test_sglang_s_scheduler_failing_in_its_event_loop_was_generating(tmp_path: P
              f"{worker}RuntimeError: CUDA error: an illegal memory access was encountered"]
     result = run(tmp_path, lines)
     assert result.status.state == "failed" and result.status.current == "generation", report_text(result)
+
+
+def test_a_raylet_death_report_gives_way_to_the_failure_lines_after_it(tmp_path: Path) -> None:
+    """Session 25's eval of its own change: the raylet's worker-death line, then the reference model actor's watchdog
+    in the step's make_experience (an OpenRLHF run) read 'FAILED in generation' once that line failed the run first;
+    it names where the step hung only through the lines after it."""
+    ref = "(ReferenceModelRayActor pid=5121, ip=10.4.8.40) "
+    lines = [
+        "(LLMRayActor pid=5790, ip=10.4.8.41) INFO 03-18 07:16:31 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, "
+        "Avg generation throughput: 2281.4 tokens/s, Running: 64 reqs, Swapped: 0 reqs, Pending: 0 reqs",
+        "make_experience:   0%|          | 0/128 [00:00<?, ?it/s]",
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker exit type: "
+        "SYSTEM_ERROR",
+        f"{ref}[rank1]:[E318 07:28:04.594678338 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1, OpType=_ALLGATHER_BASE, NumelIn=98304, NumelOut=196608, "
+        "Timeout(ms)=600000) ran for 600011 milliseconds before timing out.",
+    ]
+    result = run(tmp_path, lines)
+    assert result.status.state == "failed" and result.status.current == "reference log-prob", report_text(result)
+    assert "Watchdog caught collective" in result.status.failure

@@ -846,7 +846,8 @@ class PhaseEngine:
         underway = self.current
         if ref is not None and underway is ref and self._failed():
             return True  # the same timeout again (the watchdog thread's exception line): it stays there
-        if (ref is None or underway is None or not TIMEOUT_RE.search(text) or self._failed()
+        raylet = bool(self.failure) and RAYLET_DEATH_RE.search(self.failure) is not None  # (gives way: _fail)
+        if (ref is None or underway is None or not TIMEOUT_RE.search(text) or (self._failed() and not raylet)
                 or not (underway.inner or underway.name in self.step_phases)
                 or not self.timeline or self.timeline[-1].end is not None):
             return False
@@ -1539,6 +1540,8 @@ class PhaseEngine:
                 # not from the failure's stamp (audit 14: "10:34:21 after engine init", a wait begun at 10:04)
                 span.start, span.start_before = max(began, ended), True
         self.timeline[-1].status = "failed"
+        if self.failure and RAYLET_DEATH_RE.search(self.failure) and not RAYLET_DEATH_RE.search(text):
+            self.failure = ""  # the raylet's report of a death gives way to what the job says of it after
         if not self.failure:
             self._failed_at = t
             self._fail_step = self.recent_steps[-1][0] if self.recent_steps else -1
