@@ -6,6 +6,7 @@ with invented values; read by replay's history reader and by the real follower l
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +174,14 @@ def test_a_restart_at_a_stamped_line_keeps_the_stall_after_it(tmp_path: Path) ->
     ]) + "\n")
     kinds = [e.kind for e in paced_events(str(log), load_config(None))]
     assert kinds == ["failed", "stalled", "failed"], kinds
+
+
+def test_a_nan_of_the_earlier_run_is_no_anomaly_of_the_resumed_one(tmp_path: Path) -> None:
+    """Review of session 25: the first run's loss went NaN from iteration 200 and it stopped; the run resumed below
+    it from its checkpoint trains with finite losses. Before: 'anomalies: loss is nan from step 200' under it."""
+    first = [re.sub(r"lm loss: \S+", "lm loss: nan", line) if "iteration      2" in line else line
+             for line in megatron_run(1, 250, 10, crash=True)]
+    report = run(tmp_path, first + megatron_run(201, 330, 14, crash=False))
+    assert report.status.earlier_runs and report.anomalies == [], report.anomalies
+    alone = run(tmp_path, first)
+    assert [a.kind for a in alone.anomalies] == ["nonfinite"]  # (the first run alone does show it)

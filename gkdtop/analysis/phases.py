@@ -1431,6 +1431,10 @@ class PhaseEngine:
             began_after=bool(spans) and spans[0].start_after,
             interrupted=outcome == "failed" and INTERRUPT_RE.search(self.failure) is not None))
         self._fresh_run()
+        # The metrics too are the last run's (its anomalies: the review of session 25 found a NaN of the run before
+        # told under a healthy resumed run), kept as replay asked for them (which ones, the CSV they also go to).
+        curves = Curves(self.curves.only)
+        curves.sink, self.curves = self.curves.sink, curves
 
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
