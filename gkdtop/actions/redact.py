@@ -345,11 +345,13 @@ def _replace(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-def _redact_line(line: str, found: list[str], aws_near: bool = False) -> str:
+def _redact_line(line: str, found: list[str], aws_near: bool = False, names: bool = True) -> str:
+    """`names`: also the values secret names hold (else only secrets with a shape of their own: redact_shapes)."""
     if not line or not (aws_near or _maybe_secret(line)):
         return line
     norm, where = normalise(line)
-    spans = [s for s in _spans(norm, found, aws_near) if s[1] > s[0]]
+    spans = _spans(norm, found, aws_near) if names else _shape_spans(norm, found, aws_near)
+    spans = [s for s in spans if s[1] > s[0]]
     if where is not None:  # back to the original's characters: a span covers every one its characters came from
         spans = [(where[start], where[end - 1] + 1) for start, end in spans]
     return _replace(line, spans) if spans else line
@@ -476,14 +478,7 @@ def redact_shapes(obj: Any) -> Any:
     if isinstance(obj, str):
         if not obj or not _maybe_secret(obj):
             return obj
-        lines = []
-        for line in obj.split("\n"):
-            norm, where = normalise(line)
-            spans = [s for s in _shape_spans(norm, []) if s[1] > s[0]]
-            if where is not None:
-                spans = [(where[start], where[end - 1] + 1) for start, end in spans]
-            lines.append(_replace(line, spans) if spans else line)
-        return "\n".join(lines)
+        return "\n".join(_redact_line(line, [], names=False) for line in obj.split("\n"))
     if isinstance(obj, Mapping):
         return {key: redact_shapes(value) for key, value in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -136,6 +136,14 @@ PROBE_RE = re.compile(PROBE_PATTERN)
 # A launch's first lines, printed once a run (`python … >> train.log` twice: the next run appended to the file):
 # verl's config print and `set -x` echo, torchrun's OMP banner, a local Ray's start, Megatron's parallel sizes, HF
 # Trainer's banner (once per `train()`).
+NEW_RUN_PATTERN = (
+    r"^\{'actor_rollout_ref': \{|^\+{1,3} (?:python3?|torchrun|deepspeed|accelerate launch|ray job submit)\b"
+    r"|torch/distributed/run\.py:\d+\] \*{5}|Started a local Ray instance|^using world size: \d+, data-parallel size: "
+    r"|\*{5} Running training \*{5}"
+)
+NEW_RUN_SLACK = 60.0  # seconds a next run's first stamp may lie before the last one (a writer's clock a little off)
+
+
 def _zone_left(gap: float, passed: float) -> float:
     """Of a jump of `gap` seconds between two writers' stamps, `passed` of which time that went by fills (steps that
     time themselves): the rest when it is still a clock zone's (an hour or more, whole half-hours within 5 minutes),
@@ -145,12 +153,6 @@ def _zone_left(gap: float, passed: float) -> float:
     return left if 2 <= abs(zones) <= 29 and abs(left - zones * 1800) <= 300 else 0.0
 
 
-NEW_RUN_SLACK = 60.0  # seconds a next run's first stamp may lie before the last one (a writer's clock a little off)
-NEW_RUN_PATTERN = (
-    r"^\{'actor_rollout_ref': \{|^\+{1,3} (?:python3?|torchrun|deepspeed|accelerate launch|ray job submit)\b"
-    r"|torch/distributed/run\.py:\d+\] \*{5}|Started a local Ray instance|^using world size: \d+, data-parallel size: "
-    r"|\*{5} Running training \*{5}"
-)
 # A bar's description before its percentage: `Rollout generation:  62%|██▌  | 40/64 [...]`.
 BAR_DESC_RE = re.compile(r"\s{0,8}([A-Za-z][\w .()/-]{0,60}?):\s{1,4}\d{1,3}%\|")
 # ... or after the stamp and tags a wrapper put before it, each closed by `] ` (a GUI's `[08:21:19] [STDERR] steps:
@@ -623,8 +625,9 @@ class PhaseEngine:
         self._task_phaser: TaskPhaser | None = None
 
     def _fresh_run(self) -> None:
-        """The state of one run: all of it starts again where the file holds the next run (_new_run); the rest
-        (the clock, the job's kind, the curves, the last progress) is the file's."""
+        """The state of one run: all of it starts again where the file holds the next run (_new_run, which starts the
+        curves again too, as replay set them up); the rest (the clock, the job's kind, the last progress) is the
+        file's."""
         self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
@@ -846,8 +849,8 @@ class PhaseEngine:
         underway = self.current
         if ref is not None and underway is ref and self._failed():
             return True  # the same timeout again (the watchdog thread's exception line): it stays there
-        raylet = bool(self.failure) and RAYLET_DEATH_RE.search(self.failure) is not None  # (gives way: _fail)
-        if (ref is None or underway is None or not TIMEOUT_RE.search(text) or (self._failed() and not raylet)
+        if (ref is None or underway is None or not TIMEOUT_RE.search(text)
+                or (self._failed() and not self._death_report())
                 or not (underway.inner or underway.name in self.step_phases)
                 or not self.timeline or self.timeline[-1].end is not None):
             return False
@@ -1436,6 +1439,11 @@ class PhaseEngine:
         curves = Curves(self.curves.only)
         curves.sink, self.curves = self.curves.sink, curves
 
+    def _death_report(self) -> bool:
+        """The failure so far is only the raylet's report of a worker's death: any failure line after it says more
+        (_fail, _reference_pass; an exception line: _root_cause)."""
+        return bool(self.failure) and RAYLET_DEATH_RE.search(self.failure) is not None
+
     def _earlier_than_current(self, rule: PhaseRule) -> bool:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
@@ -1544,7 +1552,7 @@ class PhaseEngine:
                 # not from the failure's stamp (audit 14: "10:34:21 after engine init", a wait begun at 10:04)
                 span.start, span.start_before = max(began, ended), True
         self.timeline[-1].status = "failed"
-        if self.failure and RAYLET_DEATH_RE.search(self.failure) and not RAYLET_DEATH_RE.search(text):
+        if self._death_report() and not RAYLET_DEATH_RE.search(text):
             self.failure = ""  # the raylet's report of a death gives way to what the job says of it after
         if not self.failure:
             self._failed_at = t
