@@ -102,6 +102,44 @@ def test_the_sieve_gives_the_same_verdicts_as_every_line(tmp_path: Path, monkeyp
     assert verdicts(sieved) == expected
 
 
+def repeats_lines(t0: float) -> list[str]:
+    """A run in its loop whose steps are mostly repeats: two workers' vLLM `Processed prompts` bars and the driver's
+    `Training Progress` bar, redrawn between noise lines, then each step's record."""
+    lines, t = startup(t0, steps=2)
+    for step in range(3, 7):
+        for n in range(1, 65):
+            t += 0.05
+            for pid in (2000, 2001):
+                rate = f"{n % 9 + 1}.50it/s"
+                bar = f"Processed prompts: {100 * n // 64:3d}%|#   | {n}/64 [00:{n // 10:02d}<00:05, {rate}]"
+                lines.append(ray("WorkerDict", pid, bar, color=pid == 2000))
+            lines += [ray("WorkerDict", 2002, f"{asctime(t)} {NOISE[k % len(NOISE)].format(n=n)}") for k in range(20)]
+            if n % 16 == 0:
+                bar = f"Training Progress:  {step}0%|##  | {step}/10 [0{step}:00<01:00, {n / 100:.2f}s/it]"
+                lines.append(ray("TaskRunner", 133947, bar))
+        lines.append(ray("TaskRunner", 133947, f"{asctime(t)} root INFO step:{step} - actor/pg_loss:0.{step} - "
+                                               "timing_s/step:30.0"))
+    return lines
+
+
+def test_a_flood_reads_a_run_of_repeats_at_its_ends_to_the_same_verdicts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bar's redraws and an engine's `Processed prompts` are most of a generating run's matched lines (4 in 100 of
+    bench/writer.py's). In a flood, a run of them is read at each worker's first and last line: the verdicts are
+    those of reading every line, and most of the run is left out (bench/flood_cpu.py: 22-25% -> 19-20% of a core)."""
+    now = time.time()
+    monkeypatch.setattr(time, "time", lambda: now)
+    monkeypatch.setattr(sys.modules[__name__], "LINES", repeats_lines(now - 3600))
+    every = follow(tmp_path / "every.log", sieve=False)
+    sieved = follow(tmp_path / "sieved.log", sieve=True)
+    matched = sum("Processed prompts" in line or "Training Progress" in line for line in LINES)
+    assert matched > 500
+    assert sieved.total_lines < FLOOD_SHOWN + matched / 4  # the runs' middle lines were left out
+    expected = verdicts(every)
+    assert expected["current"] == "training loop" and len(expected["steps"]) == 6
+    assert verdicts(sieved) == expected
+
+
 def test_a_trickle_is_not_sieved(tmp_path: Path) -> None:
     """A poll of FLOOD_TAIL lines or fewer that reaches the file's end keeps them all: no line of a log written at a
     readable pace is left out of the Logs pane (only a flood's older lines are sieved)."""

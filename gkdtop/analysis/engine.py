@@ -64,6 +64,10 @@ class Analysis:
         self.matcher = Matcher(self.patterns, message=lambda raw: split_prefix(raw)[1], once=once,
                                markers=LINE_BY_LINE)
         self.window_ids, self.window = self.findings_engine.opens_window()
+        # Lines whose only effect is a bar or a phase's start (history's fast lines, steps aside): in a flood, a run of
+        # them with the same ids is read at its first and last line per Ray prefix (keep).
+        self.repeat_ids = (self.phases.quick_ids - {self.phases.step_id, self.traceback_id}
+                           - self.findings_engine.match_ids - self.window_ids)
         # The last line some phase rule or finding knew: what follows it is shown as unrecognised
         # ("after `Building rollout for sglang`: 37 lines no rule knows"), not charged to a phase.
         self.recognised_ids = self.phases.rule_ids | self.findings_engine.match_ids
@@ -148,13 +152,19 @@ class Analysis:
         """Of a flood's older lines `data` (`\\n`-separated raw bytes), the ones some rule may need, as (index, start,
         end) in order, and how many lines `data` holds: every line a pattern matches (rules, idle lines, bars,
         exceptions) and the lines after one whose finding reads fields from the next lines. The rest match nothing:
-        skipping them changes no verdict."""
+        skipping them changes no verdict. Nor do the middle lines of a run of repeats (a bar's redraws, an engine's
+        `Processed prompts`: the same `repeat_ids`, no other rule's line between): each Ray prefix's first and last
+        of a run are kept (a worker's first line names it; the last is the bar's state), an engine's line all."""
         kept: dict[int, tuple[int, int]] = {}
         index = 0
         pos = 0
         window_ids, window = self.window_ids, self.window
         phases = self.phases
         met = {i for i, text in phases.seen_ids.items() if text in phases.seen_matched}  # evidence already read
+        repeat_ids = self.repeat_ids
+        run_ids: list[int] | None = None  # the ids of the run of repeats under way
+        run_last: dict[bytes, int | None] = {}  # its prefixes: the index of each one's last line kept after its first
+        followers: set[int] = set()  # lines kept as a finding's window (never dropped as a repeat)
         size = len(data)
         for start, end, ids in self.matcher.scan(data):
             index += data.count(b"\n", pos, start)
@@ -163,6 +173,23 @@ class Analysis:
                 if met.issuperset(ids):
                     continue
                 met.update(ids)
+            engine = data.find(b"Engine ", start, end) >= 0 or data.find(b"DP", start, end) >= 0  # (_engine reads it)
+            if repeat_ids.issuperset(ids) and not engine:
+                close = data.find(b") ", start, end) if data[start:start + 1] == b"(" else -1
+                prefix = data[start:close + 2] if close >= 0 else b""
+                if len(ids) > 1:
+                    ids = sorted(ids)  # (Hyperscan reports a line's hits that end together in no set order)
+                if ids != run_ids:
+                    run_ids, run_last = ids, {prefix: None}
+                elif prefix not in run_last:
+                    run_last[prefix] = None
+                else:
+                    before = run_last[prefix]
+                    if before is not None and before not in followers:
+                        del kept[before]
+                    run_last[prefix] = index
+            else:
+                run_ids = None
             kept[index] = (start, end)
             if window and not window_ids.isdisjoint(ids):
                 after = end
@@ -172,6 +199,7 @@ class Analysis:
                     found = data.find(b"\n", after + 1)
                     line_end = size if found < 0 else found
                     kept.setdefault(following, (after + 1, line_end))
+                    followers.add(following)
                     after = line_end
         count = index + data.count(b"\n", pos) + 1
         return [(i, start, end) for i, (start, end) in sorted(kept.items())], count

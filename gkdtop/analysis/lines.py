@@ -69,7 +69,7 @@ def straighten_quotes(data: bytes) -> bytes:
     Also Ray's tqdm JSON, as the bar it draws (_ray_bar)."""
     if RAY_TQDM in data:
         data = _RAY_TQDM_RE.sub(_ray_bar, data)
-    if data.isascii():
+    if data.isascii() or b"\x80" not in data:  # (one memchr: both byte shapes below hold \x80, a bar's █ none)
         return data
     if b"\xe2\x80" in data:
         data = _CURLY_BYTES_RE.sub(_straight, data)
