@@ -1142,3 +1142,25 @@ def test_an_actor_that_runs_only_in_one_part_names_it_by_its_class(tmp_path: Pat
     assert "AgentLoopWorker" in ph["worded_note"] and "Ray actor" in ph["worded_note"]
     assert read_words(['(AgentLoopWorker pid=3391)   File "/srv/verl/agent_loop.py", line 88, in run']) is None
     assert read_words(["(AgentLoopWorker pid=3391) {'loss': 0.41, 'grad_norm': 1.2, 'lr': 1e-06}"]) is None
+
+
+def test_a_task_error_cut_at_the_trainers_fit_was_in_the_loop(tmp_path: Path) -> None:
+    """A worker on another node aborts and the driver's `ray::main_task()` error shows only `trainer.fit()` above the
+    exception (block 18's training half: "FAILED (phase unknown)"): verl's main_task starts the workers, then runs the
+    loop in fit, so the failure was in the loop, a guess from that frame. A frame deeper in fit still names its part."""
+    driver = [("/opt/verl/verl/trainer/main_ppo.py", "main"), ("/opt/verl/verl/trainer/main_ppo.py", "run_ppo"),
+              ("/env/lib/python3.10/site-packages/ray/_private/worker.py", "get_objects")]
+    lines = ["\x1b[36m(WorkerDict pid=418207, ip=10.8.3.22)\x1b[0m Fatal Python error: Aborted",
+             *_traceback(driver, "ray.exceptions.RayTaskError(RuntimeError): ray::main_task() (pid=417730, "
+                                 "ip=10.8.3.20)"),
+             '  File "/opt/verl/verl/trainer/main_ppo.py", line 211, in main_task',
+             "    trainer.fit()",
+             "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    ph = _replay(_write(tmp_path, "fit.log", lines))
+    assert ph["state"] == "failed" and ph["current"] == "training loop"
+    assert "trainer.fit()" in ph["worded_note"] and "guess" in ph["worded_note"]
+    assert frame_words([('  File "/opt/verl/verl/trainer/main_ppo.py", line 211, in main_task', "trainer.fit()"),
+                        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 988, in fit',
+                         "val_metrics = self._validate()"),
+                        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 610, in _validate', "")
+                        ]).phase == "validation"

@@ -85,7 +85,10 @@ WORDS: tuple[tuple[str, str], ...] = (
     ("training loop",
      r"\[?\b(?:epoch|step|iteration|iter)\]? ?[=:#]? ?\d+(?! ?(?:steps|epochs))\b|\btrain(?:ing)?[_ ]epoch\b"
      r"|\bloss\b ?[=:] ?-?\d|\btrain(?:ing)? throughput\b"
-     r"|^(?:train(?:ing)?[_ ])?steps$"),  # a bar over the run's steps (sd-scripts and musubi-tuner: `steps:  95%|…`)
+     r"|^(?:train(?:ing)?[_ ])?steps$"  # a bar over the run's steps (sd-scripts and musubi-tuner: `steps:  95%|…`)
+     # a trainer's `fit`, the loop the driver runs once its workers are up (verl's `main_task` calls `trainer.fit()`,
+     # its `RayPPOTrainer.fit`): a frame no deeper one names (a Ray task error cut at it) was in the loop
+     r"|\btrainer fit\b|\bfit (?:\w+ )?trainer\b"),
     ("rollout init",
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
