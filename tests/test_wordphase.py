@@ -1164,3 +1164,14 @@ def test_a_task_error_cut_at_the_trainers_fit_was_in_the_loop(tmp_path: Path) ->
                          "val_metrics = self._validate()"),
                         ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 610, in _validate', "")
                         ]).phase == "validation"
+    # Lightning's fit sets up DDP first (its first collective checks the ranks' parameters): not the loop there.
+    lightning = ["Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2",
+                 *_traceback([("/home/u/esm/finetune.py", "main"),
+                              ("/env/lib/python3.9/site-packages/pytorch_lightning/trainer/trainer.py", "fit"),
+                              ("/env/lib/python3.9/site-packages/pytorch_lightning/trainer/trainer.py", "_fit_impl"),
+                              ("/env/lib/python3.9/site-packages/pytorch_lightning/strategies/ddp.py", "setup"),
+                              ("/env/lib/python3.9/site-packages/torch/distributed/utils.py",
+                               "_verify_param_shape_across_processes")],
+                             "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
+                             "unhandled system error, NCCL version 2.14.3")]
+    assert _replay(_write(tmp_path, "lightning.log", lightning))["current"] == "nccl init"

@@ -84,6 +84,8 @@ GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
 # A native stack's frame (`frame #7: c10d::ProcessGroupNCCL::broadcastUniqueNCCLID(…) + 0xaf (0x7f… in libtorch…)`):
 # c10's exception and a hung process's dump print where the process already was.
 NATIVE_FRAME_RE = re.compile(r"(?:^|[\s:)\]])frame #\d{1,3}: \S")
+# A trainer's `fit` (`in _fit_impl`, `trainer.fit()`), as a frame or the call under one names it (_worded).
+FIT_RE = re.compile(r"(?<![A-Za-z])fit(?![A-Za-z])")
 # A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`
@@ -1684,7 +1686,7 @@ class PhaseEngine:
         own = rule is not None and rule.inner and rule.stall_after  # the user's limit for the stepping phase
         if stepping and not self.stall_fixed and not own:
             stall_after = max(stall_after, self._step_limit())
-        worded = self._worded(tail, span, numbers) if tail else None
+        worded = self._worded(tail, span, numbers, rl) if tail else None
         final_save = None
         if worded is not None and rule is not None and rule.terminal:
             final_save, worded = worded[1], None  # it finished training: the save is a note, not the verdict
@@ -1873,7 +1875,7 @@ class PhaseEngine:
         name = self._loop_name()
         return next((span.start for span in reversed(self.timeline) if span.name == name), None)
 
-    def _worded(self, tail: list[str], span: PhaseSpan | None, numbers: Sequence[int | None] = ()
+    def _worded(self, tail: list[str], span: PhaseSpan | None, numbers: Sequence[int | None] = (), rl: bool = True
                 ) -> tuple[PhaseRule, Evidence, bool] | None:
         """The phase the log's last lines name by their words (wordphase.py), with the line it stands on: one later
         than the rules placed the run in, or, where the rules know the loop or a part of the step, another part
@@ -1922,6 +1924,9 @@ class PhaseEngine:
                     (found.back and self._named_after(found, tail)) or self._repeats_start(found)):
                 continue  # a later line a rule knows says the run is still in the rules' phase (vLLM's KV cache
                 # size after a line with a checkpoint's words)
+            if named.name == LOOP and found.frame and not rl and FIT_RE.search(found.text):
+                continue  # a trainer's `fit` is the loop in an RL trainer (verl's, OpenRLHF's); Lightning's sets up DDP
+                # and checks the ranks' parameters first
             if named.name == WEIGHT_SYNC and not found.frame and not self._engine_up():
                 continue  # weights go to a rollout engine: before one started (or the loop ran) a line's `broadcast
                 # weights` is a model's own start-up (Megatron's rank 0 sending the weights it loaded to its TP ranks)
