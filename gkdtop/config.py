@@ -65,6 +65,9 @@ FAIL_PATTERN = (
     r"|\bDist(?:Backend|Store)Error\b|\bEngineDeadError\b|Engine core initialization failed|EngineCore failed to start"
     r"|Error executing job with overrides|Could not override '|Key '[^']*' is not in struct"
     r"|Fatal Python error: |\*\*\* SIG[A-Z]+ received|Signal \d+ \(SIG[A-Z]+\) received"
+    # the last part of a fatal error's dump (faulthandler lists the extension modules only then), where its first line
+    # was cut from what was pasted
+    r"|\bExtension modules: [\w.]{1,100}, [\w.]{1,100},"
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
     r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Scheduler watchdog timeout"
     r"|Received sigquit from a child"

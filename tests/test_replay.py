@@ -452,6 +452,24 @@ def test_sglang_rollout_init_crash_is_the_rollout_init(tmp_path: Path) -> None:
     assert "fatal-signal" in {f.name for f in report.findings}
 
 
+def test_a_fatal_errors_dump_whose_first_line_was_cut_is_a_crash(tmp_path: Path) -> None:
+    """faulthandler lists the extension modules only in a fatal error's dump: where a pasted log kept only that list
+    (its `Fatal Python error` line cut away) and the loop's bar redrawn after it, the run crashed in native code.
+    Before: "ended in training loop", running."""
+    bar = "Running step 1:   0%|          | 5.00/2.71k [32:07<212:40:51, 283s/it]"
+    lines = [ray("TaskRunner", 5812, "Running step 1:   0%|          | 4.00/2.71k [25:40<181:10:02, 240s/it]"),
+             "Extension modules: numpy.core._multiarray_umath, numpy.core._multiarray_tests, "
+             "numpy.linalg._umath_linalg, torch._C, torch._C._fft, av._core, zmq.backend.cython._zmq,",
+             "regex._regex, __triton_launcher (total: 231) " + ray("TaskRunner", 5812, bar),
+             ray("WorkerDict", 6904, "/usr/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: "
+                                      "resource_tracker: There appear to be 1 leaked shared_memory objects"),
+             ray("TaskRunner", 5812, bar.replace("32:07", "32:09"))]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed" and report.status.current == "training loop"
+    assert report.status.failure.startswith("Extension modules: numpy.core")
+    assert "native code" in " ".join(report.status.hint.causes)
+
+
 def test_root_cause_is_the_last_exception_and_a_second_models_load_does_not_go_back(tmp_path: Path) -> None:
     """verl's crash: Hydra's banner, Ray's wrappers (the second names the worker method: reward
     init), then the real exception. The reference model's load bar after the reward model's start
