@@ -76,6 +76,12 @@ def arctic(t0: float, steps: int) -> list[str]:
             "step time: 2.4s | epoch: 0 | MA 2.84 GB" for i in range(1, steps + 1)]
 
 
+def plural_steps(t0: float, steps: int) -> list[str]:
+    """A loop's own `Steps=N, loss=…` records behind a `date|LEVEL|name|rank|` stamp (DeBERTa's RTD, block 19)."""
+    return [f"{datetime.fromtimestamp(int(t0) + 6 * i):%m/%d/%Y %H:%M:%S}|INFO|RTD|00| [D][0.0%][-1802.11h] Steps={i}, "
+            f"loss=3.{i:02d}, examples={64 * i}, loss_scale=4096.0, 6.0s" for i in range(1, steps + 1)]
+
+
 def live(tmp_path: Path, lines: list[str]) -> Store:
     log = tmp_path / "train.log"
     log.write_text("".join(line + "\n" for line in lines))
@@ -91,7 +97,8 @@ def live(tmp_path: Path, lines: list[str]) -> Store:
 @pytest.mark.parametrize(("shape", "write", "seconds"), [
     ("ms-swift dict", swift, 7.0), ("Megatron", megatron, 2.1047), ("Step N | 9.5s", summaries, 9.5),
     ("=== Step N/M === blocks", headed_blocks, 45.2), ("torchtitan", torchtitan, 8.0),
-    ("DeepSpeed step=", deepspeed_steps, 3.0), ("ArcticTraining iter:", arctic, 2.5)])
+    ("DeepSpeed step=", deepspeed_steps, 3.0), ("ArcticTraining iter:", arctic, 2.5),
+    ("Steps=N, loss=", plural_steps, 6.0)])
 def test_step_lines_of_other_stacks_are_steps(tmp_path: Path, shape: str, write, seconds: float) -> None:  # type: ignore[no-untyped-def]
     t0 = time.time() - 600
     status = live(tmp_path, write(t0, 12)).phase_status()

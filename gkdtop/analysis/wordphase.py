@@ -168,8 +168,9 @@ _LAUNCHER_RE = re.compile(r"/torch/distributed/run\.py|/bin/(?:torchrun|accelera
 _OUTER_RE = re.compile(f"^(?:{HOST_PREFIX})?" + r"(?:\[rank\d{1,6}\]: ?)?")
 _BAR_RE = re.compile(r"(?P<pct>\d{1,3})%\|[^|]{0,200}\|\s*(?P<n>\d{1,9})/(?P<total>\d{1,9})\b")
 # A loop's own step print, the loss after the step's number (`step 18: loss 2.2 | forward 1080 ms | …`,
-# `Step 100/1000: loss=2.3`): a step's record, whatever follows (phases.py reads it as a step).
-STEP_PRINT_PATTERN = (r"(?:^|[\s\[|])[Ss]tep[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b"
+# `Step 100/1000: loss=2.3`, DeBERTa's `Steps=100, loss=3.75, examples=6400`): a step's record, whatever follows
+# (phases.py reads it as a step).
+STEP_PRINT_PATTERN = (r"(?:^|[\s\[|])[Ss]teps?[ :=]{1,3}(\d{1,18})(?:/\d{1,18})?\]?:?[ \t,|]{1,4}(?:train[_ ])?loss\b"
                       r" ?[:=]? ?(?:-?\d|[Nn]a[Nn]\b|-?inf\b)")  # (a NaN loss is the step it went wrong at)
 # Not an evaluation's, a save's or a best model's step (`Validation step 5: loss`, `Saving checkpoint at step 500,
 # loss`): Hyperscan has no lookbehind, so the pattern it scans for is checked again here.
