@@ -163,9 +163,11 @@ def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:
         report = replay([str(path)], config)
         if report.anomalies:
             fired[path.name] = [a.kind for a in report.anomalies]
-    # (a LLaMA-Factory run whose every record has grad_norm nan: its anomaly is the finding the thread is about)
+    # (a LLaMA-Factory run and an HF Trainer run whose records have grad_norm nan: their anomaly is the finding the
+    # thread is about)
     assert fired == {"verl_grpo_nan_loss.log": ["nonfinite"],
-                     "llamafactory_glm4_loss_zero_grad_norm_nan_running.log": ["nonfinite"]}
+                     "llamafactory_glm4_loss_zero_grad_norm_nan_running.log": ["nonfinite"],
+                     "hf_trainer_pink_stage1_loss_zero_grad_norm_nan.log": ["nonfinite"]}
 
 
 def test_score_collapse_and_thresholds_from_the_config(tmp_path: Path) -> None:
