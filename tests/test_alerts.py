@@ -591,3 +591,36 @@ def test_a_failure_the_run_went_on_from_is_corrected_by_a_recovered_message(tmp_
     events = paced_events(str(log), load_config(None))
     assert [e.kind for e in events] == ["failed", "recovered"], events
     assert events[1].culprit.startswith("it went on after: ") and "A worker died" in events[1].culprit
+
+
+def test_a_crash_is_told_after_its_stack_block_with_replays_verdict_at_the_blocks_own_stamp(tmp_path: Path) -> None:
+    """Audit 22: Ray's unstamped `*** SIGSEGV received at time=N` line, then its native frames, the stamped logging.cc
+    echo 3 minutes after the last stamp, and the faulthandler stack that places it in the rollout's build. Before: a
+    "failed" at that last stamp, `FAILED in actor init` (the rules' phase at the signal's line), where replay says
+    `FAILED, likely in rollout init`. The `time=N` epoch is UTC, not the log's clock: it dates nothing."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-05-11 08:10:04,512\tINFO worker.py:2003 -- Started a local Ray instance.",
+        "(WorkerDict pid=4410) Model config after override: Qwen2Config {",
+        "(WorkerDict pid=4410) Actor use_remove_padding=True",
+        "(WorkerDict pid=4411) *** SIGSEGV received at time=1778400000 on cpu 5 ***",
+        "(WorkerDict pid=4411) PC: @     0x7f11aa02b1c0  (unknown)  cuMemCreate",
+        "(WorkerDict pid=4411)     @     0x7f11a90e77c4        480  ncclCommInitRank",
+        "(WorkerDict pid=4411) [2026-05-11 08:13:40,201 E 4411 4411] logging.cc:460: *** SIGSEGV received at "
+        "time=1778400000 on cpu 5 ***",
+        "(WorkerDict pid=4411) Fatal Python error: Segmentation fault",
+        "(WorkerDict pid=4411) ",
+        "(WorkerDict pid=4411) Stack (most recent call first):",
+        '(WorkerDict pid=4411)   File "/opt/vllm/distributed/device_communicators/pynccl.py", line 99 in __init__',
+        '(WorkerDict pid=4411)   File "/opt/verl/workers/fsdp_workers.py", line 604 in _build_rollout',
+        '(WorkerDict pid=4411)   File "/opt/verl/workers/fsdp_workers.py", line 771 in init_model',
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker PID: 4411",
+    ]) + "\n")
+    from gkdtop.replay import replay, report_text
+
+    config = load_config(None)
+    said = report_text(replay([str(log)], config))
+    assert "FAILED, likely in rollout init" in said.splitlines(), said
+    [failed] = paced_events(str(log), config)
+    assert failed.kind == "failed" and failed.title.endswith("FAILED, likely in rollout init"), failed.title
+    assert abs(failed.time - time.mktime(time.strptime("2026-05-11 08:13:40", "%Y-%m-%d %H:%M:%S"))) < 1

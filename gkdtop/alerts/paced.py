@@ -33,6 +33,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     store = Store(config)
     store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
     watcher = AlertWatcher(store, job or os.path.basename(path), config.notify_every)
+    watcher.replayed = True
     files = [LogFileState(path, "following")]
     events: list[AlertEvent] = []
     pending: list[LogLine] = []
@@ -82,6 +83,10 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # A finished run is told when its wait is over, as watch tells it, not at the next stamp (audit 21: a
             # "finished" 8 minutes late, in the second of the failure that followed).
             if (due := watcher.finish_due()) is not None and due < at:
+                events += watcher.check(due)
+            # A failure held for its block's end is told when its wait is over, where its line's stamp says when it
+            # came (audit 22: held, not told at the previous stamp before the stack dump under it).
+            if (due := watcher.failed_due()) is not None and due < at:
                 events += watcher.check(due)
             # (a job started again by an unstamped line before the gap: the earlier run had ended, and when the next
             # one began within the gap no stamp says; the gap is no stall of either)
