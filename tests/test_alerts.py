@@ -624,3 +624,57 @@ def test_a_crash_is_told_after_its_stack_block_with_replays_verdict_at_the_block
     [failed] = paced_events(str(log), config)
     assert failed.kind == "failed" and failed.title.endswith("FAILED, likely in rollout init"), failed.title
     assert abs(failed.time - time.mktime(time.strptime("2026-05-11 08:13:40", "%Y-%m-%d %H:%M:%S"))) < 1
+
+
+def test_a_start_ups_unstamped_lines_and_a_first_bar_at_zero_are_no_silence_the_file_shows(tmp_path: Path) -> None:
+    """Audit 22: one stamp, then the start-up's unstamped lines and the loop's bar at `0/24 [00:00<?` (dated at that
+    stamp: its clock reckons no time), then a stamp 15 minutes on. Before: STALLED for 10m01s at the first stamp."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-04-02 07:00:05,311\tINFO worker.py:1879 -- Started a local Ray instance.",
+        "(TaskRunner pid=3120) dataset len: 768",
+        "(TaskRunner pid=3120) Total training steps: 24",
+        "(WorkerDict pid=3301) Qwen2ForCausalLM contains 7.62B parameters",
+        "(WorkerDict pid=3301) Actor use_remove_padding=True",
+        "(TaskRunner pid=3120) Training Progress:   0%|          | 0/24 [00:00<?, ?it/s]",
+        "(TaskRunner pid=3120) [2026-04-02 07:15:10] Starting 16 agent episodes for batch 0",
+        "(TaskRunner pid=3120) [2026-04-02 07:16:40] 16/16 episodes finished",
+    ]) + "\n")
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+
+
+def test_a_first_step_that_launched_many_long_jobs_is_allowed_longer_than_a_bare_first_step(tmp_path: Path) -> None:
+    """Audit 22: `Starting N … trajectories`, then nothing until they are done 11 minutes later, before any step
+    measured their pace. Before: STALLED for 10m01s, then recovered. A first step with no such line still pages."""
+    def lines(said: str) -> str:
+        return "\n".join([
+            "2026-04-02 07:00:05,311\tINFO worker.py:1879 -- Started a local Ray instance.",
+            "(TaskRunner pid=3120) Training Progress:   0%|          | 0/24 [00:00<?, ?it/s]",
+            f"(TaskRunner pid=3120) [2026-04-02 07:01:10] {said}",
+            "(TaskRunner pid=3120) [2026-04-02 07:12:30] 48/48 trajectories finished",
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines("Starting 48 sandbox trajectories for batch 0"))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    log.write_text(lines("building the batch"))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
+
+
+def test_a_status_line_that_says_the_same_count_again_is_no_progress(tmp_path: Path) -> None:
+    """Audit 22: `52/64 trajectories finished`, and the same count again and again while the rollout hung: each
+    repeat read as progress, so no STALLED came however long it lasted. A count that moves is progress."""
+    def lines(counts: list[int]) -> str:
+        return "\n".join([
+            *_verl_steps(1, 3),
+            "(TaskRunner pid=5120) [2026-03-04 21:07:10] Starting 40 agent episodes for batch 3",
+            *(f"(TaskRunner pid=5120) [2026-03-04 21:{8 + 2 * k:02d}:10] {n}/40 episodes finished"
+              for k, n in enumerate(counts)),
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines([31] * 10))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled"]
+    log.write_text(lines(list(range(30, 40))))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+

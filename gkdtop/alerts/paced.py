@@ -56,6 +56,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             if stamp > mtime + 5:
                 stamp = None  # ahead of the file's own last write: not a time this line was written
         covered = False  # a moving bar's redraw: its own clock says the run went on all through the gap
+        dated = stamp is not None  # the line's own stamp, not a bar's clock reckoned from the stamp before it
         if last is not None and (bar := _bar_time(bars, line, last, mtime, stamp)) is not None:
             stamp, covered = bar
         if stamp is None and last is None:
@@ -98,7 +99,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending.append(line)
         if stamp is None:
             undated_in_batch.append(line)
-        unstamped = unstamped + 1 if stamp is None else 0
+        # (a bar's first draw at `0/32 [00:00<?` reckons no time past the stamp before it: it says no more than an
+        # unstamped line of when it came; audit 22, a start-up's unstamped lines read as a 10-minute silence)
+        unstamped = unstamped + 1 if stamp is None or (not dated and at <= (last or at)) else 0
         last = at
     for early in undated:  # no stamp at all: every line at the file's last write
         early.seen = early.ts = mtime
