@@ -678,3 +678,23 @@ def test_a_status_line_that_says_the_same_count_again_is_no_progress(tmp_path: P
     log.write_text(lines(list(range(30, 40))))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
 
+
+def test_a_step_line_whose_stated_time_covers_the_gap_before_it_is_no_stall(tmp_path: Path) -> None:
+    """Audit 23: Megatron logs every 10 iterations; the first 10 took 95 s each, and the line says so (`elapsed time
+    per iteration (ms): 95012.0`). Before: STALLED for 10m01s inside that first interval, then recovered. Where the
+    stated time leaves the gap unexplained (1.2 s an iteration), the silence is still told."""
+    def lines(first_ms: float) -> str:
+        its = [(10, "09:20:01", first_ms), (20, "09:20:13", 1190.4), (30, "09:20:25", 1201.7)]
+        return "\n".join([
+            "training ...",
+            "[before the start of training step] datetime: 2023-02-07 09:04:10 ",
+            *(f" [2023-02-07 {at}] iteration {n:>9}/  300000 | consumed samples: {n * 16:>12} | elapsed time per "
+              f"iteration (ms): {ms:.1f} | learning rate: 1.000E-06 | global batch size:    16 | lm loss: "
+              f"{10.9 - n / 100:.6E} |" for n, at, ms in its),
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines(95012.0))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    log.write_text(lines(1200.0))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
