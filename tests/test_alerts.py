@@ -672,11 +672,15 @@ def test_a_status_line_that_says_the_same_count_again_is_no_progress(tmp_path: P
               for k, n in enumerate(counts)),
         ]) + "\n"
 
+    from gkdtop.replay import replay
+
     log = tmp_path / "train.log"
     log.write_text(lines([31] * 10))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled"]
+    assert replay([str(log)], load_config(None)).status.state == "stalled"  # (history reads the file in bulk)
     log.write_text(lines(list(range(30, 40))))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    assert replay([str(log)], load_config(None)).status.state == "running"
 
 
 def test_a_step_line_whose_stated_time_covers_the_gap_before_it_is_no_stall(tmp_path: Path) -> None:
