@@ -591,3 +591,114 @@ def test_a_failure_the_run_went_on_from_is_corrected_by_a_recovered_message(tmp_
     events = paced_events(str(log), load_config(None))
     assert [e.kind for e in events] == ["failed", "recovered"], events
     assert events[1].culprit.startswith("it went on after: ") and "A worker died" in events[1].culprit
+
+
+def test_a_crash_is_told_after_its_stack_block_with_replays_verdict_at_the_blocks_own_stamp(tmp_path: Path) -> None:
+    """Audit 22: Ray's unstamped `*** SIGSEGV received at time=N` line, then its native frames, the stamped logging.cc
+    echo 3 minutes after the last stamp, and the faulthandler stack that places it in the rollout's build. Before: a
+    "failed" at that last stamp, `FAILED in actor init` (the rules' phase at the signal's line), where replay says
+    `FAILED, likely in rollout init`. The `time=N` epoch is UTC, not the log's clock: it dates nothing."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-05-11 08:10:04,512\tINFO worker.py:2003 -- Started a local Ray instance.",
+        "(WorkerDict pid=4410) Model config after override: Qwen2Config {",
+        "(WorkerDict pid=4410) Actor use_remove_padding=True",
+        "(WorkerDict pid=4411) *** SIGSEGV received at time=1778400000 on cpu 5 ***",
+        "(WorkerDict pid=4411) PC: @     0x7f11aa02b1c0  (unknown)  cuMemCreate",
+        "(WorkerDict pid=4411)     @     0x7f11a90e77c4        480  ncclCommInitRank",
+        "(WorkerDict pid=4411) [2026-05-11 08:13:40,201 E 4411 4411] logging.cc:460: *** SIGSEGV received at "
+        "time=1778400000 on cpu 5 ***",
+        "(WorkerDict pid=4411) Fatal Python error: Segmentation fault",
+        "(WorkerDict pid=4411) ",
+        "(WorkerDict pid=4411) Stack (most recent call first):",
+        '(WorkerDict pid=4411)   File "/opt/vllm/distributed/device_communicators/pynccl.py", line 99 in __init__',
+        '(WorkerDict pid=4411)   File "/opt/verl/workers/fsdp_workers.py", line 604 in _build_rollout',
+        '(WorkerDict pid=4411)   File "/opt/verl/workers/fsdp_workers.py", line 771 in init_model',
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker PID: 4411",
+    ]) + "\n")
+    from gkdtop.replay import replay, report_text
+
+    config = load_config(None)
+    said = report_text(replay([str(log)], config))
+    assert "FAILED, likely in rollout init" in said.splitlines(), said
+    [failed] = paced_events(str(log), config)
+    assert failed.kind == "failed" and failed.title.endswith("FAILED, likely in rollout init"), failed.title
+    assert abs(failed.time - time.mktime(time.strptime("2026-05-11 08:13:40", "%Y-%m-%d %H:%M:%S"))) < 1
+
+
+def test_a_start_ups_unstamped_lines_and_a_first_bar_at_zero_are_no_silence_the_file_shows(tmp_path: Path) -> None:
+    """Audit 22: one stamp, then the start-up's unstamped lines and the loop's bar at `0/24 [00:00<?` (dated at that
+    stamp: its clock reckons no time), then a stamp 15 minutes on. Before: STALLED for 10m01s at the first stamp."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "2026-04-02 07:00:05,311\tINFO worker.py:1879 -- Started a local Ray instance.",
+        "(TaskRunner pid=3120) dataset len: 768",
+        "(TaskRunner pid=3120) Total training steps: 24",
+        "(WorkerDict pid=3301) Qwen2ForCausalLM contains 7.62B parameters",
+        "(WorkerDict pid=3301) Actor use_remove_padding=True",
+        "(TaskRunner pid=3120) Training Progress:   0%|          | 0/24 [00:00<?, ?it/s]",
+        "(TaskRunner pid=3120) [2026-04-02 07:15:10] Starting 16 agent episodes for batch 0",
+        "(TaskRunner pid=3120) [2026-04-02 07:16:40] 16/16 episodes finished",
+    ]) + "\n")
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+
+
+def test_a_first_step_that_launched_many_long_jobs_is_allowed_longer_than_a_bare_first_step(tmp_path: Path) -> None:
+    """Audit 22: `Starting N … trajectories`, then nothing until they are done 11 minutes later, before any step
+    measured their pace. Before: STALLED for 10m01s, then recovered. A first step with no such line still pages."""
+    def lines(said: str) -> str:
+        return "\n".join([
+            "2026-04-02 07:00:05,311\tINFO worker.py:1879 -- Started a local Ray instance.",
+            "(TaskRunner pid=3120) Training Progress:   0%|          | 0/24 [00:00<?, ?it/s]",
+            f"(TaskRunner pid=3120) [2026-04-02 07:01:10] {said}",
+            "(TaskRunner pid=3120) [2026-04-02 07:12:30] 48/48 trajectories finished",
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines("Starting 48 sandbox trajectories for batch 0"))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    log.write_text(lines("building the batch"))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
+
+
+def test_a_status_line_that_says_the_same_count_again_is_no_progress(tmp_path: Path) -> None:
+    """Audit 22: `52/64 trajectories finished`, and the same count again and again while the rollout hung: each
+    repeat read as progress, so no STALLED came however long it lasted. A count that moves is progress."""
+    def lines(counts: list[int]) -> str:
+        return "\n".join([
+            *_verl_steps(1, 3),
+            "(TaskRunner pid=5120) [2026-03-04 21:07:10] Starting 40 agent episodes for batch 3",
+            *(f"(TaskRunner pid=5120) [2026-03-04 21:{8 + 2 * k:02d}:10] {n}/40 episodes finished"
+              for k, n in enumerate(counts)),
+        ]) + "\n"
+
+    from gkdtop.replay import replay
+
+    log = tmp_path / "train.log"
+    log.write_text(lines([31] * 10))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled"]
+    assert replay([str(log)], load_config(None)).status.state == "stalled"  # (history reads the file in bulk)
+    log.write_text(lines(list(range(30, 40))))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    assert replay([str(log)], load_config(None)).status.state == "running"
+
+
+def test_a_step_line_whose_stated_time_covers_the_gap_before_it_is_no_stall(tmp_path: Path) -> None:
+    """Audit 23: Megatron logs every 10 iterations; the first 10 took 95 s each, and the line says so (`elapsed time
+    per iteration (ms): 95012.0`). Before: STALLED for 10m01s inside that first interval, then recovered. Where the
+    stated time leaves the gap unexplained (1.2 s an iteration), the silence is still told."""
+    def lines(first_ms: float) -> str:
+        its = [(10, "09:20:01", first_ms), (20, "09:20:13", 1190.4), (30, "09:20:25", 1201.7)]
+        return "\n".join([
+            "training ...",
+            "[before the start of training step] datetime: 2023-02-07 09:04:10 ",
+            *(f" [2023-02-07 {at}] iteration {n:>9}/  300000 | consumed samples: {n * 16:>12} | elapsed time per "
+              f"iteration (ms): {ms:.1f} | learning rate: 1.000E-06 | global batch size:    16 | lm loss: "
+              f"{10.9 - n / 100:.6E} |" for n, at, ms in its),
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines(95012.0))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    log.write_text(lines(1200.0))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]

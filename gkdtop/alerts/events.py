@@ -4,6 +4,7 @@ message, not sixty)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import time
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.actions.redact import redact_text
 from gkdtop.actions.stacks import stack_targets
 from gkdtop.format import human_duration, shown
+from gkdtop.model import EVIDENCE_CHARS
 
 if TYPE_CHECKING:
-    from gkdtop.model import EarlierRun, PhaseStatus
+    from gkdtop.model import EarlierRun, LogLine, PhaseStatus
     from gkdtop.store import Store
 
 KINDS = ("stalled", "failed", "recovered", "finished", "anomaly", "heartbeat")
@@ -26,6 +28,12 @@ FINISH_WAIT = 15.0  # seconds a finished run waits before told: its final save's
 SAVE_WAIT = 600.0  # seconds a finished run whose log ends in its final save waits for the save to end before told
 LINE_CHARS = 300
 CONTEXT_LINES = 20  # lines before the last ones redacted with them: a YAML block's key opens above them
+# A crash's own block (Ray's native frames and logging.cc echo, `Fatal Python error`, `Stack (most recent call first)`)
+# follows its first line and names where it died (replay reads its frames): "failed" waits for the block's end, the
+# next line of another writer, BLOCK_LINES of its own, or BLOCK_WAIT seconds (audit 22: "FAILED in actor init" at
+# the signal's line where the stack under it said rollout init).
+BLOCK_LINES = 60
+BLOCK_WAIT = 5.0
 
 
 @dataclass(slots=True)
@@ -138,6 +146,11 @@ class AlertWatcher:
         self.job_ended = job_ended
         self.exit_told = False
         self.stall_seen: float | None = None  # when the current stall was first seen
+        self.failed_seen: float | None = None  # when the failure now held for its block's end was first seen
+        self.failed_stamped = False  # that failure's line carried its own stamp (it came then, not later in a gap)
+        # Set by a replay (paced.py), where a line with no stamp is dated at the stamp before it: it may have come
+        # any time up to the next one, so BLOCK_WAIT runs only from a line with a stamp of its own.
+        self.replayed = False
         self.runs_seen = 0  # earlier runs of the log (PhaseStatus.earlier_runs) already looked at
         self.started = time.time()
 
@@ -168,6 +181,7 @@ class AlertWatcher:
             if run.outcome == "failed" and not self.failed_told and self._due("failed", now):
                 events.append(self._event("failed", status, now, culprit=run.failure, earlier=run))
             self.failed_told = self.finished_told = self.stall_told = False  # the next run is told afresh
+            self.failed_seen = None
         self.runs_seen = len(status.earlier_runs)
         stalled = status.state == "stalled"
         if not stalled:
@@ -178,13 +192,20 @@ class AlertWatcher:
         elif not self.stall_told and self._due("stalled", now) and self._dump_ready(status, now):
             self.stall_told = True
             events.append(self._event("stalled", status, now))
+        holding = False
         if status.state == "failed":
             if not self.failed_told and self._due("failed", now):
-                self.failed_told = True
-                self.failure_told = status.failure
-                self.stall_told = False  # a failure ends the stall: no "recovered" is owed
-                events.append(self._event("failed", status, now))
+                block = self._failure_block(status, now, final)
+                holding = block is None
+                if block is not None:
+                    self.failed_told = True
+                    self.failure_told = status.failure
+                    self.stall_told = False  # a failure ends the stall: no "recovered" is owed
+                    event = self._event("failed", status, now)
+                    event.time = block
+                    events.append(event)
         else:
+            self.failed_seen = None
             if self.failed_told and status.state == "running":
                 # Its steps went on after the error (a Ray task retried after its worker was killed): the run
                 # survived what was told as its failure, and the message that said so is corrected.
@@ -194,7 +215,7 @@ class AlertWatcher:
         # This run's failed Ray tasks only (as the store's own verdict takes them), one message a window.
         since = status.timeline[0].start - 60 if status.timeline else self.started
         for cause in store.failed_task_causes(since):
-            if cause not in self.tasks_told and not self.failed_told and self._due("failed", now):
+            if cause not in self.tasks_told and not self.failed_told and not holding and self._due("failed", now):
                 self.tasks_told.add(cause)
                 self.sent["failed"] = now
                 events.append(self._event("failed", status, now, culprit=cause))
@@ -237,6 +258,36 @@ class AlertWatcher:
             return None
         due = self.done_since + FINISH_WAIT
         return due if self.saving_since is None else max(due, self.saving_since + SAVE_WAIT)
+
+    def failed_due(self) -> float | None:
+        """When a held "failed" falls due by BLOCK_WAIT, where its line carried its own stamp: a replay checks then,
+        inside a gap. None otherwise (an unstamped line came anywhere in the gap after the stamp it is dated at)."""
+        if self.failed_told or self.failed_seen is None or not self.failed_stamped:
+            return None
+        return self.failed_seen + BLOCK_WAIT
+
+    def _failure_block(self, status: PhaseStatus, now: float, final: bool) -> float | None:
+        """None while the failure's own block may still be coming (the verdict waits for it), else the time to date
+        the message by: the block's first line with a stamp of its own (Ray's `[… E pid tid] logging.cc:` echo of a
+        `*** SIGSEGV received at time=N` line that has none; N is UTC, not the log's clock), else the failure's line."""
+        said = next((e for e in status.evidence if e.claim == "failed"), None)
+        tail = list(itertools.islice(reversed(self.store.lines), BLOCK_LINES + 1))[::-1]
+        at = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].source == (said and said.source)
+                   and (tail[i].raw or tail[i].text)[:EVIDENCE_CHARS] == said.text), None) if said else None
+        if at is None:
+            return now  # (not among the last lines: its block is long over)
+        failed = tail[at]
+        writer = (failed.source, failed.worker, failed.pid)
+        after = tail[at + 1:]
+        block = [failed, *itertools.takewhile(lambda ln: (ln.source, ln.worker, ln.pid) == writer, after)]
+        if self.failed_seen is None:
+            self.failed_seen = now
+            self.failed_stamped = _stamped(failed)
+        waited = (self.failed_stamped or not self.replayed) and now - self.failed_seen >= BLOCK_WAIT
+        if len(block) > len(after) and len(after) < BLOCK_LINES and not final and not waited:
+            return None  # nothing of another writer after it yet, and not BLOCK_LINES of its own: more may come
+        stamped = next((ln for ln in block if _stamped(ln)), failed)
+        return min(now, stamped.seen)
 
     def _due(self, kind: str, now: float) -> bool:
         last = self.sent.get(kind)
@@ -291,6 +342,13 @@ class AlertWatcher:
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
                           clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current),
                           saving=saving, interrupted=kind == "failed" and status.interrupted and ended is None)
+
+
+def _stamped(line: LogLine) -> bool:
+    """The line carries a stamp of its own (a replay dates the others at the stamp before them, in `ts` too)."""
+    from gkdtop.analysis.lines import parse_line
+
+    return parse_line(line.raw or line.text, line.source, line.seen).ts is not None
 
 
 def _culprit(store: Store, status: PhaseStatus, now: float) -> str:

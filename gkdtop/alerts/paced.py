@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 GAP = 1.0  # seconds between two lines' stamps worth asking "was it stalled just before the second?"
 CHUNK = 1 << 20
+FIRST_STEPS = 100  # the most steps a writer's first step line is taken to time (a log interval)
+STATED_SLACK = 60.0  # seconds of a gap its step line's stated time may leave unexplained (a save, the log's write)
 
 
 def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
@@ -33,6 +35,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     store = Store(config)
     store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
     watcher = AlertWatcher(store, job or os.path.basename(path), config.notify_every)
+    watcher.replayed = True
     files = [LogFileState(path, "following")]
     events: list[AlertEvent] = []
     pending: list[LogLine] = []
@@ -42,6 +45,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     zones: dict[tuple[str, int | None], float] = {}  # per writer: its clock's zone against the file's first
     bars: dict[str, tuple[float, float]] = {}  # per tqdm bar: when its first redraw came and the elapsed it showed
     reach = 0.0  # the longest clock of a steady bar (_steady_bar) among the lines dated at `last`
+    steps: dict[tuple[str, int | None], int] = {}  # per writer: the number of its last step line
     undated_in_batch: list[LogLine] = []  # the pending lines that carried no stamp of their own
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
@@ -55,6 +59,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             if stamp > mtime + 5:
                 stamp = None  # ahead of the file's own last write: not a time this line was written
         covered = False  # a moving bar's redraw: its own clock says the run went on all through the gap
+        dated = stamp is not None  # the line's own stamp, not a bar's clock reckoned from the stamp before it
         if last is not None and (bar := _bar_time(bars, line, last, mtime, stamp)) is not None:
             stamp, covered = bar
         if stamp is None and last is None:
@@ -69,6 +74,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         steady = _steady_bar(line.text, config.stall_after)
         if last is not None and (clock := max(reach, steady)) and clock + config.stall_after >= at - last:
             covered = True  # a steady bar's clock spans the gap (but less than a stall): its steps went on through it
+        stated = _stated_steps(line, steps)
+        if last is not None and stated and stated >= at - last - max(STATED_SLACK, 0.05 * (at - last)):
+            covered = True  # the steps since the writer's last step line took the gap, they state: work, no silence
         if last is None or at > last:
             reach = 0.0
         reach = max(reach, steady)
@@ -83,6 +91,10 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # "finished" 8 minutes late, in the second of the failure that followed).
             if (due := watcher.finish_due()) is not None and due < at:
                 events += watcher.check(due)
+            # A failure held for its block's end is told when its wait is over, where its line's stamp says when it
+            # came (audit 22: held, not told at the previous stamp before the stack dump under it).
+            if (due := watcher.failed_due()) is not None and due < at:
+                events += watcher.check(due)
             # (a job started again by an unstamped line before the gap: the earlier run had ended, and when the next
             # one began within the gap no stamp says; the gap is no stall of either)
             restarted = watcher.runs_seen > runs and _unstamped_start(store, undated_in_batch)
@@ -93,7 +105,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending.append(line)
         if stamp is None:
             undated_in_batch.append(line)
-        unstamped = unstamped + 1 if stamp is None else 0
+        # (a bar's first draw at `0/32 [00:00<?` reckons no time past the stamp before it: it says no more than an
+        # unstamped line of when it came; audit 22, a start-up's unstamped lines read as a 10-minute silence)
+        unstamped = unstamped + 1 if stamp is None or (not dated and at <= (last or at)) else 0
         last = at
     for early in undated:  # no stamp at all: every line at the file's last write
         early.seen = early.ts = mtime
@@ -170,6 +184,25 @@ def _steady_bar(text: str, slack: float) -> float:
     pace = float(rate.group(1)) if rate.group(2) == "s/it" else 1 / float(rate.group(1))
     # (its shown pace is the recent one, smoothed: a first step's warm-up leaves a few percent of the time unexplained)
     return float(elapsed) if int(counts[-1].group(1)) * pace >= elapsed - max(slack, 0.05 * elapsed) else 0.0
+
+
+def _stated_steps(line: LogLine, steps: dict[tuple[str, int | None], int]) -> float:
+    """The seconds a step line states its steps since the writer's last step line took: their count times its own
+    time a step (Megatron's `iteration 10/ … | elapsed time per iteration (ms): 116823.4` each log interval of 10,
+    verl's `timing_s/step`), else 0. A writer's first step line counts the steps from 0, up to FIRST_STEPS (a run
+    resumed at iteration 5000 did not run 5000 steps through the gap before its first line): audit 23, a first
+    log interval of 10 slow iterations read as "STALLED for 10m01s"."""
+    from gkdtop.analysis.phases import PhaseEngine, parse_record_step
+
+    text = line.text
+    parsed = PhaseEngine.parse_step(text) or parse_record_step(text)
+    if parsed is None or parsed[0] is None:
+        return 0.0
+    writer = (line.worker, line.pid)
+    before = steps.get(writer)
+    steps[writer] = parsed[0]
+    count = parsed[0] - before if before is not None else min(parsed[0], FIRST_STEPS)
+    return max(count, 0) * parsed[2].get("step", 0.0)
 
 
 def _unstamped_start(store: Store, undated: list[LogLine]) -> bool:

@@ -41,7 +41,14 @@ from gkdtop.analysis.lines import (
     strip_escapes,
     utf8_cut,
 )
-from gkdtop.analysis.phases import STEP_BYTES_RE, TIMING_BYTES_RE, TIMING_VALUE, VALIDATION_KEYS, stamp_bound
+from gkdtop.analysis.phases import (
+    STEP_BYTES_RE,
+    TIMING_BYTES_RE,
+    TIMING_VALUE,
+    VALIDATION_KEYS,
+    count_said,
+    stamp_bound,
+)
 from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
 from gkdtop.format import COPIED_OFFSET
 from gkdtop.safeopen import open_regular
@@ -313,6 +320,7 @@ class HistoryReader:
         extract.newest = state.before(data, len(data) + 1, END_LOOK_BACK)  # when the run was last heard of
         extract.oldest = state.first(data, END_LOOK_BACK)  # when it began, though no rule named its first lines
         if plain_end >= 0:
+            plain_end = self._said_since(data, plain_end, path)
             extract.progress = state.before(data, plain_end + 1)
             begin = data.rfind(b"\n", 0, max(plain_end, 1) - 1) + 1  # that line, the evidence of its progress
             last = data[begin : min(plain_end, begin + 4096)].rstrip(b"\r\n")
@@ -397,6 +405,23 @@ class HistoryReader:
         state.waiting.clear()
         for before, after in state.jumps:
             self.phases.note_zone_jump(before, after)
+
+    def _said_since(self, data: bytes, end: int, path: str) -> int:
+        """The end of the first of the lines before `end` (the chunk's last one no rule knows) that say the same count
+        again (PhaseEngine._said_again): its repeats are no progress. `end` itself where that line counts nothing."""
+        begin = data.rfind(b"\n", 0, max(end, 1) - 1) + 1
+        said = count_said(parse_line(self._clean(data[begin:end]), path, 0.0))
+        if said is None:
+            return end
+        self.phases._count_said = said  # (the live lines after it compare with it)
+        for _ in range(1000):
+            if begin <= 0:
+                break
+            before = data.rfind(b"\n", 0, begin - 1) + 1
+            if count_said(parse_line(self._clean(data[before : begin - 1]), path, 0.0)) != said:
+                break
+            end, begin = begin - 1, before
+        return end
 
     def _clean(self, raw: bytes) -> str:
         """clean_line, of at most max_line characters (as the follower delivers a line live)."""

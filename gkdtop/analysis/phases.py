@@ -195,6 +195,15 @@ BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it 
 BAR_DONE_RE = re.compile(r"(?:^|[\s:])100%\|[^|]{0,200}\|\s*(\d{1,9})/\1 \[[^\]]{0,200}\]\s*$")
 FIRST_STEP_STALL = 600.0  # seconds of silence a stepping phase may take before its first step line
 STEP_STALL_FACTOR = 2.0  # a step may take this many times the run's slowest pace before it is a stall
+# A line that states it launched a batch of long jobs whose ends print nothing until they are done (`Starting 64
+# OpenHands trajectories for batch 0`): before any step measured their pace, the first step's silence is allowed
+# STEP_STALL_FACTOR times FIRST_STEP_STALL (audit 22: STALLED at 10 minutes into a first rollout that took 11).
+LAUNCHED_RE = re.compile(r"\b(?:Start|Launch|Dispatch|Submitt|Spawn)(?:ing|ed) (\d{1,7}) (?:[\w-]{1,40} ){0,3}?"
+                         r"(?:trajector(?:y|ies)|episodes?|rollouts?|tasks?|jobs?|env(?:ironment)?s?|agents?)\b", re.I)
+# A status line that counts (`52/64 trajectories finished`), said again with the same words and counts (its stamp
+# aside), is no progress (audit 22: the same count every few minutes through a 25-minute stall kept it "running").
+COUNT_RE = re.compile(r"\b\d{1,12}/\d{1,12}\b")
+STAMP_WORDS_RE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]?|\d{1,2}/\d{1,2}/\d{2,4}\b|\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?")
 MAX_SPANS = 500
 # The span a failure opens when no phase has started: unknown, not "before any" (a pasted log starts mid-run).
 BEFORE_ANY = "(phase unknown)"
@@ -420,6 +429,15 @@ OPTIONAL = frozenset({"critic init", "reference init", "reward init", "checkpoin
 # description: one token with a digit and a dash or a dot.
 HOST_DESC_RE = re.compile(r"(?=[\w.-]*\d)(?=[\w.-]*[.-])[\w.-]{3,127}:?")
 UNRAISABLE_S = 5.0  # seconds after `Exception ignored in:` in which its traceback is printed
+
+
+def count_said(line: LogLine) -> tuple[str, str, int | None, str] | None:
+    """A line that counts (COUNT_RE; not a bar, whose redraws are compared by their own key): its writer and its
+    words with any stamp taken out, else None."""
+    text = line.text
+    if "/" not in text or "|" in text or COUNT_RE.search(words := STAMP_WORDS_RE.sub("", text)) is None:
+        return None
+    return line.source, line.worker, line.pid, words.strip()
 
 
 def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | None:
@@ -659,6 +677,7 @@ class PhaseEngine:
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
+        self._count_said: tuple[str, str, int | None, str] | None = None  # the last line that counts, stamp aside
         self._last_step: StepInfo | None = None
         self.bar_count: tuple[int, int] | None = None  # the last bar of a stepping phase: (n, total)
         self._loop_bar: str | None = None  # the loop's bar, by its text before the percentage (_loop_bar_at)
@@ -799,8 +818,19 @@ class PhaseEngine:
         `Exception ignored in`."""
         if self._unraisable is not None or "|" in line.text or line.worker in ("autoscaler", "scheduler"):
             return False
-        self._progress(self._arrived(line, t), line)
+        t = self._arrived(line, t)
+        if not self._said_again(line):
+            self._progress(t, line)
         return True
+
+    def _said_again(self, line: LogLine) -> bool:
+        """A line that counts saying what the last one said, its stamp aside: a status printed again while nothing
+        moved (`52/64 trajectories finished`), no progress."""
+        said = count_said(line)
+        if said is None:
+            return False
+        again, self._count_said = said == self._count_said, said
+        return again
 
     def _arrived(self, line: LogLine, t: float) -> float:
         """The line now fed, at `t`, as activity (an autoscaler's at the time its `+19m35s` says, which is returned;
@@ -1052,6 +1082,8 @@ class PhaseEngine:
         if ids and not self.idle_ids.isdisjoint(ids):
             return False
         text = line.text
+        if self._said_again(line):
+            return False
         # A bar's redraw that changed nothing is no progress. (`|`-only lines a flood sieve dropped
         # count as progress: a flood is activity.)
         if self.bar_id in ids or "|" in text:
@@ -2033,8 +2065,11 @@ class PhaseEngine:
         prints nothing inside one; a 218 s step is not a stall at 120 s). The last step's time, the run's
         p95, the last slow bar's s/it and the spacing of the last step lines; before the first step,
         FIRST_STEP_STALL (Megatron's first line comes after --log-interval steps)."""
-        if not self.stats.count:
-            return FIRST_STEP_STALL  # the first step compiles, warms the engines and generates a whole batch
+        if not self.stats.count:  # the first step compiles, warms the engines and generates a whole batch
+            said = self._progress_line
+            if said is not None and (m := LAUNCHED_RE.search(said.text)) is not None and int(m.group(1)) > 1:
+                return STEP_STALL_FACTOR * FIRST_STEP_STALL
+            return FIRST_STEP_STALL
         paces = [self._step_time() or 0.0, self.bar_pace or 0.0]
         steps = self.recent_steps  # a job that logs every N steps (Megatron's --log-interval) is silent N steps
         paces += [steps[i][1] - steps[i - 1][1] for i in range(max(1, len(steps) - 3), len(steps))]
