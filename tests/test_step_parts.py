@@ -373,6 +373,30 @@ def test_a_timeout_while_the_data_is_tokenized_says_what_waited_on_what(tmp_path
     assert "tokenized" in said and "num_proc" in said and "preprocessing_num_workers" not in said
 
 
+def test_a_first_collective_timing_out_under_an_unfinished_dataset_bar_is_the_dataset(tmp_path: Path) -> None:
+    """The main-process-first barrier is the job's first collective: its watchdog line (SeqNum=1) would start nccl
+    init, but rank 0's tokenizer bar stopped at 61%: the run died in the dataset phase, never done, with that phase's
+    timeout advice. LLaMA-Factory's older `- INFO - llmtuner.` logger names the framework (its ddp_timeout)."""
+    lines = ["05/14/2024 10:11:02 - INFO - llmtuner.data.loader - Loading dataset corpus_a.json...",
+             "Running tokenizer on dataset (num_proc=16):  61%|######    | 61000/100000 [25:10<16:05, 40.4 examples/s]",
+             "[rank2]:[E ProcessGroupNCCL.cpp:523] [Rank 2] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800212 "
+             "milliseconds before timing out.",
+             "[rank3]:[E ProcessGroupNCCL.cpp:523] [Rank 3] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800212 "
+             "milliseconds before timing out."]
+    report = run(tmp_path, lines)
+    status = report.status
+    assert (status.state, status.current) == ("failed", "dataset generation")
+    assert [(span.name, span.status) for span in status.timeline] == [("dataset generation", "failed")]
+    assert report.framework.name == "llamafactory"
+    said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
+    assert "tokenized" in said and "preprocessing_num_workers" in said and "ddp_timeout" in said
+    # The same line once the bar reached its total: the dataset was done, the wait is nccl init's.
+    lines[1] = "Running tokenizer on dataset (num_proc=16): 100%|##########| 100000/100000 [41:15<00:00, 40.4 ex/s]"
+    assert run(tmp_path, lines, "done.log").status.current == "nccl init"
+
+
 def test_a_log_ending_in_lines_no_rule_knows_shows_its_last_line(tmp_path: Path) -> None:
     """Ray Train over EFA: NCCL's init completes, then only the backward pass's warning: the open end names the
     last line no rule knows (what the job printed last), counted; JSON `last_line`."""

@@ -748,6 +748,8 @@ class PhaseEngine:
                     if self._state() != state:
                         self._ruled_line = line.raw or text
                 return
+            if self.start_of[rule.name] in ids and self._waited_on(rule, text):
+                continue  # the others' wait timed out on this phase: it failed here (_fail below)
             if self.start_of[rule.name] in ids:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
@@ -1395,6 +1397,19 @@ class PhaseEngine:
         span.end = t if span.end is None else span.end
         span.evidence = replace(span.evidence, claim=f"{dataset.name} started")
         self._loop_bar, self.bar_count, self.bar_rate, self.inner = None, None, None, None
+
+    def _waited_on(self, rule: PhaseRule, text: str) -> bool:
+        """A timeout line that would start `rule` (the first collective's watchdog starts nccl init) while the phase
+        under way is one the others wait on (it has a timeout_hint: one rank tokenizes the dataset while the rest sit
+        in a barrier) and its own bar stopped short of its total: the run died in that phase, which was not done
+        (audit 22: `FAILED in nccl init` and `dataset generation done` beside a tokenizer bar at 79%)."""
+        current, span = self.current, self.timeline[-1] if self.timeline else None
+        if current is None or current is rule or current.timeout_hint is None or span is None or span.end is not None \
+                or span.name != current.name or not (TIMEOUT_RE.search(text) or WAIT_TIMEOUT_RE.search(text)):
+            return False
+        bar = self._other_bar_line
+        count = BAR_COUNT_RE.search(bar.text) if bar is not None else None
+        return count is not None and int(count.group(1)) < int(count.group(2))
 
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"
