@@ -1142,3 +1142,23 @@ def test_an_actor_that_runs_only_in_one_part_names_it_by_its_class(tmp_path: Pat
     assert "AgentLoopWorker" in ph["worded_note"] and "Ray actor" in ph["worded_note"]
     assert read_words(['(AgentLoopWorker pid=3391)   File "/srv/verl/agent_loop.py", line 88, in run']) is None
     assert read_words(["(AgentLoopWorker pid=3391) {'loss': 0.41, 'grad_norm': 1.2, 'lr': 1e-06}"]) is None
+
+
+def test_a_log_prob_pass_through_megatron_s_forward_backward_is_the_log_prob_pass(tmp_path: Path) -> None:
+    """verl's Megatron actor computes log-probs with Megatron's forward_backward_func, forward only: a frame under the
+    driver's `compute_log_prob(batch)` call that says `forward_backward_…` is inside that pass, not an update."""
+    frames = [
+        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 1042, in fit',
+         "old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)"),
+        ('  File "/opt/verl/verl/workers/actor/megatron_actor.py", line 655, in forward_backward_batch',
+         "losses_reduced = forward_backward_func("),
+        ('  File "/opt/py/megatron/core/pipeline_parallel/schedules.py", line 1990, in '
+         "forward_backward_pipelining_without_interleaving", "output_tensor, num_tokens = forward_step("),
+    ]
+    assert frame_words(frames).phase == "old log-prob"  # type: ignore[union-attr]
+    lines = ["(TaskRunner pid=31) Training Progress:   0%|          | 0/12 [00:00<?, ?it/s]",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=31, ip=10.1.2.3, actor_id=ab)",
+             *[row for frame in frames for row in (frame[0], "    " + frame[1])],
+             "RuntimeError: shape '[4096, 1, -1, 128]' is invalid for input of size 1048576"]
+    doc = _replay(_write(tmp_path, "logprob.log", lines))
+    assert (doc["state"], doc["current"]) == ("failed", "old log-prob")

@@ -115,9 +115,11 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
           "logits", "tool")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
-# the actor's log-prob function. A frame below the part's naming these names the part, not another.
-WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
-               "actor update": {"old log-prob"}}
+# the actor's log-prob function; a log-prob pass runs the update's forward, forward-only (Megatron's
+# `forward_backward_func(forward_only=True)` under verl's compute_log_prob, audit 22). A frame below the part's
+# naming these names the part, not another.
+WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob", "actor update"},
+               "old log-prob": {"actor update"}, "actor update": {"old log-prob"}}
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
