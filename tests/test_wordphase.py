@@ -1162,3 +1162,26 @@ def test_a_log_prob_pass_through_megatron_s_forward_backward_is_the_log_prob_pas
              "RuntimeError: shape '[4096, 1, -1, 128]' is invalid for input of size 1048576"]
     doc = _replay(_write(tmp_path, "logprob.log", lines))
     assert (doc["state"], doc["current"]) == ("failed", "old log-prob")
+
+
+def test_a_constructor_under_init_workers_is_start_up_whatever_its_module_says(tmp_path: Path) -> None:
+    """verl's `init_workers` builds the agent loop's manager, whose `__init__` (in agent_loop/agent_loop.py) starts
+    the rollout servers: an error raised there is the rollout's start-up, not generation (the module's words), and a
+    step's words under an initializer name what is being built."""
+    frames = [
+        ('  File "/opt/verl/verl/trainer/main_ppo.py", line 298, in run', "trainer.init_workers()"),
+        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 812, in init_workers',
+         "self.async_rollout_manager = AgentLoopManager(config=self.config, worker_group=wg)"),
+        ('  File "/opt/verl/verl/experimental/agent_loop/agent_loop.py", line 690, in __init__',
+         "self._initialize_llm_servers()"),
+    ]
+    found = frame_words(frames)
+    assert found is None or found.phase != "generation"
+    assert frame_words([*frames, ('  File "/opt/verl/verl/workers/rollout/vllm_rollout/server.py", line 88, in '
+                                  "generate_sequences", "")]).phase == "rollout init"  # type: ignore[union-attr]
+    lines = ["(TaskRunner pid=41) TaskRunner hostname: gpu-b2, PID: 41",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=41, ip=10.1.0.9, actor_id=cd)",
+             *[row for frame in frames for row in (frame[0], "    " + frame[1])],
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    doc = _replay(_write(tmp_path, "init.log", lines))
+    assert (doc["state"], doc["current"]) == ("failed", "rollout init")
