@@ -362,6 +362,11 @@ PEER_LOST_RE = re.compile(r"\bConnection (?:closed|reset) by peer\b|\bBroken pip
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
 RAYLET_DEATH_RE = re.compile(r"A worker died or was killed while executing")  # the raylet's report of a death
 ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEATH_RE.pattern)
+# An actor death's field naming the dead process (`\tpid: 41311` under `ActorDiedError`), and that process's own end
+# (its fatal signal, faulthandler's header) when Ray flushes its last lines after the caller's report.
+DEAD_PID_PATTERN = r"^\s+pid: \d{1,9}\s*$"
+FATAL_SIGNAL_PATTERN = r"\*\*\* SIG[A-Z]+ received at time=|^Fatal Python error: "
+FATAL_SIGNAL_RE = re.compile(FATAL_SIGNAL_PATTERN)
 ACTOR_DIED_HINT = Hint(
     causes=["A Ray actor's or worker's process died (killed or crashed) and Ray reports it (its caller's traceback, or "
             "the raylet's line): the report says only what the process was asked to do. What ended it (the OOM killer "
@@ -545,6 +550,7 @@ class PhaseEngine:
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
+        self.dead_pid_id = register(DEAD_PID_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
@@ -647,6 +653,7 @@ class PhaseEngine:
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
+        self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
@@ -716,6 +723,13 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
+            self._dead_pid = int(text.split(":", 1)[1])
+        elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
+              and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
+            # The dead actor's own end, flushed after its caller's report (audit 22: `Cannot load symbol
+            # cublasLtGetVersion`, then its SIGABRT): what ended it is here, not only in its own log.
+            self.failure, self._failure_line = text.strip(), line
         if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
