@@ -397,6 +397,26 @@ def test_a_first_collective_timing_out_under_an_unfinished_dataset_bar_is_the_da
     assert run(tmp_path, lines, "done.log").status.current == "nccl init"
 
 
+def test_a_map_worker_that_died_while_tokenizing_is_no_missing_path(tmp_path: Path) -> None:
+    """datasets' map with many processes: one died (killed for memory) and map raised `One of the subprocesses has
+    abruptly died`. The file had loaded: the dataset phase's failure advice is not 'a path is missing'."""
+    lines = ["08/21/2024 09:12:40 - INFO - llamafactory.data.loader - Loading dataset pics_train.json...",
+             "Converting format of dataset (num_proc=64): 100%|##########| 9120/9120 [00:02<00:00, 4101.3 ex/s]",
+             "Running tokenizer on dataset (num_proc=64):   3%|3         | 288/9120 [21:13<9:01:02, 3.68s/ex]",
+             "Traceback (most recent call last):",
+             '  File "/opt/lf/src/llamafactory/data/loader.py", line 201, in _get_preprocessed_dataset',
+             "    dataset = dataset.map(preprocess_func, batched=True, **kwargs)",
+             "RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, "
+             "disable multiprocessing."]
+    report = run(tmp_path, lines)
+    status = report.status
+    assert (status.state, status.current) == ("failed", "dataset generation")
+    said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
+    assert "missing" not in said and "ls -lah" not in said
+    assert "preprocessing_num_workers" in said and "OOM" in said
+    assert "map-worker-died" in {f.name for f in report.findings}
+
+
 def test_a_log_ending_in_lines_no_rule_knows_shows_its_last_line(tmp_path: Path) -> None:
     """Ray Train over EFA: NCCL's init completes, then only the backward pass's warning: the open end names the
     last line no rule knows (what the job printed last), counted; JSON `last_line`."""
