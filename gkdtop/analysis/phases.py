@@ -232,6 +232,7 @@ GENERATION = "generation"
 LOOP = "training loop"
 VALIDATION = "validation"
 ACTOR_INIT = "actor init"
+ACTOR_WORD_RE = re.compile(r"(?<![a-z])actor", re.IGNORECASE)  # a line that names the actor (`Initializing Actor …`)
 SERVING = "serving"  # an inference server that is up, waiting for requests
 CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
@@ -654,6 +655,7 @@ class PhaseEngine:
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
+        self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
@@ -1184,6 +1186,8 @@ class PhaseEngine:
 
     def _start(self, rule: PhaseRule, t: float) -> None:
         text = self._line.text if self._line is not None else ""
+        if rule.name == ACTOR_INIT and self._line is not None and ACTOR_WORD_RE.search(self._line.raw or text):
+            self.actor_named = True
         if rule.name == GENERATION and text and not EMPTY_ENGINE_RE.search(text):
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
