@@ -1112,38 +1112,6 @@ def test_a_with_statement_under_a_frame_names_the_context_it_entered() -> None:
         "generation")
 
 
-def test_an_engine_s_idle_stats_lines_are_no_step_that_ends_the_words(tmp_path: Path) -> None:
-    """A vLLM server generated a guided-JSON request, then printed idle stats (`Running: 0 reqs`) for minutes before its
-    engine loop died. Before: 'FAILED (phase unknown)': each stats line was taken for a step's record, after which
-    no older line's words count."""
-    stats = ("INFO 12-09 05:{m:02d}:{s:02d} metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation "
-             "throughput: {g} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.2%")
-    lines = ["INFO 12-09 05:24:31 engine.py:267] Added request chat-4e1b9c0d27a3.",
-             stats.format(m=24, s=39, g=6.4, r=1)] + [stats.format(m=25, s=s, g=0.0, r=0) for s in range(0, 60, 10)] + [
-        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Engine iteration timed out. This should never happen!",
-        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Traceback (most recent call last):",
-        "ERROR 12-09 05:28:00 async_llm_engine.py:65] asyncio.exceptions.TimeoutError"]
-    ph = _replay(_write(tmp_path, "idle.log", lines))
-    assert ph["current"] == "generation" and ph["phase_from"] == "words", ph["worded_note"]
-
-
-def test_an_actor_that_runs_only_in_one_part_names_it_by_its_class(tmp_path: Path) -> None:
-    """verl's agent loop after its third step: only `AgentLoopWorker` lines follow (tool calls it could not decode),
-    which name no part in their words; that actor runs only in a step's rollout. Before: "ended in training loop".
-    Not a step's record or a frame printed by it."""
-    lines = [
-        "(TaskRunner pid=3310) step:43 - actor/pg_loss:0.0074 - critic/score/mean:0.439 - timing_s/gen:241.2 - "
-        "timing_s/update_actor:88.0 - timing_s/step:371.5",
-        "(TaskRunner pid=3310) Training Progress:  14%|▍         | 44/300 [4:32:10<26:23:30, 371.21s/it]",
-        "(AgentLoopWorker pid=3391) ERROR:2026-03-02 10:56:04,692:Failed to decode tool call: 'arguments'",
-    ]
-    ph = _replay(_write(tmp_path, "agent.log", lines))
-    assert (ph["state"], ph["current"]) == ("running", "generation")
-    assert "AgentLoopWorker" in ph["worded_note"] and "Ray actor" in ph["worded_note"]
-    assert read_words(['(AgentLoopWorker pid=3391)   File "/srv/verl/agent_loop.py", line 88, in run']) is None
-    assert read_words(["(AgentLoopWorker pid=3391) {'loss': 0.41, 'grad_norm': 1.2, 'lr': 1e-06}"]) is None
-
-
 def test_a_log_prob_pass_through_megatron_s_forward_backward_is_the_log_prob_pass(tmp_path: Path) -> None:
     """verl's Megatron actor computes log-probs with Megatron's forward_backward_func, forward only: a frame under the
     driver's `compute_log_prob(batch)` call that says `forward_backward_…` is inside that pass, not an update."""
@@ -1185,3 +1153,35 @@ def test_a_constructor_under_init_workers_is_start_up_whatever_its_module_says(t
              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
     doc = _replay(_write(tmp_path, "init.log", lines))
     assert (doc["state"], doc["current"]) == ("failed", "rollout init")
+
+
+def test_an_engine_s_idle_stats_lines_are_no_step_that_ends_the_words(tmp_path: Path) -> None:
+    """A vLLM server generated a guided-JSON request, then printed idle stats (`Running: 0 reqs`) for minutes before its
+    engine loop died. Before: 'FAILED (phase unknown)': each stats line was taken for a step's record, after which
+    no older line's words count."""
+    stats = ("INFO 12-09 05:{m:02d}:{s:02d} metrics.py:449] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+             "throughput: {g} tokens/s, Running: {r} reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.2%")
+    lines = ["INFO 12-09 05:24:31 engine.py:267] Added request chat-4e1b9c0d27a3.",
+             stats.format(m=24, s=39, g=6.4, r=1)] + [stats.format(m=25, s=s, g=0.0, r=0) for s in range(0, 60, 10)] + [
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Engine iteration timed out. This should never happen!",
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] Traceback (most recent call last):",
+        "ERROR 12-09 05:28:00 async_llm_engine.py:65] asyncio.exceptions.TimeoutError"]
+    ph = _replay(_write(tmp_path, "idle.log", lines))
+    assert ph["current"] == "generation" and ph["phase_from"] == "words", ph["worded_note"]
+
+
+def test_an_actor_that_runs_only_in_one_part_names_it_by_its_class(tmp_path: Path) -> None:
+    """verl's agent loop after its third step: only `AgentLoopWorker` lines follow (tool calls it could not decode),
+    which name no part in their words; that actor runs only in a step's rollout. Before: "ended in training loop".
+    Not a step's record or a frame printed by it."""
+    lines = [
+        "(TaskRunner pid=3310) step:43 - actor/pg_loss:0.0074 - critic/score/mean:0.439 - timing_s/gen:241.2 - "
+        "timing_s/update_actor:88.0 - timing_s/step:371.5",
+        "(TaskRunner pid=3310) Training Progress:  14%|▍         | 44/300 [4:32:10<26:23:30, 371.21s/it]",
+        "(AgentLoopWorker pid=3391) ERROR:2026-03-02 10:56:04,692:Failed to decode tool call: 'arguments'",
+    ]
+    ph = _replay(_write(tmp_path, "agent.log", lines))
+    assert (ph["state"], ph["current"]) == ("running", "generation")
+    assert "AgentLoopWorker" in ph["worded_note"] and "Ray actor" in ph["worded_note"]
+    assert read_words(['(AgentLoopWorker pid=3391)   File "/srv/verl/agent_loop.py", line 88, in run']) is None
+    assert read_words(["(AgentLoopWorker pid=3391) {'loss': 0.41, 'grad_norm': 1.2, 'lr': 1e-06}"]) is None
