@@ -1145,6 +1145,11 @@ def test_a_constructor_under_init_workers_is_start_up_whatever_its_module_says(t
     ]
     found = frame_words(frames)
     assert found is None or found.phase != "generation"
+    # Ray's decorator around ray.get (`auto_init_wrapper`) builds nothing: a step's call under it stays that part.
+    step = [('  File "/opt/py/ray/_private/auto_init_hook.py", line 21, in auto_init_wrapper', "return fn(*a, **kw)"),
+            ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 990, in fit',
+             "gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)")]
+    assert frame_words(step).phase == "generation"  # type: ignore[union-attr]
     assert frame_words([*frames, ('  File "/opt/verl/verl/workers/rollout/vllm_rollout/server.py", line 88, in '
                                   "generate_sequences", "")]).phase == "rollout init"  # type: ignore[union-attr]
     lines = ["(TaskRunner pid=41) TaskRunner hostname: gpu-b2, PID: 41",

@@ -562,9 +562,10 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
     deeper = frames[cut + 1:] if cut is not None else frames
     matched = [_FRAME_RE.match(_message(line)) for line, _ in deeper]
     # Frames under an initializer (`init_workers`, `init_model`, a constructor) build what a phase will use: verl's
-    # `AgentLoopManager.__init__` in agent_loop.py starts the rollout servers, it generates nothing (audit 22).
+    # `AgentLoopManager.__init__` in agent_loop.py starts the rollout servers, it generates nothing (audit 22). Not a
+    # decorator's wrapper (Ray's `auto_init_wrapper` around every ray.get): it builds nothing.
     init_from = next((i for i, m in enumerate(matched) if m is not None and _INIT_METHOD_RE.search(
-        m["func"].rsplit(".", 1)[-1])), len(deeper))
+        func := m["func"].rsplit(".", 1)[-1]) and "wrap" not in func), len(deeper))
     found: Worded | None = None
     for back, (line, code) in enumerate(reversed(deeper)):
         m = matched[len(deeper) - 1 - back]
