@@ -1422,6 +1422,8 @@ class PhaseEngine:
         in a barrier) and its own bar stopped short of its total: the run died in that phase, which was not done
         (audit 22: `FAILED in nccl init` and `dataset generation done` beside a tokenizer bar at 79%)."""
         current, span = self.current, self.timeline[-1] if self.timeline else None
+        if rule.name in self.step_phases or rule.inner:
+            return False  # a step's collective (an update's reduce-scatter) is no start-up wait
         if current is None or current is rule or current.timeout_hint is None or span is None or span.end is not None \
                 or span.name != current.name or not (TIMEOUT_RE.search(text) or WAIT_TIMEOUT_RE.search(text)):
             return False
