@@ -231,6 +231,27 @@ DRIVER_GET = ["Traceback (most recent call last):", '  File "/py/verl/trainer/ma
               "    ray.get(runner.run.remote(config))"]
 
 
+def test_a_dead_actor_s_own_abort_after_the_report_is_what_ended_it(tmp_path: Path) -> None:
+    """verl: the driver's ActorDiedError names pid 8123; Ray then flushes that process's own last lines, a CUDA
+    library's missing symbol and its SIGABRT. Before: 'what ended it … is in that process's own output, not here' and
+    'check dmesg … for an OOM kill', with its end right there."""
+    worker = "(WorkerDict pid=8123) "
+    lines = [LOOP, *DRIVER_GET, *ACTOR_DIED,
+             worker + "Invalid handle. Cannot load symbol cublasLtGetVersion",
+             worker + "*** SIGABRT received at time=1790001234 on cpu 5 ***",
+             worker + "Fatal Python error: Aborted"]
+    report = run(tmp_path, lines)
+    assert report.status.failure.startswith("*** SIGABRT received")
+    assert "not here" not in said(report.status) and "OOM" not in said(report.status)
+    found = {f.name: f for f in report.findings}
+    assert found["cuda-library-symbol"].fields["symbol"] == "cublasLtGetVersion"
+    died = found["ray-actor-died"]
+    assert "SIGABRT" in died.fields.get("raised", "") and "OOM" not in died.cause + died.fix
+    # Another process's abort says nothing of this death: the report stays the failure.
+    other = [line.replace("pid=8123", "pid=9000") for line in lines]
+    assert run(tmp_path, other).status.failure.startswith("ray.exceptions.ActorDiedError")
+
+
 def test_hydra_s_banner_is_not_an_error_an_actor_death_follows(tmp_path: Path) -> None:
     """verl: Hydra's `Error executing job` line, then the driver's traceback ending in ActorDiedError. Before: Hydra's
     line stayed the failure and 'the exception is not in the log: the traceback is cut', with the exception there."""

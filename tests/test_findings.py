@@ -182,6 +182,13 @@ CASES = [
     ("fatal-signal",
      ["Fatal Python error: Segmentation fault"],
      {"what": "Segmentation fault"}),
+    ("map-worker-died",
+     ["RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, disable "
+      "multiprocessing."],
+     {}),
+    ("cuda-library-symbol",
+     ["(WorkerDict pid=70211) Invalid handle. Cannot load symbol cublasLtGetVersion"],
+     {"symbol": "cublasLtGetVersion"}),
     ("killed-sigkill",
      ["  traceback : Signal 9 (SIGKILL) received by PID 475677"],
      {"pid": "475677"}),

@@ -822,3 +822,40 @@ def test_an_evaluation_harness_run_alone_is_validation_then_finished(tmp_path: P
     assert "one stamped time" not in said and "≥5m20s" in said and "16:20:41 to 16:21:02" in said, said
     # cut during its requests: in validation, not a training loop
     assert run(tmp_path, lines[:4]).status.current == "validation"
+
+
+def test_srun_s_task_label_before_ray_s_prefix_is_peeled(tmp_path: Path) -> None:
+    """verl under `srun --label`: `0: ` before every line, Ray's prefix after it. The engine worker's own error
+    (behind `(vLLMHttpServer …) (Worker_TP1 …) ERROR …`) is the failure, as without the label; before, the label hid
+    Ray's prefix and the TaskRunner's wrapper was named instead."""
+    from gkdtop.analysis.lines import message_start, parse_line, split_prefix
+
+    server = "0: (vLLMHttpServer pid=5120) (Worker_TP1 pid=5188) ERROR 07-02 09:14:40 [multiproc_executor.py:702] "
+    line = parse_line(server + "RuntimeError: kernel image missing", "x.log", 0.0)
+    assert (line.worker, line.pid, line.text[:11]) == ("vLLMHttpServer", 5120, "(Worker_TP1")
+    assert split_prefix(server)[0] == ("vLLMHttpServer", 5120, "")
+    assert message_start(server.encode()) == len("0: (vLLMHttpServer pid=5120) ")
+    assert split_prefix(" 7: (TaskRunner pid=9) hello") == (("TaskRunner", 9, ""), "hello")  # padded (16 tasks)
+    assert split_prefix("12: (not a prefix) text")[1] == "12: (not a prefix) text"  # no Ray prefix: kept
+    lines = [
+        "0: (TaskRunner pid=5001) TaskRunner hostname: gpu-a3, PID: 5001",
+        "0: (WorkerDict pid=5050) Model config after override: Qwen3Config {",
+        "0: (vLLMHttpServer pid=5120) (Worker_TP1 pid=5188) INFO 07-02 09:14:02 [gpu_model_runner.py:2100] Model "
+        "loading took 7.1 GiB and 6.2 seconds",
+        f"{server}Traceback (most recent call last):",
+        f'{server}  File "/opt/vllm/v1/worker/gpu_worker.py", line 301, in determine_available_memory',
+        f"{server}    self.model_runner.profile_run()",
+        f"{server}RuntimeError: no kernel image is available for this device (sm_120)",
+        "0: (vLLMHttpServer pid=5120) (EngineCore_DP0 pid=5150) ERROR 07-02 09:14:40 [core.py:708] EngineCore failed "
+        "to start.",
+        "0: (vLLMHttpServer pid=5120) (EngineCore_DP0 pid=5150) ERROR 07-02 09:14:40 [core.py:708] RuntimeError: "
+        "Worker failed with error 'no kernel image is available', please check the stack trace above for the root "
+        "cause",
+        "0: ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=5001, ip=10.3.0.7, actor_id=01)",
+        '0:   File "/opt/verl/verl/trainer/main_ppo.py", line 298, in run',
+        "0:     trainer.init_workers()",
+        "0: RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    status = run(tmp_path, lines).status
+    assert (status.state, status.current) == ("failed", "rollout init")
+    assert status.failure.startswith("(Worker_TP1 pid=5188) ERROR") and "sm_120" in status.failure

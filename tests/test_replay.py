@@ -763,3 +763,17 @@ def test_a_checkpoint_saves_gpu_oom_is_told_what_a_save_can_change(tmp_path: Pat
     said = " ".join([*report.status.hint.causes, *report.status.hint.actions]) if report.status.hint else ""
     assert "gathers" in said and "save_contents" in said
     assert "micro batch" not in said and "gradient checkpointing" not in said
+
+
+def test_a_model_load_no_line_gives_a_role_is_not_called_the_actor_s(tmp_path: Path) -> None:
+    """verl builds the reference's model (and the critic's) before the actor's, each with the same `Model config after
+    override` print: a run that stops after it was loading some model, not surely the actor (audit 23: 'ended in actor
+    init' while 8 workers hung in ref_init_model). A line that names the actor gives its name back."""
+    from gkdtop.replay import report_text
+
+    lines = [*VERL_START[:8], ray("WorkerDict", 8, "Model config after override: Qwen2Config {"),
+             ray("WorkerDict", 8, "loading state dict done, time: 38.20s")]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.current == "model load" and "actor init" not in report_text(report)
+    named = [*lines, ray("WorkerDict", 8, "Initializing Actor Worker...")]
+    assert replay([write(tmp_path, named, "named.log")], load_config(None)).status.current == "actor init"

@@ -192,7 +192,7 @@ def test_a_phase_that_ran_is_not_opened_again_by_a_later_line(tmp_path: Path) ->
              "(TaskRunner pid=3) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
              "(WorkerDict pid=7) Model config after override: Qwen2Config {"]
     names = [s.name for s in run(tmp_path, lines).status.timeline]
-    assert len(names) == len(set(names)) and names[-1] == "actor init"
+    assert len(names) == len(set(names)) and names[-1] == "model load"  # (the config print names no role)
 
 
 def test_a_timeout_error_is_a_wait_that_gave_up_and_an_unknown_phase_is_said_so(tmp_path: Path) -> None:
@@ -251,7 +251,7 @@ def test_with_no_phase_known_a_bar_s_description_names_one(tmp_path: Path) -> No
     for status in (history.status(1e12), store.phase_status()):
         assert (status.state, status.current) == ("failed", "Rollout generation")
     later = run(tmp_path, [bar, "(WorkerDict pid=7) Model config after override: Qwen2Config {"], "later.log")
-    assert [s.name for s in later.status.timeline] == ["Rollout generation", "actor init"]
+    assert [s.name for s in later.status.timeline] == ["Rollout generation", "model load"]  # (no role named)
 
 
 def test_a_failure_after_a_phase_finished_is_after_it_not_in_it(tmp_path: Path) -> None:
@@ -371,6 +371,50 @@ def test_a_timeout_while_the_data_is_tokenized_says_what_waited_on_what(tmp_path
     assert (status.state, status.current) == ("failed", "dataset generation")
     said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
     assert "tokenized" in said and "num_proc" in said and "preprocessing_num_workers" not in said
+
+
+def test_a_first_collective_timing_out_under_an_unfinished_dataset_bar_is_the_dataset(tmp_path: Path) -> None:
+    """The main-process-first barrier is the job's first collective: its watchdog line (SeqNum=1) would start nccl
+    init, but rank 0's tokenizer bar stopped at 61%: the run died in the dataset phase, never done, with that phase's
+    timeout advice. LLaMA-Factory's older `- INFO - llmtuner.` logger names the framework (its ddp_timeout)."""
+    lines = ["05/14/2024 10:11:02 - INFO - llmtuner.data.loader - Loading dataset corpus_a.json...",
+             "Running tokenizer on dataset (num_proc=16):  61%|######    | 61000/100000 [25:10<16:05, 40.4 examples/s]",
+             "[rank2]:[E ProcessGroupNCCL.cpp:523] [Rank 2] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800212 "
+             "milliseconds before timing out.",
+             "[rank3]:[E ProcessGroupNCCL.cpp:523] [Rank 3] Watchdog caught collective operation timeout: "
+             "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800212 "
+             "milliseconds before timing out."]
+    report = run(tmp_path, lines)
+    status = report.status
+    assert (status.state, status.current) == ("failed", "dataset generation")
+    assert [(span.name, span.status) for span in status.timeline] == [("dataset generation", "failed")]
+    assert report.framework.name == "llamafactory"
+    said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
+    assert "tokenized" in said and "preprocessing_num_workers" in said and "ddp_timeout" in said
+    # The same line once the bar reached its total: the dataset was done, the wait is nccl init's.
+    lines[1] = "Running tokenizer on dataset (num_proc=16): 100%|##########| 100000/100000 [41:15<00:00, 40.4 ex/s]"
+    assert run(tmp_path, lines, "done.log").status.current == "nccl init"
+
+
+def test_a_map_worker_that_died_while_tokenizing_is_no_missing_path(tmp_path: Path) -> None:
+    """datasets' map with many processes: one died (killed for memory) and map raised `One of the subprocesses has
+    abruptly died`. The file had loaded: the dataset phase's failure advice is not 'a path is missing'."""
+    lines = ["08/21/2024 09:12:40 - INFO - llamafactory.data.loader - Loading dataset pics_train.json...",
+             "Converting format of dataset (num_proc=64): 100%|##########| 9120/9120 [00:02<00:00, 4101.3 ex/s]",
+             "Running tokenizer on dataset (num_proc=64):   3%|3         | 288/9120 [21:13<9:01:02, 3.68s/ex]",
+             "Traceback (most recent call last):",
+             '  File "/opt/lf/src/llamafactory/data/loader.py", line 201, in _get_preprocessed_dataset',
+             "    dataset = dataset.map(preprocess_func, batched=True, **kwargs)",
+             "RuntimeError: One of the subprocesses has abruptly died during map operation.To debug the error, "
+             "disable multiprocessing."]
+    report = run(tmp_path, lines)
+    status = report.status
+    assert (status.state, status.current) == ("failed", "dataset generation")
+    said = " ".join([*status.hint.causes, *status.hint.actions])  # type: ignore[union-attr]
+    assert "missing" not in said and "ls -lah" not in said
+    assert "preprocessing_num_workers" in said and "OOM" in said
+    assert "map-worker-died" in {f.name for f in report.findings}
 
 
 def test_a_log_ending_in_lines_no_rule_knows_shows_its_last_line(tmp_path: Path) -> None:

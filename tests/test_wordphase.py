@@ -1112,6 +1112,54 @@ def test_a_with_statement_under_a_frame_names_the_context_it_entered() -> None:
         "generation")
 
 
+def test_a_log_prob_pass_through_megatron_s_forward_backward_is_the_log_prob_pass(tmp_path: Path) -> None:
+    """verl's Megatron actor computes log-probs with Megatron's forward_backward_func, forward only: a frame under the
+    driver's `compute_log_prob(batch)` call that says `forward_backward_…` is inside that pass, not an update."""
+    frames = [
+        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 1042, in fit',
+         "old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)"),
+        ('  File "/opt/verl/verl/workers/actor/megatron_actor.py", line 655, in forward_backward_batch',
+         "losses_reduced = forward_backward_func("),
+        ('  File "/opt/py/megatron/core/pipeline_parallel/schedules.py", line 1990, in '
+         "forward_backward_pipelining_without_interleaving", "output_tensor, num_tokens = forward_step("),
+    ]
+    assert frame_words(frames).phase == "old log-prob"  # type: ignore[union-attr]
+    lines = ["(TaskRunner pid=31) Training Progress:   0%|          | 0/12 [00:00<?, ?it/s]",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=31, ip=10.1.2.3, actor_id=ab)",
+             *[row for frame in frames for row in (frame[0], "    " + frame[1])],
+             "RuntimeError: shape '[4096, 1, -1, 128]' is invalid for input of size 1048576"]
+    doc = _replay(_write(tmp_path, "logprob.log", lines))
+    assert (doc["state"], doc["current"]) == ("failed", "old log-prob")
+
+
+def test_a_constructor_under_init_workers_is_start_up_whatever_its_module_says(tmp_path: Path) -> None:
+    """verl's `init_workers` builds the agent loop's manager, whose `__init__` (in agent_loop/agent_loop.py) starts
+    the rollout servers: an error raised there is the rollout's start-up, not generation (the module's words), and a
+    step's words under an initializer name what is being built."""
+    frames = [
+        ('  File "/opt/verl/verl/trainer/main_ppo.py", line 298, in run', "trainer.init_workers()"),
+        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 812, in init_workers',
+         "self.async_rollout_manager = AgentLoopManager(config=self.config, worker_group=wg)"),
+        ('  File "/opt/verl/verl/experimental/agent_loop/agent_loop.py", line 690, in __init__',
+         "self._initialize_llm_servers()"),
+    ]
+    found = frame_words(frames)
+    assert found is None or found.phase != "generation"
+    # Ray's decorator around ray.get (`auto_init_wrapper`) builds nothing: a step's call under it stays that part.
+    step = [('  File "/opt/py/ray/_private/auto_init_hook.py", line 21, in auto_init_wrapper', "return fn(*a, **kw)"),
+            ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 990, in fit',
+             "gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)")]
+    assert frame_words(step).phase == "generation"  # type: ignore[union-attr]
+    assert frame_words([*frames, ('  File "/opt/verl/verl/workers/rollout/vllm_rollout/server.py", line 88, in '
+                                  "generate_sequences", "")]).phase == "rollout init"  # type: ignore[union-attr]
+    lines = ["(TaskRunner pid=41) TaskRunner hostname: gpu-b2, PID: 41",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::TaskRunner.run() (pid=41, ip=10.1.0.9, actor_id=cd)",
+             *[row for frame in frames for row in (frame[0], "    " + frame[1])],
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    doc = _replay(_write(tmp_path, "init.log", lines))
+    assert (doc["state"], doc["current"]) == ("failed", "rollout init")
+
+
 def test_an_engine_s_idle_stats_lines_are_no_step_that_ends_the_words(tmp_path: Path) -> None:
     """A vLLM server generated a guided-JSON request, then printed idle stats (`Running: 0 reqs`) for minutes before its
     engine loop died. Before: 'FAILED (phase unknown)': each stats line was taken for a step's record, after which

@@ -25,7 +25,7 @@ from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.history import HistoryReader
 from gkdtop.analysis.lines import split_prefix
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
-from gkdtop.analysis.phases import PhaseEngine
+from gkdtop.analysis.phases import ACTOR_INIT, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
 from gkdtop.analysis.time import ClockSkew
 
@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 TRACEBACK = "Traceback (most recent call last)"
 DAY = 86400.0
+
+# What verl prints as it builds any role's model (the reference's, the critic's, the actor's), naming none.
+ROLELESS_LOAD_RE = re.compile(r"\bModel config after override\b")
 
 
 @dataclass
@@ -267,6 +270,11 @@ class Analysis:
             status.hint = status.hint.for_framework(self.profiles.lineage(name))
         if not self.profiles.rl(name) and not self.phases.rollout_in_step:  # no actor, no rollout: plain names
             status.rename(self._plain_names(status))
+        elif self._roleless_load(status):
+            # verl builds each role's model (reference, critic, actor) with the same print: a load it began names no
+            # role, so it is a model's load, not the actor's (audit 23: `ended in actor init` while the reference
+            # loaded). Once a line names the actor, its name stands.
+            status.rename({k: v for k, v in self._plain_names(status).items() if k.endswith(ACTOR_INIT)})
         status.unrecognised = self.lines_read - self.recognised_at
         status.recognised_last = self.recognised_text
         line = last_line.strip()
@@ -276,6 +284,13 @@ class Analysis:
             source, offset = max(self.skew.offsets.items(), key=lambda kv: abs(kv[1]))
             status.clock_offset, status.clock_source = offset, source
         return status
+
+    def _roleless_load(self, status: PhaseStatus) -> bool:
+        """The actor init span the verdict is in was begun by a print every role's model build makes."""
+        span = status.timeline[-1] if status.timeline else None
+        return (span is not None and span.name == ACTOR_INIT and status.current == ACTOR_INIT
+                and not self.phases.actor_named
+                and span.evidence is not None and ROLELESS_LOAD_RE.search(span.evidence.text) is not None)
 
     def _plain_names(self, status: PhaseStatus) -> dict[str, str]:
         """The plain name of each phase that has one (phases.yaml `plain`: `actor init` -> `model load`), unless a

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gkdtop.analysis.phases import EXCEPTION_PATTERN
+from gkdtop.analysis.phases import EXCEPTION_PATTERN, FATAL_SIGNAL_PATTERN
 from gkdtop.model import Finding, LogLine
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ class FindingsEngine:
         self.open: dict[str, list[_Open]] = {}
         self.exception_id = register(EXCEPTION_PATTERN)
         self.raised: dict[int, tuple[float, str]] = {}  # a Ray prefix's pid -> (time, text) of its last exception
+        # (or of its fatal signal, where it raised none: an actor's abort Ray flushes after its caller's report)
+        self.fatal_id = register(FATAL_SIGNAL_PATTERN)
 
     def opens_window(self) -> tuple[frozenset[int], int]:
         """The ids whose lines open a window of following lines to look at, and its widest size."""
@@ -124,7 +126,8 @@ class FindingsEngine:
     def feed(self, line: LogLine, t: float, ids: Collection[int]) -> None:
         text = line.text
         speaker = (line.pid, line.ip)
-        if line.pid is not None and self.exception_id in ids:
+        if line.pid is not None and (self.exception_id in ids or (
+                self.fatal_id in ids and line.pid not in self.raised)):
             self.raised.pop(line.pid, None)
             self.raised[line.pid] = (t, text.strip()[:300])
             if len(self.raised) > MAX_RAISERS:

@@ -278,6 +278,8 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
         raw = raw[end:]
     if raw[:1] in MPI_FIRST and raw.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(raw)) is not None:
         raw = raw[mpi.end() :]
+    if raw[:1] in LABEL_FIRST and raw.find(": (", 1, 16) > 0 and (end := _label_end(raw)):
+        raw = raw[end:]
     return _ray_split(raw)
 
 
@@ -342,6 +344,23 @@ def _host_end(text: str) -> int:
     if colon < 0 or text[colon + 2 : colon + 3] not in _AFTER_HOST or not _HOST_TOKEN_RE.fullmatch(text, 0, colon):
         return 0
     return colon + 2 if any(c.isdigit() for c in text[:colon]) else 0
+
+
+# srun --label puts the task's number before every line (`0: `, padded to the widest: ` 7: ` of 16 tasks).
+SRUN_LABEL = r" {0,6}\d{1,7}: "
+_SRUN_LABEL_RE = re.compile(SRUN_LABEL)
+LABEL_FIRST = " 0123456789"
+_LABEL_FIRST_BYTES = frozenset(bytes([c]) for c in LABEL_FIRST.encode())
+
+
+def _label_end(text: str) -> int:
+    """Where a Ray prefix begins past srun's task label before it (`0: (TaskRunner pid=7) …`), 0 without one. Only
+    before a Ray prefix: elsewhere the label stays in the text, where the patterns allow for it as for pdsh's host
+    (HOST_PREFIX)."""
+    m = _SRUN_LABEL_RE.match(text)
+    if m is None or text[m.end() : m.end() + 1] != "(" or _ray_split(text[m.end() :])[0] is None:
+        return 0
+    return m.end()
 
 
 def stamp_text(text: str) -> str:
@@ -437,6 +456,8 @@ def message_start(raw: bytes) -> int:
     if (raw[start : start + 1] in _MPI_FIRST_BYTES and raw.find(b"]<std", start + 1, start + MPI_REACH) > 0
             and (mpi := _MPI_BYTES_RE.match(raw, start)) is not None):
         start = mpi.end()
+    if raw[start : start + 1] in _LABEL_FIRST_BYTES and (colon := raw.find(b": (", start + 1, start + 16)) > 0:
+        start += _label_end(raw[start : colon + 2 + PREFIX_MAX].decode("ascii", "replace"))
     if raw[start : start + 1] == b"(":
         close = raw.find(b")", start + 1, start + PREFIX_MAX)
         if close > 0:
@@ -488,6 +509,8 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
                 text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
             if text[:1] in MPI_FIRST and text.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(text)):
                 text = text[mpi.end() :]  # mpirun's tag (and the time it relayed the line)
+            if text[:1] in LABEL_FIRST and text.find(": (", 1, 16) > 0 and (end := _label_end(text)):
+                text = text[end:]  # srun's task label before Ray's prefix
             first = text[:1]
         if first == "(":
             hit, text = _ray_split(text)

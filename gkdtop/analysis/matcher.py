@@ -31,7 +31,16 @@ except ImportError:  # pragma: no cover - exercised where Hyperscan has no wheel
 
 import re2
 
-from gkdtop.analysis.lines import CAPTURE_STAMP, COMPOSE_PREFIX, KUBECTL_STAMP, MPI_TAG, PREFIX_MAX, plain_ascii
+from gkdtop.analysis.lines import (
+    CAPTURE_STAMP,
+    COMPOSE_PREFIX,
+    KUBECTL_STAMP,
+    LABEL_FIRST,
+    MPI_TAG,
+    PREFIX_MAX,
+    SRUN_LABEL,
+    plain_ascii,
+)
 
 MAX_PATTERN = 4096  # characters: a rule longer than this is a mistake, not a rule
 # CPU seconds a user's rule may take Hyperscan to compile on its own (the slowest built-in rule, generation's
@@ -46,9 +55,10 @@ _OPTIONS.log_errors = False  # errors are ours to report, as one line
 _OPTIONS.max_mem = RE2_MAX_MEM
 
 # What may stand before a message: `kubectl logs --timestamps`' capture stamp, a compose service's name, then Ray's
-# prefix; or a capture stamp before Ray's prefix (lines.capture_end).
+# prefix; or a capture stamp or srun's task label before Ray's prefix (lines.capture_end, lines._label_end).
 _PAREN = f"\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?"
-RAY_HEAD = f"(?:{CAPTURE_STAMP}{_PAREN}|(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:{_PAREN})?)"
+RAY_HEAD = (f"(?:{CAPTURE_STAMP}{_PAREN}|{SRUN_LABEL}{_PAREN}"
+            f"|(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:{_PAREN})?)")
 _QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)  # RE2's quoted text
 
 
@@ -585,7 +595,8 @@ class Matcher:
         `everything` when the scanned bytes were not the message's (controls, `\\r` rewrites, UTF-8)."""
         if everything:  # the message is not what was scanned: scan the message itself (one call, all ids)
             return self.scan_texts([message]).get(0, [])
-        paren = message[:1] == "("
+        # (or srun's label before a parenthesis no Ray prefix: the scan took them for a label and a prefix)
+        paren = message[:1] == "(" or (message[:1] in LABEL_FIRST and message.find(": (", 1, 16) > 0)
         confirm = self._confirm_paren if paren else self._confirm
         if prefix:  # which ids to check depends on the prefix and the ids alone: known once per such line
             key = (prefix, paren, *ids)

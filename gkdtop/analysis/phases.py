@@ -243,6 +243,7 @@ GENERATION = "generation"
 LOOP = "training loop"
 VALIDATION = "validation"
 ACTOR_INIT = "actor init"
+ACTOR_WORD_RE = re.compile(r"(?<![a-z])actor", re.IGNORECASE)  # a line that names the actor (`Initializing Actor …`)
 SERVING = "serving"  # an inference server that is up, waiting for requests
 CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
@@ -373,6 +374,11 @@ PEER_LOST_RE = re.compile(r"\bConnection (?:closed|reset) by peer\b|\bBroken pip
 # A Ray actor's death as its caller reports it: the caller's traceback says only what it asked of the actor.
 RAYLET_DEATH_RE = re.compile(r"A worker died or was killed while executing")  # the raylet's report of a death
 ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEATH_RE.pattern)
+# An actor death's field naming the dead process (`\tpid: 41311` under `ActorDiedError`), and that process's own end
+# (its fatal signal, faulthandler's header) when Ray flushes its last lines after the caller's report.
+DEAD_PID_PATTERN = r"^\s+pid: \d{1,9}\s*$"
+FATAL_SIGNAL_PATTERN = r"\*\*\* SIG[A-Z]+ received at time=|^Fatal Python error: "
+FATAL_SIGNAL_RE = re.compile(FATAL_SIGNAL_PATTERN)
 ACTOR_DIED_HINT = Hint(
     causes=["A Ray actor's or worker's process died (killed or crashed) and Ray reports it (its caller's traceback, or "
             "the raylet's line): the report says only what the process was asked to do. What ended it (the OOM killer "
@@ -565,6 +571,7 @@ class PhaseEngine:
         self.fail_id = register(rules.fail_pattern)
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
+        self.dead_pid_id = register(DEAD_PID_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
@@ -667,6 +674,8 @@ class PhaseEngine:
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
+        self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
+        self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
@@ -737,6 +746,13 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
+            self._dead_pid = int(text.split(":", 1)[1])
+        elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
+              and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
+            # The dead actor's own end, flushed after its caller's report (audit 22: `Cannot load symbol
+            # cublasLtGetVersion`, then its SIGABRT): what ended it is here, not only in its own log.
+            self.failure, self._failure_line = text.strip(), line
         if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
@@ -769,6 +785,8 @@ class PhaseEngine:
                     if self._state() != state:
                         self._ruled_line = line.raw or text
                 return
+            if self.start_of[rule.name] in ids and self._waited_on(rule, text):
+                continue  # the others' wait timed out on this phase: it failed here (_fail below)
             if self.start_of[rule.name] in ids:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
@@ -1202,6 +1220,8 @@ class PhaseEngine:
 
     def _start(self, rule: PhaseRule, t: float) -> None:
         text = self._line.text if self._line is not None else ""
+        if rule.name == ACTOR_INIT and self._line is not None and ACTOR_WORD_RE.search(self._line.raw or text):
+            self.actor_named = True
         if rule.name == GENERATION and text and not EMPTY_ENGINE_RE.search(text):
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
@@ -1429,6 +1449,21 @@ class PhaseEngine:
         span.end = t if span.end is None else span.end
         span.evidence = replace(span.evidence, claim=f"{dataset.name} started")
         self._loop_bar, self.bar_count, self.bar_rate, self.inner = None, None, None, None
+
+    def _waited_on(self, rule: PhaseRule, text: str) -> bool:
+        """A timeout line that would start `rule` (the first collective's watchdog starts nccl init) while the phase
+        under way is one the others wait on (it has a timeout_hint: one rank tokenizes the dataset while the rest sit
+        in a barrier) and its own bar stopped short of its total: the run died in that phase, which was not done
+        (audit 22: `FAILED in nccl init` and `dataset generation done` beside a tokenizer bar at 79%)."""
+        current, span = self.current, self.timeline[-1] if self.timeline else None
+        if rule.name in self.step_phases or rule.inner:
+            return False  # a step's collective (an update's reduce-scatter) is no start-up wait
+        if current is None or current is rule or current.timeout_hint is None or span is None or span.end is not None \
+                or span.name != current.name or not (TIMEOUT_RE.search(text) or WAIT_TIMEOUT_RE.search(text)):
+            return False
+        bar = self._other_bar_line
+        count = BAR_COUNT_RE.search(bar.text) if bar is not None else None
+        return count is not None and int(count.group(1)) < int(count.group(2))
 
     def _failed(self) -> bool:
         return bool(self.timeline) and self.timeline[-1].status == "failed"

@@ -118,9 +118,11 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
           "logits", "tool")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
-# the actor's log-prob function. A frame below the part's naming these names the part, not another.
-WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob"},
-               "actor update": {"old log-prob"}}
+# the actor's log-prob function; a log-prob pass runs the update's forward, forward-only (Megatron's
+# `forward_backward_func(forward_only=True)` under verl's compute_log_prob, audit 22). A frame below the part's
+# naming these names the part, not another.
+WITHIN_PART = {"validation": {"generation", "actor update"}, "reference log-prob": {"old log-prob", "actor update"},
+               "old log-prob": {"actor update"}, "actor update": {"old log-prob"}}
 DATASET = "dataset generation"
 
 # A line that says its part is over (`validation done`, `Loading … took 6 s`): it names no phase still running.
@@ -386,7 +388,13 @@ _CLASS_RE = re.compile(r"^\s+class_name: (?P<cls>\w+)")
 # job's `CriticBatchLoader` holds no critic model.
 _ROLES = ((re.compile(r"^Critic\w*(?:Actor|Worker)(?:Base)?$"), "critic update", "critic init"),
           (re.compile(r"^Ref(?:erence)?\w*(?:Actor|Worker)(?:Base)?$"), "reference log-prob", "reference init"))
-_INIT_METHOD_RE = re.compile(r"(?:^|_)init(?:_|$)|^__init__$")  # `init_model`, `init_model_from_pretrained`
+# `init_model`, `init_model_from_pretrained`, verl's `_initialize_llm_servers`
+_INIT_METHOD_RE = re.compile(r"(?:^|_)init(?:iali[sz]e)?(?:_|$)|^__init__$")
+# A part of the step's words under an initializer's frame: what is being built for that part, not that part running
+# (None: no part of the start-up).
+_AT_INIT = {"generation": "rollout init", "weight sync": "rollout init", "actor update": "actor init",
+            "old log-prob": "actor init", "reference log-prob": "reference init", "critic update": "critic init",
+            "advantage": None, "validation": None, "training loop": None, "checkpoint save": None}
 TASK_LINES = 40  # of the failure's block after its line
 # HF Trainer's functions that run a whole step of TRL's GRPO (generate, score, update): `training_step`, and in the
 # older trainers and the forks built on them (R1-V, Video-R1) `compute_loss` too. Neither names a part there.
@@ -556,15 +564,25 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
     cut = next((i for i, (line, code) in enumerate(frames)
                 if _same(line, below) or (code and code[:200] == code_below)), None) if below else None
     deeper = frames[cut + 1:] if cut is not None else frames
+    matched = [_FRAME_RE.match(_message(line)) for line, _ in deeper]
+    # Frames under an initializer (`init_workers`, `init_model`, a constructor) build what a phase will use: verl's
+    # `AgentLoopManager.__init__` in agent_loop.py starts the rollout servers, it generates nothing (audit 22). Not a
+    # decorator's wrapper (Ray's `auto_init_wrapper` around every ray.get): it builds nothing.
+    init_from = next((i for i, m in enumerate(matched) if m is not None and _INIT_METHOD_RE.search(
+        func := m["func"].rsplit(".", 1)[-1]) and "wrap" not in func), len(deeper))
     found: Worded | None = None
     for back, (line, code) in enumerate(reversed(deeper)):
-        m = _FRAME_RE.match(_message(line))
+        m = matched[len(deeper) - 1 - back]
         if m is None:
             continue
         stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
         if len(_VERBS.findall(m["func"])) >= 2:
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
-        phase = None if m["func"] in whole_step else _words(f"{m['func']} {stem}".replace("_", " "))
+        init = len(deeper) - 1 - back >= init_from
+        own_init = init and _INIT_METHOD_RE.search(m["func"].rsplit(".", 1)[-1]) is not None
+        # (an initializer's own words, not its module's: the module names what runs later)
+        said = m["func"] if own_init else f"{m['func']} {stem}"
+        phase = None if m["func"] in whole_step else _words(said.replace("_", " "))
         cited = line.strip()[:300]
         entered = _words(code[5:].replace("_", " ")) if code.startswith("with ") else None
         if entered is not None and entered != DATASET:
@@ -575,6 +593,8 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
             # the call it made when the error came (`unwrapped_model.generate(…)` under a GRPO trainer's
             # `compute_loss`): raised inside that call, more particular than the function around it
             phase, cited = called, f"{line.strip()[:200]}: {code[:100]}"
+        if init:
+            phase = _AT_INIT.get(phase, phase) if phase is not None else None
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
         if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
