@@ -27,3 +27,27 @@ def test_sglangs_soft_watchdog_reports_a_hang_and_kills_nothing(tmp_path: Path) 
     for hard in ("[2026-03-04 09:05:13 DP1 TP1] Scheduler watchdog timeout (self.watchdog_timeout=300, "
                  "self.soft=False)", "[2026-03-04 09:05:13 TP1] Watchdog timeout (self.watchdog_timeout=300)"):
         assert run(tmp_path, [*start, hard]).status.state == "failed", hard
+
+
+def test_a_datasets_map_bar_prepares_data_and_does_not_open_the_loop(tmp_path: Path) -> None:
+    """An undescribed bar in datasets' units (`ba/s`, `examples/s`) is its map or filter, at any pace; DeepSpeed's
+    older `Creating fp16 ZeRO stage 3 optimizer` is the model's engine being built. Before: 'FAILED in training
+    loop · A step raised · the loop's bar is at 305/305' for an OOM raised while ZeRO-3 built its flat buffers."""
+    for bar in ("100%|██████████| 305/305 [00:22<00:00, 13.62ba/s]",
+                "100%|██████████| 4096/4096 [00:09<00:00, 421.07 examples/s]"):
+        lines = [
+            "Some weights of the model checkpoint were not used when initializing BartForConditionalGeneration.",
+            bar,
+            "[2022-05-11 07:41:52,310] [INFO] [engine.py:611:_configure_zero_optimizer] Creating fp16 ZeRO stage 3 "
+            "optimizer",
+            "Traceback (most recent call last):",
+            '  File "train.py", line 212, in main',
+            "    trainer.train()",
+            '  File "/opt/ds/deepspeed/runtime/zero/stage3.py", line 640, in __init__',
+            "    self.fp16_groups_flat.append(self.flatten_dense_tensors_aligned(",
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.10 GiB (GPU 0; 15.78 GiB total capacity)",
+        ]
+        report = run(tmp_path, lines)
+        said = report_text(report, why=True)
+        assert report.status.state == "failed" and report.status.current != "training loop", said
+        assert "training loop" not in said and "loop's bar" not in said, said

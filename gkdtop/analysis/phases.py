@@ -186,6 +186,9 @@ BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
 BAR_KEY_DIGITS_RE = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # A bar with no description (`  0%|          | 0/80000 [00:00<?, ?it/s]`), and a pace no training step has.
 PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
+# An undescribed bar counted in datasets' units (`14.71ba/s`, `ex/s`, `880.5 examples/s`): its map or filter preparing
+# the data, at whatever pace, not the loop's steps (audit 23: a map bar 49 s before HF's `Running training`).
+DATA_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|[^|]*\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
@@ -741,6 +744,9 @@ class PhaseEngine:
         if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
             return
         for rule in self._rules_of(ids):
+            started = self.start_of[rule.name] in ids
+            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name:
+                rule = self.by_name[DATASET]  # a bar no words name, counting datasets' map/filter batches
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
                     state = self._state()
@@ -748,7 +754,7 @@ class PhaseEngine:
                     if self._state() != state:
                         self._ruled_line = line.raw or text
                 return
-            if self.start_of[rule.name] in ids:
+            if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
                 self._not_a_loop(rule, t)
@@ -1074,7 +1080,7 @@ class PhaseEngine:
             # Train's loop began is the model's load, not the loop's bar.)
             outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
             if ((stepping and not outside) or (first is not None and first.inner)) and (
-                    count := BAR_COUNT_RE.search(text)) is not None:
+                    count := BAR_COUNT_RE.search(text)) is not None and not DATA_BAR_RE.match(text):
                 self._loop_bar_at(line, count, last_redraw=ended)
         return True
 
