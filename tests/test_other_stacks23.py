@@ -51,3 +51,22 @@ def test_a_datasets_map_bar_prepares_data_and_does_not_open_the_loop(tmp_path: P
         said = report_text(report, why=True)
         assert report.status.state == "failed" and report.status.current != "training loop", said
         assert "training loop" not in said and "loop's bar" not in said, said
+
+
+def test_vllms_offline_bar_at_its_total_ends_the_generation(tmp_path: Path) -> None:
+    """vLLM's offline `Processed prompts` bar at N/N, then the script's own lines: every prompt was answered.
+    Before: 'ended in generation' with 'Check max_tokens and stop tokens' (and, silent, 'a request that never
+    ends'). A bar tqdm rounds to 100% one short of its total has not ended it."""
+    lines = [
+        "INFO 07-02 14:20:11 model_runner.py:1060] Graph capturing finished in 11 secs.",
+        "Processed prompts:   0%|          | 0/300 [00:00<?, ?it/s]",
+        "Processed prompts: 100%|██████████| 300/300 [00:52<00:00,  5.71it/s]",
+        "elapsed: 52.6 s, throughput 5.70 req/s",
+        "wrote ./outputs/gen_300.jsonl",
+    ]
+    report = run(tmp_path, lines)
+    said = report_text(report, why=True)
+    assert report.status.state != "failed" and report.status.current == "generation" and report.status.since
+    assert "max_tokens" not in said and "never ends" not in said and "old log-prob" not in said, said
+    short = run(tmp_path, [*lines[:2], "Processed prompts: 100%|█████████▉| 299/300 [00:52<00:00,  5.71it/s]"])
+    assert "max_tokens" in report_text(short, why=True)

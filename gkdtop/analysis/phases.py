@@ -1454,6 +1454,9 @@ class PhaseEngine:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
     def _done(self, rule: PhaseRule, t: float) -> None:
+        if rule.name == GENERATION and self._line is not None and "%|" in self._line.text and not BAR_DONE_RE.search(
+                self._line.text):
+            return  # a bar that shows 100% one short of its total (tqdm rounds 511/512 up)
         if rule.name == GENERATION and self._line is not None and EMPTY_ENGINE_RE.search(self._line.text):
             self._busy_engines.discard(self._engine())
             if self._busy_engines:
@@ -2012,6 +2015,10 @@ class PhaseEngine:
         started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that; and a
         job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
+        if rule.name == GENERATION and not self._ran & {ACTOR_INIT, SERVING, self._loop_name()}:
+            # An engine's offline generate (`Processed prompts: 100%`) with no trainer or server around it: the
+            # script's work is done; nothing of a step comes next (audit 23: a max_tokens hint after 512/512 answered)
+            return next((r for r in self.rules if r.terminal), None)
         if not rl and rule is actor and not self.rollout_seen:
             return next((r for r in self.rules if r.inner), None)
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
