@@ -70,3 +70,21 @@ def test_vllms_offline_bar_at_its_total_ends_the_generation(tmp_path: Path) -> N
     assert "max_tokens" not in said and "never ends" not in said and "old log-prob" not in said, said
     short = run(tmp_path, [*lines[:2], "Processed prompts: 100%|█████████▉| 299/300 [00:52<00:00,  5.71it/s]"])
     assert "max_tokens" in report_text(short, why=True)
+
+
+def test_lightnings_registered_group_ends_nccl_init_and_an_op_build_is_the_models_load(tmp_path: Path) -> None:
+    """Lightning's `All distributed processes registered` ends the process group's making; torch's JIT op build
+    (`… as PyTorch extensions root`) that follows is the model's load, told with the build lock's advice. Before:
+    'ended in nccl init' with 'A rank never joined' and NCCL P2P advice on a run of one process. A world of one
+    stalled before its registration is not told of missing ranks either."""
+    lines = [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1",
+        "All distributed processes registered. Starting with 1 processes",
+        "Using /home/me/.cache/torch_extensions/py311_cu121 as PyTorch extensions root...",
+    ]
+    report = run(tmp_path, lines)
+    said = report_text(report, why=True)
+    assert report.status.current == "model load" and "lock" in said, said
+    assert "never joined" not in said and "NCCL_P2P_DISABLE" not in said
+    one = report_text(run(tmp_path, lines[:1]), why=True)
+    assert "nccl init" in one and "never joined" not in one and "NCCL_P2P_DISABLE" not in one, one
