@@ -88,3 +88,33 @@ def test_lightnings_registered_group_ends_nccl_init_and_an_op_build_is_the_model
     assert "never joined" not in said and "NCCL_P2P_DISABLE" not in said
     one = report_text(run(tmp_path, lines[:1]), why=True)
     assert "nccl init" in one and "never joined" not in one and "NCCL_P2P_DISABLE" not in one, one
+
+
+def test_a_torchrun_restart_whose_rendezvous_closed_leaves_the_first_failure_the_runs(tmp_path: Path) -> None:
+    """A worker lost its peer in the loop; torchrun's agent would restart the group, but its new rendezvous was
+    closed. Before: 'FAILED in nccl init · RendezvousClosedError' (nccl init opened by the agent's own `_rendezvous`
+    frame) while the alert said 'FAILED in training loop'; the restart was never told."""
+    agent = "I0514 08:{} 4411 torch/distributed/elastic/agent/server/api.py:{}] [default] {}"
+    site = "/usr/lib/python3.10/site-packages/torch/distributed/elastic"
+    lines = [
+        agent.format("10:02.100000", 677, "Rendezvous'ing worker group"),
+        agent.format("10:03.200000", 685, "Starting worker group"),
+        "[rank1] step 40 loss 0.9120",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/srv/train.py", line 88, in <module>',
+        "[rank1]:     dist.all_reduce(grad)",
+        "[rank1]: torch.distributed.DistBackendError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
+        "Connection closed by peer [10.0.3.9]:41812",
+        agent.format("12:30.400000", 889, "Worker group FAILED. 2/2 attempts left; will restart worker group"),
+        agent.format("12:30.500000", 677, "Rendezvous'ing worker group"),
+        "Traceback (most recent call last):",
+        f'  File "{site}/agent/server/api.py", line 541, in _rendezvous',
+        "    rdzv_info = spec.rdzv_handler.next_rendezvous()",
+        f'  File "{site}/rendezvous/dynamic_rendezvous.py", line 1150, in next_rendezvous',
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+    ]
+    report = run(tmp_path, lines)
+    said = report_text(report, why=True)
+    assert (report.status.state, report.status.current) == ("failed", "training loop"), said
+    assert "DistBackendError" in report.status.failure and "nccl init" not in said
+    assert "restarted the workers" in said and "rendezvous was closed" in said

@@ -236,6 +236,11 @@ LOOP = "training loop"
 VALIDATION = "validation"
 ACTOR_INIT = "actor init"
 SERVING = "serving"  # an inference server that is up, waiting for requests
+RESOURCE_POOL = "resource pool"
+NCCL_INIT = "nccl init"
+# torchrun's agent could not re-rendezvous its restarted workers (another node's agent had closed it, the job ending):
+# a consequence of the failure that made it restart, not a failure of its own
+RDZV_CLOSED_RE = re.compile(r"\bRendezvousClosedError\b")
 CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
 EMPTY_ENGINE_RE = re.compile(
@@ -653,6 +658,9 @@ class PhaseEngine:
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
+        # torchrun's restart after a failure (_restarted): what to undo if the restart never ran (_restart_refused)
+        self._restart: tuple[Any, ...] | None = None
+        self.restart_evidence: list[Evidence] = []
         # The last bar that moved outside a loop (lm-evaluation-harness's `Running loglikelihood requests: 100%|…
         # [06:08<00:00`, after the last stamp): its elapsed time bounds the run's length too (stated_run).
         self._other_bar_line: LogLine | None = None
@@ -709,6 +717,9 @@ class PhaseEngine:
             self._handled = True
         if self._handled and self.exception_id in ids and not header_only:
             self._handled = False  # the handler's own error: the fault above stays the failure
+        elif self.exception_id in ids and self._restart is not None and RDZV_CLOSED_RE.search(text):
+            self._restart_refused(line)
+            return
         elif self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
             self.failure = text.strip()  # the last exception of the chain is the root cause
@@ -747,6 +758,9 @@ class PhaseEngine:
             started = self.start_of[rule.name] in ids
             if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name:
                 rule = self.by_name[DATASET]  # a bar no words name, counting datasets' map/filter batches
+            if started and rule.name == NCCL_INIT and "/elastic/" in text and self.current is not None and (
+                    self.current.name == RESOURCE_POOL):
+                continue  # a frame of torchrun's agent in the rendezvous its own line opened as the resource pool
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
                     state = self._state()
@@ -1410,10 +1424,29 @@ class PhaseEngine:
         is the run's past, its span stays failed, and the restarted run goes through its phases again (review of
         session 23: a run restarted and training again read 'FAILED in training loop')."""
         span = self.timeline[-1]
+        self._restart = (span, span.end, self.current, self.inner, set(self._ran), self.failure, self._failure_line,
+                         self.stats.count, self._line)
         if span.end is None:
             span.end = t
         self.current = self.inner = None
         self._ran = set()
+
+    def _restart_refused(self, line: LogLine) -> None:
+        """The restart's rendezvous was closed (RendezvousClosedError) before its workers logged a step: the restart
+        never ran, so the failure that made the launcher restart is the run's, where it was (audit 23: 'FAILED in
+        nccl init · RendezvousClosedError' for a worker that lost its peer in the loop). The restart is told."""
+        span, end, current, inner, ran, failure, failure_line, steps, restart_line = self._restart
+        self._restart = None
+        if steps != self.stats.count or span not in self.timeline:
+            return
+        while self.timeline[-1] is not span:  # the restart's own start (its rendezvous)
+            self._drop(self.timeline[-1])
+        span.status, span.end = "failed", end
+        self.current, self.inner, self._ran = current, inner, ran
+        self.failure, self._failure_line, self._want_exception_line = failure, failure_line, False
+        if restart_line is not None:
+            self.restart_evidence = [Evidence.of("the launcher restarted the workers after it", restart_line),
+                                     Evidence.of("the restart's rendezvous was closed", line)]
 
     def _run_over(self) -> bool:
         """The run so far logged a step, or ended (failed, finished) past its config: a launch's first line now is the
@@ -1994,6 +2027,8 @@ class PhaseEngine:
             out.append(self._inner_evidence)
         if state in ("stalled", "running") and self._progress_line is not None:
             out.append(Evidence.of("last progress", self._progress_line))
+        if state == "failed":
+            out += self.restart_evidence
         return out
 
     def spans(self) -> list[PhaseSpan]:
