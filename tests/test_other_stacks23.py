@@ -118,3 +118,24 @@ def test_a_torchrun_restart_whose_rendezvous_closed_leaves_the_first_failure_the
     assert (report.status.state, report.status.current) == ("failed", "training loop"), said
     assert "DistBackendError" in report.status.failure and "nccl init" not in said
     assert "restarted the workers" in said and "rendezvous was closed" in said
+
+
+def test_fairseqs_train_inner_lines_are_its_steps(tmp_path: Path) -> None:
+    """fairseq (0.10 on) logs its progress as `| train_inner | epoch 001:  57 / 4100 loss=…, num_updates=50, …`,
+    text or json. Before: 'ended in training loop after begin training epoch 1' and 'N lines no rule knows follow'
+    with no steps. Its text-format validation record ends the epoch's validation."""
+    head = ["2020-03-02 10:00:05 | INFO | fairseq.trainer | begin training epoch 1"]
+    text = [f"2020-03-02 10:0{k}:10 | INFO | train_inner | epoch 001:     {10 * k + 7} / 4100 loss=9.{k}41, "
+            f"ppl=700.1, wps=5120, ups=0.31, wpb=16384, bsz=128, num_updates={10 * k}, lr=0.0001, gnorm=1.2, "
+            f"wall={60 * k}" for k in range(1, 5)]
+    json = [f'2020-03-02 10:0{k}:10 | INFO | train_inner | {{"epoch": 1, "update": 0.00{k}, "loss": "9.{k}41", '
+            f'"num_updates": "{10 * k}", "lr": "0.0001", "wall": "{60 * k}"}}' for k in range(1, 5)]
+    for lines in (text, json):
+        report = run(tmp_path, head + lines)
+        said = report_text(report, why=True)
+        assert report.status.current == "training loop" and "no rule knows" not in said, said
+        assert report.status.steps_done == 4 and report.status.last_step.step == 40, said
+    valid = [*head, *text, '2020-03-02 10:05:00 | INFO | fairseq_cli.train | begin validation on "valid" subset',
+             "2020-03-02 10:05:40 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 8.912 | ppl 481.7 | "
+             "num_updates 40"]
+    assert run(tmp_path, valid).status.current == "training loop"

@@ -78,6 +78,9 @@ RECORD_STEP_PATTERN = (
     "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
     # the MetricLogger of DeiT, MAE and LLaMA2-Accessory: `Epoch: [0]  [4880/5328]  lr: … loss: … time: 1.2789  data: …`
     + r"|\bEpoch: \[(\d{1,9})\]\s{0,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"  # (PyTorch's ImageNet example: `][`)
+    # fairseq's (0.10 on) `| train_inner | epoch 001:    123 / 9333 loss=4.1, …, num_updates=120, …` (or its json):
+    # the updates are its steps
+    r"|\| train_inner \| [^|]{0,600}\bnum_updates\"?[=:] ?\"?(\d{1,18})"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -471,6 +474,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         if (own := METRIC_LOGGER_TIME_RE.search(text, m.end())) is not None:
             timings["step"] = float(own.group(1))
         return int(m.group(11)) * int(m.group(13)) + int(m.group(12)), m.end(), timings  # counted across epochs
+    if m.group(14) is not None:
+        return int(m.group(14)), text.find("| train_inner |") + 15, timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
