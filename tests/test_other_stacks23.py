@@ -139,3 +139,33 @@ def test_fairseqs_train_inner_lines_are_its_steps(tmp_path: Path) -> None:
              "2020-03-02 10:05:40 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 8.912 | ppl 481.7 | "
              "num_updates 40"]
     assert run(tmp_path, valid).status.current == "training loop"
+
+
+def test_hf_running_evaluation_starts_the_validation_and_its_bar_is_not_the_loops(tmp_path: Path) -> None:
+    """HF Trainer's `***** Running Evaluation *****` starts the validation; its undescribed bar (another total) is
+    the evaluation's, not the loop's. Before: the validation only guessed from a frame's words, and 'the loop's bar
+    is at 40/63'. Its metrics record, or the loop's own bar again, ends it."""
+    head = [
+        "[INFO|trainer.py:2130] 2025-01-08 09:10:00,101 >> ***** Running training *****",
+        "{'loss': 0.7012, 'grad_norm': 2.1, 'learning_rate': 4.8e-05, 'epoch': 0.1}",
+        " 20%|██        | 200/1000 [02:10<08:40,  1.54it/s][INFO|trainer.py:3790] 2025-01-08 09:12:10,400 >> ",
+        "***** Running Evaluation *****",
+        "[INFO|trainer.py:3792] 2025-01-08 09:12:10,401 >>   Num examples = 2000",
+        "  0%|          | 0/63 [00:00<?, ?it/s]",
+        " 63%|██████▎   | 40/63 [00:09<00:05,  4.30it/s]",
+    ]
+    crash = [
+        "Traceback (most recent call last):",
+        '  File "/srv/train.py", line 301, in <module>',
+        "    trainer.train()",
+        "RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 39.39 GiB total capacity)",
+    ]
+    report = run(tmp_path, head + crash)
+    said = report_text(report, why=True)
+    assert (report.status.state, report.status.current) == ("failed", "validation") and "a guess" not in said, said
+    assert "bar is at 200/1000" in said and "40/63" not in said.split("errors:")[0]
+    assert run(tmp_path, head).status.current == "validation"
+    for end in ("{'eval_loss': 0.6120, 'eval_runtime': 14.2, 'eval_samples_per_second': 140.8, 'epoch': 0.2}",
+                " 20%|██        | 201/1000 [02:26<10:10,  1.31it/s]"):
+        assert run(tmp_path, [*head, " 100%|██████████| 63/63 [00:14<00:00,  4.41it/s]", end]).status.current == (
+            "training loop"), end

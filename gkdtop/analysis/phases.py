@@ -954,6 +954,8 @@ class PhaseEngine:
             self.rollout_in_step |= rule.name == GENERATION
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
+            if self.inner is not None and self.inner.name == VALIDATION and self.bar_id in ids:
+                return None  # an evaluation's bar or the loop's again (feed(): _evaluation_bar)
             if not (self._failed() and self.bar_id in ids):
                 self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
@@ -1099,9 +1101,18 @@ class PhaseEngine:
             # Train's loop began is the model's load, not the loop's bar.)
             outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
             if ((stepping and not outside) or (first is not None and first.inner)) and (
-                    count := BAR_COUNT_RE.search(text)) is not None and not DATA_BAR_RE.match(text):
+                    count := BAR_COUNT_RE.search(text)) is not None and not DATA_BAR_RE.match(text) and (
+                    not self._evaluation_bar(text)):
                 self._loop_bar_at(line, count, last_redraw=ended)
         return True
+
+    def _evaluation_bar(self, text: str) -> bool:
+        """An undescribed bar inside a validation (HF's after `***** Running Evaluation *****`) that is not the loop's
+        (another total): the evaluation's batches, not the loop's steps going on."""
+        if self.inner is None or self.inner.name != VALIDATION or not PLAIN_BAR_RE.match(text):
+            return False
+        count = BAR_COUNT_RE.search(text)
+        return count is not None and (self.bar_count is None or int(count.group(2)) != self.bar_count[1])
 
     def _loop_bar_at(self, line: LogLine, count: re.Match[str], last_redraw: bool = False) -> None:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
@@ -1193,6 +1204,8 @@ class PhaseEngine:
 
     def _start(self, rule: PhaseRule, t: float) -> None:
         text = self._line.text if self._line is not None else ""
+        if rule is self.current and self._evaluation_bar(text):
+            return  # the evaluation's own bar, which matches the loop's start too: the validation goes on
         if rule.name == GENERATION and text and not EMPTY_ENGINE_RE.search(text):
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
