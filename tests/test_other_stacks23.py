@@ -169,3 +169,20 @@ def test_hf_running_evaluation_starts_the_validation_and_its_bar_is_not_the_loop
                 " 20%|██        | 201/1000 [02:26<10:10,  1.31it/s]"):
         assert run(tmp_path, [*head, " 100%|██████████| 63/63 [00:14<00:00,  4.41it/s]", end]).status.current == (
             "training loop"), end
+
+
+def test_a_launchers_report_of_its_ranks_exit_does_not_replace_the_ranks_error(tmp_path: Path) -> None:
+    """DeepSpeed's (or torch.distributed.launch's) launcher raises CalledProcessError naming the rank's command once
+    the rank died: the rank's own error stays the headline (audit 23, ds845: the alert quoted the rank's error and
+    replay the launcher's)."""
+    lines = [
+        "{'loss': 1.9021, 'learning_rate': 3e-05, 'epoch': 0.1}",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 40, in <module>',
+        "KeyError: 'labels'",
+        "Traceback (most recent call last):",
+        '  File "/opt/ds/deepspeed/launcher/launch.py", line 171, in sigkill_handler',
+        "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=3', "
+        "'--deepspeed', 'ds.json']' returned non-zero exit status 1.",
+    ]
+    assert run(tmp_path, lines).status.failure == "KeyError: 'labels'"

@@ -387,6 +387,9 @@ LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+|\bexits with r
 # DeepSpeed's: `['/usr/bin/python', '-u', 'train.py', '--local_rank=1', …] exits with return code = -9`
 DS_LAUNCHER_DETAIL_RE = re.compile(
     r"--local_rank=(?P<rank>\d{1,6})\b.{0,2000}?exits with return code = (?P<code>-?\d{1,4})")
+# subprocess's error for a launched rank: `CalledProcessError: Command '['/usr/bin/python3', '-u', 'train.py',
+# '--local_rank=1', …]' returned non-zero exit status 1.`
+CHILD_EXIT_RE = re.compile(r"CalledProcessError: Command '\[.*'--local_rank=\d+'.*\]' returned non-zero exit status")
 LAUNCHER_DETAIL_RE = re.compile(r"\(exitcode: ?(-?\d{1,4})\) local_rank: (\d{1,6})")
 # A client whose server closed the connection mid-request (requests', http.client's, aiohttp's wordings).
 CLOSED_RE = re.compile(r"RemoteDisconnected|Connection aborted|Connection reset by peer|ConnectionResetError"
@@ -526,6 +529,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
         return False  # the call a collective's timeout aborted (`NCCL communicator was aborted`): the timeout is it
     if PEER_LOST_RE.search(text) and FAULT_RE.search(failure):
         return False  # a rank that lost its peer after a fault (gloo's `Connection closed by peer`): the fault is it
+    if failure and not HEADER_RE.search(failure) and CHILD_EXIT_RE.search(text):
+        return False  # a launcher's report that the rank it ran exited (DeepSpeed's, torch.distributed.launch's)
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith("nccl") or "RayTaskError(" in text
                 or "ChildFailedError" in text)
