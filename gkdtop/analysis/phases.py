@@ -2073,9 +2073,10 @@ class PhaseEngine:
         started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that; and a
         job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
-        if rule.name == GENERATION and not self._ran & {ACTOR_INIT, SERVING, self._loop_name()}:
-            # An engine's offline generate (`Processed prompts: 100%`) with no trainer or server around it: the
-            # script's work is done; nothing of a step comes next (audit 23: a max_tokens hint after 512/512 answered)
+        if rule.name == GENERATION and "rollout init" in self._ran and not (
+                self._ran & {ACTOR_INIT, SERVING, self._loop_name()}):
+            # An engine started for an offline generate (`Processed prompts: 100%`), no trainer or server around it:
+            # the script's work is done; nothing of a step comes next (audit 23: max_tokens advice after 512/512)
             return next((r for r in self.rules if r.terminal), None)
         if not rl and rule is actor and not self.rollout_seen:
             return next((r for r in self.rules if r.inner), None)
