@@ -791,6 +791,9 @@ class PhaseEngine:
                             self._began_before(rule)  # a stack printed names where a process already was
                     if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
                         self.inner = None  # a part of the step whose own bar reached its total is over
+                    elif self.bar_done_id in ids and rule.name == GENERATION and self.current is rule and (
+                            BAR_DONE_RE.search(text)):
+                        self._done(rule, t)  # an offline generate's bar at its total (vLLM's `Processed prompts`)
                 if collective:
                     self._step_collective(text, t)
                 if header_only and before is not self.timeline[-1] and _framed(text):
@@ -961,6 +964,8 @@ class PhaseEngine:
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
             if self.inner is not None and self.inner.name == VALIDATION and self.bar_id in ids:
                 return None  # an evaluation's bar or the loop's again (feed(): _evaluation_bar)
+            if self.bar_done_id in ids and rule.name == GENERATION:
+                return None  # an offline generate's bar at its total may end it (feed())
             if not (self._failed() and self.bar_id in ids):
                 self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
@@ -1510,9 +1515,6 @@ class PhaseEngine:
         return self.current is not None and self.order.get(rule.name, 0) < self.order.get(self.current.name, 0)
 
     def _done(self, rule: PhaseRule, t: float) -> None:
-        if rule.name == GENERATION and self._line is not None and "%|" in self._line.text and not BAR_DONE_RE.search(
-                self._line.text):
-            return  # a bar that shows 100% one short of its total (tqdm rounds 511/512 up)
         if rule.name == GENERATION and self._line is not None and EMPTY_ENGINE_RE.search(self._line.text):
             self._busy_engines.discard(self._engine())
             if self._busy_engines:
