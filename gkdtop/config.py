@@ -69,7 +69,7 @@ FAIL_PATTERN = (
     # was cut from what was pasted
     r"|\bExtension modules: [\w.]{1,100}, [\w.]{1,100},"
     r"|exitcode\s*: -?[1-9]|terminate called after throwing|ChildFailedError"
-    r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception|Scheduler watchdog timeout"
+    r"|Job '[^']*' failed|Unhandled error \(suppress with|Scheduler hit an exception"
     r"|Received sigquit from a child"
     r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # torchrun's agent stopped (Ctrl+C, a scheduler)
     r"|killed due to memory pressure|has been marked dead because the detector"
@@ -79,8 +79,10 @@ FAIL_PATTERN = (
     r"|Raylet is terminated\. Termination is unexpected|Failed to connect to GCS (?:at address \S+ )?within \d+ seconds"
     r"|Process group watchdog thread terminated with exception|ProcessGroupNCCL's watchdog got stuck for \d+ seconds"
     r"|Heartbeat monitor timed out! Process will be terminated"
-    # DeepSpeed's launcher reporting a rank's exit; SGLang's scheduler watchdog (a hang it ended); gloo's barrier
-    r"|\bexits with return code = -?[1-9]\d*|\bWatchdog timeout \((?:self\.)?watchdog_timeout=\d+"
+    # DeepSpeed's launcher reporting a rank's exit; SGLang's scheduler watchdog (a hang it ended: not its
+    # `self.soft=True` one, which only reports the hang and kills nothing); gloo's barrier
+    r"|\bexits with return code = -?[1-9]\d*|Scheduler watchdog timeout(?:$|[^ ]| [^(])"
+    r"|\b(?:Scheduler w|W)atchdog timeout \((?:self\.)?watchdog_timeout=\d+(?:\)|, (?:self\.)?soft=False\b)"
     r"|successfully reached monitoredBarrier, but received errors"
     r"|NET/IB ?: Got completion from peer \S+ with (?:status=[1-9]|error \d)|mlx5: \S+: got completion with error"
     r"|NET/IB ?: (?:\S+:\d+ )?Got async event ?: [\w ]*(?:catastrophic|fatal|error)|Worker proc \S+ died unexpectedly"
@@ -91,12 +93,13 @@ FAIL_PATTERN = (
 IDLE_PATTERNS = [
     r"resource request cannot be scheduled|No available node types can fulfill|pending placement groups"
     r"|Waiting for creating a placement group",
-    r"Waiting for .* to be ready|still waiting|Server is not up yet",
+    r"Waiting for .* to be ready|still waiting|Server is not up yet|[Ss]erver not ready after \d+ ?s\b",
     r"\bheartbeat\b|still alive",
     r"have not registered within the timeout",
     r"Avg generation throughput: 0\.0 tokens/s",  # vLLM's stats while nothing is generated
     r'"(?:GET|HEAD) /(?:health|metrics|ping|version|v1/models)\b',  # a load balancer's or Prometheus's probes
     r"Waiting in store based barrier",  # c10d's every minute until every rank joins the process group
+    r"[Ww]atchdog timeout \((?:self\.)?watchdog_timeout=\d+, (?:self\.)?soft=True\b",  # SGLang's report of a hang
 ]
 DRIVER_PATTERNS = [r"main_ppo", r"main_gkd", r"torchrun", r"-m verl\b", r"verl\.trainer", r"gkdtop\.demo\.job"]
 

@@ -78,6 +78,9 @@ RECORD_STEP_PATTERN = (
     "|" + STEP_PRINT_PATTERN  # a loop's own print, the loss after the number: `step 18: loss 2.2 | forward 1080 ms`
     # the MetricLogger of DeiT, MAE and LLaMA2-Accessory: `Epoch: [0]  [4880/5328]  lr: … loss: … time: 1.2789  data: …`
     + r"|\bEpoch: \[(\d{1,9})\]\s{0,8}\[\s{0,8}(\d{1,18})/(\d{1,18})\]"  # (PyTorch's ImageNet example: `][`)
+    # fairseq's (0.10 on) `| train_inner | epoch 001:    123 / 9333 loss=4.1, …, num_updates=120, …` (or its json):
+    # the updates are its steps
+    r"|\| train_inner \| [^|]{0,600}\bnum_updates\"?[=:] ?\"?(\d{1,18})"
 )
 RECORD_STEP_RE = re.compile(RECORD_STEP_PATTERN)
 GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
@@ -188,6 +191,9 @@ BAR_PCT_RE = re.compile(r"\d{1,3}%\|")
 BAR_KEY_DIGITS_RE = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # A bar with no description (`  0%|          | 0/80000 [00:00<?, ?it/s]`), and a pace no training step has.
 PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
+# An undescribed bar counted in datasets' units (`14.71ba/s`, `ex/s`, `880.5 examples/s`): its map or filter preparing
+# the data, at whatever pace, not the loop's steps (audit 23: a map bar 49 s before HF's `Running training`).
+DATA_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|[^|]*\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
@@ -245,6 +251,11 @@ VALIDATION = "validation"
 ACTOR_INIT = "actor init"
 ACTOR_WORD_RE = re.compile(r"(?<![a-z])actor", re.IGNORECASE)  # a line that names the actor (`Initializing Actor …`)
 SERVING = "serving"  # an inference server that is up, waiting for requests
+RESOURCE_POOL = "resource pool"
+NCCL_INIT = "nccl init"
+# torchrun's agent could not re-rendezvous its restarted workers (another node's agent had closed it, the job ending):
+# a consequence of the failure that made it restart, not a failure of its own
+RDZV_CLOSED_RE = re.compile(r"\bRendezvousClosedError\b")
 CONFIG = "config"
 # An engine's stats line with nothing left to do (generation's `done`), and which engine printed it.
 EMPTY_ENGINE_RE = re.compile(
@@ -393,6 +404,9 @@ LAUNCHER_RE = re.compile(r"ChildFailedError|\bexitcode\s*: ?-?\d+|\bexits with r
 # DeepSpeed's: `['/usr/bin/python', '-u', 'train.py', '--local_rank=1', …] exits with return code = -9`
 DS_LAUNCHER_DETAIL_RE = re.compile(
     r"--local_rank=(?P<rank>\d{1,6})\b.{0,2000}?exits with return code = (?P<code>-?\d{1,4})")
+# subprocess's error for a launched rank: `CalledProcessError: Command '['/usr/bin/python3', '-u', 'train.py',
+# '--local_rank=1', …]' returned non-zero exit status 1.`
+CHILD_EXIT_RE = re.compile(r"CalledProcessError: Command '\[.*'--local_rank=\d+'.*\]' returned non-zero exit status")
 LAUNCHER_DETAIL_RE = re.compile(r"\(exitcode: ?(-?\d{1,4})\) local_rank: (\d{1,6})")
 # A client whose server closed the connection mid-request (requests', http.client's, aiohttp's wordings).
 CLOSED_RE = re.compile(r"RemoteDisconnected|Connection aborted|Connection reset by peer|ConnectionResetError"
@@ -489,6 +503,8 @@ def parse_record_step(text: str) -> tuple[int | None, int, dict[str, float]] | N
         if (own := METRIC_LOGGER_TIME_RE.search(text, m.end())) is not None:
             timings["step"] = float(own.group(1))
         return int(m.group(11)) * int(m.group(13)) + int(m.group(12)), m.end(), timings  # counted across epochs
+    if m.group(14) is not None:
+        return int(m.group(14)), text.find("| train_inner |") + 15, timings
     timings["step"] = float(m.group(4))
     return int(m.group(3)), m.end(), timings
 
@@ -539,6 +555,8 @@ def _root_cause(text: str, failure: str = "") -> bool:
         return False  # the call a collective's timeout aborted (`NCCL communicator was aborted`): the timeout is it
     if PEER_LOST_RE.search(text) and FAULT_RE.search(failure):
         return False  # a rank that lost its peer after a fault (gloo's `Connection closed by peer`): the fault is it
+    if failure and not HEADER_RE.search(failure) and CHILD_EXIT_RE.search(text):
+        return False  # a launcher's report that the rank it ran exited (DeepSpeed's, torch.distributed.launch's)
     text = RANK_PREFIX_RE.sub("", text, count=1)
     return not (text.startswith("nccl") or "RayTaskError(" in text
                 or "ChildFailedError" in text)
@@ -679,6 +697,9 @@ class PhaseEngine:
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
         self._bar_line: LogLine | None = None  # the loop's bar, as last drawn
+        # torchrun's restart after a failure (_restarted): what to undo if the restart never ran (_restart_refused)
+        self._restart: tuple[Any, ...] | None = None
+        self.restart_evidence: list[Evidence] = []
         # The last bar that moved outside a loop (lm-evaluation-harness's `Running loglikelihood requests: 100%|…
         # [06:08<00:00`, after the last stamp): its elapsed time bounds the run's length too (stated_run).
         self._other_bar_line: LogLine | None = None
@@ -736,6 +757,9 @@ class PhaseEngine:
             self._handled = True
         if self._handled and self.exception_id in ids and not header_only:
             self._handled = False  # the handler's own error: the fault above stays the failure
+        elif self.exception_id in ids and self._restart is not None and RDZV_CLOSED_RE.search(text):
+            self._restart_refused(line)
+            return
         elif self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
             self.failure = text.strip()  # the last exception of the chain is the root cause
@@ -778,6 +802,12 @@ class PhaseEngine:
         if self.fail_id in ids and line.worker.startswith(REFERENCE_ACTOR) and self._reference_pass(text, t):
             return
         for rule in self._rules_of(ids):
+            started = self.start_of[rule.name] in ids
+            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name:
+                rule = self.by_name[DATASET]  # a bar no words name, counting datasets' map/filter batches
+            if started and rule.name == NCCL_INIT and "/elastic/" in text and self.current is not None and (
+                    self.current.name == RESOURCE_POOL):
+                continue  # a frame of torchrun's agent in the rendezvous its own line opened as the resource pool
             if self.done_of.get(rule.name) in ids:
                 if not self._late(line, rule, t):
                     state = self._state()
@@ -785,9 +815,9 @@ class PhaseEngine:
                     if self._state() != state:
                         self._ruled_line = line.raw or text
                 return
-            if self.start_of[rule.name] in ids and self._waited_on(rule, text):
+            if started and self._waited_on(rule, text):
                 continue  # the others' wait timed out on this phase: it failed here (_fail below)
-            if self.start_of[rule.name] in ids:
+            if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
                 self._not_a_loop(rule, t)
@@ -800,6 +830,9 @@ class PhaseEngine:
                             self._began_before(rule)  # a stack printed names where a process already was
                     if self.bar_done_id in ids and self.inner is rule and BAR_DONE_RE.search(text):
                         self.inner = None  # a part of the step whose own bar reached its total is over
+                    elif self.bar_done_id in ids and rule.name == GENERATION and self.current is rule and (
+                            BAR_DONE_RE.search(text)):
+                        self._done(rule, t)  # an offline generate's bar at its total (vLLM's `Processed prompts`)
                 if collective:
                     self._step_collective(text, t)
                 if header_only and before is not self.timeline[-1] and _framed(text):
@@ -979,6 +1012,10 @@ class PhaseEngine:
             self.rollout_in_step |= rule.name == GENERATION
             return True
         if rule is self.current and self.timeline and self.timeline[-1].end is None:
+            if self.inner is not None and self.inner.name == VALIDATION and self.bar_id in ids:
+                return None  # an evaluation's bar or the loop's again (feed(): _evaluation_bar)
+            if self.bar_done_id in ids and rule.name == GENERATION:
+                return None  # an offline generate's bar at its total may end it (feed())
             if not (self._failed() and self.bar_id in ids):
                 self.inner = None  # a repeated start of the current phase ends its sub-phase (_start)
             return False
@@ -1126,9 +1163,18 @@ class PhaseEngine:
             # Train's loop began is the model's load, not the loop's bar.)
             outside = first is not None and not (first.inner or first.terminal) and first.name not in self.step_phases
             if ((stepping and not outside) or (first is not None and first.inner)) and (
-                    count := BAR_COUNT_RE.search(text)) is not None:
+                    count := BAR_COUNT_RE.search(text)) is not None and not DATA_BAR_RE.match(text) and (
+                    not self._evaluation_bar(text)):
                 self._loop_bar_at(line, count, last_redraw=ended)
         return True
+
+    def _evaluation_bar(self, text: str) -> bool:
+        """An undescribed bar inside a validation (HF's after `***** Running Evaluation *****`) that is not the loop's
+        (another total): the evaluation's batches, not the loop's steps going on."""
+        if self.inner is None or self.inner.name != VALIDATION or not PLAIN_BAR_RE.match(text):
+            return False
+        count = BAR_COUNT_RE.search(text)
+        return count is not None and (self.bar_count is None or int(count.group(2)) != self.bar_count[1])
 
     def _loop_bar_at(self, line: LogLine, count: re.Match[str], last_redraw: bool = False) -> None:
         """A bar in a stepping phase: the loop's unless another, first seen and unfinished, is (nested tqdm bars:
@@ -1220,6 +1266,8 @@ class PhaseEngine:
 
     def _start(self, rule: PhaseRule, t: float) -> None:
         text = self._line.text if self._line is not None else ""
+        if rule is self.current and self._evaluation_bar(text):
+            return  # the evaluation's own bar, which matches the loop's start too: the validation goes on
         if rule.name == ACTOR_INIT and self._line is not None and ACTOR_WORD_RE.search(self._line.raw or text):
             self.actor_named = True
         if rule.name == GENERATION and text and not EMPTY_ENGINE_RE.search(text):
@@ -1473,10 +1521,29 @@ class PhaseEngine:
         is the run's past, its span stays failed, and the restarted run goes through its phases again (review of
         session 23: a run restarted and training again read 'FAILED in training loop')."""
         span = self.timeline[-1]
+        self._restart = (span, span.end, self.current, self.inner, set(self._ran), self.failure, self._failure_line,
+                         self.stats.count, self._line)
         if span.end is None:
             span.end = t
         self.current = self.inner = None
         self._ran = set()
+
+    def _restart_refused(self, line: LogLine) -> None:
+        """The restart's rendezvous was closed (RendezvousClosedError) before its workers logged a step: the restart
+        never ran, so the failure that made the launcher restart is the run's, where it was (audit 23: 'FAILED in
+        nccl init · RendezvousClosedError' for a worker that lost its peer in the loop). The restart is told."""
+        span, end, current, inner, ran, failure, failure_line, steps, restart_line = self._restart
+        self._restart = None
+        if steps != self.stats.count or span not in self.timeline:
+            return
+        while self.timeline[-1] is not span:  # the restart's own start (its rendezvous)
+            self._drop(self.timeline[-1])
+        span.status, span.end = "failed", end
+        self.current, self.inner, self._ran = current, inner, ran
+        self.failure, self._failure_line, self._want_exception_line = failure, failure_line, False
+        if restart_line is not None:
+            self.restart_evidence = [Evidence.of("the launcher restarted the workers after it", restart_line),
+                                     Evidence.of("the restart's rendezvous was closed", line)]
 
     def _run_over(self) -> bool:
         """The run so far logged a step, or ended (failed, finished) past its config: a launch's first line now is the
@@ -2057,6 +2124,8 @@ class PhaseEngine:
             out.append(self._inner_evidence)
         if state in ("stalled", "running") and self._progress_line is not None:
             out.append(Evidence.of("last progress", self._progress_line))
+        if state == "failed":
+            out += self.restart_evidence
         return out
 
     def spans(self) -> list[PhaseSpan]:
@@ -2078,6 +2147,11 @@ class PhaseEngine:
         started its rollout engines first (OpenRLHF: vLLM engines, then the actor models) waits for that; and a
         job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
+        if rule.name == GENERATION and "rollout init" in self._ran and not (
+                self._ran & {ACTOR_INIT, SERVING, self._loop_name()}):
+            # An engine started for an offline generate (`Processed prompts: 100%`), no trainer or server around it:
+            # the script's work is done; nothing of a step comes next (audit 23: max_tokens advice after 512/512)
+            return next((r for r in self.rules if r.terminal), None)
         if not rl and rule is actor and not self.rollout_seen:
             return next((r for r in self.rules if r.inner), None)
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
