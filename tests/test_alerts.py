@@ -702,3 +702,26 @@ def test_a_step_line_whose_stated_time_covers_the_gap_before_it_is_no_stall(tmp_
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
     log.write_text(lines(1200.0))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
+
+
+def test_a_plain_files_failure_is_told_within_its_blocks_wait_not_at_a_later_stamp(tmp_path: Path) -> None:
+    """Review 26: in a file with no per-writer prefix every line has one writer, so the held "failed" waited for a
+    later stamp: an unstamped traceback after step 5, then a watchdog line 30 minutes on, was told 30 minutes late;
+    where the steps went on after it, nothing was told at all (watch tells FAILED, then recovered)."""
+    def lines(after: list[str]) -> str:
+        return "\n".join([
+            *(f"[2026-06-03 14:0{k}:00] INFO step {k}: loss 1.{k}" for k in range(1, 6)),
+            "[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "run.py", line 41, in <module>',
+            "[rank0]:     loss.backward()",
+            "[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered",
+            *after,
+        ]) + "\n"
+
+    failed_at = time.mktime(time.strptime("2026-06-03 14:05:00", "%Y-%m-%d %H:%M:%S"))
+    log = tmp_path / "train.log"
+    log.write_text(lines(["[2026-06-03 14:40:12] ERROR torch.distributed.elastic: failed (exitcode: 1) local_rank: 0"]))
+    [failed] = paced_events(str(log), load_config(None))
+    assert failed.kind == "failed" and failed.time - failed_at <= 5.0, failed
+    log.write_text(lines([f"[2026-06-03 14:{k:02d}:30] INFO step {k}: loss 0.{k}" for k in range(6, 12)]))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["failed", "recovered"]

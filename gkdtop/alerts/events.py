@@ -147,9 +147,9 @@ class AlertWatcher:
         self.exit_told = False
         self.stall_seen: float | None = None  # when the current stall was first seen
         self.failed_seen: float | None = None  # when the failure now held for its block's end was first seen
-        self.failed_stamped = False  # that failure's line carried its own stamp (it came then, not later in a gap)
-        # Set by a replay (paced.py), where a line with no stamp is dated at the stamp before it: it may have come
-        # any time up to the next one, so BLOCK_WAIT runs only from a line with a stamp of its own.
+        self.failed_text = ""  # that failure's line's words (a stamped echo of them, under it, is still its block)
+        self.failed_ended = False  # a replay saw the next line come past BLOCK_WAIT (failed_due): the block is over
+        # Set by a replay (paced.py): BLOCK_WAIT runs from the failure line's date, not from the check that saw it.
         self.replayed = False
         self.runs_seen = 0  # earlier runs of the log (PhaseStatus.earlier_runs) already looked at
         self.started = time.time()
@@ -259,12 +259,18 @@ class AlertWatcher:
         due = self.done_since + FINISH_WAIT
         return due if self.saving_since is None else max(due, self.saving_since + SAVE_WAIT)
 
-    def failed_due(self) -> float | None:
-        """When a held "failed" falls due by BLOCK_WAIT, where its line carried its own stamp: a replay checks then,
-        inside a gap. None otherwise (an unstamped line came anywhere in the gap after the stamp it is dated at)."""
-        if self.failed_told or self.failed_seen is None or not self.failed_stamped:
+    def failed_due(self, following: LogLine) -> float | None:
+        """When a held "failed" falls due by BLOCK_WAIT: a replay checks then, inside the gap before `following`
+        (review 26: a plain file's failure told 30 minutes late, at the next stamp, or never where the run went on).
+        None where `following` comes within the wait or echoes the failure's words (that stamp is the failure's own,
+        and its block goes on)."""
+        if self.failed_told or self.failed_seen is None or (self.failed_text and self.failed_text in following.text):
             return None
-        return self.failed_seen + BLOCK_WAIT
+        due = self.failed_seen + BLOCK_WAIT
+        if following.seen <= due:
+            return None
+        self.failed_ended = True
+        return due
 
     def _failure_block(self, status: PhaseStatus, now: float, final: bool) -> float | None:
         """None while the failure's own block may still be coming (the verdict waits for it), else the time to date
@@ -277,17 +283,24 @@ class AlertWatcher:
         if at is None:
             return now  # (not among the last lines: its block is long over)
         failed = tail[at]
+        if self.failed_seen is None:
+            self.failed_seen = min(now, failed.seen) if self.replayed else now
+            self.failed_ended = False
+        limit = self.failed_seen + BLOCK_WAIT
         writer = (failed.source, failed.worker, failed.pid)
         after = tail[at + 1:]
-        block = [failed, *itertools.takewhile(lambda ln: (ln.source, ln.worker, ln.pid) == writer, after)]
-        if self.failed_seen is None:
-            self.failed_seen = now
-            self.failed_stamped = _stamped(failed)
-        waited = (self.failed_stamped or not self.replayed) and now - self.failed_seen >= BLOCK_WAIT
+        # A line with a stamp of its own past the wait ends the block, whoever wrote it (a plain file has one writer;
+        # review 26, a failure told 30 minutes late), unless it echoes the failure's own words (that echo dates it).
+        said_again = self.failed_text = failed.text.strip()
+        block = [failed, *itertools.takewhile(
+            lambda ln: (ln.source, ln.worker, ln.pid) == writer
+            and not (ln.seen > limit and said_again not in ln.text and _stamped(ln)), after)]
+        # (a replay's check inside a gap, for a stall, is no wait: the next line may still be the block's)
+        waited = now >= limit and (self.failed_ended or not self.replayed)
         if len(block) > len(after) and len(after) < BLOCK_LINES and not final and not waited:
             return None  # nothing of another writer after it yet, and not BLOCK_LINES of its own: more may come
         stamped = next((ln for ln in block if _stamped(ln)), failed)
-        return min(now, stamped.seen)
+        return min(now, stamped.seen if stamped.seen <= limit or said_again in stamped.text else limit)
 
     def _due(self, kind: str, now: float) -> bool:
         last = self.sent.get(kind)

@@ -91,9 +91,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # "finished" 8 minutes late, in the second of the failure that followed).
             if (due := watcher.finish_due()) is not None and due < at:
                 events += watcher.check(due)
-            # A failure held for its block's end is told when its wait is over, where its line's stamp says when it
-            # came (audit 22: held, not told at the previous stamp before the stack dump under it).
-            if (due := watcher.failed_due()) is not None and due < at:
+            # A failure held for its block's end is told when its wait is over, where the next line comes past it
+            # (review 26: not at that later stamp, however late; audit 22: not before the block's stamped echo).
+            if (due := watcher.failed_due(line)) is not None:
                 events += watcher.check(due)
             # (a job started again by an unstamped line before the gap: the earlier run had ended, and when the next
             # one began within the gap no stamp says; the gap is no stall of either)
