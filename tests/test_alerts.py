@@ -661,6 +661,35 @@ def test_a_first_step_that_launched_many_long_jobs_is_allowed_longer_than_a_bare
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
 
 
+def test_repeated_counts_with_idle_lines_between_are_no_progress_in_history_as_live(tmp_path: Path) -> None:
+    """Review 26: `52/64 … finished` again and again, an idle `Waiting for … to be ready` before each repeat: live read
+    a stall, history (snapshot, replay's verdict) stopped its walk back at the idle line and read the run as going."""
+    from gkdtop.replay import replay
+
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        *_verl_steps(1, 3),
+        "(TaskRunner pid=5120) [2026-03-04 21:07:10] Starting 40 agent episodes for batch 3",
+        *(f"(TaskRunner pid=5120) [2026-03-04 21:{8 + 2 * k:02d}:{s:02d}] {said}" for k in range(10)
+          for s, said in ((5, "Waiting for reward server to be ready"), (10, "31/40 episodes finished"))),
+    ]) + "\n")
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled"]
+    assert replay([str(log)], load_config(None)).status.state == "stalled"
+
+
+def test_two_writers_saying_the_same_counts_in_turn_are_no_progress(tmp_path: Path) -> None:
+    """Review 26: one slot for the whole engine, so two writers printing their own unchanged count in turn each
+    read as progress, however long the rollout hung."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        *_verl_steps(1, 3),
+        "(TaskRunner pid=5120) [2026-03-04 21:07:10] Starting 40 agent episodes for batch 3",
+        *(f"(AgentLoopWorker pid={pid}) [2026-03-04 21:{8 + 2 * k:02d}:{s:02d}] {n}/20 episodes finished"
+          for k in range(10) for s, pid, n in ((5, 6101, 17), (10, 6102, 12))),
+    ]) + "\n")
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled"]
+
+
 def test_a_status_line_that_says_the_same_count_again_is_no_progress(tmp_path: Path) -> None:
     """Audit 22: `52/64 trajectories finished`, and the same count again and again while the rollout hung: each
     repeat read as progress, so no STALLED came however long it lasted. A count that moves is progress."""

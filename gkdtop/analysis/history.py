@@ -413,15 +413,26 @@ class HistoryReader:
         said = count_said(parse_line(self._clean(data[begin:end]), path, 0.0))
         if said is None:
             return end
-        self.phases._count_said = said  # (the live lines after it compare with it)
+        self.phases.note_count(said)  # (the live lines after it compare with it)
         for _ in range(1000):
             if begin <= 0:
                 break
             before = data.rfind(b"\n", 0, begin - 1) + 1
-            if count_said(parse_line(self._clean(data[before : begin - 1]), path, 0.0)) != said:
+            text = self._clean(data[before : begin - 1])
+            other = count_said(parse_line(text, path, 0.0))
+            if other is None and not self._idle(text):
+                break  # (review 26: an idle line between two repeats leaves the count in place, as it does live)
+            if other is not None and other != said:
                 break
-            end, begin = begin - 1, before
+            if other is not None:
+                end = begin - 1
+            begin = before
         return end
+
+    def _idle(self, text: str) -> bool:
+        """A line an idle rule names (`Waiting for … to be ready`): no progress, live or here."""
+        ids = self.matcher.scan_texts([split_prefix(text)[1]]).get(0, ())
+        return not self.phases.idle_ids.isdisjoint(ids)
 
     def _clean(self, raw: bytes) -> str:
         """clean_line, of at most max_line characters (as the follower delivers a line live)."""

@@ -455,8 +455,10 @@ def count_said(line: LogLine) -> tuple[str, str, int | None, str] | None:
     """A line that counts (COUNT_RE; not a bar, whose redraws are compared by their own key): its writer and its
     words with any stamp taken out, else None."""
     text = line.text
-    if "/" not in text or "|" in text or COUNT_RE.search(words := STAMP_WORDS_RE.sub("", text)) is None:
-        return None
+    if "/" not in text or "|" in text or COUNT_RE.search(text) is None:
+        return None  # (first the cheap test: most Ray lines hold a path's `/` and no count)
+    if COUNT_RE.search(words := STAMP_WORDS_RE.sub("", text)) is None:
+        return None  # (its only count was a date's `11/29/26`)
     return line.source, line.worker, line.pid, words.strip()
 
 
@@ -707,7 +709,8 @@ class PhaseEngine:
         self.recent_steps: deque[tuple[int, float]] = deque(maxlen=MAX_RECENT_STEPS)
         self._last_step_text = ""
         self._own_seconds: tuple[int, float] | None = None  # (step, seconds) a step line said it took
-        self._count_said: tuple[str, str, int | None, str] | None = None  # the last line that counts, stamp aside
+        # Each writer's last line that counts, stamp aside (two writers printing the same count in turn still repeat).
+        self._count_said: dict[tuple[str, str, int | None], str] = {}
         self._last_step: StepInfo | None = None
         self.bar_count: tuple[int, int] | None = None  # the last bar of a stepping phase: (n, total)
         self._loop_bar: str | None = None  # the loop's bar, by its text before the percentage (_loop_bar_at)
@@ -878,9 +881,16 @@ class PhaseEngine:
         """A line that counts saying what the last one said, its stamp aside: a status printed again while nothing
         moved (`52/64 trajectories finished`), no progress."""
         said = count_said(line)
-        if said is None:
-            return False
-        again, self._count_said = said == self._count_said, said
+        return said is not None and self.note_count(said)
+
+    def note_count(self, said: tuple[str, str, int | None, str]) -> bool:
+        """Record a line that counts (count_said) as its writer's last (history's last one, for the live lines after
+        it): True where that writer said the same last time."""
+        writer, words = said[:3], said[3]
+        if len(self._count_said) > 1000 and writer not in self._count_said:
+            self._count_said.clear()  # (a junk log's bound)
+        again = self._count_said.get(writer) == words
+        self._count_said[writer] = words
         return again
 
     def _arrived(self, line: LogLine, t: float) -> float:
