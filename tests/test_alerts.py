@@ -754,3 +754,18 @@ def test_a_plain_files_failure_is_told_within_its_blocks_wait_not_at_a_later_sta
     assert failed.kind == "failed" and failed.time - failed_at <= 5.0, failed
     log.write_text(lines([f"[2026-06-03 14:{k:02d}:30] INFO step {k}: loss 0.{k}" for k in range(6, 12)]))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["failed", "recovered"]
+
+
+def test_a_resumed_runs_first_step_line_credits_no_steps_it_does_not_count(tmp_path: Path) -> None:
+    """Review 26: resumed at iteration 8000, the first line `iteration 8010` at 9 s an iteration after a 15-minute
+    silence. Before: taken as 100 iterations (900 s) of work, so no STALLED; where the run resumed it does not say."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join([
+        "  successfully loaded checkpoint from /ckpt/run7 [ t 0/1, p 0/1 ] at iteration 8000",
+        "training ...",
+        "[before the start of training step] datetime: 2026-07-14 06:30:00 ",
+        *(f" [2026-07-14 06:{45 + k}:00] iteration {8010 + 10 * k:>9}/   20000 | consumed samples: "
+          f"{(801 + k) * 640:>12} | elapsed time per iteration (ms): 9000.0 | learning rate: 1.000E-05 | global "
+          f"batch size:    64 | lm loss: 2.10000{k}" for k in range(3)),
+    ]) + "\n")
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 GAP = 1.0  # seconds between two lines' stamps worth asking "was it stalled just before the second?"
 CHUNK = 1 << 20
-FIRST_STEPS = 100  # the most steps a writer's first step line is taken to time (a log interval)
+FIRST_STEPS = 100  # the highest number a writer's first step line is taken to count from 0 (a log interval)
 STATED_SLACK = 60.0  # seconds of a gap its step line's stated time may leave unexplained (a save, the log's write)
 
 
@@ -189,9 +189,10 @@ def _steady_bar(text: str, slack: float) -> float:
 def _stated_steps(line: LogLine, steps: dict[tuple[str, int | None], int]) -> float:
     """The seconds a step line states its steps since the writer's last step line took: their count times its own
     time a step (Megatron's `iteration 10/ … | elapsed time per iteration (ms): 116823.4` each log interval of 10,
-    verl's `timing_s/step`), else 0. A writer's first step line counts the steps from 0, up to FIRST_STEPS (a run
-    resumed at iteration 5000 did not run 5000 steps through the gap before its first line): audit 23, a first
-    log interval of 10 slow iterations read as "STALLED for 10m01s"."""
+    verl's `timing_s/step`), else 0. A writer's first step line counts the steps from 0 where its number is at most
+    FIRST_STEPS (audit 23, a first log interval of 10 slow iterations read as "STALLED for 10m01s"); past that, the
+    run resumed where the line does not say, and it states no time: the gap gets the stall allowance, no more
+    (review 26: `iteration 5010` at 12 s each, credited 100 of them, hid a 20-minute silence)."""
     from gkdtop.analysis.phases import PhaseEngine, parse_record_step
 
     text = line.text
@@ -201,7 +202,7 @@ def _stated_steps(line: LogLine, steps: dict[tuple[str, int | None], int]) -> fl
     writer = (line.worker, line.pid)
     before = steps.get(writer)
     steps[writer] = parsed[0]
-    count = parsed[0] - before if before is not None else min(parsed[0], FIRST_STEPS)
+    count = parsed[0] - before if before is not None else parsed[0] if parsed[0] <= FIRST_STEPS else 0
     return max(count, 0) * parsed[2].get("step", 0.0)
 
 
