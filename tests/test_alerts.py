@@ -769,3 +769,28 @@ def test_a_resumed_runs_first_step_line_credits_no_steps_it_does_not_count(tmp_p
           f"batch size:    64 | lm loss: 2.10000{k}" for k in range(3)),
     ]) + "\n")
     assert [e.kind for e in paced_events(str(log), load_config(None))] == ["stalled", "recovered"]
+
+
+def test_an_unstamped_last_progress_line_is_silent_only_since_the_first_stamp_after_it(tmp_path: Path) -> None:
+    """Audit 24: verl's unstamped `colocated worker base class` line, dated at the Ray start's stamp, then its
+    stamped `Waiting for register center actor … Elapsed time: 0 seconds` 3 minutes on. Before: "no progress for
+    20m15s" and STALLED at 2 minutes into verl's own wait; the line came no later than that first stamp after it."""
+    from gkdtop.replay import replay, report_text
+
+    def lines(waits: int) -> str:
+        return "\n".join([
+            "2026-02-11 09:30:12,004\tINFO worker.py:2003 -- Started a local Ray instance.",
+            "(TaskRunner pid=71200) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+            *(f"(TaskRunner pid=71200) WARNING:2026-02-11 09:{34 + 2 * k:02d}:20,118:Waiting for register center "
+              f"actor Qx7_register_center to be ready. Elapsed time: {120 * k} seconds out of 300 seconds."
+              for k in range(waits)),
+        ]) + "\n"
+
+    log = tmp_path / "train.log"
+    log.write_text(lines(2))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+    log.write_text(lines(8))
+    [stalled] = paced_events(str(log), load_config(None))
+    assert stalled.time >= time.mktime(time.strptime("2026-02-11 09:39:20", "%Y-%m-%d %H:%M:%S")), stalled
+    said = report_text(replay([str(log)], load_config(None)))
+    assert "no progress for 14m00s before the log ended" in said, said

@@ -71,6 +71,9 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         pending += undated
         undated = []
         line.seen = line.ts = at
+        if stamp is None and last is not None:
+            # (no stamp of its own: it came after the stamp it is dated at, as history marks such a line)
+            line.ts, line.backlog = None, True
         steady = _steady_bar(line.text, config.stall_after)
         if last is not None and (clock := max(reach, steady)) and clock + config.stall_after >= at - last:
             covered = True  # a steady bar's clock spans the gap (but less than a stall): its steps went on through it

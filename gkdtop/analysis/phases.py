@@ -661,6 +661,7 @@ class PhaseEngine:
         # The lines claims stand on (Evidence): the one being fed, the failure's, the last progress's.
         self._line: LogLine | None = None
         self._progress_line: LogLine | None = None
+        self._progress_bounded = False  # last_progress moved to the first stamp after that line (it had none)
         self.curves = Curves()  # every metric of every step, down-sampled (analysis/curves.py)
         self._bar_keys: dict[str, str] = {}
         self._autoscaler_anchor: tuple[float, float] | None = None  # (its offset, our time) at its first line
@@ -900,6 +901,13 @@ class PhaseEngine:
             t = self._autoscaler_time(line, t)
         elif line.ts is not None:
             self._writer_stamp(line, t)
+            said = self._progress_line
+            if said is not None and not self._progress_bounded and stamp_bound(said) == "after":
+                # History dated the last progress line, unstamped, at the stamp before it; it came no later than
+                # this first stamp after it, and a silence is told from there, not longer (audit 24: "no progress
+                # for 20m15s" where verl's own wait said 2 minutes).
+                self._progress_bounded = True
+                self.last_progress = max(self.last_progress or t, t)
         self.last_activity = t if self.last_activity is None else max(self.last_activity, t)
         self._line = line
         return t
@@ -1220,7 +1228,7 @@ class PhaseEngine:
         if line is not None and not line.text.strip():
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
-            self.last_progress, self._progress_line = t, line
+            self.last_progress, self._progress_line, self._progress_bounded = t, line, False
         elif t == self.last_progress and line is not None:
             self._progress_line = line
 
