@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gkdtop.alerts.events import AlertEvent, AlertWatcher
 from gkdtop.analysis.lines import clean_line, parse_line
+from gkdtop.analysis.phases import PhaseEngine, parse_record_step
 from gkdtop.collectors.logs import LogBatch
 from gkdtop.model import LogFileState, LogLine
 from gkdtop.store import Store
@@ -192,8 +193,6 @@ def _stated_steps(line: LogLine, steps: dict[tuple[str, int | None], int]) -> fl
     verl's `timing_s/step`), else 0. A writer's first step line counts the steps from 0, up to FIRST_STEPS (a run
     resumed at iteration 5000 did not run 5000 steps through the gap before its first line): audit 23, a first
     log interval of 10 slow iterations read as "STALLED for 10m01s"."""
-    from gkdtop.analysis.phases import PhaseEngine, parse_record_step
-
     text = line.text
     parsed = PhaseEngine.parse_step(text) or parse_record_step(text)
     if parsed is None or parsed[0] is None:
