@@ -1223,3 +1223,13 @@ def test_a_task_error_cut_at_the_trainers_fit_was_in_the_loop(tmp_path: Path) ->
                              "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, "
                              "unhandled system error, NCCL version 2.14.3")]
     assert _replay(_write(tmp_path, "lightning.log", lightning))["current"] == "nccl init"
+    # fit setting up before its loop (wandb's Tracking.__init__ under verl's fit) names no step (review of session 26)
+    assert frame_words([('  File "/opt/verl/verl/trainer/main_ppo.py", line 211, in main_task', "trainer.fit()"),
+                        ('  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 862, in fit',
+                         "logger = Tracking(project_name=p, experiment_name=e)"),
+                        ('  File "/opt/verl/verl/utils/tracking.py", line 64, in __init__', "wandb.init(project=p)"),
+                        ]) is None
+    # and a script named fit.py is no trainer's fit: its loop's frame stands on a log of no RL trainer
+    script = _traceback([("/home/u/proj/fit.py", "main"), ("/home/u/proj/fit.py", "train_epoch")],
+                        "RuntimeError: CUDA error: device-side assert triggered")
+    assert _replay(_write(tmp_path, "script.log", script))["current"] == "training loop"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gkdtop.actions.redact import redact_text
 from gkdtop.actions.stacks import stack_targets
+from gkdtop.analysis.lines import parse_line
 from gkdtop.format import human_duration, shown
 from gkdtop.model import EVIDENCE_CHARS
 
@@ -358,9 +359,7 @@ class AlertWatcher:
 
 
 def _stamped(line: LogLine) -> bool:
-    """The line carries a stamp of its own (a replay dates the others at the stamp before them, in `ts` too)."""
-    from gkdtop.analysis.lines import parse_line
-
+    """The line carries a stamp of its own (a replay dates the others at the stamp before them)."""
     return parse_line(line.raw or line.text, line.source, line.seen).ts is not None
 
 

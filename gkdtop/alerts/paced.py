@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gkdtop.alerts.events import AlertEvent, AlertWatcher
 from gkdtop.analysis.lines import clean_line, parse_line
+from gkdtop.analysis.phases import PhaseEngine, parse_record_step
 from gkdtop.collectors.logs import LogBatch
 from gkdtop.model import LogFileState, LogLine
 from gkdtop.store import Store
@@ -196,8 +197,6 @@ def _stated_steps(line: LogLine, steps: dict[tuple[str, int | None], int]) -> fl
     FIRST_STEPS (audit 23, a first log interval of 10 slow iterations read as "STALLED for 10m01s"); past that, the
     run resumed where the line does not say, and it states no time: the gap gets the stall allowance, no more
     (review 26: `iteration 5010` at 12 s each, credited 100 of them, hid a 20-minute silence)."""
-    from gkdtop.analysis.phases import PhaseEngine, parse_record_step
-
     text = line.text
     parsed = PhaseEngine.parse_step(text) or parse_record_step(text)
     if parsed is None or parsed[0] is None:

@@ -278,7 +278,7 @@ def split_prefix(raw: str) -> tuple[tuple[str, int, str] | None, str]:
         raw = raw[end:]
     if raw[:1] in MPI_FIRST and raw.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(raw)) is not None:
         raw = raw[mpi.end() :]
-    if raw[:1] in LABEL_FIRST and raw.find(": (", 1, 16) > 0 and (end := _label_end(raw)):
+    if end := _label_end(raw):
         raw = raw[end:]
     return _ray_split(raw)
 
@@ -350,13 +350,20 @@ def _host_end(text: str) -> int:
 SRUN_LABEL = r" {0,6}\d{1,7}: "
 _SRUN_LABEL_RE = re.compile(SRUN_LABEL)
 LABEL_FIRST = " 0123456789"
-_LABEL_FIRST_BYTES = frozenset(bytes([c]) for c in LABEL_FIRST.encode())
+LABEL_FIRST_BYTES = frozenset(bytes([c]) for c in LABEL_FIRST.encode())
+
+
+def may_be_labelled(text: str) -> bool:
+    """Could `text` open with srun's label before a parenthesis (`0: (`)? The cheap test, run for every line."""
+    return text[:1] in LABEL_FIRST and text.find(": (", 1, 16) > 0
 
 
 def _label_end(text: str) -> int:
     """Where a Ray prefix begins past srun's task label before it (`0: (TaskRunner pid=7) …`), 0 without one. Only
     before a Ray prefix: elsewhere the label stays in the text, where the patterns allow for it as for pdsh's host
     (HOST_PREFIX)."""
+    if not may_be_labelled(text):
+        return 0
     m = _SRUN_LABEL_RE.match(text)
     if m is None or text[m.end() : m.end() + 1] != "(" or _ray_split(text[m.end() :])[0] is None:
         return 0
@@ -456,7 +463,7 @@ def message_start(raw: bytes) -> int:
     if (raw[start : start + 1] in _MPI_FIRST_BYTES and raw.find(b"]<std", start + 1, start + MPI_REACH) > 0
             and (mpi := _MPI_BYTES_RE.match(raw, start)) is not None):
         start = mpi.end()
-    if raw[start : start + 1] in _LABEL_FIRST_BYTES and (colon := raw.find(b": (", start + 1, start + 16)) > 0:
+    if raw[start : start + 1] in LABEL_FIRST_BYTES and (colon := raw.find(b": (", start + 1, start + 16)) > 0:
         start += _label_end(raw[start : colon + 2 + PREFIX_MAX].decode("ascii", "replace"))
     if raw[start : start + 1] == b"(":
         close = raw.find(b")", start + 1, start + PREFIX_MAX)
@@ -509,7 +516,7 @@ def parse_into(out: list[LogLine], lines: list[str], source: str, seen: float) -
                 text = text[c.end() :]  # a compose service's name (_compose_end, inline: this runs for every line)
             if text[:1] in MPI_FIRST and text.find("]<std", 1, MPI_REACH) > 0 and (mpi := _MPI_RE.match(text)):
                 text = text[mpi.end() :]  # mpirun's tag (and the time it relayed the line)
-            if text[:1] in LABEL_FIRST and text.find(": (", 1, 16) > 0 and (end := _label_end(text)):
+            if end := _label_end(text):
                 text = text[end:]  # srun's task label before Ray's prefix
             first = text[:1]
         if first == "(":

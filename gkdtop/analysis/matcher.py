@@ -35,10 +35,10 @@ from gkdtop.analysis.lines import (
     CAPTURE_STAMP,
     COMPOSE_PREFIX,
     KUBECTL_STAMP,
-    LABEL_FIRST,
     MPI_TAG,
     PREFIX_MAX,
     SRUN_LABEL,
+    may_be_labelled,
     plain_ascii,
 )
 
@@ -596,7 +596,7 @@ class Matcher:
         if everything:  # the message is not what was scanned: scan the message itself (one call, all ids)
             return self.scan_texts([message]).get(0, [])
         # (or srun's label before a parenthesis no Ray prefix: the scan took them for a label and a prefix)
-        paren = message[:1] == "(" or (message[:1] in LABEL_FIRST and message.find(": (", 1, 16) > 0)
+        paren = message[:1] == "(" or may_be_labelled(message)
         confirm = self._confirm_paren if paren else self._confirm
         if prefix:  # which ids to check depends on the prefix and the ids alone: known once per such line
             key = (prefix, paren, *ids)

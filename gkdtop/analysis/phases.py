@@ -88,7 +88,7 @@ GLOBAL_STEP_RE = re.compile(r"'global_step/max_steps': '(\d{1,18})/\d{1,18}'")
 # c10's exception and a hung process's dump print where the process already was.
 NATIVE_FRAME_RE = re.compile(r"(?:^|[\s:)\]])frame #\d{1,3}: \S")
 # A trainer's `fit` (`in _fit_impl`, `trainer.fit()`), as a frame or the call under one names it (_worded).
-FIT_RE = re.compile(r"(?<![A-Za-z])fit(?![A-Za-z])")
+FIT_RE = re.compile(r"(?:, in _?|\.)fit(?![A-Za-z])")  # (the function or the call, not a path's `fit.py`)
 # A tqdm bar a dict was glued to (`311/500 [12:03<07:19, 2.32s/it]{'loss': …`): HF's bar counts global steps.
 GLUED_BAR_RE = re.compile(r"(\d{1,18})/\d{1,18} \[[^\]\n]{0,100}\]\s*$")
 # `iter N | … | 0.412 s/iter`, ArcticTraining's `iter:  120/3000   4% | loss: … | iter time: 1.009s | …`

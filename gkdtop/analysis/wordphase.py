@@ -88,7 +88,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|^(?:train(?:ing)?[_ ])?steps$"  # a bar over the run's steps (sd-scripts and musubi-tuner: `steps:  95%|…`)
      # a trainer's `fit`, the loop the driver runs once its workers are up (verl's `main_task` calls `trainer.fit()`,
      # its `RayPPOTrainer.fit`): a frame no deeper one names (a Ray task error cut at it) was in the loop
-     r"|\btrainer fit\b|\bfit (?:\w+ )?trainer\b"),
+     r"|" + (_FIT := r"\btrainer fit\b|\bfit (?:\w+ )?trainer\b")),
     ("rollout init",
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
@@ -106,6 +106,7 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\binit[_ ]workers\b|\bcreat(?:e|es|ing) (?:the )?worker ?groups?\b|\bsetup[_ ]trainer\b"),
 )
 _WORDS = [(phase, re.compile(pattern, re.IGNORECASE)) for phase, pattern in WORDS]
+_FIT_RE = re.compile(_FIT, re.IGNORECASE)  # the loop a trainer's `fit` runs, once it has set up (frame_words)
 LOOP = "training loop"
 _LOOP_WORDS = dict(_WORDS)[LOOP]
 # Every pattern above needs one of these (lower case): most lines hold none, and `in` is far cheaper than a search.
@@ -595,11 +596,20 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
             phase, cited = called, f"{line.strip()[:200]}: {code[:100]}"
         if init:
             phase = _AT_INIT.get(phase, phase) if phase is not None else None
+        elif phase == LOOP and init_from < len(deeper) and _fit_frame(said, code):
+            continue  # fit building what it needs before its loop (wandb's `Tracking.__init__`): its set-up, no step
         if phase is None or phase == DATASET:  # a data loader's frames run in every step, not only at the start
             continue
         if found is None or found.phase in WITHIN_PART.get(phase, ()):  # the reference pass's compute_log_prob
             found = Worded(phase, cited, back, frame=True, line=line)
     return found
+
+
+def _fit_frame(said: str, code: str) -> bool:
+    """A trainer's `fit`, as its frame (`fit ray_trainer`) or the call under a frame (`trainer.fit()`) names it."""
+    call = _CALL_RE.search(code) if code else None
+    words = f"{said} {call.group(1) if call is not None else ''}"
+    return _FIT_RE.search(words.replace("_", " ").replace(".", " ")) is not None
 
 
 def _progressed(text: str) -> bool:
