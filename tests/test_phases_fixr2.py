@@ -24,3 +24,28 @@ def test_verls_training_from_scratch_opens_the_loop_where_no_bar_or_step_line_co
         "(TaskRunner pid=5101) 2025-03-02 08:07:02.450 | INFO     | agents.base:run:181 - Running 32 trajectories",
     ])
     assert report.status.current == "training loop"
+
+
+def test_an_op_built_during_the_loop_is_part_of_the_step_not_a_model_load(tmp_path: Path) -> None:
+    """DeepSpeed JIT-builds an op at its first use: at start-up a model's load, once the loop ran part of a step."""
+    report = run(tmp_path, [
+        "[2026-04-11 09:00:00] INFO ***** Running training *****",
+        "[2026-04-11 09:00:20] INFO {'loss': 1.71, 'learning_rate': 2e-05, 'epoch': 0.01}",
+        "[2026-04-11 09:00:40] INFO {'loss': 1.65, 'learning_rate': 2e-05, 'epoch': 0.02}",
+        "Using /home/u/.cache/torch_extensions/py311_cu124 as PyTorch extensions root...",
+        "Emitting ninja build file /home/u/.cache/torch_extensions/py311_cu124/inference_core_ops/build.ninja...",
+        "Building extension module inference_core_ops...",
+        "Loading extension module inference_core_ops...",
+    ])
+    assert [s.name for s in report.status.timeline] == ["training loop"]
+    assert report.status.current == "training loop"
+    assert report.status.hint is None or not any("lock" in a for a in report.status.hint.actions)
+
+
+def test_an_op_built_at_start_up_is_still_the_models_load(tmp_path: Path) -> None:
+    report = run(tmp_path, [
+        "[2026-04-11 09:00:00] INFO Setting ds_accelerator to cuda (auto detect)",
+        "Using /home/u/.cache/torch_extensions/py311_cu124 as PyTorch extensions root...",
+        "Emitting ninja build file /home/u/.cache/torch_extensions/py311_cu124/cpu_adam/build.ninja...",
+    ])
+    assert report.status.current in ("actor init", "model load")

@@ -240,6 +240,10 @@ STEP_ROLLOUT_RE = re.compile(r"'(?:completion_length|completions/mean_length|rew
 LOSS_ROLLOUT_RE = re.compile(r"'completion_length':")
 # HF Trainer's step as a traceback names it: its frame, and the loop's call into it.
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
+# torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
+# once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
+OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
+                         r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
 SAVE = "checkpoint save"
 REF_LOG_PROB = "reference log-prob"
@@ -1461,6 +1465,9 @@ class PhaseEngine:
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
         update made are pushed to the rollout engines next (OpenRLHF after each train epoch), not before it."""
         underway = self.inner or self.current
+        if rule.name == ACTOR_INIT and self._line is not None and OP_BUILD_RE.search(self._line.text) and (
+                self._loop_began() is not None):
+            return True  # an op JIT-built during the loop: part of the step, no model load
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
