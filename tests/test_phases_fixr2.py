@@ -49,3 +49,15 @@ def test_an_op_built_at_start_up_is_still_the_models_load(tmp_path: Path) -> Non
         "Emitting ninja build file /home/u/.cache/torch_extensions/py311_cu124/cpu_adam/build.ninja...",
     ])
     assert report.status.current in ("actor init", "model load")
+
+
+def test_an_undescribed_bar_in_examples_a_second_after_the_loop_began_is_the_loop(tmp_path: Path) -> None:
+    """HF's `***** Running training *****` opened the loop: a bar counted in examples/s after it is the loop's."""
+    lines = [
+        "[2026-05-03 14:00:00] INFO loading weights file model.safetensors",
+        "[2026-05-03 14:00:30] INFO ***** Running training *****",
+    ]
+    lines += [f" {p}%|          | {p * 800}/80000 [{p // 2:02d}:00<40:00, 26.7examples/s]" for p in range(1, 30, 4)]
+    report = run(tmp_path, lines)
+    assert report.status.current == "training loop"
+    assert "dataset generation" not in [s.name for s in report.status.timeline]

@@ -807,8 +807,11 @@ class PhaseEngine:
             return
         for rule in self._rules_of(ids):
             started = self.start_of[rule.name] in ids
-            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name:
-                rule = self.by_name[DATASET]  # a bar no words name, counting datasets' map/filter batches
+            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name and (
+                    self._loop_began() is None and not self.stats.count):
+                # a bar no words name, counting datasets' map/filter batches: before the loop began (once it
+                # did, HF's `***** Running training *****`, a bar in examples/s is the loop's own)
+                rule = self.by_name[DATASET]
             if started and rule.name == NCCL_INIT and "/elastic/" in text and self.current is not None and (
                     self.current.name == RESOURCE_POOL):
                 continue  # a frame of torchrun's agent in the rendezvous its own line opened as the resource pool
