@@ -82,3 +82,34 @@ def test_stale_build_lock_advice_only_where_the_op_was_not_built(tmp_path: Path)
     built = [*start, "Loading extension module fused_adam...",
              "[2026-06-09 07:10:52] INFO Time to load fused_adam op: 3.18 seconds"]
     assert not lock_advice(run(tmp_path, built))
+
+
+NO_DETAIL_CRASH = [
+    "Error executing job with overrides: ['trainer.n_gpus_per_node=4']",
+    "Traceback (most recent call last):",
+    '  File "/opt/verl/verl/trainer/main_ppo.py", line 64, in run_ppo',
+    "    ray.get(runner.run.remote(config))",
+    "ray.exceptions.RayTaskError(ImportError): ray::TaskRunner.run() (pid=40711, ip=10.1.4.22)",
+    '  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 702, in init_workers',
+    "    self.actor_rollout_wg.init_model()",
+    "ray.exceptions.RayTaskError(ImportError): <no detail available>",
+]
+
+
+def test_a_ray_task_error_with_no_detail_is_the_exception_and_names_its_type(tmp_path: Path) -> None:
+    """The traceback is whole: Ray kept the wrapped type, not its message; no "the exception is not in the log"."""
+    report = run(tmp_path, ["(WorkerDict pid=40902) Model config after override: Qwen2Config {",
+                            "(WorkerDict pid=40902) }", *NO_DETAIL_CRASH])
+    assert report.status.state == "failed"
+    assert report.status.failure == "ray.exceptions.RayTaskError(ImportError): <no detail available>"
+    hint = report.status.hint
+    assert hint is None or not any("not in the log" in c for c in hint.causes)
+
+
+def test_verls_actor_use_remove_padding_ends_the_actors_model_load(tmp_path: Path) -> None:
+    report = run(tmp_path, ["(WorkerDict pid=40902) Model config after override: Qwen2Config {",
+                            "(WorkerDict pid=40902) }",
+                            "(WorkerDict pid=40902) Actor use_remove_padding=True", *NO_DETAIL_CRASH])
+    spans = [(s.name, s.status) for s in report.status.timeline]
+    assert spans[0][0] in ("actor init", "model load") and spans[0][1] == "done"
+    assert report.status.current not in ("actor init", "model load")

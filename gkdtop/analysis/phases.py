@@ -239,6 +239,7 @@ ENGINE_UP = frozenset({"rollout init", "serving", "generation", "validation", "t
 STEP_ROLLOUT_RE = re.compile(r"'(?:completion_length|completions/mean_length|reward_std)':")
 LOSS_ROLLOUT_RE = re.compile(r"'completion_length':")
 # HF Trainer's step as a traceback names it: its frame, and the loop's call into it.
+NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$")  # the wrapped type, no message
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 # torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
 # once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
@@ -562,7 +563,9 @@ def _root_cause(text: str, failure: str = "") -> bool:
     if failure and not HEADER_RE.search(failure) and CHILD_EXIT_RE.search(text):
         return False  # a launcher's report that the rank it ran exited (DeepSpeed's, torch.distributed.launch's)
     text = RANK_PREFIX_RE.sub("", text, count=1)
-    return not (text.startswith("nccl") or "RayTaskError(" in text
+    # (Ray's wrapper is the root cause where it is all Ray kept: `RayTaskError(SyntaxError): <no detail available>`
+    # names the exception, and no line after it will)
+    return not (text.startswith("nccl") or ("RayTaskError(" in text and not NO_DETAIL_RE.search(text))
                 or "ChildFailedError" in text)
 
 
