@@ -113,3 +113,20 @@ def test_verls_actor_use_remove_padding_ends_the_actors_model_load(tmp_path: Pat
     spans = [(s.name, s.status) for s in report.status.timeline]
     assert spans[0][0] in ("actor init", "model load") and spans[0][1] == "done"
     assert report.status.current not in ("actor init", "model load")
+
+
+def test_an_sglang_engines_own_group_after_the_actor_is_up_is_in_rollout_init(tmp_path: Path) -> None:
+    """The trainer's groups were up (Megatron's parameter count): a TP group the engine's scheduler makes is the
+    engine's start-up (verl's _build_rollout), not the trainer's nccl init."""
+    report = run(tmp_path, [
+        "2025-02-11 06:00:03,410\tINFO worker.py:1841 -- Connected to Ray cluster.",
+        "(WorkerDict pid=7012, ip=10.8.0.5) > number of parameters on (tensor, pipeline) model parallel rank (0, 1):"
+        " 4170021888",
+        "(WorkerDict pid=7012, ip=10.8.0.5) [2025-02-11 06:12:40 TP0] Init torch distributed begin.",
+        "(WorkerDict pid=7012, ip=10.8.0.5) [2025-02-11 06:22:41 TP0] Scheduler hit an exception: Traceback (most"
+        " recent call last):",
+        "(WorkerDict pid=7012, ip=10.8.0.5) torch.distributed.DistStoreError: Timed out after 600 seconds waiting for"
+        " clients. 6/8 clients joined.",
+    ])
+    assert report.status.state == "failed"
+    assert report.status.current == "rollout init"

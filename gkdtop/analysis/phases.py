@@ -239,6 +239,10 @@ ENGINE_UP = frozenset({"rollout init", "serving", "generation", "validation", "t
 STEP_ROLLOUT_RE = re.compile(r"'(?:completion_length|completions/mean_length|reward_std)':")
 LOSS_ROLLOUT_RE = re.compile(r"'completion_length':")
 # HF Trainer's step as a traceback names it: its frame, and the loop's call into it.
+# An SGLang engine's own process group (`[2025-01-04 10:02:11 TP3] Init torch distributed begin.`, its scheduler's
+# prefix): where the trainer's model is already up, the engine is being built (verl's _build_rollout)
+ENGINE_DIST_RE = re.compile(r"\b(?:DP\d{1,4} )?TP\d{1,4}\] Init torch distributed begin")
+ROLLOUT_INIT = "rollout init"
 NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$")  # the wrapped type, no message
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 # torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
@@ -833,6 +837,9 @@ class PhaseEngine:
                 self._not_a_loop(rule, t)
                 if not self._late(line, rule, t) and not self._behind(rule):
                     state = self._state()
+                    if rule.nested and ENGINE_DIST_RE.search(text) and ACTOR_INIT in self._ran and (
+                            ROLLOUT_INIT in self.by_name and ROLLOUT_INIT not in self._ran):
+                        self._start(self.by_name[ROLLOUT_INIT], t)  # the engine's group is made in its start-up
                     self._start(rule, t)
                     if self._state() != state:  # not a repeat of the phase's own start (an evaluation's bar)
                         self._ruled_line = line.raw or text
