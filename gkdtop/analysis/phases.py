@@ -1481,6 +1481,9 @@ class PhaseEngine:
         if rule.name == ACTOR_INIT and self._line is not None and OP_BUILD_RE.search(self._line.text) and (
                 self._loop_began() is not None):
             return True  # an op JIT-built during the loop: part of the step, no model load
+        if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
+                self._loop_began() is not None or self.stats.count):
+            return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
