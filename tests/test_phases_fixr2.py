@@ -136,14 +136,14 @@ def test_trls_labelled_data_bars_are_the_dataset_before_the_loop_and_the_loop_af
     before = [
         "Loading checkpoint shards: 100%|██████████| 2/2 [00:04<00:00,  2.10s/it]",
         "Tokenizing train dataset: 100%|██████████| 5120/5120 [00:03<00:00, 1650.22 examples/s]",
-        "Map (num_proc=4): 100%|██████████| 5120/5120 [00:02<00:00, 2400.91 examples/s]",
+        "Extracting prompt in train dataset: 100%|██████████| 5120/5120 [00:02<00:00, 2400.91 examples/s]",
     ]
     report = run(tmp_path, before)
     assert report.status.current == "dataset generation"
-    # A DPO run's `Map:` over its eval set once steps ran is part of the loop, not a dataset phase (block 17)
+    # A DPO run's data bar over its eval set once steps ran is part of the loop, not a dataset phase (block 17)
     during = [before[0], "  0%|          | 0/200 [00:00<?, ?it/s]",
               "{'loss': 0.6931, 'grad_norm': 3.2, 'learning_rate': 5e-07, 'epoch': 0.05}",
-              "Map: 100%|██████████| 500/500 [00:00<00:00, 3101.50 examples/s]"]
+              "Tokenizing eval dataset: 100%|██████████| 500/500 [00:00<00:00, 3101.50 examples/s]"]
     report = run(tmp_path, during)
     assert report.status.current == "training loop"
     assert report.status.timeline[-1].name == "training loop"
