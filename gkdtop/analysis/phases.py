@@ -239,7 +239,16 @@ ENGINE_UP = frozenset({"rollout init", "serving", "generation", "validation", "t
 STEP_ROLLOUT_RE = re.compile(r"'(?:completion_length|completions/mean_length|reward_std)':")
 LOSS_ROLLOUT_RE = re.compile(r"'completion_length':")
 # HF Trainer's step as a traceback names it: its frame, and the loop's call into it.
+# An SGLang engine's own process group (`[2025-01-04 10:02:11 TP3] Init torch distributed begin.`, its scheduler's
+# prefix): where the trainer's model is already up, the engine is being built (verl's _build_rollout)
+ENGINE_DIST_RE = re.compile(r"\b(?:DP\d{1,4} )?TP\d{1,4}\] Init torch distributed begin")
+ROLLOUT_INIT = "rollout init"
+NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$")  # the wrapped type, no message
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
+# torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
+# once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
+OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
+                         r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
 SAVE = "checkpoint save"
 REF_LOG_PROB = "reference log-prob"
@@ -560,7 +569,9 @@ def _root_cause(text: str, failure: str = "") -> bool:
     if failure and not HEADER_RE.search(failure) and CHILD_EXIT_RE.search(text):
         return False  # a launcher's report that the rank it ran exited (DeepSpeed's, torch.distributed.launch's)
     text = RANK_PREFIX_RE.sub("", text, count=1)
-    return not (text.startswith("nccl") or "RayTaskError(" in text
+    # (Ray's wrapper is the root cause where it is all Ray kept: `RayTaskError(SyntaxError): <no detail available>`
+    # names the exception, and no line after it will)
+    return not (text.startswith("nccl") or ("RayTaskError(" in text and not NO_DETAIL_RE.search(text))
                 or "ChildFailedError" in text)
 
 
@@ -807,8 +818,11 @@ class PhaseEngine:
             return
         for rule in self._rules_of(ids):
             started = self.start_of[rule.name] in ids
-            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name:
-                rule = self.by_name[DATASET]  # a bar no words name, counting datasets' map/filter batches
+            if started and rule.inner and DATA_BAR_RE.match(text) and DATASET in self.by_name and (
+                    self._loop_began() is None and not self.stats.count):
+                # a bar no words name, counting datasets' map/filter batches: before the loop began (once it
+                # did, HF's `***** Running training *****`, a bar in examples/s is the loop's own)
+                rule = self.by_name[DATASET]
             if started and rule.name == NCCL_INIT and "/elastic/" in text and self.current is not None and (
                     self.current.name == RESOURCE_POOL):
                 continue  # a frame of torchrun's agent in the rendezvous its own line opened as the resource pool
@@ -827,6 +841,9 @@ class PhaseEngine:
                 self._not_a_loop(rule, t)
                 if not self._late(line, rule, t) and not self._behind(rule):
                     state = self._state()
+                    if rule.nested and ENGINE_DIST_RE.search(text) and ACTOR_INIT in self._ran and (
+                            ROLLOUT_INIT in self.by_name and ROLLOUT_INIT not in self._ran):
+                        self._start(self.by_name[ROLLOUT_INIT], t)  # the engine's group is made in its start-up
                     self._start(rule, t)
                     if self._state() != state:  # not a repeat of the phase's own start (an evaluation's bar)
                         self._ruled_line = line.raw or text
@@ -1479,6 +1496,12 @@ class PhaseEngine:
         communicator made for weight sync, the weight sync a validation runs. Jobs don't go back; but the weights an
         update made are pushed to the rollout engines next (OpenRLHF after each train epoch), not before it."""
         underway = self.inner or self.current
+        if rule.name == ACTOR_INIT and self._line is not None and OP_BUILD_RE.search(self._line.text) and (
+                self._loop_began() is not None):
+            return True  # an op JIT-built during the loop: part of the step, no model load
+        if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
+                self._loop_began() is not None or self.stats.count):
+            return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:

@@ -1,0 +1,149 @@
+"""Phases of review 26 / audit 24's logs (session 26): lines that say where a run is, read in the right phase."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gkdtop.config import load_config
+from gkdtop.replay import replay
+
+
+def run(tmp_path: Path, lines: list[str]):  # type: ignore[no-untyped-def]
+    path = tmp_path / "train.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    return replay([str(path)], load_config(None))
+
+
+def test_verls_training_from_scratch_opens_the_loop_where_no_bar_or_step_line_comes(tmp_path: Path) -> None:
+    """verl's fit() prints it once every worker is up: a silence after it is step 1, not rollout init."""
+    report = run(tmp_path, [
+        "2025-03-02 08:01:10,120\tINFO worker.py:1918 -- Started a local Ray instance.",
+        "(WorkerDict pid=5512) INFO 03-02 08:06:40 [core.py:193] init engine (profile, create kv cache, warmup model)"
+        " took 21.40 seconds",
+        "(TaskRunner pid=5101) Training from scratch",
+        "(TaskRunner pid=5101) 2025-03-02 08:07:02.450 | INFO     | agents.base:run:181 - Running 32 trajectories",
+    ])
+    assert report.status.current == "training loop"
+
+
+def test_an_op_built_during_the_loop_is_part_of_the_step_not_a_model_load(tmp_path: Path) -> None:
+    """DeepSpeed JIT-builds an op at its first use: at start-up a model's load, once the loop ran part of a step."""
+    report = run(tmp_path, [
+        "[2026-04-11 09:00:00] INFO ***** Running training *****",
+        "[2026-04-11 09:00:20] INFO {'loss': 1.71, 'learning_rate': 2e-05, 'epoch': 0.01}",
+        "[2026-04-11 09:00:40] INFO {'loss': 1.65, 'learning_rate': 2e-05, 'epoch': 0.02}",
+        "Using /home/u/.cache/torch_extensions/py311_cu124 as PyTorch extensions root...",
+        "Emitting ninja build file /home/u/.cache/torch_extensions/py311_cu124/inference_core_ops/build.ninja...",
+        "Building extension module inference_core_ops...",
+        "Loading extension module inference_core_ops...",
+    ])
+    assert [s.name for s in report.status.timeline] == ["training loop"]
+    assert report.status.current == "training loop"
+    assert not lock_advice(report)
+
+
+def test_an_op_built_at_start_up_is_still_the_models_load(tmp_path: Path) -> None:
+    report = run(tmp_path, [
+        "[2026-04-11 09:00:00] INFO Setting ds_accelerator to cuda (auto detect)",
+        "Using /home/u/.cache/torch_extensions/py311_cu124 as PyTorch extensions root...",
+        "Emitting ninja build file /home/u/.cache/torch_extensions/py311_cu124/cpu_adam/build.ninja...",
+    ])
+    assert report.status.current in ("actor init", "model load")
+
+
+def test_an_undescribed_bar_in_examples_a_second_after_the_loop_began_is_the_loop(tmp_path: Path) -> None:
+    """HF's `***** Running training *****` opened the loop: a bar counted in examples/s after it is the loop's."""
+    lines = [
+        "[2026-05-03 14:00:00] INFO loading weights file model.safetensors",
+        "[2026-05-03 14:00:30] INFO ***** Running training *****",
+    ]
+    lines += [f" {p}%|          | {p * 800}/80000 [{p // 2:02d}:00<40:00, 26.7examples/s]" for p in range(1, 30, 4)]
+    report = run(tmp_path, lines)
+    assert report.status.current == "training loop"
+    assert "dataset generation" not in [s.name for s in report.status.timeline]
+
+
+def lock_advice(report) -> list[str]:  # type: ignore[no-untyped-def]
+    """The stale-lock lines of the hint replay prints for a log that stops there."""
+    hint = report.open_end.hint if report.open_end is not None else report.status.hint
+    said = [] if hint is None else list(hint.causes) + list(hint.actions)
+    return [s for s in said if "lock" in s]
+
+
+def test_stale_build_lock_advice_only_where_the_op_was_not_built(tmp_path: Path) -> None:
+    start = [
+        "[2026-06-09 07:10:00] INFO loading weights file model.safetensors",
+        "[2026-06-09 07:10:25] INFO DeepSpeed info: version=0.15.1, git-hash=unknown, git-branch=unknown",
+        "Using /data/u/.cache/torch_extensions/py310_cu118 as PyTorch extensions root...",
+        "Emitting ninja build file /data/u/.cache/torch_extensions/py310_cu118/fused_adam/build.ninja...",
+        "Building extension module fused_adam...",
+    ]
+    assert lock_advice(run(tmp_path, start))  # the build never ended: its lock may be stale
+    built = [*start, "Loading extension module fused_adam...",
+             "[2026-06-09 07:10:52] INFO Time to load fused_adam op: 3.18 seconds"]
+    assert not lock_advice(run(tmp_path, built))
+
+
+NO_DETAIL_CRASH = [
+    "Error executing job with overrides: ['trainer.n_gpus_per_node=4']",
+    "Traceback (most recent call last):",
+    '  File "/opt/verl/verl/trainer/main_ppo.py", line 64, in run_ppo',
+    "    ray.get(runner.run.remote(config))",
+    "ray.exceptions.RayTaskError(ImportError): ray::TaskRunner.run() (pid=40711, ip=10.1.4.22)",
+    '  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 702, in init_workers',
+    "    self.actor_rollout_wg.init_model()",
+    "ray.exceptions.RayTaskError(ImportError): <no detail available>",
+]
+
+
+def test_a_ray_task_error_with_no_detail_is_the_exception_and_names_its_type(tmp_path: Path) -> None:
+    """The traceback is whole: Ray kept the wrapped type, not its message; no "the exception is not in the log"."""
+    report = run(tmp_path, ["(WorkerDict pid=40902) Model config after override: Qwen2Config {",
+                            "(WorkerDict pid=40902) }", *NO_DETAIL_CRASH])
+    assert report.status.state == "failed"
+    assert report.status.failure == "ray.exceptions.RayTaskError(ImportError): <no detail available>"
+    hint = report.status.hint
+    assert hint is None or not any("not in the log" in c for c in hint.causes)
+
+
+def test_verls_actor_use_remove_padding_ends_the_actors_model_load(tmp_path: Path) -> None:
+    report = run(tmp_path, ["(WorkerDict pid=40902) Model config after override: Qwen2Config {",
+                            "(WorkerDict pid=40902) }",
+                            "(WorkerDict pid=40902) Actor use_remove_padding=True", *NO_DETAIL_CRASH])
+    spans = [(s.name, s.status) for s in report.status.timeline]
+    assert spans[0][0] in ("actor init", "model load") and spans[0][1] == "done"
+    assert report.status.current not in ("actor init", "model load")
+
+
+def test_an_sglang_engines_own_group_after_the_actor_is_up_is_in_rollout_init(tmp_path: Path) -> None:
+    """The trainer's groups were up (Megatron's parameter count): a TP group the engine's scheduler makes is the
+    engine's start-up (verl's _build_rollout), not the trainer's nccl init."""
+    report = run(tmp_path, [
+        "2025-02-11 06:00:03,410\tINFO worker.py:1841 -- Connected to Ray cluster.",
+        "(WorkerDict pid=7012, ip=10.8.0.5) > number of parameters on (tensor, pipeline) model parallel rank (0, 1):"
+        " 4170021888",
+        "(WorkerDict pid=7012, ip=10.8.0.5) [2025-02-11 06:12:40 TP0] Init torch distributed begin.",
+        "(WorkerDict pid=7012, ip=10.8.0.5) [2025-02-11 06:22:41 TP0] Scheduler hit an exception: Traceback (most"
+        " recent call last):",
+        "(WorkerDict pid=7012, ip=10.8.0.5) torch.distributed.DistStoreError: Timed out after 600 seconds waiting for"
+        " clients. 6/8 clients joined.",
+    ])
+    assert report.status.state == "failed"
+    assert report.status.current == "rollout init"
+
+
+def test_trls_labelled_data_bars_are_the_dataset_before_the_loop_and_the_loop_after(tmp_path: Path) -> None:
+    before = [
+        "Loading checkpoint shards: 100%|██████████| 2/2 [00:04<00:00,  2.10s/it]",
+        "Tokenizing train dataset: 100%|██████████| 5120/5120 [00:03<00:00, 1650.22 examples/s]",
+        "Extracting prompt in train dataset: 100%|██████████| 5120/5120 [00:02<00:00, 2400.91 examples/s]",
+    ]
+    report = run(tmp_path, before)
+    assert report.status.current == "dataset generation"
+    # A DPO run's data bar over its eval set once steps ran is part of the loop, not a dataset phase (block 17)
+    during = [before[0], "  0%|          | 0/200 [00:00<?, ?it/s]",
+              "{'loss': 0.6931, 'grad_norm': 3.2, 'learning_rate': 5e-07, 'epoch': 0.05}",
+              "Tokenizing eval dataset: 100%|██████████| 500/500 [00:00<00:00, 3101.50 examples/s]"]
+    report = run(tmp_path, during)
+    assert report.status.current == "training loop"
+    assert report.status.timeline[-1].name == "training loop"
