@@ -1,5 +1,5 @@
-"""Audit 23's shapes from other stacks (SGLang, datasets/DeepSpeed, vLLM offline, Lightning, torchrun elastic,
-fairseq, HF Trainer): what each line says, with invented values."""
+"""Servers, launchers and bars of other stacks (SGLang's soft watchdog, datasets/DeepSpeed, vLLM offline, Lightning,
+torchrun elastic restarts, fairseq, HF Trainer's evaluation), audit 23's shapes with invented values."""
 
 from __future__ import annotations
 

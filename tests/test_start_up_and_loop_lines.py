@@ -1,4 +1,5 @@
-"""Phases of review 26 / audit 24's logs (session 26): lines that say where a run is, read in the right phase."""
+"""Lines that say where a run is, read in the right phase: verl's loop start, ops JIT-built in the loop, data bars,
+a Ray task error with no detail, an SGLang engine's own group (review of session 26, audit 24)."""
 
 from __future__ import annotations
 
