@@ -1233,3 +1233,18 @@ def test_a_task_error_cut_at_the_trainers_fit_was_in_the_loop(tmp_path: Path) ->
     script = _traceback([("/home/u/proj/fit.py", "main"), ("/home/u/proj/fit.py", "train_epoch")],
                         "RuntimeError: CUDA error: device-side assert triggered")
     assert _replay(_write(tmp_path, "script.log", script))["current"] == "training loop"
+
+
+def test_a_with_line_whose_context_was_leaving_names_the_work_inside_it() -> None:
+    """verl's sharding manager: entering it hands the weights to the engine (weight sync); an error in its `__exit__`
+    (an asynchronous CUDA error surfacing at empty_cache) came after the generation it wrapped (HELDOUT18, read after
+    it was retired: two such logs read "likely in weight sync")."""
+    outer = [('  File "/srv/verl/verl/workers/fsdp_workers.py", line 446, in generate_sequences',
+              "with self.rollout_sharding_manager:")]
+    leaving = [('  File "/srv/verl/verl/workers/sharding_manager/fsdp_vllm.py", line 105, in __exit__',
+                "torch.cuda.empty_cache()"),
+               ('  File "/env/lib/python3.10/site-packages/torch/cuda/memory.py", line 170, in empty_cache', "")]
+    entering = [('  File "/srv/verl/verl/workers/sharding_manager/fsdp_vllm.py", line 88, in __enter__',
+                 "params = self.module.state_dict()")]
+    assert frame_words(outer + leaving).phase == "generation"
+    assert frame_words(outer + entering).phase == "weight sync"

@@ -573,7 +573,8 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
         func := m["func"].rsplit(".", 1)[-1]) and "wrap" not in func), len(deeper))
     found: Worded | None = None
     for back, (line, code) in enumerate(reversed(deeper)):
-        m = matched[len(deeper) - 1 - back]
+        index = len(deeper) - 1 - back
+        m = matched[index]
         if m is None:
             continue
         stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
@@ -585,7 +586,11 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
         said = m["func"] if own_init else f"{m['func']} {stem}"
         phase = None if m["func"] in whole_step else _words(said.replace("_", " "))
         cited = line.strip()[:300]
-        entered = _words(code[5:].replace("_", " ")) if code.startswith("with ") else None
+        # (a `with` line whose next frame is the context's `__exit__` raised leaving it: verl's sharding manager put the
+        # engine away after its generation, which the function's own words name)
+        leaving = index + 1 < len(deeper) and (after := matched[index + 1]) is not None and after["func"].endswith(
+            "__exit__")
+        entered = _words(code[5:].replace("_", " ")) if code.startswith("with ") and not leaving else None
         if entered is not None and entered != DATASET:
             # `with self.rollout_sharding_manager:` under `generate_sequences`: raised entering (or leaving) that
             # context, which is more particular than the function around it
