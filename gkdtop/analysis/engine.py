@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.analysis.curves import LINE_BY_LINE
 from gkdtop.analysis.findings import FindingsEngine
 from gkdtop.analysis.history import HistoryReader
-from gkdtop.analysis.lines import LABEL_FIRST_BYTES, split_prefix
+from gkdtop.analysis.lines import label_colon, split_prefix
 from gkdtop.analysis.matcher import Matcher, Pattern, compile_pattern
 from gkdtop.analysis.phases import ACTOR_INIT, PhaseEngine
 from gkdtop.analysis.profiles import ProfileDetector
@@ -178,10 +178,10 @@ class Analysis:
                 met.update(ids)
             # (a line PhaseEngine._engine may read an engine's id from, `Engine 001:` or SGLang's `DP1`, is kept: its
             # generation start marks that engine busy)
-            engine = data.find(b"Engine ", start, end) >= 0 or data.find(b"DP", start, end) >= 0
-            if repeat_ids.issuperset(ids) and not engine:
+            if repeat_ids.issuperset(ids) and (
+                    data.find(b"Engine ", start, end) < 0 and data.find(b"DP", start, end) < 0):
                 head = start  # (past srun's task label, `0: (WorkerDict pid=…)`: the label is the prefix's too)
-                if data[start:start + 1] in LABEL_FIRST_BYTES and (colon := data.find(b": (", start, start + 16)) > 0:
+                if (colon := label_colon(data, start)) > 0:
                     head = colon + 2
                 close = data.find(b") ", head, end) if data[head:head + 1] == b"(" else -1
                 prefix = data[start:close + 2] if close >= 0 else b""

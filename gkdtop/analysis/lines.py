@@ -350,12 +350,17 @@ def _host_end(text: str) -> int:
 SRUN_LABEL = r" {0,6}\d{1,7}: "
 _SRUN_LABEL_RE = re.compile(SRUN_LABEL)
 LABEL_FIRST = " 0123456789"
-LABEL_FIRST_BYTES = frozenset(bytes([c]) for c in LABEL_FIRST.encode())
+_LABEL_FIRST_BYTES = frozenset(bytes([c]) for c in LABEL_FIRST.encode())
 
 
 def may_be_labelled(text: str) -> bool:
     """Could `text` open with srun's label before a parenthesis (`0: (`)? The cheap test, run for every line."""
     return text[:1] in LABEL_FIRST and text.find(": (", 1, 16) > 0
+
+
+def label_colon(raw: bytes, start: int = 0) -> int:
+    """may_be_labelled for raw bytes from `start`: where the label's `: (` may be, else -1."""
+    return raw.find(b": (", start + 1, start + 16) if raw[start : start + 1] in _LABEL_FIRST_BYTES else -1
 
 
 def _label_end(text: str) -> int:
@@ -463,7 +468,7 @@ def message_start(raw: bytes) -> int:
     if (raw[start : start + 1] in _MPI_FIRST_BYTES and raw.find(b"]<std", start + 1, start + MPI_REACH) > 0
             and (mpi := _MPI_BYTES_RE.match(raw, start)) is not None):
         start = mpi.end()
-    if raw[start : start + 1] in LABEL_FIRST_BYTES and (colon := raw.find(b": (", start + 1, start + 16)) > 0:
+    if (colon := label_colon(raw, start)) > 0:
         start += _label_end(raw[start : colon + 2 + PREFIX_MAX].decode("ascii", "replace"))
     if raw[start : start + 1] == b"(":
         close = raw.find(b")", start + 1, start + PREFIX_MAX)

@@ -1663,7 +1663,7 @@ class PhaseEngine:
         self.failure = ""
         if rule.nested:
             self._resume(t)
-        elif rule.name == GENERATION and SERVING in self._ran and not self._ran & {ACTOR_INIT, self._loop_name()}:
+        elif rule.name == GENERATION and SERVING in self._ran and not self._ran & {ACTOR_INIT, self.loop_name()}:
             self._start(self.by_name[SERVING], t)  # a server's requests all answered: it waits for the next (audit 15)
 
     def _done_by(self, name: str) -> None:
@@ -1867,7 +1867,7 @@ class PhaseEngine:
             final_save, worded = worded[1], None  # it finished training: the save is a note, not the verdict
         if worded is not None:
             rule = expected = worded[0]
-            loop = self._loop_name()  # a part of the step is within the loop where one ran (a server has none)
+            loop = self.loop_name()  # a part of the step is within the loop where one ran (a server has none)
             within = loop if rule.name in self.step_phases and loop in self._ran else None
             since, since_bound = None, ""  # a line's words date no start
             if failing is not None and failing.name == SERVING and worded[0].name in self.step_phases and not (
@@ -2035,10 +2035,8 @@ class PhaseEngine:
             self._task_phaser = task_phaser(self._user_task_phases)
         return self._task_phaser.phase_of(func)
 
-    def _loop_name(self) -> str | None:
+    def loop_name(self) -> str | None:
         return next((rule.name for rule in self.rules if rule.inner), None)
-
-    loop_name = _loop_name  # (history's fast path: the loop's start line, a bar, says where the loop is)
 
     def _engine_up(self) -> bool:
         """Whether a rollout engine was started or used (its start-up, a generation, validation, the loop): weight
@@ -2047,7 +2045,7 @@ class PhaseEngine:
 
     def _loop_began(self) -> float | None:
         """When the latest span of the training loop began, where one did."""
-        name = self._loop_name()
+        name = self.loop_name()
         return next((span.start for span in reversed(self.timeline) if span.name == name), None)
 
     def _worded(self, tail: list[str], span: PhaseSpan | None, numbers: Sequence[int | None] = (), rl: bool = True
@@ -2189,7 +2187,7 @@ class PhaseEngine:
         job of no RL trainer that started no engine trains after loading its model (no engine, critic or reference)."""
         actor = self.by_name.get(ACTOR_INIT)
         if rule.name == GENERATION and "rollout init" in self._ran and not (
-                self._ran & {ACTOR_INIT, SERVING, self._loop_name()}):
+                self._ran & {ACTOR_INIT, SERVING, self.loop_name()}):
             # An engine started for an offline generate (`Processed prompts: 100%`), no trainer or server around it:
             # the script's work is done; nothing of a step comes next (audit 23: max_tokens advice after 512/512)
             return next((r for r in self.rules if r.terminal), None)

@@ -580,7 +580,7 @@ def frame_words(frames: Sequence[tuple[str, str]], below: str = "", whole_step: 
         stem = m["path"].rsplit("/", 1)[-1].removesuffix(".py")
         if len(_VERBS.findall(m["func"])) >= 2:
             continue  # a dispatcher (`_maybe_log_save_evaluate`): several parts' words, none of them its own
-        init = len(deeper) - 1 - back >= init_from
+        init = index >= init_from
         own_init = init and _INIT_METHOD_RE.search(m["func"].rsplit(".", 1)[-1]) is not None
         # (an initializer's own words, not its module's: the module names what runs later)
         said = m["func"] if own_init else f"{m['func']} {stem}"
