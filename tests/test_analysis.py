@@ -49,14 +49,22 @@ PATTERNS = [r"step:(\d{1,18})\s+-\s", r"(?i)loading shards", r"^Traceback", r"[^
             r"a+$", r"Worker exit detail: (?P<d>[^.]+)", r"✓ phase", r"ip=10\.0\.0\.7",
             # `$` ending some top-level branches (made to report at the line's end), inside a group (left as is), and
             # `$` and `|` in a class
-            r"Started: 'step'$|step:\d+ -|^DONE$", r"Error(?::|\s*$)", r"[$|]b$|\(pid"]
+            r"Started: 'step'$|step:\d+ -|^DONE$", r"Error(?::|\s*$)", r"[$|]b$|\(pid",
+            # `^` branches the quick scan reads as "after anything a prefix ends with" (HEAD_END), then again exactly
+            r"^Step \d+|step done", r"(?:^|[\s:])100%\|", r"(?i)^foo|bar", r"^ {0,4}\d{1,3}%\|"]
 LINES = ["(TaskRunner pid=7, ip=10.0.0.7) step:3 - timing_s/step:1.0", "LOADING Shards of the model",
          "(WorkerDict pid=9) Traceback (most recent call last):", "  Traceback in the middle",
          "phase x DONE", "(pid=3) rank 1 DONE", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "aaaa",
          "Worker exit detail: killed by OOM.", "(TaskRunner pid=1) ✓ phase 'x' DONE in 1 s", "step:4 -\nx",
          "plain line without anything", "(W pid=1, ip=10.0.0.7) no ip in the message",
          "(TaskRunner pid=7) Started: 'step'", "Started: 'step' again", "DONE", "ValueError: x", "an Error",
-         "ends in $b", "ends in |b|"]
+         "ends in $b", "ends in |b|",
+         # each kind of prefix before a message that begins a `^` branch, and those ends of a prefix mid-line
+         "(W pid=1) Step 3", "  3: (W pid=1) Step 4", "[2026-01-02 03:04:05] (W pid=1) Step 5",
+         "2026-01-02T03:04:05.123Z Step 6", "2026-01-02T03:04:05Z trainer-0   | Step 7", "[1,0]<stdout>:Step 8",
+         "[1,0]<stdout>: FOO bar", "x) Step 9", "a | Step 10", "job 12 Step 11", "run Z Step 12", "x>: Step 13",
+         "(W pid=1)100%|##| 3/3", "(W pid=1) 100%|##| 3/3", "loss) 100%|#| 1/1", "so)100%| 9", "Steps 100%| 9",
+         "(W pid=2)  12%|#| 1/8", "x:  12%|#| 1/8", "Z  12%|#| 1/8", "(W pid=3) (x) Step 14", "(a) (b)Step 15"]
 
 
 def expected(patterns: list[str], lines: list[str]) -> list[set[int]]:
@@ -98,6 +106,25 @@ def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(pattern
 
     expression, when = for_chunks(pattern)
     assert expression == chunked and ("$" in when) == inside
+
+
+@pytest.mark.parametrize(("pattern", "parts"), [
+    (r"a|^b|[|^(]c|(x|^y)z", ("a|[|^(]c", "^b|(x|^y)z")),  # `|`, `^` and `(` in a class are members
+    ("(?:^|[\\s:])100%\\|", ("", "(?:^|[\\s:])100%\\|")),  # a `^` in a group goes with its branch
+    ("(?i)^foo|bar", ("(?i)bar", "(?i)^foo")),  # flags at the start hold for both
+    (r"x\|^y|[^|]z", ("[^|]z", r"x\|^y")),  # an escaped `|` is no branch; `[^` no anchor
+    (r"[]|^]a|^b", ("[]|^]a", "^b")),  # `]` first in a class is a member
+    ("Worker exit: (?P<d>[^.]+)", ("Worker exit: (?P<d>[^.]+)", "")),
+    ("a(?i)b|^c", None),  # flags from the middle on
+    (r"\Q^x|\E|^y", None),  # quoted text
+])
+def test_a_pattern_splits_into_its_branches_with_and_without_an_anchor(pattern: str,
+                                                                       parts: tuple[str, str] | None) -> None:
+    """The quick scan reads `^` branches apart from the rest (HEAD_END, then again exactly): the split must
+    keep every branch whole and each on its side."""
+    from gkdtop.analysis.matcher import anchored_split
+
+    assert anchored_split(pattern) == parts
 
 
 @pytest.mark.parametrize(("pattern", "hits", "misses"), [

@@ -20,7 +20,7 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -60,6 +60,12 @@ _PAREN = f"\\([^()\\n]{{0,{PREFIX_MAX}}}\\) ?"
 RAY_HEAD = (f"(?:{CAPTURE_STAMP}{_PAREN}|{SRUN_LABEL}{_PAREN}"
             f"|(?:{KUBECTL_STAMP})?(?:{COMPOSE_PREFIX})?(?:{MPI_TAG})?(?:{_PAREN})?)")
 _QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)  # RE2's quoted text
+# Where a message may begin, as a superset of RAY_HEAD's ends: a line's start, or what each of its parts
+# ends with (a parenthesis, an MPI tag's `>:`, a compose name's `| `, a kubectl stamp's zone and blank).
+# Scanning `^X` as `HEAD_END X` costs Hyperscan a literal search, not a prefix machine at every line
+# start: half the scan of a dense log (Matcher: a line it names this way is scanned again, exactly).
+HEAD_END = r"(?:^|\) ?|>: ?|\| |[Z\d][ \t])"
+_GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z]+\)")
 
 
 class PatternError(ValueError):
@@ -252,8 +258,9 @@ def _class(text: str, i: int, caseless: bool = False) -> tuple[str, int, bool, b
     return (f"(?:[{body}]|{_WIDE})" if body else f"(?:{_WIDE})"), after, True, False
 
 
-def for_chunks(text: str) -> tuple[bytes, str]:
+def for_chunks(text: str, anchor: str = "^" + RAY_HEAD) -> tuple[bytes, str]:
     """The pattern as Hyperscan runs it on a chunk of raw lines, and when its hits need confirming.
+    (`anchor`: what each `^` becomes; HEAD_END for the quick scan's superset, see Matcher.)
 
     - each `^` may be followed by a Ray prefix (rules read the message after it);
     - nothing may match a newline (`.`, `\\s`, `\\S`, `\\D`, `\\W`, `[^...]` are kept off it), so no
@@ -329,7 +336,7 @@ def for_chunks(text: str) -> tuple[bytes, str]:
             elif c == "$":
                 dollars.append((len(out), depth))
         if c == "^":
-            out.append("^" + RAY_HEAD)
+            out.append(anchor)
         elif not c.isascii():
             out.append(_cases(c) if caseless else _utf8(c))
         elif caseless and c in "kKsS":  # the Kelvin sign and the long s fold to k and s in RE2
@@ -349,6 +356,46 @@ def for_chunks(text: str) -> tuple[bytes, str]:
     if always:
         return chunked.encode(), "always" + ("$" if inside else "")
     return chunked.encode(), ("utf8" if wide else "") + ("^" if "^" in text else "") + ("$" if inside else "")
+
+
+def anchored_split(text: str) -> tuple[str, str] | None:
+    """`text`'s top-level branches as (those with no `^`, those with one), each an alternation ('' for
+    none), for the quick scan (Matcher); None where they cannot stand apart: a quoted part, or inline
+    flags anywhere but the very start (which then go before both)."""
+    if "\\Q" in text:
+        return None
+    flags = _GLOBAL_FLAGS.match(text)
+    lead = flags.group(0) if flags else ""
+    branches: list[tuple[str, bool]] = []
+    depth, begin, caret = 0, len(lead), False
+    i = len(lead)
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: its `^`, `|` and parentheses are members
+            i += 1 + (text[i + 1 : i + 2] == "^")
+            i += text[i : i + 1] == "]"
+            while i < len(text) and text[i] != "]":
+                if text[i] == "[" and text[i + 1 : i + 2] == ":" and (close := text.find(":]", i + 2)) > 0:
+                    i = close + 2
+                    continue
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+            continue
+        if c == "(" and depth == 0 and _GLOBAL_FLAGS.match(text, i):
+            return None  # flags for the rest of the pattern: not split
+        depth += (c == "(") - (c == ")")
+        caret |= c == "^"
+        if c == "|" and depth == 0:
+            branches.append((text[begin:i], caret))
+            begin, caret = i + 1, False
+        i += 1
+    branches.append((text[begin:], caret))
+    plain = "|".join(b for b, anchored in branches if not anchored)
+    anchored = "|".join(b for b, anchored in branches if anchored)
+    return (lead + plain if plain else ""), lead + anchored
 
 
 def _to_line_end(out: list[str], splits: list[int], dollars: list[tuple[int, int]]) -> str | None:
@@ -395,27 +442,28 @@ def _cpu_clock(thread: threading.Thread) -> Callable[[], float]:
     return spent
 
 
-def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: float | None = None,
-                  single: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = ()) -> Any:
+def _hyperscan_db(expressions: Sequence[bytes | None], plain_check: bool = False, budget: float | None = None,
+                  single: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = (),
+                  after: Sequence[bytes] = ()) -> Any:
     """The compiled database. Compiled in a thread while this one waits (Hyperscan lets go of the GIL):
     Ctrl-C here stops gkdtop at once rather than after the compile; a compile over `budget` seconds is
-    refused (its thread is left to finish: Hyperscan cannot be stopped). The ids in `single` report
-    their first match of a scan only (SINGLEMATCH); so do `plain_check`'s two tests and the literal
-    `markers`, after the expressions, in that order."""
+    refused (its thread is left to finish: Hyperscan cannot be stopped). An expression's id is its
+    place (None: no expression has that id). The ids in `single` report their first match of a scan
+    only (SINGLEMATCH); so do `plain_check`'s two tests and the literal `markers`, after the
+    expressions, in that order; `after` (matched in full) last."""
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    flags = [hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
-             | (hyperscan.HS_FLAG_SINGLEMATCH if i in single else 0) for i in range(len(expressions))]
-    if plain_check:
-        expressions = expressions + _NOT_PLAIN
-        flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(_NOT_PLAIN)
-    expressions = expressions + [re.escape(marker) for marker in markers]
-    flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(markers)
+    every = hyperscan.HS_FLAG_MULTILINE | hyperscan.HS_FLAG_ALLOWEMPTY
+    ids = [i for i, expression in enumerate(expressions) if expression is not None]
+    flags = [every | (hyperscan.HS_FLAG_SINGLEMATCH if i in single else 0) for i in ids]
+    extras = (_NOT_PLAIN if plain_check else []) + [re.escape(marker) for marker in markers]
+    listed = [expressions[i] for i in ids] + extras + list(after)
+    ids += range(len(expressions), len(expressions) + len(extras) + len(after))
+    flags += [hyperscan.HS_FLAG_SINGLEMATCH] * len(extras) + [every] * len(after)
     failed: list[Exception] = []
 
     def compile_db() -> None:
         try:
-            db.compile(expressions=expressions, ids=list(range(len(expressions))), elements=len(expressions),
-                       flags=flags)
+            db.compile(expressions=listed, ids=ids, elements=len(listed), flags=flags)
         except Exception as exc:  # hyperscan.error, MemoryError: said in the waiting thread
             failed.append(exc)
 
@@ -435,7 +483,8 @@ def _hyperscan_db(expressions: list[bytes], plain_check: bool = False, budget: f
     return db
 
 
-def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset(), markers: tuple[bytes, ...] = ()) -> Any:
+def _cached_db(expressions: Sequence[bytes | None], single: frozenset[int] = frozenset(),
+               markers: tuple[bytes, ...] = (), after: Sequence[bytes] = (), plain_check: bool = True) -> Any:
     """The database for these expressions, from the cache when it was compiled before: compiling
     takes ~0.15 s for the built-in rules, loading a few milliseconds (start-up is a feature).
 
@@ -444,14 +493,16 @@ def _cached_db(expressions: list[bytes], single: frozenset[int] = frozenset(), m
     from gkdtop.safeopen import cache_load, cache_store
 
     once = ",".join(map(str, sorted(single))).encode()
-    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(), b"plain", once,
-                                      *expressions, b"markers", *markers]))
+    key = hashlib.sha256(b"\0".join([str(getattr(hyperscan, "__version__", "")).encode(),
+                                      b"plain" if plain_check else b"exact", once,
+                                      *(e if e is not None else b"\1" for e in expressions), b"markers", *markers,
+                                      b"after", *after]))
     name = key.hexdigest()[:32] + ".db"
     with contextlib.suppress(OSError, hyperscan.error):
         blob = cache_load("hyperscan", name, CACHE_MAX_BYTES)
         if blob is not None:
             return hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
-    db = _hyperscan_db(expressions, plain_check=True, single=single, markers=markers)
+    db = _hyperscan_db(expressions, plain_check=plain_check, single=single, markers=markers, after=after)
     with contextlib.suppress(OSError):
         cache_store("hyperscan", name, hyperscan.dumpb(db))
     return db
@@ -512,23 +563,51 @@ class Matcher:
         self._in_prefix: dict[tuple[Any, ...], list[int]] = {}
         self._local = threading.local()  # Hyperscan scratch space is per thread
         self._db: Any = None
+        self._exact: Any = None
+        self._anchored: list[int] = []
+        self._after = 0
         self._set: Any = None
         if not patterns:
             return
         if hyperscan is not None:
             # Not an id whose hit a message check may drop (that line's would be the scan's only one of it).
             once = once - self._confirm_paren - self._confirm_utf8
-            self._db = _cached_db([expression for expression, _ in chunked], once, markers)
+            quick, anchored = self._quick_parts(chunked)
+            self._db = _cached_db(quick, once, markers, after=[expression for _, expression in anchored])
+            self._anchored = [i for i, _ in anchored]  # the pattern each `after` expression stands for
+            self._after = len(patterns) + len(_NOT_PLAIN) + len(markers)  # the id of the first of them
+            if anchored:  # the lines those name are scanned again by these patterns as they are
+                self._exact = _cached_db([expression if i in self._anchored else None
+                                          for i, (expression, _) in enumerate(chunked)], plain_check=False)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)
             for p in patterns:
                 self._set.Add(p.text)
             self._set.Compile()
 
+    def _quick_parts(self, chunked: list[tuple[bytes, str]]) -> tuple[list[bytes | None], list[tuple[int, bytes]]]:
+        """The scan's expressions: a pattern's branches with no `^` as they are; those with one, where
+        they can stand apart, with HEAD_END for each `^` (a superset: their lines are scanned again by
+        the whole pattern, see scan_plain), as (pattern id, expression) after the rest."""
+        quick: list[bytes | None] = []
+        anchored: list[tuple[int, bytes]] = []
+        for i, (expression, when) in enumerate(chunked):
+            parts = anchored_split(self.patterns[i].text) if "^" in when and "$" not in when else None
+            loose = parts and parts[1] and for_chunks(parts[1], anchor=HEAD_END)  # ('': a `^` in a class only)
+            plain = parts and parts[0] and for_chunks(parts[0])
+            if not loose or "$" in loose[1] or (plain and "$" in plain[1]):
+                quick.append(expression)
+                continue
+            quick.append(plain[0] if plain else None)
+            anchored.append((i, loose[0]))
+        return quick, anchored
+
     def _scratch(self) -> Any:
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = self._local.scratch = hyperscan.Scratch(self._db)
+            if self._exact is not None:
+                self._local.exact = hyperscan.Scratch(self._exact)
         return scratch
 
     def scan(self, chunk: bytes) -> list[tuple[int, int, list[int]]]:
@@ -550,10 +629,18 @@ class Matcher:
         marked: set[int] = set()
         own_dollar = self._ends_inside
         inside = [False]  # a hit of a pattern with its own `$`, which may end inside a line
+        after, anchored = self._after, self._anchored
+        loose: dict[int, list[int]] = {}  # line end -> patterns whose `^` branches may match it (HEAD_END)
 
         def hit(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
             if pattern_id >= rules:
-                if pattern_id < rules + len(_NOT_PLAIN):
+                if pattern_id >= after:
+                    found = loose.get(end)
+                    if found is None:
+                        loose[end] = [anchored[pattern_id - after]]
+                    else:
+                        found.append(anchored[pattern_id - after])
+                elif pattern_id < rules + len(_NOT_PLAIN):
                     plain[0] = False
                 else:
                     marked.add(pattern_id - rules - len(_NOT_PLAIN))
@@ -567,6 +654,8 @@ class Matcher:
                 inside[0] = True
 
         self._db.scan(chunk, match_event_handler=hit, scratch=self._scratch())
+        if loose:
+            self._rescan(chunk, loose, ends)
         if not inside[0]:  # every hit ends its line (`[^\n]*$`, see for_chunks): one hit list per line
             rfind = chunk.rfind
             return [(rfind(b"\n", 0, end) + 1, end, ends[end]) for end in sorted(ends)], plain[0], marked
@@ -583,6 +672,37 @@ class Matcher:
             else:
                 known.extend(i for i in ids if i not in set(known))
         return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0], marked
+
+    def _rescan(self, chunk: bytes, loose: dict[int, list[int]], ends: dict[int, list[int]]) -> None:
+        """The lines the quick scan's HEAD_END named, scanned again with those patterns whole (their
+        `^` after a full RAY_HEAD), all in one call: a pattern stays on a line only where that says so."""
+        lines: list[tuple[int, int]] = []  # (start, end) of each line to scan again
+        for end, ids in loose.items():
+            known = ends.get(end)
+            if known is None or any(i not in known for i in ids):
+                lines.append((chunk.rfind(b"\n", 0, end) + 1, end))
+        if not lines:
+            return
+        at: dict[int, int] = {}  # the end of each line in the joined text -> its end in the chunk
+        pos = -1
+        for start, end in lines:
+            pos += end - start + 1
+            at[pos] = end
+        joined = b"\n".join([chunk[start:end] for start, end in lines])
+
+        def exact(pattern_id: int, start: int, end: int, flags: int, context: Any) -> None:
+            line_end = at[end]
+            if pattern_id not in loose[line_end]:
+                return
+            known = ends.get(line_end)
+            if known is None:
+                ends[line_end] = [pattern_id]
+            elif pattern_id not in known:
+                known.append(pattern_id)
+                known.sort()
+
+        self._scratch()
+        self._exact.scan(joined, match_event_handler=exact, scratch=self._local.exact)
 
     def _markers_in(self, chunk: bytes) -> set[int]:
         """Which markers `chunk` holds, where Hyperscan did not say (no wheel, an empty rule set)."""
