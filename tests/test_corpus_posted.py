@@ -1,5 +1,5 @@
 """The posted corpus (tests/corpus/posted/, issue 25) is well-formed: every fixture has its log, a parseable expectation
-in the corpus format and a row in SOURCES.md; NAMES and the held-out lists (HELDOUT, HELDOUT2 ... HELDOUT20) agree with
+in the corpus format and a row in SOURCES.md; NAMES and the held-out lists (HELDOUT, HELDOUT2 ... HELDOUT21) agree with
 the files and with their draws.
 
 No assertions on gkdtop's scores here: the posted set is a measurement (`python -m tests.corpus_eval --set posted`).
@@ -29,11 +29,12 @@ FIXTURES = sorted(p.name.removesuffix(".expect.yaml") for p in POSTED.glob("*.ex
 # rows 1-47 (HELDOUT), 48-73 (HELDOUT2), 74-97 (HELDOUT3), 98-123 (HELDOUT4), 124-149 (HELDOUT5), 150-175 (HELDOUT6),
 # 176-205 (HELDOUT7), 206-233 (HELDOUT8), 234-265 (HELDOUT9), 266-297 (HELDOUT10), 298-329 (HELDOUT11),
 # 330-361 (HELDOUT12), 362-393 (HELDOUT13), 394-425 (HELDOUT14), 426-449 (HELDOUT15), 450-458 (HELDOUT16),
-# 459-478 (HELDOUT17), 479-495 (HELDOUT18), 496-509 (HELDOUT19), 510-522 (HELDOUT20)
+# 459-478 (HELDOUT17), 479-495 (HELDOUT18), 496-509 (HELDOUT19), 510-522 (HELDOUT20), 523-536 (HELDOUT21)
 FIRST, SECOND, THIRD, FOURTH, FIFTH, SIXTH, SEVENTH, EIGHTH = 47, 73, 97, 123, 149, 175, 205, 233
 NINTH, TENTH, ELEVENTH, TWELFTH, THIRTEENTH, FOURTEENTH, FIFTEENTH, SIXTEENTH, SEVENTEENTH, EIGHTEENTH, NINETEENTH = (
     265, 297, 329, 361, 393, 425, 449, 458, 478, 495, 509,
 )
+TWENTIETH = 522
 
 
 def _rows() -> list[list[str]]:
@@ -94,6 +95,7 @@ def test_names_heldout_and_sources_agree() -> None:
     held18 = corpus_eval._names(POSTED / "HELDOUT18")
     held19 = corpus_eval._names(POSTED / "HELDOUT19")
     held20 = corpus_eval._names(POSTED / "HELDOUT20")
+    held21 = corpus_eval._names(POSTED / "HELDOUT21")
     # Every planned name has its fixture, or its SOURCES.md row says why none could be written.
     assert sorted(names) == sorted(FIXTURES + _skipped())
     assert not set(FIXTURES) & set(_skipped())
@@ -102,7 +104,7 @@ def test_names_heldout_and_sources_agree() -> None:
     assert held2 == random.Random(2511).sample(names[FIRST:SECOND], (SECOND - FIRST) // 3)
     assert held3 == random.Random(2612).sample(names[SECOND:THIRD], (THIRD - SECOND) // 3)
     assert held4 == random.Random(2711).sample(names[THIRD:FOURTH], (FOURTH - THIRD) // 3)
-    # HELDOUT5 to HELDOUT20 hold half of their blocks, not a third.
+    # HELDOUT5 to HELDOUT21 hold half of their blocks, not a third.
     assert held5 == random.Random(2811).sample(names[FOURTH:FIFTH], (FIFTH - FOURTH) // 2)
     assert held6 == random.Random(2911).sample(names[FIFTH:SIXTH], (SIXTH - FIFTH) // 2)
     assert held7 == random.Random(3011).sample(names[SIXTH:SEVENTH], (SEVENTH - SIXTH) // 2)
@@ -118,15 +120,16 @@ def test_names_heldout_and_sources_agree() -> None:
     assert held17 == random.Random(4011).sample(names[SIXTEENTH:SEVENTEENTH], (SEVENTEENTH - SIXTEENTH) // 2)
     assert held18 == random.Random(4111).sample(names[SEVENTEENTH:EIGHTEENTH], (EIGHTEENTH - SEVENTEENTH) // 2)
     assert held19 == random.Random(4211).sample(names[EIGHTEENTH:NINETEENTH], (NINETEENTH - EIGHTEENTH) // 2)
-    assert held20 == random.Random(4311).sample(names[NINETEENTH:], len(names[NINETEENTH:]) // 2)
-    assert len(names) - NINETEENTH == 13, "HELDOUT20 was drawn over rows 510-522's 13 names; a new block needs its draw"
+    assert held20 == random.Random(4311).sample(names[NINETEENTH:TWENTIETH], (TWENTIETH - NINETEENTH) // 2)
+    assert held21 == random.Random(4411).sample(names[TWENTIETH:], len(names[TWENTIETH:]) // 2)
+    assert len(names) - TWENTIETH == 14, "HELDOUT21 was drawn over rows 523-536's 14 names; a new block needs its draw"
     assert set(_sources()) == set(FIXTURES)
     urls = [c[1] for c in _rows()]
     assert len(urls) == len(set(urls)) >= 50, "one row per thread, at least 50 threads"
     written = set(FIXTURES)
     # A retired list's logs are training logs; the lists still held out are scored only with --heldout.
     retired = corpus_eval._names(POSTED / "RETIRED")
-    lists = {f"HELDOUT{n}" for n in ("", 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)}
+    lists = {f"HELDOUT{n}" for n in ("", 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21)}
     assert lists <= set(corpus_eval.HELDOUT_LISTS)
     assert set(retired) <= set(corpus_eval.HELDOUT_LISTS)
     draws = {
@@ -134,7 +137,7 @@ def test_names_heldout_and_sources_agree() -> None:
         "HELDOUT7": held7, "HELDOUT8": held8, "HELDOUT9": held9, "HELDOUT10": held10,
         "HELDOUT11": held11, "HELDOUT12": held12, "HELDOUT13": held13, "HELDOUT14": held14,
         "HELDOUT15": held15, "HELDOUT16": held16, "HELDOUT17": held17, "HELDOUT18": held18,
-        "HELDOUT19": held19, "HELDOUT20": held20,
+        "HELDOUT19": held19, "HELDOUT20": held20, "HELDOUT21": held21,
     }
     still_held = {name for which, listed in draws.items() if which not in retired for name in listed}
     assert {c.name for c in corpus_eval.load_cases(heldout=False, corpus_set="posted")} == written - still_held
@@ -179,3 +182,5 @@ def test_names_heldout_and_sources_agree() -> None:
     assert only19 == set(held19) & written and len(only19) == len(set(held19) - set(_skipped()))
     only20 = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only="HELDOUT20")}
     assert only20 == set(held20) & written and len(only20) == len(set(held20) - set(_skipped()))
+    only21 = {c.name for c in corpus_eval.load_cases(heldout=True, corpus_set="posted", only="HELDOUT21")}
+    assert only21 == set(held21) & written and len(only21) == len(set(held21) - set(_skipped()))
