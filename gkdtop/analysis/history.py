@@ -174,7 +174,6 @@ class HistoryReader:
         else:
             scanned = map(partial(self._scan_chunk, part.path), chunks)
         for extract in scanned:
-            extract.count_lines()  # here, not in the forked reader: the reader is the busier of the two processes
             self._sort_hits(extract)
             self._date_chunk(extract, state)
             self._apply(extract, state, base)
@@ -195,6 +194,7 @@ class HistoryReader:
         out.cleared = bool(self.matcher.markers) and not marked  # (the markers are curves.LINE_BY_LINE)
         out.tail = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :].rstrip(b"\n")
         out.data = data
+        out.count_lines()  # (the scan's half of the work is the lighter since HEAD_END: here, not in the applier)
         return out
 
     def _sort_hits(self, extract: _Extract) -> None:
