@@ -454,7 +454,9 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     if raw.startswith((b"slurmstepd: ", b"srun: "), msg):
         return True  # Slurm's kill, stamped inside (_SLURM_RE)
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
-    return colon > 0 and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0
+    # (nor one whose words before it have a blank: a bar's `Processed prompts: `, no host's name)
+    return (colon > 0 and raw.find(b" ", msg, colon) < 0
+            and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0)
 
 
 _RAY_BYTES: dict[bytes, bool] = {}  # message_start: whether a `(...)` at a line's start is a Ray prefix
