@@ -26,13 +26,13 @@ def healthy_logs() -> list[Path]:
     silences (SGLang's 14-minute prefill of a full KV cache) are worth a page and its recovery."""
     from tests.corpus_eval import held_out_names
 
-    slow = {row[7].strip() for line in (CORPUS / "posted" / "SOURCES.md").read_text().splitlines()
-            if line.startswith("| ") and len(row := line.split("|")) > 8 and row[4].strip().startswith("slow")}
-    slow |= held_out_names(CORPUS / "posted")
+    left_out = {row[7].strip() for line in (CORPUS / "posted" / "SOURCES.md").read_text().splitlines()
+                if line.startswith("| ") and len(row := line.split("|")) > 8 and row[4].strip().startswith("slow")}
+    left_out |= held_out_names(CORPUS / "posted")
     found = []
     for expect in sorted([*CORPUS.glob("*.expect.yaml"), *(CORPUS / "posted").glob("*.expect.yaml")]):
         name = expect.name.replace(".expect.yaml", "")
-        if yaml.safe_load(expect.read_text()).get("state") in ("done", "running") and name not in slow:
+        if yaml.safe_load(expect.read_text()).get("state") in ("done", "running") and name not in left_out:
             found.append(expect.with_name(name + ".log"))
     return found
 
