@@ -32,6 +32,7 @@ from gkdtop.analysis.wordphase import (
     WITHIN_PART,
     Worded,
     after,
+    cut_frames,
     dump_words,
     failure_frames,
     failure_tasks,
@@ -589,6 +590,13 @@ def _number_of(found: Worded, tail: list[str], numbers: Sequence[int | None]) ->
         return None
     return next((numbers[k] for k in range(len(tail) - 1, -1, -1)
                  if tail[k] == found.line or tail[k].startswith(found.line)), None)
+
+
+def _cut_evidence(cut: str, tail: list[str], numbers: Sequence[int | None], line: LogLine | None) -> Evidence:
+    """The last frame of a traceback the log ends in, cut before its exception line: what `failed` stands on."""
+    return Evidence("failed (the log ends inside a traceback's frames, its exception line cut)",
+                    line.source if line else "", _number_of(Worded("", cut, 0, line=cut), tail, numbers),
+                    cut[:EVIDENCE_CHARS])
 
 
 class PhaseEngine:
@@ -1889,6 +1897,12 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        failure, cut = self.failure, None
+        if state in ("waiting", "stalled", "running") and tail and (frames := cut_frames(tail)):
+            # The log ends inside a traceback's frames with nothing after them (the user pasted the frames alone): it
+            # failed, where its frames say (_worded reads them), and the exception line is not in the log.
+            state, hint, cut = "failed", CUT_HINT, frames[-1][0]
+            failure = f"a traceback's frames, cut before its exception line; the last: {cut.strip()[:300]}"
         steps = self._steps_summary()
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
@@ -1899,6 +1913,8 @@ class PhaseEngine:
             hang = hint or Hint()
             hint = replace(hang, causes=INTERRUPT_HINT.causes + hang.causes,
                            actions=hang.actions + INTERRUPT_HINT.actions)  # its lines keep their frameworks
+        elif state == "failed" and cut is not None:
+            pass  # CUT_HINT: the frames are all the log holds of the failure
         elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
@@ -1931,6 +1947,8 @@ class PhaseEngine:
         timeline = self._one_loop(self.spans())
         if worded is not None and within is None:
             timeline = self._worded_timeline(timeline, worded, state)
+        elif cut is not None and timeline and timeline[-1].end is None:
+            timeline[-1] = replace(timeline[-1], status="failed")  # the phase the frames were cut in
         return PhaseStatus(
             current=(worded and rule.name) or self._interrupted(span) or (rule.name if rule else None),
             state=state,
@@ -1939,7 +1957,7 @@ class PhaseEngine:
             stalled_for=stalled_for,
             stall_after=stall_after,
             hint=hint if state in ("stalled", "failed") and hint and (hint.causes or hint.actions) else None,
-            failure=self.failure if state == "failed" else "",
+            failure=failure if state == "failed" else "",
             steps_done=self.stats.count,
             last_step=self.last_step,
             step_time=self._step_time(),
@@ -1948,7 +1966,9 @@ class PhaseEngine:
             within=within,
             since_bound=since_bound,
             steps=steps,
-            evidence=self._evidence(state, span) + ([worded[1]] if worded else []) + (
+            evidence=self._evidence(state, span) + (
+                [_cut_evidence(cut, tail or [], numbers, self._line)] if cut else []) + (
+                [worded[1]] if worded else []) + (
                 [final_save] if final_save else []) + ([self.earlier_runs[-1].evidence] if self.earlier_runs else []),
             worded=worded[1] if worded else None,
             final_save=final_save,
@@ -2071,7 +2091,8 @@ class PhaseEngine:
         if self._words_read is None or self._words_read[0] != key:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
-            frames = failure_frames(tail, failed_by) if failed_by else []
+            # (a log that ends inside a traceback's frames, header and exception line cut: those frames)
+            frames = failure_frames(tail, failed_by) if failed_by else cut_frames(tail)
             framed = frame_words(frames, started, whole_step=WHOLE_STEP_LOSS if self.loss_rollout else WHOLE_STEP
                                  if self.step_rollout else ())
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
