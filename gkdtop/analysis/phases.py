@@ -1725,8 +1725,12 @@ class PhaseEngine:
             if self.current is not None and last is not None and last.status == "done":
                 # It finished; what failed came after it and no line says what that was: not "FAILED in" it. After the
                 # run's end (`Training completed.`): loading the best model, the final save or evaluation failed.
-                name = self.current.name
+                name, loop = self.current.name, self.loop_name()
                 after = "after training finished" if self.current.terminal else f"after {name}"
+                if not self.current.terminal and loop is not None and name in self.step_phases and len(
+                        self._ran & self.step_phases) >= 2:
+                    after = loop  # two parts of a step ran (weight sync, then generation) with no loop line: the
+                    # loop ran them, and what failed after the last came in that loop, not after it
                 self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
             span = self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
             ended = last.end if last is not None else None
