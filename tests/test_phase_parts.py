@@ -571,3 +571,23 @@ def test_a_death_after_two_parts_of_a_step_with_no_loop_line_is_in_the_loop(tmp_
     assert (status.state, status.current) == ("failed", "training loop")
     status = run(tmp_path, [*parts[2:], death]).status
     assert status.state == "failed" and status.current != "training loop"
+
+
+def test_an_engines_dump_of_a_failed_model_execution_in_the_loop_is_generation(tmp_path: Path) -> None:
+    """vLLM's model runner writes the input of an execute_model that raised (`Writing input of failed execution`)
+    before the worker's watchdog aborts: after the loop's steps, the engine was generating. Before: 'FAILED in
+    training loop'. At the engine's start-up its profile run executes the model too: no generation there."""
+    dump = [
+        "(WorkerDict pid=7301) INFO 03-02 08:15:40 model_runner_base.py:120] Writing input of failed execution to "
+        "/tmp/err_execute_model_input_20250302-081540.pkl...",
+        "(WorkerDict pid=7301) [rank2]:[E302 08:15:40.112233445 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 2] Process "
+        "group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+    ]
+    steps = [f"(main_task pid=7100) step:{n} - actor/pg_loss:0.01{n} - timing_s/gen:120.{n} - timing_s/step:300.{n}"
+             for n in (1, 2)]
+    status = run(tmp_path, [*steps, *dump]).status
+    assert (status.state, status.current) == ("failed", "generation")
+    start_up = ["(WorkerDict pid=7301) INFO 03-02 08:12:01 llm_engine.py:232] Initializing an LLM engine (v0.6.3) "
+                "with config: model='/m/q7b'"]
+    status = run(tmp_path, [*start_up, *dump]).status
+    assert status.state == "failed" and status.current != "generation"

@@ -248,6 +248,9 @@ NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$"
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 # torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
 # once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
+# vLLM's model runner dumping the input of an execute_model that raised: a generation once the loop began, but at
+# start-up its profile run executes the model too (an out-of-memory there is the engine's start-up).
+FAILED_EXECUTION_RE = re.compile(r"\bWriting input of failed execution to ")
 OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
@@ -1510,6 +1513,9 @@ class PhaseEngine:
         if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
                 self._loop_began() is not None or self.stats.count):
             return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
+        if rule.name == GENERATION and self._line is not None and FAILED_EXECUTION_RE.search(self._line.text) and (
+                self._loop_began() is None and not self.stats.count):
+            return True  # the engine's profile run at its start-up, not a rollout
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
