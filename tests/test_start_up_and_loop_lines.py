@@ -148,3 +148,26 @@ def test_trls_labelled_data_bars_are_the_dataset_before_the_loop_and_the_loop_af
     report = run(tmp_path, during)
     assert report.status.current == "training loop"
     assert report.status.timeline[-1].name == "training loop"
+
+
+def test_kohyas_model_saved_after_the_loop_is_the_end_and_zero_steps_are_said(tmp_path: Path) -> None:
+    """sd-scripts and musubi-tuner log `model saved.` once, after their loop, from the last model's save: the run
+    finished (before: 'running, likely in checkpoint save'). One that counted zero optimization steps saved without
+    training: a finding says so."""
+    lines = [
+        "running training / 学習開始",
+        "  num epochs / epoch数: 0",
+        "  total optimization steps / 学習ステップ数: 0",
+        "steps: 0it [00:00, ?it/s]",
+        "saving checkpoint: /data/out/style_v2.safetensors",
+        "2025-01-07 10:21:44 INFO     model saved.                                           train_network.py:1012",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.current, report.status.state) == ("finished", "done")
+    assert [f.name for f in report.findings] == ["zero-training-steps"]
+    musubi = ["[11:02:40] [STDERR] steps: 100%|██████████| 40/40 [18:02<00:00, 27.05s/it, avr_loss=0.0811]",
+              "[11:02:43] [STDOUT] saving checkpoint: /w/out/wan_lora.safetensors", "[11:02:47] [STDOUT] model saved."]
+    report = run(tmp_path, musubi)
+    assert (report.status.current, report.status.state) == ("finished", "done") and not report.findings
+    # a line that only mentions a model being saved (an epoch's `Best model saved.`) is no end
+    assert run(tmp_path, [*musubi[:2], "[11:02:47] [STDOUT] Best model saved."]).status.state != "done"
