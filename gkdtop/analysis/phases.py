@@ -32,6 +32,7 @@ from gkdtop.analysis.wordphase import (
     WITHIN_PART,
     Worded,
     after,
+    child_frames,
     cut_frames,
     dump_words,
     failure_frames,
@@ -2103,6 +2104,8 @@ class PhaseEngine:
             # before the failure or the end.
             # (a log that ends inside a traceback's frames, header and exception line cut: those frames)
             frames = failure_frames(tail, failed_by) if failed_by else cut_frames(tail)
+            if launcher_frames(frames) and (child := child_frames(tail, failed_by)):
+                frames = child  # a launcher's error says only that its child failed: the child's traceback says where
             framed = frame_words(frames, started, whole_step=WHOLE_STEP_LOSS if self.loss_rollout else WHOLE_STEP
                                  if self.step_rollout else ())
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.

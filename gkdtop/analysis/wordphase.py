@@ -375,6 +375,30 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
     return frames
 
 
+CHILD_LINES = 60  # lines above a launcher's traceback searched for its child's
+
+
+def child_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
+    """Where the failure is a launcher's (`accelerate launch` or torchrun re-raising that its child exited): the frames
+    of the child's own traceback just above the launcher's, which name where the child failed; [] where none is."""
+    at = _failure_at(tail, failed_by)
+    if at is None:
+        return []
+    top = at
+    while top > 0 and _TRACEBACK_RE.search(_message(tail[top - 1])):
+        top -= 1  # the launcher's traceback (its header may be glued to the line before it)
+    last = next((k for k in range(top - 1, max(-1, top - 1 - CHILD_LINES), -1)
+                 if _FRAME_RE.match(_message(tail[k]))), None)
+    if last is None:
+        return []
+    first = last
+    while first > 0 and (_FRAME_RE.match(m := _message(tail[first - 1])) or m[:1].isspace()):
+        first -= 1
+    block = tail[first:last + 2]
+    return [(line, "" if k + 1 >= len(block) or _FRAME_RE.match(_message(block[k + 1]))
+             else _message(block[k + 1]).strip()) for k, line in enumerate(block) if _FRAME_RE.match(_message(line))]
+
+
 CUT_FRAMES = 2  # frames a log must end in to read as a cut traceback (one frame alone may be anything's)
 
 
