@@ -171,3 +171,22 @@ def test_kohyas_model_saved_after_the_loop_is_the_end_and_zero_steps_are_said(tm
     assert (report.status.current, report.status.state) == ("finished", "done") and not report.findings
     # a line that only mentions a model being saved (an epoch's `Best model saved.`) is no end
     assert run(tmp_path, [*musubi[:2], "[11:02:47] [STDOUT] Best model saved."]).status.state != "done"
+
+
+def test_verls_resume_in_fit_opens_the_loop_and_its_load_is_the_loops_first_part(tmp_path: Path) -> None:
+    """verl's fit() resumes first (`Load from checkpoint folder:`, like `Training from scratch` where there is nothing
+    to resume): every worker is up and the loop began; the load is its first part, and a step's allowance, not a
+    start-up phase's, holds for the silence after it. Before: checkpoint load with no loop (a start-up phase)."""
+    report = run(tmp_path, [
+        "2025-04-11 09:00:02,410\tINFO worker.py:1918 -- Started a local Ray instance.",
+        "(WorkerDict pid=8812) INFO 04-11 09:04:40 [core.py:193] init engine (profile, create kv cache, warmup model)"
+        " took 19.20 seconds",
+        "(TaskRunner pid=8701) Load from checkpoint folder: /ckpt/run7/global_step_120",
+        "(TaskRunner pid=8701) Setting global step to 120",
+        "(TaskRunner pid=8701) Resuming from /ckpt/run7/global_step_120",
+    ])
+    assert (report.status.current, report.status.within) == ("checkpoint load", "training loop")
+    # another stack's load at its start-up (fairseq's) is no loop's
+    report = run(tmp_path, ["| model transformer_lm, criterion CrossEntropyCriterion",
+                            "| loaded checkpoint /ckpt/checkpoint_last.pt (epoch 8 @ 66480 updates)"])
+    assert report.status.within is None

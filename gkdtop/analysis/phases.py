@@ -252,6 +252,10 @@ HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.trai
 # vLLM's model runner dumping the input of an execute_model that raised: a generation once the loop began, but at
 # start-up its profile run executes the model too (an out-of-memory there is the engine's start-up).
 FAILED_EXECUTION_RE = re.compile(r"\bWriting input of failed execution to ")
+# verl's fit() resuming (its _load_checkpoint, the first thing fit does; `Training from scratch` where there is
+# nothing to resume): every worker is up, the loop began, and the load is its first part.
+FIT_RESUME_RE = re.compile(r"\bLoad from checkpoint folder: ")
+CHECKPOINT_LOAD = "checkpoint load"
 OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
@@ -1327,15 +1331,18 @@ class PhaseEngine:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if rule.name == CHECKPOINT_LOAD and FIT_RESUME_RE.search(text) and self._loop_began() is None and (
+                (loop := next((r for r in self.rules if rule.name in r.inner), None)) is not None):
+            self._start(loop, t)  # verl's fit resumes first: the load is the loop's, and a step follows it
         if self._after_validation(rule):
             # The rollout after a validation that ran before any step (val_before_train) is the first step's: the loop
             # began (EasyR1's `Start generating batch...` after `Finish validation.`, audit 20).
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
-                and rule.name != VALIDATION:
+                and rule.name not in (VALIDATION, CHECKPOINT_LOAD):
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
             # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's,
-            # and an evaluation may run alone (lm-evaluation-harness, audit 18).
+            # and an evaluation may run alone (lm-evaluation-harness, audit 18); a load may be a start-up's.
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             self.rollout_in_step |= rule.name == GENERATION
