@@ -190,3 +190,14 @@ def test_verls_resume_in_fit_opens_the_loop_and_its_load_is_the_loops_first_part
     report = run(tmp_path, ["| model transformer_lm, criterion CrossEntropyCriterion",
                             "| loaded checkpoint /ckpt/checkpoint_last.pt (epoch 8 @ 66480 updates)"])
     assert report.status.within is None
+
+
+def test_hf_trainers_resume_lines_are_in_its_loop(tmp_path: Path) -> None:
+    """HF Trainer prints its resume (`Continuing training from checkpoint …`, `… from global step N`) inside its loop
+    function: a log cut to begin there is in the loop by a rule, not by a guess from words."""
+    report = run(tmp_path, [
+        "[INFO|trainer.py:2128] 2025-02-01 10:00:01,100 >>   Continuing training from checkpoint, will skip to "
+        "saved global_step",
+        "[INFO|trainer.py:2130] 2025-02-01 10:00:01,101 >>   Continuing training from global step 500",
+    ])
+    assert report.status.current == "training loop" and report.status.worded is None
