@@ -201,3 +201,18 @@ def test_hf_trainers_resume_lines_are_in_its_loop(tmp_path: Path) -> None:
         "[INFO|trainer.py:2130] 2025-02-01 10:00:01,101 >>   Continuing training from global step 500",
     ])
     assert report.status.current == "training loop" and report.status.worded is None
+
+
+def test_a_wait_that_counts_against_its_own_limit_is_no_stall_within_it(tmp_path: Path) -> None:
+    """verl's RayWorkerGroup waits for its register center and says so every 30 s (`Elapsed time: N seconds out of M
+    seconds`): within M the wait is verl's own, no stall; past it, a stall. Before: stalled after 5 minutes whatever M
+    said."""
+    def waits(limit: int, elapsed: list[int]) -> list[str]:
+        return ["2026-03-04 08:00:00,100\tINFO worker.py:2003 -- Started a local Ray instance.",
+                "(TaskRunner pid=5150) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+                *[f"(TaskRunner pid=5150) WARNING:2026-03-04 08:{2 + n // 60:02d}:{n % 60:02d},500:Waiting for "
+                  f"register center actor Qx7_register_center to be ready. Elapsed time: {n} seconds out of {limit} "
+                  "seconds."
+                  for n in elapsed]]
+    assert run(tmp_path, waits(900, [0, 120, 420])).status.state != "stalled"
+    assert run(tmp_path, waits(300, [0, 120, 420])).status.state == "stalled"

@@ -256,6 +256,9 @@ FAILED_EXECUTION_RE = re.compile(r"\bWriting input of failed execution to ")
 # nothing to resume): every worker is up, the loop began, and the load is its first part.
 FIT_RESUME_RE = re.compile(r"\bLoad from checkpoint folder: ")
 CHECKPOINT_LOAD = "checkpoint load"
+# A wait that counts itself against its own limit (verl's `Waiting for register center actor … to be ready. Elapsed
+# time: 120 seconds out of 300 seconds.`): it began N seconds before the line, and is no stall within its limit.
+OWN_WAIT_RE = re.compile(r"\bElapsed time: (\d{1,9}) seconds out of (\d{1,9}) seconds")
 OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
@@ -630,6 +633,7 @@ class PhaseEngine:
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
         self.bar_done_id = register(BAR_DONE_PATTERN)
+        self.own_wait_id = register(OWN_WAIT_RE.pattern)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
@@ -716,6 +720,7 @@ class PhaseEngine:
         self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
+        self._own_wait: tuple[float, float] | None = None  # a wait since no progress: when it began, its own limit
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
@@ -801,6 +806,8 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self.own_wait_id in ids and (wait := OWN_WAIT_RE.search(text)) is not None:
+            self._own_wait = (t - float(wait.group(1)), float(wait.group(2)))
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
@@ -1262,6 +1269,7 @@ class PhaseEngine:
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line, self._progress_bounded = t, line, False
+            self._own_wait = None  # (a wait that states its limit is over once anything moves)
         elif t == self.last_progress and line is not None:
             self._progress_line = line
 
@@ -1903,6 +1911,9 @@ class PhaseEngine:
                 stall_after = (worded[0].stall_after if worded[0].stall_after else None) or self.stall_after
             elif rule.stall_after and not self.stall_fixed:
                 stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance
+        if self._own_wait is not None and self.last_progress is not None and not self.stall_fixed:
+            # no stall before the wait's own limit is up (verl's register center: 300 s from the wait's start)
+            stall_after = max(stall_after, sum(self._own_wait) - self.last_progress)
         hint = expected.hint if expected is not None else None
 
         if rule is not None and rule.terminal:
