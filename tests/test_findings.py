@@ -365,7 +365,7 @@ CASES = [
      {"global_step": "6400"}),
     ("zero-training-steps",  # sd-scripts counting zero epochs (a launcher passed 0), then saving at once
      ["  num epochs / epoch数: 0", "  total optimization steps / 学習ステップ数: 0", "steps: 0it [00:00, ?it/s]"],
-     {}),
+     {"said": "total optimization steps / 学習ステップ数: 0"}),
 ]
 
 
