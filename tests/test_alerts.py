@@ -797,3 +797,20 @@ def test_an_unstamped_last_progress_line_is_silent_only_since_the_first_stamp_af
     assert stalled.time >= time.mktime(time.strptime("2026-02-11 09:39:20", "%Y-%m-%d %H:%M:%S")), stalled
     said = report_text(replay([str(log)], load_config(None)))
     assert "no progress for 14m00s before the log ended" in said, said
+
+
+def test_a_failure_after_unstamped_steps_is_told_no_earlier_than_their_own_times(tmp_path: Path) -> None:
+    """Audit 24 (verl605): after the last stamp, unstamped step lines whose steps state their own times (timing_s/step),
+    then a failure: it came at least those times after the stamp. Before: told at the last stamp, as if the steps
+    took no time; now at the stamp plus the steps' times, marked as a bound."""
+    lines = ["2025-05-06 07:10:00,010\tINFO worker.py:1821 -- Started a local Ray instance.",
+             *[f"(main_task pid=4411) step:{n} - actor/pg_loss:0.0{n} - timing_s/step:{60 + n}.0" for n in (1, 2, 3)],
+             "Traceback (most recent call last):", '  File "main_ppo.py", line 9, in <module>',
+             "TypeError: save() takes 2 positional arguments but 4 were given"]
+    log = tmp_path / "train.log"
+    log.write_text("".join(line + "\n" for line in lines))
+    end = time.mktime(time.strptime("2025-05-06 07:30:00", "%Y-%m-%d %H:%M:%S"))
+    os.utime(log, (end, end))
+    stamp = time.mktime(time.strptime("2025-05-06 07:10:00", "%Y-%m-%d %H:%M:%S"))
+    failed = [e for e in paced_events(str(log), load_config(None)) if e.kind == "failed"]
+    assert len(failed) == 1 and failed[0].at_least and abs(failed[0].time - (stamp + 186.01)) < 1

@@ -363,6 +363,9 @@ CASES = [
       "[INFO|trainer.py:1791] 2024-01-11 14:08:02,652 >>   Continuing training from global step 6400",
       "  0%|          | 0/20000 [00:00<?, ?it/s]"],
      {"global_step": "6400"}),
+    ("zero-training-steps",  # sd-scripts counting zero epochs (a launcher passed 0), then saving at once
+     ["  num epochs / epoch数: 0", "  total optimization steps / 学習ステップ数: 0", "steps: 0it [00:00, ?it/s]"],
+     {"said": "total optimization steps / 学習ステップ数: 0"}),
 ]
 
 

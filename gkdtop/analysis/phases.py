@@ -32,6 +32,8 @@ from gkdtop.analysis.wordphase import (
     WITHIN_PART,
     Worded,
     after,
+    child_frames,
+    cut_frames,
     dump_words,
     failure_frames,
     failure_tasks,
@@ -247,6 +249,16 @@ NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$"
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 # torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
 # once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
+# vLLM's model runner dumping the input of an execute_model that raised: a generation once the loop began, but at
+# start-up its profile run executes the model too (an out-of-memory there is the engine's start-up).
+FAILED_EXECUTION_RE = re.compile(r"\bWriting input of failed execution to ")
+# verl's fit() resuming (its _load_checkpoint, the first thing fit does; `Training from scratch` where there is
+# nothing to resume): every worker is up, the loop began, and the load is its first part.
+FIT_RESUME_RE = re.compile(r"\bLoad from checkpoint folder: ")
+CHECKPOINT_LOAD = "checkpoint load"
+# A wait that counts itself against its own limit (verl's `Waiting for register center actor … to be ready. Elapsed
+# time: 120 seconds out of 300 seconds.`): it began N seconds before the line, and is no stall within its limit.
+OWN_WAIT_RE = re.compile(r"\bElapsed time: (\d{1,9}) seconds out of (\d{1,9}) seconds")
 OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
@@ -591,6 +603,13 @@ def _number_of(found: Worded, tail: list[str], numbers: Sequence[int | None]) ->
                  if tail[k] == found.line or tail[k].startswith(found.line)), None)
 
 
+def _cut_evidence(cut: str, tail: list[str], numbers: Sequence[int | None], line: LogLine | None) -> Evidence:
+    """The last frame of a traceback the log ends in, cut before its exception line: what `failed` stands on."""
+    return Evidence("failed (the log ends inside a traceback's frames, its exception line cut)",
+                    line.source if line else "", _number_of(Worded("", cut, 0, line=cut), tail, numbers),
+                    cut[:EVIDENCE_CHARS])
+
+
 class PhaseEngine:
     def __init__(self, rules: RuleSet, register: Callable[[str | Pattern], int]) -> None:
         self.rules = list(rules.phases)
@@ -614,6 +633,7 @@ class PhaseEngine:
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
         self.bar_done_id = register(BAR_DONE_PATTERN)
+        self.own_wait_id = register(OWN_WAIT_RE.pattern)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
@@ -700,6 +720,7 @@ class PhaseEngine:
         self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
+        self._own_wait: tuple[float, float] | None = None  # a wait since no progress: when it began, its own limit
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
@@ -785,6 +806,8 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self.own_wait_id in ids and (wait := OWN_WAIT_RE.search(text)) is not None:
+            self._own_wait = (t - float(wait.group(1)), float(wait.group(2)))
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
@@ -1246,6 +1269,7 @@ class PhaseEngine:
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line, self._progress_bounded = t, line, False
+            self._own_wait = None  # (a wait that states its limit is over once anything moves)
         elif t == self.last_progress and line is not None:
             self._progress_line = line
 
@@ -1315,15 +1339,18 @@ class PhaseEngine:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if rule.name == CHECKPOINT_LOAD and FIT_RESUME_RE.search(text) and self._loop_began() is None and (
+                (loop := next((r for r in self.rules if rule.name in r.inner), None)) is not None):
+            self._start(loop, t)  # verl's fit resumes first: the load is the loop's, and a step follows it
         if self._after_validation(rule):
             # The rollout after a validation that ran before any step (val_before_train) is the first step's: the loop
             # began (EasyR1's `Start generating batch...` after `Finish validation.`, audit 20).
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
-                and rule.name != VALIDATION:
+                and rule.name not in (VALIDATION, CHECKPOINT_LOAD):
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
             # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's,
-            # and an evaluation may run alone (lm-evaluation-harness, audit 18).
+            # and an evaluation may run alone (lm-evaluation-harness, audit 18); a load may be a start-up's.
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             self.rollout_in_step |= rule.name == GENERATION
@@ -1502,6 +1529,9 @@ class PhaseEngine:
         if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
                 self._loop_began() is not None or self.stats.count):
             return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
+        if rule.name == GENERATION and self._line is not None and FAILED_EXECUTION_RE.search(self._line.text) and (
+                self._loop_began() is None and not self.stats.count):
+            return True  # the engine's profile run at its start-up, not a rollout
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
@@ -1717,8 +1747,12 @@ class PhaseEngine:
             if self.current is not None and last is not None and last.status == "done":
                 # It finished; what failed came after it and no line says what that was: not "FAILED in" it. After the
                 # run's end (`Training completed.`): loading the best model, the final save or evaluation failed.
-                name = self.current.name
+                name, loop = self.current.name, self.loop_name()
                 after = "after training finished" if self.current.terminal else f"after {name}"
+                if not self.current.terminal and loop is not None and name in self.step_phases and len(
+                        self._ran & self.step_phases) >= 2:
+                    after = loop  # two parts of a step ran (weight sync, then generation) with no loop line: the
+                    # loop ran them, and what failed after the last came in that loop, not after it
                 self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
             span = self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
             ended = last.end if last is not None else None
@@ -1877,6 +1911,9 @@ class PhaseEngine:
                 stall_after = (worded[0].stall_after if worded[0].stall_after else None) or self.stall_after
             elif rule.stall_after and not self.stall_fixed:
                 stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance
+        if self._own_wait is not None and self.last_progress is not None and not self.stall_fixed:
+            # no stall before the wait's own limit is up (verl's register center: 300 s from the wait's start)
+            stall_after = max(stall_after, sum(self._own_wait) - self.last_progress)
         hint = expected.hint if expected is not None else None
 
         if rule is not None and rule.terminal:
@@ -1889,6 +1926,12 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        failure, cut = self.failure, None
+        if state in ("waiting", "stalled", "running") and tail and (frames := cut_frames(tail)):
+            # The log ends inside a traceback's frames with nothing after them (the user pasted the frames alone): it
+            # failed, where its frames say (_worded reads them), and the exception line is not in the log.
+            state, hint, cut = "failed", CUT_HINT, frames[-1][0]
+            failure = f"a traceback's frames, cut before its exception line; the last: {cut.strip()[:300]}"
         steps = self._steps_summary()
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
@@ -1899,6 +1942,8 @@ class PhaseEngine:
             hang = hint or Hint()
             hint = replace(hang, causes=INTERRUPT_HINT.causes + hang.causes,
                            actions=hang.actions + INTERRUPT_HINT.actions)  # its lines keep their frameworks
+        elif state == "failed" and cut is not None:
+            pass  # CUT_HINT: the frames are all the log holds of the failure
         elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
@@ -1931,6 +1976,8 @@ class PhaseEngine:
         timeline = self._one_loop(self.spans())
         if worded is not None and within is None:
             timeline = self._worded_timeline(timeline, worded, state)
+        elif cut is not None and timeline and timeline[-1].end is None:
+            timeline[-1] = replace(timeline[-1], status="failed")  # the phase the frames were cut in
         return PhaseStatus(
             current=(worded and rule.name) or self._interrupted(span) or (rule.name if rule else None),
             state=state,
@@ -1939,7 +1986,7 @@ class PhaseEngine:
             stalled_for=stalled_for,
             stall_after=stall_after,
             hint=hint if state in ("stalled", "failed") and hint and (hint.causes or hint.actions) else None,
-            failure=self.failure if state == "failed" else "",
+            failure=failure if state == "failed" else "",
             steps_done=self.stats.count,
             last_step=self.last_step,
             step_time=self._step_time(),
@@ -1948,7 +1995,9 @@ class PhaseEngine:
             within=within,
             since_bound=since_bound,
             steps=steps,
-            evidence=self._evidence(state, span) + ([worded[1]] if worded else []) + (
+            evidence=self._evidence(state, span) + (
+                [_cut_evidence(cut, tail or [], numbers, self._line)] if cut else []) + (
+                [worded[1]] if worded else []) + (
                 [final_save] if final_save else []) + ([self.earlier_runs[-1].evidence] if self.earlier_runs else []),
             worded=worded[1] if worded else None,
             final_save=final_save,
@@ -2071,7 +2120,10 @@ class PhaseEngine:
         if self._words_read is None or self._words_read[0] != key:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
-            frames = failure_frames(tail, failed_by) if failed_by else []
+            # (a log that ends inside a traceback's frames, header and exception line cut: those frames)
+            frames = failure_frames(tail, failed_by) if failed_by else cut_frames(tail)
+            if launcher_frames(frames) and (child := child_frames(tail, failed_by)):
+                frames = child  # a launcher's error says only that its child failed: the child's traceback says where
             framed = frame_words(frames, started, whole_step=WHOLE_STEP_LOSS if self.loss_rollout else WHOLE_STEP
                                  if self.step_rollout else ())
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
