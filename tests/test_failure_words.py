@@ -34,6 +34,23 @@ def test_a_store_wait_timeout_in_a_step_is_a_wait_that_gave_up(tmp_path: Path) -
     assert "not a hang" not in said and "assertion" not in said
 
 
+def test_gloos_capitalised_timed_out_is_a_wait_that_gave_up(tmp_path: Path) -> None:
+    """gloo writes `Timed out waiting …ms for recv`: a rank never reached the barrier, a hang its timer ended.
+    Before: 'A step raised: the error above is the root cause' (only a lower-case 'timed out' was known)."""
+    lines = [
+        "(TaskRunner pid=4120) Training from scratch",
+        "Traceback (most recent call last):",
+        '  File "/src/verl/workers/rollout/sglang_rollout/sglang_rollout.py", line 903, in _req_level_generate',
+        "    work.wait()",
+        "RuntimeError: [/src/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 900000ms for recv operation"
+        " to complete",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.state == "failed" and status.hint is not None
+        assert "A wait gave up" in status.hint.causes[0]
+
+
 def test_the_watchdog_stuck_is_a_hang_and_its_abort_a_consequence(tmp_path: Path) -> None:
     """OpenRLHF: the NCCL watchdog stopped making progress for 480 s, then the heartbeat monitor aborted the rank.
     Before: the failure was `*** SIGABRT received`, with 'the error above is the root cause, not a hang'."""

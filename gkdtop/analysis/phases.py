@@ -281,9 +281,10 @@ STUCK_HINT = Hint(
     actions=["On a live job press s (py-spy with native frames shows the CUDA call it waits in); check the GPUs pane "
              "and the kernel log (dmesg) for Xid errors on that node."],
 )
-# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
+# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`, gloo's `Timed out
+# waiting …ms for recv`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\b[Tt]imed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
