@@ -555,6 +555,21 @@ def test_verl_s_per_rank_save_lines_are_the_checkpoint_save_and_a_raylet_worker_
     assert st.hint is not None and "raylet's line" in st.hint.causes[0]
 
 
+def test_verl_s_later_saved_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
+    """Later verl logs each rank's save as `[Rank 3] Saved model to …` / `Saved model config and tokenizer class
+    to …` (log_with_rank): a log that stops after them is in the save. Before: 'ended in training loop'."""
+    worker = "(WorkerDict pid=5120) "
+    folder = "/mnt/ck/run7/global_step_15/actor"
+    lines = [
+        "(TaskRunner pid=5001) step:14 - actor/pg_loss:0.02 - timing_s/step:180.4",
+        f"{worker}INFO:2025-06-02 10:11:12,100:[Rank 3] Saved model to {folder}/model_world_size_8_rank_3.pt",
+        f"{worker}INFO:2025-06-02 10:11:30,700:[Rank 3] Saved optim to {folder}/optim_world_size_8_rank_3.pt",
+        f"{worker}INFO:2025-06-02 10:11:31,200:[Rank 0] Saved model config and tokenizer class to {folder}/huggingface",
+    ]
+    result = run(tmp_path, lines)
+    assert result.status.current == "checkpoint save", report_text(result)
+
+
 def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
     """Block 16's training half (torchtune, a 70B LoRA): the epoch's bar at 148/148, `Getting full model state dict
     took 118.06 secs`, then the NCCL watchdog. Before: 'FAILED in training loop'."""
