@@ -570,6 +570,21 @@ def test_verl_s_later_saved_lines_are_the_checkpoint_save(tmp_path: Path) -> Non
     assert result.status.current == "checkpoint save", report_text(result)
 
 
+def test_deepspeeds_engine_config_print_ends_the_actor_init_after_the_engines(tmp_path: Path) -> None:
+    """OpenRLHF-style trainers start their vLLM engines, then build the actors' DeepSpeed engines: the config
+    `deepspeed.initialize` prints as it returns says the actor is built. Before: 'ended after rollout init (next
+    expected: actor init)', and no actor init row."""
+    lines = [
+        "(LLMRayActor pid=3310) INFO 05-14 09:02:11 llm_engine.py:431] init engine (profile, create kv cache, warmup "
+        "model) took 6.42 seconds",
+        "(PolicyActor pid=3301) [2025-05-14 09:02:40,118] [INFO] [config.py:1003:print_user_config]   json = {",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert [s.name for s in st.timeline] == ["rollout init", "actor init"], report_text(result)
+    assert st.timeline[-1].start_before and st.expected != "rollout init", report_text(result)
+
+
 def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
     """Block 16's training half (torchtune, a 70B LoRA): the epoch's bar at 148/148, `Getting full model state dict
     took 118.06 secs`, then the NCCL watchdog. Before: 'FAILED in training loop'."""

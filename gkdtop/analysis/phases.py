@@ -1639,9 +1639,11 @@ class PhaseEngine:
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
-        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested:
+        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested and (
+                self._next_rule(self.current) is not rule):
             return  # the end of a part the job never began, once past it (a server's uvicorn `Application startup
-            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`)
+            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`); not the
+            # part that comes next (OpenRLHF builds its actors' DeepSpeed engines after the vLLM engines)
         if rule.nested and self.current is not rule and rule.name in self._finished:
             self._done_by(rule.name)
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
@@ -1658,6 +1660,7 @@ class PhaseEngine:
             span = self._open(rule.name, t, "done (its start not seen)")
             if self._line is not None and self._line.ts is not None:
                 self._back_date(span, self._line.text)  # `init engine … took 19.41 seconds`: not a span of 0 s
+            span.start_before = True  # its start went unseen: it began at or before the line, not `0s` there
         self._close_current(t)
         self._done_by(rule.name)
         self._finished.add(rule.name)
@@ -2197,6 +2200,10 @@ class PhaseEngine:
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
                 and not any(s.name == ACTOR_INIT for s in self.spans())):
             return actor
+        rollout = self.by_name.get("rollout init")
+        if rule is actor and rollout is not None and rollout.name in self._ran and (
+                self.order[ACTOR_INIT] < self.order[rollout.name]):
+            return self._next_rule(rollout, rl)  # the engines came first: what follows both follows the actor
         try:
             i = self.rules.index(rule)
         except ValueError:
