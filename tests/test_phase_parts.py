@@ -549,3 +549,16 @@ def test_lightnings_sanity_check_is_validation(tmp_path: Path) -> None:
     log = tmp_path / "fit.log"
     log.write_text("".join(line + "\n" for line in lines))
     assert replay([str(log)], load_config(None)).status.current == "validation"
+
+
+def test_a_datasets_map_or_filter_bar_names_no_phase(tmp_path: Path) -> None:
+    """HF datasets' `Map:` / `Filter:` bars (counted in examples/s) prepare the data: before, with no phase known,
+    the timeline got rows named `Map` and `Filter`, and a crash there would read 'FAILED in Filter'."""
+    lines = [
+        "Map (num_proc=8): 100%|██████████| 52310/52310 [00:14<00:00, 3702.55 examples/s]",
+        "Filter: 100%|██████████| 52310/52310 [00:01<00:00, 40211.70 examples/s]",
+        "Filter:  40%|████      | 20000/50000 [00:02<00:03, 9000.00 ex/s]",
+    ]
+    result = run(tmp_path, lines)
+    names = [s.name for s in result.status.timeline]
+    assert "Map" not in names and "Filter" not in names and result.status.current not in ("Map", "Filter"), names

@@ -194,6 +194,7 @@ PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
 # An undescribed bar counted in datasets' units (`14.71ba/s`, `ex/s`, `880.5 examples/s`): its map or filter preparing
 # the data, at whatever pace, not the loop's steps (audit 23: a map bar 49 s before HF's `Running training`).
 DATA_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|[^|]*\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")
+DATA_RATE_RE = re.compile(r"\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")  # any bar in those units
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
@@ -1131,8 +1132,8 @@ class PhaseEngine:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         text = RANK_PREFIX_RE.sub("", text, count=1)
         m = BAR_DESC_RE.match(text) or TAGGED_BAR_DESC_RE.search(text, 0, 200)
-        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()):
-            return
+        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()) or DATA_RATE_RE.search(text):
+            return  # a bar in datasets' units (`Map:`, `Filter:`) prepares data: no phase of that name
         # A loop's bar (OpenRLHF's `Train epoch`, `Epoch`) is the training loop, whose rule knows the step's parts;
         # any other is named as it says (`Rollout generation`).
         worded = phase_of_words(desc)
