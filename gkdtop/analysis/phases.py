@@ -282,6 +282,8 @@ STUCK_HINT = Hint(
     actions=["On a live job press s (py-spy with native frames shows the CUDA call it waits in); check the GPUs pane "
              "and the kernel log (dmesg) for Xid errors on that node."],
 )
+# wandb's block as its run ends (phases.yaml `finished`): printed from wandb.finish() at exit, after a crash as well.
+WANDB_END_RE = re.compile(r"\bwandb: (?:Synced \d+ W&B file|Synced \S+: https?://|Find logs at: |\S+ View run .+ at: )")
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`, gloo's `Timed out
 # waiting …ms for recv`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
@@ -1311,6 +1313,8 @@ class PhaseEngine:
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
             self._busy_engines.add(self._engine())
+        if rule.terminal and self._failed() and WANDB_END_RE.search(text):
+            return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         if "Train step of epoch" in text:
             self._epoch_steps = True
         elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
