@@ -655,3 +655,21 @@ def test_a_raylet_death_report_gives_way_to_the_failure_lines_after_it(tmp_path:
     result = run(tmp_path, lines)
     assert result.status.state == "failed" and result.status.current == "reference log-prob", report_text(result)
     assert "Watchdog caught collective" in result.status.failure
+
+
+def test_a_frame_dated_by_the_stamp_before_steps_is_no_upper_bound(tmp_path: Path) -> None:
+    """A traceback's frame names the weight sync, with no stamp of its own; the last stamp came before a 71 s step.
+    The sync began after that step, so it is not '≤' that stamp (before: `≤08:30:12 weight sync`)."""
+    lines = [
+        "2025-08-03 08:30:12,500\tINFO worker.py:1888 -- Started a local Ray instance.",
+        "(agent_trainer pid=7712) Training from scratch",
+        "(agent_trainer pid=7712) step:1 - actor/pg_loss:0.021 - timing_s/gen:50.120 - timing_s/step:71.004",
+        "Traceback (most recent call last):",
+        '  File "/opt/app/verl/workers/fsdp_workers.py", line 1420, in wake_up',
+        "    self.rollout_sharding_manager.__enter__()",
+        "AttributeError: 'EngineClient' object has no attribute 'model_executor'",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert st.state == "failed" and st.current == "weight sync", report_text(result)
+    assert st.since_bound != "before" and "≤08:30:12" not in report_text(result), report_text(result)

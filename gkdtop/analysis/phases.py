@@ -1447,7 +1447,11 @@ class PhaseEngine:
 
     def _began_before(self, rule: PhaseRule) -> None:
         """A part named by a traceback's frame: it began before the traceback was printed, not at its stamp (audit 11:
-        a generation row at the crash's time, ten minutes after the step it began in)."""
+        a generation row at the crash's time, ten minutes after the step it began in). Not where the frame has no
+        stamp of its own and took the one before it: steps logged after that stamp ran between (audit 25: `≤14:05:41
+        weight sync` after a 63 s step), so it stays "at or after" that stamp."""
+        if stamp_bound(self._line) == "after":
+            return
         if self.inner is rule:
             self.inner_bound = "before"
         elif self.timeline:
