@@ -401,6 +401,10 @@ ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEA
 # An actor death's field naming the dead process (`\tpid: 41311` under `ActorDiedError`), and that process's own end
 # (its fatal signal, faulthandler's header) when Ray flushes its last lines after the caller's report.
 DEAD_PID_PATTERN = r"^\s+pid: \d{1,9}\s*$"
+# A process's own report of what failed it in C or CUDA, outside any traceback (vLLM's cumem allocator).
+OWN_ERROR_PATTERN = r"\bCUDA [Ee]rror: |\bout of memory\b"
+OWN_ERROR_S = 300.0  # a dead actor's own error this long before its caller's report still tells what ended it
+MAX_PID_ERRORS = 4096  # processes whose last error line is kept (a flood of them starts the count again)
 FATAL_SIGNAL_PATTERN = r"\*\*\* SIG[A-Z]+ received at time=|^Fatal Python error: "
 FATAL_SIGNAL_RE = re.compile(FATAL_SIGNAL_PATTERN)
 ACTOR_DIED_HINT = Hint(
@@ -607,6 +611,7 @@ class PhaseEngine:
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
         self.dead_pid_id = register(DEAD_PID_PATTERN)
+        self.own_error_id = register(OWN_ERROR_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
@@ -711,6 +716,7 @@ class PhaseEngine:
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
+        self._pid_errors: dict[int, tuple[LogLine, float]] = {}  # a Ray process's error, while it is its last line
         self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
@@ -791,11 +797,24 @@ class PhaseEngine:
             return
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
+            own, said = self._pid_errors.get(self._dead_pid, (None, t))
+            if own is not None and t - said <= OWN_ERROR_S:
+                # The dead actor's own last error, printed just before its caller's report (Ray interleaves them:
+                # audit 25, cumem's `CUDA Error: out of memory` above ActorDiedError): what ended it is here.
+                self.failure, self._failure_line = own.text.strip(), own
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
               and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
             # The dead actor's own end, flushed after its caller's report (audit 22: `Cannot load symbol
             # cublasLtGetVersion`, then its SIGABRT): what ended it is here, not only in its own log.
             self.failure, self._failure_line = text.strip(), line
+        if line.pid is not None and line.worker:  # each Ray process's last line, if an error (an actor's own end)
+            if (self.fail_id in ids or self.exception_id in ids or self.own_error_id in ids) and not (
+                    ACTOR_DIED_RE.search(text)):
+                if len(self._pid_errors) >= MAX_PID_ERRORS:
+                    self._pid_errors.clear()
+                self._pid_errors[line.pid] = (line, t)
+            elif line.pid in self._pid_errors:
+                del self._pid_errors[line.pid]
         if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
