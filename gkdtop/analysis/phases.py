@@ -1688,7 +1688,8 @@ class PhaseEngine:
             span = self._open(rule.name, t, "done (its start not seen)")
             if self._line is not None and self._line.ts is not None:
                 self._back_date(span, self._line.text)  # `init engine … took 19.41 seconds`: not a span of 0 s
-            span.start_before = True  # its start went unseen: it began at or before the line, not `0s` there
+            if stamp_bound(self._line) != "after":  # (one that took the stamp before it stays "at or after" that)
+                span.start_before = True  # its start went unseen: it began at or before the line, not `0s` there
         self._close_current(t)
         self._done_by(rule.name)
         self._finished.add(rule.name)
