@@ -583,6 +583,10 @@ def test_deepspeeds_engine_config_print_ends_the_actor_init_after_the_engines(tm
     st = result.status
     assert [s.name for s in st.timeline] == ["rollout init", "actor init"], report_text(result)
     assert st.timeline[-1].start_before and st.expected == "training loop", report_text(result)
+    # An engine that failed to start stays the failure: the actors' configs printed after it end nothing.
+    failed = run(tmp_path, [lines[0], "(LLMRayActor pid=3310) Traceback (most recent call last):",
+                            "(LLMRayActor pid=3310) RuntimeError: CUDA error: invalid device ordinal", lines[1]])
+    assert failed.status.state == "failed" and "rollout init" in (failed.status.current or ""), report_text(failed)
 
 
 def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:

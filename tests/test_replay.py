@@ -802,3 +802,9 @@ def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
                "ValueError: bad shape (4, 7)", *lines[1:]]
     failed = replay([write(tmp_path, crashed, "crashed.log")], load_config(None)).status
     assert failed.state == "failed" and "ValueError" in failed.failure
+    # A Ray actor's wandb finishes as it dies, above its caller's traceback: the run failed where it was.
+    died = [*lines, "Traceback (most recent call last):", '  File "/w/main.py", line 40, in main',
+            "ray.exceptions.RayTaskError(ValueError): ray::run() (pid=8812, ip=10.0.0.5)",
+            "ValueError: bad shape (4, 7)"]
+    status = replay([write(tmp_path, died, "died.log")], load_config(None)).status
+    assert status.state == "failed" and status.current == "training loop", status

@@ -699,6 +699,11 @@ class PhaseEngine:
         self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
+        # wandb's end-of-run block made it `finished`: what to put back if a failure follows (a Ray actor's wandb
+        # finishes as the actor dies, before its caller's traceback): (that span, the span before, its end and
+        # status, the phase and part under way then)
+        self._wandb_undo: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
+                                PhaseRule | None] | None = None
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
@@ -1332,8 +1337,11 @@ class PhaseEngine:
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
             self._busy_engines.add(self._engine())
-        if rule.terminal and self._failed() and WANDB_END_RE.search(text):
+        wandb = rule.terminal and self.current is not rule and WANDB_END_RE.search(text) is not None
+        if wandb and self._failed():
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
+        last = self.timeline[-1] if self.timeline else None
+        undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
         elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
@@ -1377,6 +1385,7 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
+            self._wandb_undo = (span, *undo) if wandb else None
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
         if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
@@ -1668,7 +1677,7 @@ class PhaseEngine:
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
         if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested and (
-                self._next_rule(self.current) is not rule):
+                self._failed() or self._next_rule(self.current) is not rule):
             return  # the end of a part the job never began, once past it (a server's uvicorn `Application startup
             # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`); not the
             # part that comes next (OpenRLHF builds its actors' DeepSpeed engines after the vLLM engines)
@@ -1741,6 +1750,8 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
+        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0]:
+            self._unfinish()
         if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
                 INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
             return  # a Ray worker's signal or death after the run finished: its workers going as the driver exits
@@ -1988,6 +1999,18 @@ class PhaseEngine:
             interrupted=interrupted,
             earlier_runs=list(self.earlier_runs),
         )
+
+    def _unfinish(self) -> None:
+        """A failure after wandb's end-of-run block: that block was a process ending with the error, not the run
+        finishing; the phase it ended is under way again and the failure is its (review of audit 25's fix)."""
+        assert self._wandb_undo is not None
+        span, last, end, status, current, inner = self._wandb_undo
+        self._wandb_undo = None
+        self._drop(span)
+        self._ran.discard(span.name)
+        if last is not None:
+            last.end, last.status = end, status
+        self.current, self.inner = current, inner
 
     def _stepping_until(self, t: float | None) -> bool:
         """Steps came at their pace up to `t`: its last step was within the loop's allowance for one (twice its
