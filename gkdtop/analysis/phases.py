@@ -2255,9 +2255,9 @@ class PhaseEngine:
         rollout = self.by_name.get("rollout init")
         if rule is actor and rollout is not None and rollout.name in self._ran and (
                 self.order[ACTOR_INIT] < self.order[rollout.name]):
-            # The engines came first, then the actor (OpenRLHF, open-instruct): the loop comes next, its other models
-            # (reference, critic) built beside the actor
-            return next((r for r in self.rules if r.inner), None)
+            # The engines came first, then the actor (OpenRLHF, open-instruct): what follows both follows the actor
+            # (not the loop for sure: reference and critic models may come next, and the loop's advice is a step's)
+            return self._next_rule(rollout, rl)
         try:
             i = self.rules.index(rule)
         except ValueError:
