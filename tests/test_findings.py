@@ -331,6 +331,13 @@ CASES = [
           "line 75, in create_and_map"),
       ray("WorkerDict", 2003, "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")],
      {"oom": "CUDA Error: out of memory", "frame": "create_and_map"}),
+    ("dapo-max-gen-batches",
+     [ray("TaskRunner", 9, "ValueError: num_gen_batches=6 >= max_num_gen_batches=6. Generated too many. Please check "
+          "your data.")],
+     {"num": "6", "max": "6"}),
+    ("vllm-cumem-oom",  # the allocator's own line, no traceback: a dying worker's last words above its death report
+     [ray("WorkerDict", 2004, "CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:58")],
+     {}),
     ("trl-vllm-server-unreachable",
      ["ConnectionError: The vLLM server can't be reached at 10.0.4.9:8000 after 240 seconds. Make sure the server "
       "is running by running `trl vllm-serve`."],

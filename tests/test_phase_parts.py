@@ -591,3 +591,16 @@ def test_an_engines_dump_of_a_failed_model_execution_in_the_loop_is_generation(t
                 "with config: model='/m/q7b'"]
     status = run(tmp_path, [*start_up, *dump]).status
     assert status.state == "failed" and status.current != "generation"
+
+
+def test_a_datasets_map_or_filter_bar_names_no_phase(tmp_path: Path) -> None:
+    """HF datasets' `Map:` / `Filter:` bars (counted in examples/s) prepare the data: before, with no phase known,
+    the timeline got rows named `Map` and `Filter`, and a crash there would read 'FAILED in Filter'."""
+    lines = [
+        "Map (num_proc=8): 100%|██████████| 52310/52310 [00:14<00:00, 3702.55 examples/s]",
+        "Filter: 100%|██████████| 52310/52310 [00:01<00:00, 40211.70 examples/s]",
+        "Filter:  40%|████      | 20000/50000 [00:02<00:03, 9000.00 ex/s]",
+    ]
+    result = run(tmp_path, lines)
+    names = [s.name for s in result.status.timeline]
+    assert "Map" not in names and "Filter" not in names and result.status.current not in ("Map", "Filter"), names

@@ -196,6 +196,7 @@ PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
 # An undescribed bar counted in datasets' units (`14.71ba/s`, `ex/s`, `880.5 examples/s`): its map or filter preparing
 # the data, at whatever pace, not the loop's steps (audit 23: a map bar 49 s before HF's `Running training`).
 DATA_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|[^|]*\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")
+DATA_RATE_RE = re.compile(r"\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")  # any bar in those units
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
@@ -293,9 +294,12 @@ STUCK_HINT = Hint(
     actions=["On a live job press s (py-spy with native frames shows the CUDA call it waits in); check the GPUs pane "
              "and the kernel log (dmesg) for Xid errors on that node."],
 )
-# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
+# wandb's block as its run ends (phases.yaml `finished`): printed from wandb.finish() at exit, after a crash as well.
+WANDB_END_RE = re.compile(r"\bwandb: (?:Synced \d+ W&B file|Synced \S+: https?://|Find logs at: |\S+ View run .+ at: )")
+# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`, gloo's `Timed out
+# waiting …ms for recv`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\b[Tt]imed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
 WAIT_TIMEOUT_HINT = Hint(
@@ -409,6 +413,10 @@ ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEA
 # An actor death's field naming the dead process (`\tpid: 41311` under `ActorDiedError`), and that process's own end
 # (its fatal signal, faulthandler's header) when Ray flushes its last lines after the caller's report.
 DEAD_PID_PATTERN = r"^\s+pid: \d{1,9}\s*$"
+# A process's own report of what failed it in C or CUDA, outside any traceback (vLLM's cumem allocator).
+OWN_ERROR_PATTERN = r"\bCUDA [Ee]rror: |\bout of memory\b"
+OWN_ERROR_S = 300.0  # a dead actor's own error this long before its caller's report still tells what ended it
+MAX_PID_ERRORS = 4096  # processes whose last error line is kept (a flood of them starts the count again)
 FATAL_SIGNAL_PATTERN = r"\*\*\* SIG[A-Z]+ received at time=|^Fatal Python error: "
 FATAL_SIGNAL_RE = re.compile(FATAL_SIGNAL_PATTERN)
 ACTOR_DIED_HINT = Hint(
@@ -622,6 +630,7 @@ class PhaseEngine:
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
         self.dead_pid_id = register(DEAD_PID_PATTERN)
+        self.own_error_id = register(OWN_ERROR_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
@@ -710,6 +719,11 @@ class PhaseEngine:
         self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
+        # wandb's end-of-run block made it `finished`: what to put back if a failure follows (a Ray actor's wandb
+        # finishes as the actor dies, before its caller's traceback): (that span, the span before, its end and
+        # status, the phase and part under way then)
+        self._wandb_undo: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
+                                PhaseRule | None] | None = None
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
@@ -728,6 +742,7 @@ class PhaseEngine:
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
+        self._pid_errors: dict[int, tuple[LogLine, float]] = {}  # a Ray process's error, while it is its last line
         self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
@@ -810,11 +825,24 @@ class PhaseEngine:
             self._own_wait = (t - float(wait.group(1)), float(wait.group(2)))
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
+            own, said = self._pid_errors.get(self._dead_pid, (None, t))
+            if own is not None and t - said <= OWN_ERROR_S:
+                # The dead actor's own last error, printed just before its caller's report (Ray interleaves them:
+                # audit 25, cumem's `CUDA Error: out of memory` above ActorDiedError): what ended it is here.
+                self.failure, self._failure_line = own.text.strip(), own
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
               and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
             # The dead actor's own end, flushed after its caller's report (audit 22: `Cannot load symbol
             # cublasLtGetVersion`, then its SIGABRT): what ended it is here, not only in its own log.
             self.failure, self._failure_line = text.strip(), line
+        if line.pid is not None and line.worker:  # each Ray process's last line, if an error (an actor's own end)
+            if (self.fail_id in ids or self.exception_id in ids or self.own_error_id in ids) and not (
+                    ACTOR_DIED_RE.search(text)):
+                if len(self._pid_errors) >= MAX_PID_ERRORS:
+                    self._pid_errors.clear()
+                self._pid_errors[line.pid] = (line, t)
+            elif line.pid in self._pid_errors:
+                del self._pid_errors[line.pid]
         if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
@@ -1153,8 +1181,8 @@ class PhaseEngine:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         text = RANK_PREFIX_RE.sub("", text, count=1)
         m = BAR_DESC_RE.match(text) or TAGGED_BAR_DESC_RE.search(text, 0, 200)
-        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()):
-            return
+        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()) or DATA_RATE_RE.search(text):
+            return  # a bar in datasets' units (`Map:`, `Filter:`) prepares data: no phase of that name
         # A loop's bar (OpenRLHF's `Train epoch`, `Epoch`) is the training loop, whose rule knows the step's parts;
         # any other is named as it says (`Rollout generation`).
         worded = phase_of_words(desc)
@@ -1333,6 +1361,11 @@ class PhaseEngine:
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
             self._busy_engines.add(self._engine())
+        wandb = rule.terminal and self.current is not rule and WANDB_END_RE.search(text) is not None
+        if wandb and self._failed():
+            return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
+        last = self.timeline[-1] if self.timeline else None
+        undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
         elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
@@ -1379,6 +1412,7 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
+            self._wandb_undo = (span, *undo) if wandb else None
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
         if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
@@ -1468,7 +1502,11 @@ class PhaseEngine:
 
     def _began_before(self, rule: PhaseRule) -> None:
         """A part named by a traceback's frame: it began before the traceback was printed, not at its stamp (audit 11:
-        a generation row at the crash's time, ten minutes after the step it began in)."""
+        a generation row at the crash's time, ten minutes after the step it began in). Not where the frame has no
+        stamp of its own and took the one before it: steps logged after that stamp ran between (audit 25: `≤14:05:41
+        weight sync` after a 63 s step), so it stays "at or after" that stamp."""
+        if stamp_bound(self._line) == "after":
+            return
         if self.inner is rule:
             self.inner_bound = "before"
         elif self.timeline:
@@ -1668,9 +1706,11 @@ class PhaseEngine:
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
-        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested:
+        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested and (
+                self._failed() or self._next_rule(self.current) is not rule):
             return  # the end of a part the job never began, once past it (a server's uvicorn `Application startup
-            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`)
+            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`); not the
+            # part that comes next (OpenRLHF builds its actors' DeepSpeed engines after the vLLM engines)
         if rule.nested and self.current is not rule and rule.name in self._finished:
             self._done_by(rule.name)
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
@@ -1687,6 +1727,8 @@ class PhaseEngine:
             span = self._open(rule.name, t, "done (its start not seen)")
             if self._line is not None and self._line.ts is not None:
                 self._back_date(span, self._line.text)  # `init engine … took 19.41 seconds`: not a span of 0 s
+            if stamp_bound(self._line) != "after":  # (one that took the stamp before it stays "at or after" that)
+                span.start_before = True  # its start went unseen: it began at or before the line, not `0s` there
         self._close_current(t)
         self._done_by(rule.name)
         self._finished.add(rule.name)
@@ -1738,6 +1780,8 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
+        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0]:
+            self._unfinish()
         if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
                 INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
             return  # a Ray worker's signal or death after the run finished: its workers going as the driver exits
@@ -2005,6 +2049,18 @@ class PhaseEngine:
             earlier_runs=list(self.earlier_runs),
         )
 
+    def _unfinish(self) -> None:
+        """A failure after wandb's end-of-run block: that block was a process ending with the error, not the run
+        finishing; the phase it ended is under way again and the failure is its (review of audit 25's fix)."""
+        assert self._wandb_undo is not None
+        span, last, end, status, current, inner = self._wandb_undo
+        self._wandb_undo = None
+        self._drop(span)
+        self._ran.discard(span.name)
+        if last is not None:
+            last.end, last.status = end, status
+        self.current, self.inner = current, inner
+
     def _stepping_until(self, t: float | None) -> bool:
         """Steps came at their pace up to `t`: its last step was within the loop's allowance for one (twice its
         slowest pace), so nothing hung before `t`."""
@@ -2248,6 +2304,12 @@ class PhaseEngine:
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
                 and not any(s.name == ACTOR_INIT for s in self.spans())):
             return actor
+        rollout = self.by_name.get("rollout init")
+        if rule is actor and rollout is not None and rollout.name in self._ran and (
+                self.order[ACTOR_INIT] < self.order[rollout.name]):
+            # The engines came first, then the actor (OpenRLHF, open-instruct): what follows both follows the actor
+            # (not the loop for sure: reference and critic models may come next, and the loop's advice is a step's)
+            return self._next_rule(rollout, rl)
         try:
             i = self.rules.index(rule)
         except ValueError:
