@@ -1567,9 +1567,9 @@ class PhaseEngine:
         if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
                 self._loop_began() is not None or self.stats.count):
             return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
-        if rule.name == GENERATION and self._line is not None and FAILED_EXECUTION_RE.search(self._line.text) and (
-                self._loop_began() is None and not self.stats.count):
-            return True  # the engine's profile run at its start-up, not a rollout
+        if (rule.name == GENERATION and not self.stats.count and self._line is not None
+                and self._loop_began() is None and FAILED_EXECUTION_RE.search(self._line.text)):
+            return True  # the engine's profile run at its start-up, not a rollout (the search last: it runs per bar)
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
