@@ -574,33 +574,36 @@ class Matcher:
             # Not an id whose hit a message check may drop (that line's would be the scan's only one of it).
             once = once - self._confirm_paren - self._confirm_utf8
             quick, anchored = self._quick_parts(chunked)
-            self._db = _cached_db(quick, once, markers, after=[expression for _, expression in anchored])
-            self._anchored = [i for i, _ in anchored]  # the pattern each `after` expression stands for
+            self._db = _cached_db(quick, once, markers, after=[loose for _, loose, _ in anchored])
+            self._anchored = [i for i, _, _ in anchored]  # the pattern each `after` expression stands for
             self._after = len(patterns) + len(_NOT_PLAIN) + len(markers)  # the id of the first of them
-            if anchored:  # the lines those name are scanned again by these patterns as they are
-                self._exact = _cached_db([expression if i in self._anchored else None
-                                          for i, (expression, _) in enumerate(chunked)], plain_check=False)
+            if anchored:  # the lines those name are scanned again by those branches after a full RAY_HEAD
+                exact = dict.fromkeys(range(len(patterns)))
+                exact.update((i, expression) for i, _, expression in anchored)
+                self._exact = _cached_db(list(exact.values()), plain_check=False)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)
             for p in patterns:
                 self._set.Add(p.text)
             self._set.Compile()
 
-    def _quick_parts(self, chunked: list[tuple[bytes, str]]) -> tuple[list[bytes | None], list[tuple[int, bytes]]]:
+    def _quick_parts(self, chunked: list[tuple[bytes, str]]
+                     ) -> tuple[list[bytes | None], list[tuple[int, bytes, bytes]]]:
         """The scan's expressions: a pattern's branches with no `^` as they are; those with one, where
-        they can stand apart, with HEAD_END for each `^` (a superset: their lines are scanned again by
-        the whole pattern, see scan_plain), as (pattern id, expression) after the rest."""
+        they can stand apart, as (pattern id, with HEAD_END for each `^` (a superset), with RAY_HEAD (as
+        exact as the whole pattern: the lines the first names are scanned again with it, see scan_plain))."""
         quick: list[bytes | None] = []
-        anchored: list[tuple[int, bytes]] = []
+        anchored: list[tuple[int, bytes, bytes]] = []
         for i, (expression, when) in enumerate(chunked):
             parts = anchored_split(self.patterns[i].text) if "^" in when and "$" not in when else None
             loose = parts and parts[1] and for_chunks(parts[1], anchor=HEAD_END)  # ('': a `^` in a class only)
+            exact = loose and for_chunks(parts[1])
             plain = parts and parts[0] and for_chunks(parts[0])
-            if not loose or "$" in loose[1] or (plain and "$" in plain[1]):
+            if not loose or not exact or "$" in loose[1] + exact[1] or (plain and "$" in plain[1]):
                 quick.append(expression)
                 continue
             quick.append(plain[0] if plain else None)
-            anchored.append((i, loose[0]))
+            anchored.append((i, loose[0], exact[0]))
         return quick, anchored
 
     def _scratch(self) -> Any:
@@ -675,8 +678,8 @@ class Matcher:
         return [(chunk.rfind(b"\n", 0, end) + 1, end, ids) for end, ids in lines.items()], plain[0], marked
 
     def _rescan(self, chunk: bytes, loose: dict[int, list[int]], ends: dict[int, list[int]]) -> None:
-        """The lines the quick scan's HEAD_END named, scanned again with those patterns whole (their
-        `^` after a full RAY_HEAD), all in one call: a pattern stays on a line only where that says so."""
+        """The lines the quick scan's HEAD_END named, scanned again with those branches as they are
+        (their `^` after a full RAY_HEAD), all in one call: a pattern stays on a line only where that says so."""
         lines: list[tuple[int, int]] = []  # (start, end) of each line to scan again
         for end, ids in loose.items():
             known = ends.get(end)
