@@ -118,6 +118,7 @@ def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(pattern
     (r"x\|^y|[^|]z", ("[^|]z", r"x\|^y")),  # an escaped `|` is no branch; `[^` no anchor
     (r"[]|^]a|^b", ("[]|^]a", "^b")),  # `]` first in a class is a member
     ("Worker exit: (?P<d>[^.]+)", ("Worker exit: (?P<d>[^.]+)", "")),
+    ("(?i)\\s[^x]", ("(?i)\\s[^x]", "")),  # flags alone are no branch
     ("a(?i)b|^c", None),  # flags from the middle on
     (r"\Q^x|\E|^y", None),  # quoted text
 ])

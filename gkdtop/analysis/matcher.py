@@ -396,7 +396,7 @@ def anchored_split(text: str) -> tuple[str, str] | None:
     branches.append((text[begin:], caret))
     plain = "|".join(b for b, anchored in branches if not anchored)
     anchored = "|".join(b for b, anchored in branches if anchored)
-    return (lead + plain if plain else ""), lead + anchored
+    return (lead + plain if plain else ""), (lead + anchored if anchored else "")
 
 
 def _to_line_end(out: list[str], splits: list[int], dollars: list[tuple[int, int]]) -> str | None:
