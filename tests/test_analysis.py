@@ -120,6 +120,8 @@ def test_a_pattern_with_its_own_dollar_is_brought_to_the_end_of_its_line(pattern
     ("Worker exit: (?P<d>[^.]+)", ("Worker exit: (?P<d>[^.]+)", "")),
     ("(?i)\\s[^x]", ("(?i)\\s[^x]", "")),  # flags alone are no branch
     ("a(?i)b|^c", None),  # flags from the middle on
+    ("(?i)nccl error(?-i)|^Killed", None),  # (RE2 keeps them past the `|`)
+    ("(?-i)x|^y", ("(?-i)x", "(?-i)^y")),
     (r"\Q^x|\E|^y", None),  # quoted text
 ])
 def test_a_pattern_splits_into_its_branches_with_and_without_an_anchor(pattern: str,

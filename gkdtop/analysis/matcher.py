@@ -66,7 +66,7 @@ _QUOTED = re.compile(r"\\Q(.*?)(?:\\E|$)", re.DOTALL)  # RE2's quoted text
 # Scanning `^X` as `HEAD_END X` costs Hyperscan a literal search, not a prefix machine at every line
 # start: half the scan of a dense log (Matcher: a line it names this way is scanned again, exactly).
 HEAD_END = r"(?:^|\) ?|>: ?|\| |[Z\d][ \t])"
-_GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z]+\)")
+_GLOBAL_FLAGS = re.compile(r"\(\?[a-zA-Z]*(?:-[a-zA-Z]+)?\)")  # `(?i)`, `(?-i)`, `(?i-s)`: for the rest of the pattern
 
 
 class PatternError(ValueError):
