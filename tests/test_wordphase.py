@@ -1269,3 +1269,8 @@ def test_a_log_that_ends_inside_a_tracebacks_frames_failed_where_they_say(tmp_pa
     # nor are the frames above an exception line a cut traceback (the rules read that one)
     ph = _replay(_write(tmp_path, "whole.log", ["Traceback (most recent call last):", *lines, "RuntimeError: x"]))
     assert ph["state"] == "failed" and "cut" not in ph["failure"]
+    # nor a stack a live process printed of itself, header-less (`traceback.print_stack()` in a signal handler: the
+    # review of session 27 saw a SIGUSR1 handler's dump read as a crash)
+    ph = _replay(_write(tmp_path, "printed.log", [*lines, '  File "/w/data.py", line 88, in on_signal',
+                                                  "    traceback.print_stack()"]))
+    assert ph["state"] != "failed"

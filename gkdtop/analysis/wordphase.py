@@ -423,7 +423,13 @@ def cut_frames(tail: list[str]) -> list[tuple[str, str]]:
     block = tail[start:end]
     frames = [(line, "" if k + 1 >= len(block) or _FRAME_RE.match(_message(block[k + 1]))
                else _message(block[k + 1]).strip()) for k, line in enumerate(block) if _FRAME_RE.match(_message(line))]
+    if frames and _STACK_PRINT_RE.search(frames[-1][1] or frames[-1][0]):
+        return []  # a stack the process printed of itself (traceback.print_stack() in a signal handler): it went on
     return frames if len(frames) >= CUT_FRAMES else []
+
+
+# The call that prints a running process's own stack, as the code line under its innermost frame.
+_STACK_PRINT_RE = re.compile(r"\b(?:print_stack|format_stack|extract_stack|dump_traceback(?:_later)?|print_stacks?)\(")
 
 
 def _traceback_after(tail: list[str], at: int) -> list[str]:
