@@ -260,3 +260,8 @@ def test_a_dead_actors_own_error_above_its_callers_report_is_the_failure(tmp_pat
     assert st.hint is not None and "not here" not in " ".join(st.hint.causes), report_text(result)
     assert any(e.claim == "failed" and "pid=52177" in e.text for e in st.evidence), st.evidence
     assert any(f.name == "vllm-cumem-oom" for f in result.findings), report_text(result)
+    # an error the run went on after (steps since: an OOM the actor retried at half the batch) is not what ended it
+    # (the review of session 27)
+    steps = [f"(TaskRunner pid=52001) step:{n} - timing_s/step:60.0 - actor/pg_loss:0.1" for n in (1, 2)]
+    st = run(tmp_path, [*lines[:2], *steps, *lines[3:]]).status
+    assert st.state == "failed" and "ActorDiedError" in st.failure and "cumem" not in st.failure, st.failure

@@ -742,7 +742,8 @@ class PhaseEngine:
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
-        self._pid_errors: dict[int, tuple[LogLine, float]] = {}  # a Ray process's error, while it is its last line
+        # A Ray process's error (its line, time, steps counted then) while it is its last named line.
+        self._pid_errors: dict[int, tuple[LogLine, float, int]] = {}
         self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
@@ -825,10 +826,12 @@ class PhaseEngine:
             self._own_wait = (t - float(wait.group(1)), float(wait.group(2)))
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
-            own, said = self._pid_errors.get(self._dead_pid, (None, t))
-            if own is not None and t - said <= OWN_ERROR_S:
+            own, said, steps = self._pid_errors.get(self._dead_pid, (None, t, 0))
+            if own is not None and t - said <= OWN_ERROR_S and steps == self.stats.count:
                 # The dead actor's own last error, printed just before its caller's report (Ray interleaves them:
-                # audit 25, cumem's `CUDA Error: out of memory` above ActorDiedError): what ended it is here.
+                # audit 25, cumem's `CUDA Error: out of memory` above ActorDiedError): what ended it is here. Not
+                # one the run went on after (steps since: an OOM it retried at half the batch, the review of session
+                # 27); history sees only named lines, so an actor's plain lines after it cannot say so.
                 self.failure, self._failure_line = own.text.strip(), own
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
               and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
@@ -840,7 +843,7 @@ class PhaseEngine:
                     ACTOR_DIED_RE.search(text)):
                 if len(self._pid_errors) >= MAX_PID_ERRORS:
                     self._pid_errors.clear()
-                self._pid_errors[line.pid] = (line, t)
+                self._pid_errors[line.pid] = (line, t, self.stats.count)
             elif line.pid in self._pid_errors:
                 del self._pid_errors[line.pid]
         if self._early < EARLY_LINES and time_is_bound(line):
