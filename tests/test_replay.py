@@ -777,3 +777,20 @@ def test_a_model_load_no_line_gives_a_role_is_not_called_the_actor_s(tmp_path: P
     assert report.status.current == "model load" and "actor init" not in report_text(report)
     named = [*lines, ray("WorkerDict", 8, "Initializing Actor Worker...")]
     assert replay([write(tmp_path, named, "named.log")], load_config(None)).status.current == "actor init"
+
+
+def test_torchtitans_own_exit_lines_finish_the_run(tmp_path: Path) -> None:
+    """Audit 26 #1: torchtitan ends train() with a bare `Training completed`, then `Process group destroyed` (logged
+    only once train() returned): a finished run read 'ended in training loop', and a snapshot said STALLED."""
+    head = "[rank0]:[titan] 2026-03-04 09:10:{:02d},{:03d} - root - INFO - "
+    lines = [head.format(1, 200) + "Training starts at step 1",
+             head.format(2, 300) + "step:  1  loss:  8.1000  grad_norm:  2.1000  memory:  3.10GiB(20.00%)  tps: 901",
+             head.format(3, 400) + "step:  2  loss:  7.9000  grad_norm:  2.0000  memory:  3.10GiB(20.00%)  tps: 905",
+             head.format(3, 500) + "Sleeping 2 seconds for other ranks to complete"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state != "done"
+    for tail in (["Training completed"], ["Training completed", "Process group destroyed"],
+                 ["Process group destroyed"]):
+        ends = [head.format(5 + i, 600) + text for i, text in enumerate(tail)]
+        report = replay([write(tmp_path, lines + ends)], load_config(None))
+        assert (report.status.current, report.status.state) == ("finished", "done"), tail
