@@ -794,3 +794,19 @@ def test_an_unstamped_last_progress_line_is_silent_only_since_the_first_stamp_af
     assert stalled.time >= time.mktime(time.strptime("2026-02-11 09:39:20", "%Y-%m-%d %H:%M:%S")), stalled
     said = report_text(replay([str(log)], load_config(None)))
     assert "no progress for 14m00s before the log ended" in said, said
+
+
+def test_a_first_step_that_compiles_after_a_bare_starting_training_is_no_stall(tmp_path: Path) -> None:
+    """Audit 26 #2: an XLA trainer says `Starting training`, then its step 0 comes 2m20s later (`trace time: …`: the
+    step compiled), step 5 as long after, then every few seconds. Before: 'STALLED for 2m01s' on a run that ran fine:
+    the bare line opened no phase, so the plain 120 s applied instead of the loop's first-step allowance."""
+    head = "[2025-02-11 08:{:02d}:{:02d},100][xla_trainer.base][INFO] - "
+    lines = [head.format(0, 5) + "Starting training", head.format(0, 5) + "    Max step: 40",
+             head.format(2, 25) + "Epoch: 0.0000, step: 0, loss: 1.4100, lr: 1.00e-05, trace time: 138211.40 ms",
+             head.format(4, 44) + "Epoch: 0.0500, step: 5, loss: 1.3800, lr: 2.00e-05, trace time: 1104.10 ms",
+             head.format(4, 49) + "Epoch: 0.1000, step: 10, loss: 1.2900, lr: 3.00e-05, trace time: 807.70 ms"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    end = time.mktime(time.strptime("2025-02-11 08:04:50", "%Y-%m-%d %H:%M:%S"))
+    os.utime(log, (end, end))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
