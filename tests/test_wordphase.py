@@ -1248,3 +1248,19 @@ def test_a_with_line_whose_context_was_leaving_names_the_work_inside_it() -> Non
                  "params = self.module.state_dict()")]
     assert frame_words(outer + leaving).phase == "generation"
     assert frame_words(outer + entering).phase == "weight sync"
+
+
+def test_a_worker_idle_until_asked_names_no_phase(tmp_path: Path) -> None:
+    """Audit 26 #3: torchtitan's async checkpoint process says `Waiting for checkpoint save request...` while it
+    idles; a run at step 70 read 'ended, likely in checkpoint save' with storage advice. A save under way still
+    names its phase."""
+    for idle in ("[rank0]:[0] 2026-01-07 10:02:03,551 - root - INFO - Waiting for checkpoint save request...",
+                 "INFO 01-07 10:02:03 worker.py:88] Waiting for new generation requests",
+                 "Listening for incoming eval jobs"):
+        assert phase_of_words(idle) is None, idle
+    assert phase_of_words("Waiting for the checkpoint save to finish") == ("checkpoint save", False)
+    head = "[rank0]:[titan] 2026-01-07 10:0{}:{:02d},100 - root - INFO - "
+    lines = [head.format(1, 50) + "step: 30  loss:  6.1000  memory: 20.10GiB(40.00%)  tps: 4,100",
+             head.format(2, 2) + "step: 40  loss:  6.0000  memory: 20.10GiB(40.00%)  tps: 4,120",
+             "[rank0]:[0] 2026-01-07 10:02:03,551 - root - INFO - Waiting for checkpoint save request..."]
+    assert _replay(_write(tmp_path, "train.log", lines))["current"] == "training loop"

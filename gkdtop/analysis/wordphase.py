@@ -149,6 +149,11 @@ _NOT_RUN_RE = re.compile(
 _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'"
                          r"|\bevery \d+ (?:steps|epochs|iterations)\b|\bwill (?:save|evaluate|run|generate)\b",
                          re.IGNORECASE)
+# A worker idle until asked (torchtitan's async checkpoint process: `Waiting for checkpoint save request...`; a
+# server's `Waiting for requests`): the work it names is not running, so the line names no phase.
+_IDLE_RE = re.compile(r"\b(?:waiting|listening|ready) for (?:the |a |an )?(?:next |new |incoming )?(?:[\w-]+ ){0,3}"
+                      r"(?:requests?|jobs?|tasks?|commands?|work)\b(?! to\b)(?!\s*(?:to|from) (?:finish|complete))",
+                      re.IGNORECASE)
 # An engine's periodic stats line (vLLM's, SGLang's), whatever its counts: no step's record.
 _ENGINE_STATS_RE = re.compile(r"\bAvg prompt throughput: |\bPrefix cache hit rate: |#running-req: \d|\bDecode batch\b")
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
@@ -253,7 +258,7 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     if bar is not None:
         phase = _words(bar[0]) if bar[0] else None
         return (phase, bar[1]) if phase is not None else None
-    if _SETTING_RE.search(message):
+    if _SETTING_RE.search(message) or _IDLE_RE.search(message):
         return None
     if _SERVING_RE.search(message):
         return "generation", False
