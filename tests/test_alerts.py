@@ -810,3 +810,21 @@ def test_a_first_step_that_compiles_after_a_bare_starting_training_is_no_stall(t
     end = time.mktime(time.strptime("2025-02-11 08:04:50", "%Y-%m-%d %H:%M:%S"))
     os.utime(log, (end, end))
     assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+
+
+def test_a_year_less_first_stamp_takes_the_year_of_the_files_full_dates(tmp_path: Path) -> None:
+    """Audit 26 #4: torchrun's glog warning (`W0514 …`, no year) opens a log whose own stamps say 2024, copied in a
+    later year: the first line was placed in the mtime's year, no 2024 stamp could come after it (a stamp never
+    rewinds), and the failure was dated at the log's first second, in the wrong year."""
+    lines = ["W0514 08:10:02.101000 5511 torch/distributed/run.py:779] *****************************************",
+             "[INFO|trainer.py:2134] 2024-05-14 08:10:40,310 >> ***** Running training *****",
+             " 40%|████      | 200/500 [20:26<30:39,  6.13s/it][INFO|trainer.py:3478] 2024-05-14 08:31:09,020 >> "
+             "Saving model checkpoint to /out/checkpoint-200",
+             "[rank0]: RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk",
+             "E0514 08:31:30.288000 5511 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1)"
+             " local_rank: 0 (pid: 5600) of binary: /usr/bin/python"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["failed"]
+    assert time.strftime("%Y-%m-%d %H:%M", time.localtime(events[0].time)) == "2024-05-14 08:31"
