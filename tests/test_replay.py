@@ -794,3 +794,23 @@ def test_torchtitans_own_exit_lines_finish_the_run(tmp_path: Path) -> None:
         ends = [head.format(5 + i, 600) + text for i, text in enumerate(tail)]
         report = replay([write(tmp_path, lines + ends)], load_config(None))
         assert (report.status.current, report.status.state) == ("finished", "done"), tail
+
+
+def test_lightnings_training_bar_renamed_epoch_is_the_loops_bar_and_its_sanity_check_is_validation(
+        tmp_path: Path) -> None:
+    """Audit 26 #6: Lightning 1.x draws `Training: 0/N`, then renames the bar `Epoch 0` as it counts; the renamed bar
+    was taken for an inner one ('the loop's bar is at 0/6' at 3/6), and its `Validation sanity check` bar made a
+    timeline row of its own name."""
+    lines = ["Validation sanity check:   0%|          | 0/3 [00:00<?, ?it/s]",
+             "Validation sanity check: 100%|██████████| 3/3 [00:00<00:00, 12.50it/s]",
+             "Training:   0%|          | 0/6 [00:00<00:00, 6100.20it/s]",
+             "Epoch 0:  50%|█████     | 3/6 [00:00<00:00, 14.20it/s, loss=1.87, v_num=7]",
+             "Validating:   0%|          | 0/3 [00:00<?, ?it/s]Traceback (most recent call last):",
+             '  File "/venv/pytorch_lightning/loops/epoch/training_epoch_loop.py", line 219, in advance',
+             "KeyError: 'mask'"]
+    from gkdtop.replay import report_text
+
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert [s.name for s in report.status.timeline] == ["validation", "training loop"]
+    text = report_text(report)
+    assert "the loop's bar is at 3/6" in text and "\nFAILED in validation\n" in text, text

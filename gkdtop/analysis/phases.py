@@ -1229,9 +1229,10 @@ class PhaseEngine:
                             or int(count.group(1)) < self.bar_count[0]):
             return
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1] \
-                and (self._loop_bar or self.bar_count != (0, total)):
-            return  # an inner bar while the loop's is open (not the loop's own first draw, before its description
-            # was set: torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17)
+                and (self.bar_count != (0, total) or not int(count.group(1))):
+            return  # an inner bar while the loop's is open (not the loop's own first draw renamed once it counts:
+            # torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17; Lightning 1.x's `Training: 0/4`,
+            # then `Epoch 0:  50%| 2/4`, audit 26)
         self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), total), line
         rate = BAR_RATE_RE.search(text, count.end()) if has_rate(text) else None
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
