@@ -814,3 +814,31 @@ def test_lightnings_training_bar_renamed_epoch_is_the_loops_bar_and_its_sanity_c
     assert [s.name for s in report.status.timeline] == ["validation", "training loop"]
     text = report_text(report)
     assert "the loop's bar is at 3/6" in text and "\nFAILED in validation\n" in text, text
+
+
+def test_an_engine_loop_that_timed_out_then_killed_its_requests_is_a_wait_that_gave_up(tmp_path: Path) -> None:
+    """Audit 26 #7: vLLM's engine loop at 0 tokens/s with requests running hits its iteration timeout; the chain goes
+    CancelledError, TimeoutError, then AsyncEngineDeadError in each request. The last exception was read as 'It failed
+    with an error, not a hang'; the chain began with a wait giving up."""
+    stats = ("INFO 03-02 11:2{}:{}0 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+             "0.0 tokens/s, Running: 9 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
+    err = "ERROR 03-02 11:22:10 async_llm_engine.py:56] "
+    lines = ["INFO 03-02 11:20:01 llm_engine.py:174] Initializing an LLM engine (v0.5.3) with config: model='m'",
+             "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+             *(stats.format(m, s) for m in (1, 2) for s in range(6) if (m, s) <= (2, 1)),
+             "ERROR 03-02 11:22:10 async_llm_engine.py:658] Engine iteration timed out. This should never happen!",
+             err + "Engine background task failed", err + "Traceback (most recent call last):",
+             err + '  File "/venv/vllm/engine/async_llm_engine.py", line 631, in run_engine_loop',
+             err + "asyncio.exceptions.CancelledError", err,
+             err + "During handling of the above exception, another exception occurred:", err,
+             err + "Traceback (most recent call last):",
+             err + '  File "/venv/vllm/engine/async_timeout.py", line 95, in __aexit__',
+             err + "asyncio.exceptions.TimeoutError",
+             "", "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):",
+             '  File "/venv/vllm/engine/async_llm_engine.py", line 1064, in generate',
+             "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly."]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed" and report.status.hint is not None
+    assert "not a hang" not in " ".join(report.status.hint.causes)
+    assert "A wait gave up" in " ".join(report.status.hint.causes)

@@ -286,6 +286,9 @@ WAIT_TIMEOUT_RE = re.compile(
     r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
+# A failure whose chain began with a wait giving up (vLLM's engine loop: `asyncio.exceptions.TimeoutError`, then
+# `AsyncEngineDeadError` in every request, audit 26): the last exception is the failure, the timeout what it was.
+GAVE_UP_RE = re.compile(f"{TIMEOUT_RE.pattern}|{WAIT_TIMEOUT_RE.pattern}|\\b[\\w.]*Timeout(?:Error|Exception)\\b")
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
             "time; the error names what."],
@@ -703,6 +706,7 @@ class PhaseEngine:
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
+        self._gave_up = False  # the failure's first line was a wait giving up (vLLM's `Engine iteration timed out`)
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
@@ -777,6 +781,7 @@ class PhaseEngine:
             return
         elif self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
+            self._gave_up = self._gave_up or bool(self.failure and GAVE_UP_RE.search(self.failure))
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._failure_line = line
             self._want_exception_line = False
@@ -1736,6 +1741,7 @@ class PhaseEngine:
             self._failed_at = t
             self._fail_step = self.recent_steps[-1][0] if self.recent_steps else -1
             self.failure = text.strip()
+            self._gave_up = bool(GAVE_UP_RE.search(text))
             self._failure_line = self._line
             self._want_exception_line = HEADER_RE.search(text) is not None
             self._terminated = self._line if "terminate called after throwing" in text else None
@@ -1903,13 +1909,14 @@ class PhaseEngine:
         elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
-            if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
+            gave_up = self._gave_up or WAIT_TIMEOUT_RE.search(self.failure) is not None
+            if own is not None and (TIMEOUT_RE.search(self.failure) or gave_up):
                 hint = own  # what waits on what in this phase
             elif STUCK_RE.search(self.failure):
                 hint = STUCK_HINT
             elif TIMEOUT_RE.search(self.failure):
                 hint = TIMEOUT_HINT
-            elif WAIT_TIMEOUT_RE.search(self.failure):
+            elif gave_up:
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
             elif HYDRA_WRAPPER_RE.match(self.failure):
                 hint = HYDRA_CUT_HINT
