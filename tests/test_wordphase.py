@@ -1264,3 +1264,25 @@ def test_a_worker_idle_until_asked_names_no_phase(tmp_path: Path) -> None:
              head.format(2, 2) + "step: 40  loss:  6.0000  memory: 20.10GiB(40.00%)  tps: 4,120",
              "[rank0]:[0] 2026-01-07 10:02:03,551 - root - INFO - Waiting for checkpoint save request..."]
     assert _replay(_write(tmp_path, "train.log", lines))["current"] == "training loop"
+
+
+def test_rollouts_being_collected_are_generation_inside_the_loop(tmp_path: Path) -> None:
+    """Audit 26 #8: a PPO trainer's loop bar (its losses as the description) glued to `[RANK 0] Collecting rollouts`,
+    then a `[rollout 40 / 64]` bar, then a traceback through `make_experience` into the reward function: 'FAILED in
+    training loop'; the structure says rollout collection, generation inside the loop."""
+    assert phase_of_words("[rollout 40 / 64]:  62%|██████▎   | 40/64 [03:10<01:54,  4.75s/it]") == ("generation",
+                                                                                                   False)
+    assert phase_of_words("[RANK 0] Collecting rollouts") == ("generation", False)
+    bar = "[losses/total_loss: 0.41 | losses/policy_loss: 0.05]:  30%|███       | 300/1000 [1:02:11<2:25:06, 12.44s/it]"
+    lines = [bar.replace("300/1000", "100/1000") + "[RANK 0] Collecting rollouts",
+             "[rollout 64 / 64]: 100%|██████████| 64/64 [04:58<00:00,  4.66s/it]",
+             bar + "[RANK 0] Collecting rollouts",
+             "[rollout 40 / 64]:  62%|██████▎   | 40/64 [03:10<01:54,  4.75s/it]", "",
+             "Traceback (most recent call last):",
+             '  File "/src/ppo/trainer/ppo_trainer.py", line 301, in make_experience',
+             "    scores = self.reward_fn(samples=texts)",
+             '  File "/src/ppo/train_summaries.py", line 61, in reward_fn',
+             "    refs = [lookup[t] for t in texts]",
+             "KeyError: 'POST: something'"]
+    doc = _replay(_write(tmp_path, "train.log", lines))
+    assert doc["current"] == "generation", doc["current"]
