@@ -842,3 +842,26 @@ def test_an_engine_loop_that_timed_out_then_killed_its_requests_is_a_wait_that_g
     assert report.status.state == "failed" and report.status.hint is not None
     assert "not a hang" not in " ".join(report.status.hint.causes)
     assert "A wait gave up" in " ".join(report.status.hint.causes)
+
+
+def test_a_resume_that_fails_before_any_step_is_no_step_that_raised(tmp_path: Path) -> None:
+    """Audit 26 #10: a PPO actor loads its checkpoint, then its `fit` task fails restoring the data position, before
+    any step: the task error's own line (`ray::ActorModelRayActor.fit()`) opened the training loop and the verdict
+    said 'FAILED in training loop', 'A step raised'. The loop did not run; the resume failed."""
+    actor = "(ActorModelRayActor pid=4410) "
+    lines = ["2025-07-02 09:00:02,118\tINFO worker.py:1654 -- Connecting to existing Ray cluster at address: 10.0.0.2",
+             actor + "[2025-07-02 09:02:10,231] [INFO] [engine.py:3134:_load_zero_checkpoint] loading 4 zero "
+                     "partition checkpoints for rank 0",
+             actor + "Loaded the checkpoint: /ckpt/run3/_actor, consumed_samples: 2048",
+             "Traceback (most recent call last):",
+             '  File "/src/train_ppo_ray.py", line 210, in <module>',
+             "ray.exceptions.RayTaskError(TypeError): ray::ActorModelRayActor.fit() (pid=4410, ip=10.0.0.2)",
+             '  File "/src/openrlhf/trainer/ppo_trainer.py", line 231, in fit',
+             "    self.prompts_dataloader.sampler.set_epoch(",
+             "TypeError: DistributedSampler.set_epoch() got an unexpected keyword argument 'consumed_samples'"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed"
+    spans = report.status.timeline
+    failed = next(s.name for s in spans if s.status == "failed")
+    assert failed == "checkpoint load", [(s.name, s.status) for s in spans]
+    assert report.status.hint is not None and "A step raised" not in " ".join(report.status.hint.causes)

@@ -251,6 +251,7 @@ OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
 SAVE = "checkpoint save"
+LOAD = "checkpoint load"
 REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
@@ -840,6 +841,11 @@ class PhaseEngine:
                 return
             if started and self._waited_on(rule, text):
                 continue  # the others' wait timed out on this phase: it failed here (_fail below)
+            if started and (self.fail_id in ids or self.exception_id in ids) and rule.name == self.loop_name() and (
+                    self.current is not None and self.current.name == LOAD and not self.stats.count
+                    and not self.recent_steps):
+                continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
+                # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
             if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
