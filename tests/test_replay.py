@@ -865,3 +865,27 @@ def test_a_resume_that_fails_before_any_step_is_no_step_that_raised(tmp_path: Pa
     failed = next(s.name for s in spans if s.status == "failed")
     assert failed == "checkpoint load", [(s.name, s.status) for s in spans]
     assert report.status.hint is not None and "A step raised" not in " ".join(report.status.hint.causes)
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+def test_a_ray_worker_stopped_by_sigterm_is_stopped_from_outside_not_a_step_that_raised(
+        tmp_path: Path, hooked: bool) -> None:
+    """Audit 26 #5: Ray's sigterm_handler raises `SystemExit: Signals.SIGTERM` in a worker as its job ends; printed
+    through the unraisable hook it was read as a late error of a run that went on (a snapshot said STALLED), and glued
+    to a bar it was 'A step raised … Fix what the error names'. The process was stopped from outside."""
+    lines = ["2025-08-03 10:00:01,100\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(Runner pid=5101) Total training steps: 12",
+             "(pid=5101) Epoch 0:   0%|          | 0.00/12.0 [00:00<?, ?it/s]"]
+    bar = "(pid=5101) Epoch 0:   8%|▊         | 1.00/12.0 [05:02<55:22, 302s/it]"
+    if hooked:
+        lines += [bar, "Exception ignored in sys.unraisablehook: <built-in function unraisablehook>"]
+    else:
+        lines += [bar + "Exception ignored in: Exception ignored in sys.unraisablehook"]
+    lines += ["Traceback (most recent call last):",
+              '  File "/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 1542, in sigterm_handler',
+              "    sys.exit(signal.SIGTERM)",
+              "SystemExit: Signals.SIGTERM"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed", report.status
+    causes = " ".join(report.status.hint.causes if report.status.hint else [])
+    assert "Stopped from outside" in causes and "A step raised" not in causes and "stuck" not in causes, causes

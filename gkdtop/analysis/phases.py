@@ -311,6 +311,8 @@ INTERRUPT_RE = re.compile(
     r"|\bSignal (?:2|15) \(SIG(?:INT|TERM)\) received\b|\b[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b"
     r"|\bSignalException: Process \d+ got signal: (?:2|15)\b"  # torchrun's agent, stopped by a scheduler
     r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # the same agent, as it begins to shut its workers down
+    # Ray's handler turns a SIGTERM into `sys.exit(signal.SIGTERM)` (audit 26: a job stopped after step 1 of 15)
+    r"|^(?:\[rank\d{1,6}\]: ?)?SystemExit: (?:Signals\.)?SIG(?:INT|TERM)\b|, in sigterm_handler$"
 )
 INTERRUPT_HINT = Hint(
     causes=["Stopped from outside (Ctrl+C, SIGINT or SIGTERM: a person, a scheduler's time limit, a supervisor), not "
@@ -318,6 +320,16 @@ INTERRUPT_HINT = Hint(
             "where the stopped process waited, not why."],
     actions=["Next time, before stopping it, press s (every rank's stack, py-spy) or b (the bundle): a stopped run's "
              "stacks are gone with it."],
+)
+# A handler that turns SIGTERM into SystemExit (Ray's sigterm_handler in every worker): Ray sends it as the driver or
+# the job ends, so the worker's stop says nothing of a hang there (audit 26: STALLED, and "a step raised").
+SIGTERM_EXIT_RE = re.compile(r"\bSystemExit: (?:Signals\.)?SIGTERM\b")
+SIGTERM_EXIT_HINT = Hint(
+    causes=["Stopped from outside: a SIGTERM, which its handler turned into SystemExit (Ray's workers do this when "
+            "their driver or job ends, on `ray stop`, or on a scheduler's kill). Not an error of its own; what sent "
+            "it is not in these lines."],
+    actions=["Look for why the driver or the job ended: the driver's last lines, `ray job status`/`ray job logs`, the "
+             "scheduler's record of the job (a time limit, a preemption)."],
 )
 # ... while its steps still came at their pace (audit 20: 14 steady steps, then a SIGTERM 30 s after the last): no hang
 # to look for; the hang's advice would send the user after one.
@@ -1470,6 +1482,9 @@ class PhaseEngine:
             return False
         if self.exception_id in ids:
             self._unraisable = None
+            if INTERRUPT_RE.search(line.text.strip()):
+                self._fail(line.text, t)  # a SIGTERM raised as SystemExit in the hook (Ray's sigterm_handler): the
+                # process was stopped from outside, not a late error of a run that went on (audit 26)
             return True
         return self.fail_id in ids
 
@@ -1906,7 +1921,9 @@ class PhaseEngine:
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
         interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
-        if interrupted and self._stepping_until(self._failed_at):
+        if interrupted and SIGTERM_EXIT_RE.search(self.failure):
+            hint = SIGTERM_EXIT_HINT
+        elif interrupted and self._stepping_until(self._failed_at):
             hint = INTERRUPT_STEPPING_HINT
         elif interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
             hang = hint or Hint()
