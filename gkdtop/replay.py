@@ -469,6 +469,9 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     out += steps_text(report.steps, with_share=not stepping)
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
+        bar = report.steps.get("bar")
+        if bar and bar.get("total") and bar["n"] < bar["total"]:  # it stopped early (max_steps, an early stop, a bug)
+            verdict += f", ended at {bar['n']}/{bar['total']} of the loop's bar"
     else:
         prefix = {"failed": "FAILED in", "stalled": "stalled in"}.get(st.state, "ended in")  # a log may still print
         if st.interrupted:

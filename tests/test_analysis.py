@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from gkdtop.analysis import matcher as matcher_mod
 from gkdtop.analysis.engine import Analysis
+from gkdtop.analysis.lines import message_start
 from gkdtop.analysis.matcher import Matcher, PatternError, compile_pattern
 from gkdtop.collectors.logs import LogCollector
 from gkdtop.config import ConfigError, load_config
@@ -83,6 +84,8 @@ def test_every_pattern_meets_every_line_as_python_re_would(engine: str) -> None:
         message = message_of(raw)
         prefix = raw[: len(raw) - len(message)]
         got[index] = set(m.confirm(message, ids, prefix, everything=not raw.isascii()))
+        if raw.isascii() and message_start(raw.encode()) == len(prefix):  # history's fast path: from the bytes
+            assert set(m.confirm_ascii(raw.encode(), len(prefix), ids)) == got[index]
     assert got == expected(PATTERNS, lines)
     texts = [message_of(line) for line in lines]
     by_text = m.scan_texts(texts)

@@ -157,9 +157,14 @@ def test_metrics_as_noisy_as_their_level_raise_nothing_at_60k_steps() -> None:
 
 
 def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:
+    from tests.corpus_eval import held_out_names
+
     config = load_config(None)
     fired = {}
+    blind = held_out_names(CORPUS / "posted")  # scored once, unseen: no test reads gkdtop's output on them
     for path in sorted([*CORPUS.glob("*.log"), *(CORPUS / "posted").glob("*.log")]):
+        if path.stem in blind:
+            continue
         report = replay([str(path)], config)
         if report.anomalies:
             fired[path.name] = [a.kind for a in report.anomalies]

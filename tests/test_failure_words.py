@@ -34,6 +34,23 @@ def test_a_store_wait_timeout_in_a_step_is_a_wait_that_gave_up(tmp_path: Path) -
     assert "not a hang" not in said and "assertion" not in said
 
 
+def test_gloos_capitalised_timed_out_is_a_wait_that_gave_up(tmp_path: Path) -> None:
+    """gloo writes `Timed out waiting …ms for recv`: a rank never reached the barrier, a hang its timer ended.
+    Before: 'A step raised: the error above is the root cause' (only a lower-case 'timed out' was known)."""
+    lines = [
+        "(TaskRunner pid=4120) Training from scratch",
+        "Traceback (most recent call last):",
+        '  File "/src/verl/workers/rollout/sglang_rollout/sglang_rollout.py", line 903, in _req_level_generate',
+        "    work.wait()",
+        "RuntimeError: [/src/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 900000ms for recv operation"
+        " to complete",
+    ]
+    history, store = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().state == "failed")
+    for status in (history.status(1e12), store.phase_status()):
+        assert status.state == "failed" and status.hint is not None
+        assert "A wait gave up" in status.hint.causes[0]
+
+
 def test_the_watchdog_stuck_is_a_hang_and_its_abort_a_consequence(tmp_path: Path) -> None:
     """OpenRLHF: the NCCL watchdog stopped making progress for 480 s, then the heartbeat monitor aborted the rank.
     Before: the failure was `*** SIGABRT received`, with 'the error above is the root cause, not a hang'."""
@@ -221,3 +238,25 @@ def test_a_shell_prompts_dirty_tree_mark_is_no_failure(tmp_path: Path) -> None:
     for line in ("2025-06-01 10:00:00,120 [gkdtop] [rank 0/2] ✗ phase 'rollout init' FAILED after 3.100 s: OSError",
                  "✗ worker 3 failed: exit code 1"):
         assert run(tmp_path, [stepping[0], line]).status.state == "failed", line
+
+
+def test_a_dead_actors_own_error_above_its_callers_report_is_the_failure(tmp_path: Path) -> None:
+    """Ray prints the dying worker's last line (vLLM's cumem allocator out of GPU memory, in C, no traceback) just
+    above the driver's ActorDiedError naming that pid. Before: 'What ended it … is in that process's own output, not
+    here', though it was; another process's error is not taken for it."""
+    lines = [
+        "(TaskRunner pid=52001) Training from scratch",
+        "(WorkerDict pid=52177) CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:71",
+        "(WorkerDict pid=52190) CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:71",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict",
+        "\tpid: 52177",
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2. End of file.",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert st.state == "failed" and "cumem_allocator" in st.failure, report_text(result)
+    assert st.hint is not None and "not here" not in " ".join(st.hint.causes), report_text(result)
+    assert any(e.claim == "failed" and "pid=52177" in e.text for e in st.evidence), st.evidence
+    assert any(f.name == "vllm-cumem-oom" for f in result.findings), report_text(result)

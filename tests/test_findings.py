@@ -331,6 +331,13 @@ CASES = [
           "line 75, in create_and_map"),
       ray("WorkerDict", 2003, "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62")],
      {"oom": "CUDA Error: out of memory", "frame": "create_and_map"}),
+    ("dapo-max-gen-batches",
+     [ray("TaskRunner", 9, "ValueError: num_gen_batches=6 >= max_num_gen_batches=6. Generated too many. Please check "
+          "your data.")],
+     {"num": "6", "max": "6"}),
+    ("vllm-cumem-oom",  # the allocator's own line, no traceback: a dying worker's last words above its death report
+     [ray("WorkerDict", 2004, "CUDA Error: out of memory at /src/csrc/cumem_allocator.cpp:58")],
+     {}),
     ("trl-vllm-server-unreachable",
      ["ConnectionError: The vLLM server can't be reached at 10.0.4.9:8000 after 240 seconds. Make sure the server "
       "is running by running `trl vllm-serve`."],
@@ -363,6 +370,9 @@ CASES = [
       "[INFO|trainer.py:1791] 2024-01-11 14:08:02,652 >>   Continuing training from global step 6400",
       "  0%|          | 0/20000 [00:00<?, ?it/s]"],
      {"global_step": "6400"}),
+    ("zero-training-steps",  # sd-scripts counting zero epochs (a launcher passed 0), then saving at once
+     ["  num epochs / epoch数: 0", "  total optimization steps / 学習ステップ数: 0", "steps: 0it [00:00, ?it/s]"],
+     {"said": "total optimization steps / 学習ステップ数: 0"}),
 ]
 
 

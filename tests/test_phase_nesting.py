@@ -555,6 +555,40 @@ def test_verl_s_per_rank_save_lines_are_the_checkpoint_save_and_a_raylet_worker_
     assert st.hint is not None and "raylet's line" in st.hint.causes[0]
 
 
+def test_verl_s_later_saved_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
+    """Later verl logs each rank's save as `[Rank 3] Saved model to …` / `Saved model config and tokenizer class
+    to …` (log_with_rank): a log that stops after them is in the save. Before: 'ended in training loop'."""
+    worker = "(WorkerDict pid=5120) "
+    folder = "/mnt/ck/run7/global_step_15/actor"
+    lines = [
+        "(TaskRunner pid=5001) step:14 - actor/pg_loss:0.02 - timing_s/step:180.4",
+        f"{worker}INFO:2025-06-02 10:11:12,100:[Rank 3] Saved model to {folder}/model_world_size_8_rank_3.pt",
+        f"{worker}INFO:2025-06-02 10:11:30,700:[Rank 3] Saved optim to {folder}/optim_world_size_8_rank_3.pt",
+        f"{worker}INFO:2025-06-02 10:11:31,200:[Rank 0] Saved model config and tokenizer class to {folder}/huggingface",
+    ]
+    result = run(tmp_path, lines)
+    assert result.status.current == "checkpoint save", report_text(result)
+
+
+def test_deepspeeds_engine_config_print_ends_the_actor_init_after_the_engines(tmp_path: Path) -> None:
+    """OpenRLHF-style trainers start their vLLM engines, then build the actors' DeepSpeed engines: the config
+    `deepspeed.initialize` prints as it returns says the actor is built. Before: 'ended after rollout init (next
+    expected: actor init)', and no actor init row."""
+    lines = [
+        "(LLMRayActor pid=3310) INFO 05-14 09:02:11 llm_engine.py:431] init engine (profile, create kv cache, warmup "
+        "model) took 6.42 seconds",
+        "(PolicyActor pid=3301) [2025-05-14 09:02:40,118] [INFO] [config.py:1003:print_user_config]   json = {",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert [s.name for s in st.timeline] == ["rollout init", "actor init"], report_text(result)
+    assert st.timeline[-1].start_before and st.expected != "rollout init", report_text(result)
+    # An engine that failed to start stays the failure: the actors' configs printed after it end nothing.
+    failed = run(tmp_path, [lines[0], "(LLMRayActor pid=3310) Traceback (most recent call last):",
+                            "(LLMRayActor pid=3310) RuntimeError: CUDA error: invalid device ordinal", lines[1]])
+    assert failed.status.state == "failed" and "rollout init" in (failed.status.current or ""), report_text(failed)
+
+
 def test_torchtune_s_save_lines_are_the_checkpoint_save(tmp_path: Path) -> None:
     """Block 16's training half (torchtune, a 70B LoRA): the epoch's bar at 148/148, `Getting full model state dict
     took 118.06 secs`, then the NCCL watchdog. Before: 'FAILED in training loop'."""
@@ -625,3 +659,21 @@ def test_a_raylet_death_report_gives_way_to_the_failure_lines_after_it(tmp_path:
     result = run(tmp_path, lines)
     assert result.status.state == "failed" and result.status.current == "reference log-prob", report_text(result)
     assert "Watchdog caught collective" in result.status.failure
+
+
+def test_a_frame_dated_by_the_stamp_before_steps_is_no_upper_bound(tmp_path: Path) -> None:
+    """A traceback's frame names the weight sync, with no stamp of its own; the last stamp came before a 71 s step.
+    The sync began after that step, so it is not '≤' that stamp (before: `≤08:30:12 weight sync`)."""
+    lines = [
+        "2025-08-03 08:30:12,500\tINFO worker.py:1888 -- Started a local Ray instance.",
+        "(agent_trainer pid=7712) Training from scratch",
+        "(agent_trainer pid=7712) step:1 - actor/pg_loss:0.021 - timing_s/gen:50.120 - timing_s/step:71.004",
+        "Traceback (most recent call last):",
+        '  File "/opt/app/verl/workers/fsdp_workers.py", line 1420, in wake_up',
+        "    self.rollout_sharding_manager.__enter__()",
+        "AttributeError: 'EngineClient' object has no attribute 'model_executor'",
+    ]
+    result = run(tmp_path, lines)
+    st = result.status
+    assert st.state == "failed" and st.current == "weight sync", report_text(result)
+    assert st.since_bound != "before" and "≤08:30:12" not in report_text(result), report_text(result)

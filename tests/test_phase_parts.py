@@ -549,3 +549,58 @@ def test_lightnings_sanity_check_is_validation(tmp_path: Path) -> None:
     log = tmp_path / "fit.log"
     log.write_text("".join(line + "\n" for line in lines))
     assert replay([str(log)], load_config(None)).status.current == "validation"
+
+
+def test_a_death_after_two_parts_of_a_step_with_no_loop_line_is_in_the_loop(tmp_path: Path) -> None:
+    """A hybrid-engine RL log cut to its last step: the engines took new weights, generated and went to sleep, then
+    the raylet reported a worker's death; no line of the loop's own (a bar, a step record) is in the text. Two parts
+    of a step ran, so the loop ran them and the death came in it. Before: 'FAILED after generation'. A generation
+    alone (an offline script) still fails after it."""
+    parts = [
+        "(LLMRayActor pid=4101) update weight: model.layers.0.mlp.up_proj.weight, dtype: torch.bfloat16, shape: "
+        "torch.Size([8192, 2048])",
+        "(LLMRayActor pid=4101) INFO 05-14 09:12:40 executor_base.py:219] It took 2.4 seconds to wake up.",
+        "Processed prompts: 100%|██████████| 32/32 [00:14<00:00,  2.21it/s, est. speed input: 811.20 toks/s, "
+        "output: 96.40 toks/s]",
+        "(LLMRayActor pid=4101) INFO 05-14 09:13:02 executor_base.py:208] It took 1.1 seconds to fall asleep.",
+    ]
+    death = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+             "troubleshoot the problem, check the logs for the dead worker. Worker PID: 4190 Worker exit type: "
+             "SYSTEM_ERROR")
+    status = run(tmp_path, [*parts, death]).status
+    assert (status.state, status.current) == ("failed", "training loop")
+    status = run(tmp_path, [*parts[2:], death]).status
+    assert status.state == "failed" and status.current != "training loop"
+
+
+def test_an_engines_dump_of_a_failed_model_execution_in_the_loop_is_generation(tmp_path: Path) -> None:
+    """vLLM's model runner writes the input of an execute_model that raised (`Writing input of failed execution`)
+    before the worker's watchdog aborts: after the loop's steps, the engine was generating. Before: 'FAILED in
+    training loop'. At the engine's start-up its profile run executes the model too: no generation there."""
+    dump = [
+        "(WorkerDict pid=7301) INFO 03-02 08:15:40 model_runner_base.py:120] Writing input of failed execution to "
+        "/tmp/err_execute_model_input_20250302-081540.pkl...",
+        "(WorkerDict pid=7301) [rank2]:[E302 08:15:40.112233445 ProcessGroupNCCL.cpp:1515] [PG 3 Rank 2] Process "
+        "group watchdog thread terminated with exception: CUDA error: an illegal memory access was encountered",
+    ]
+    steps = [f"(main_task pid=7100) step:{n} - actor/pg_loss:0.01{n} - timing_s/gen:120.{n} - timing_s/step:300.{n}"
+             for n in (1, 2)]
+    status = run(tmp_path, [*steps, *dump]).status
+    assert (status.state, status.current) == ("failed", "generation")
+    start_up = ["(WorkerDict pid=7301) INFO 03-02 08:12:01 llm_engine.py:232] Initializing an LLM engine (v0.6.3) "
+                "with config: model='/m/q7b'"]
+    status = run(tmp_path, [*start_up, *dump]).status
+    assert status.state == "failed" and status.current != "generation"
+
+
+def test_a_datasets_map_or_filter_bar_names_no_phase(tmp_path: Path) -> None:
+    """HF datasets' `Map:` / `Filter:` bars (counted in examples/s) prepare the data: before, with no phase known,
+    the timeline got rows named `Map` and `Filter`, and a crash there would read 'FAILED in Filter'."""
+    lines = [
+        "Map (num_proc=8): 100%|██████████| 52310/52310 [00:14<00:00, 3702.55 examples/s]",
+        "Filter: 100%|██████████| 52310/52310 [00:01<00:00, 40211.70 examples/s]",
+        "Filter:  40%|████      | 20000/50000 [00:02<00:03, 9000.00 ex/s]",
+    ]
+    result = run(tmp_path, lines)
+    names = [s.name for s in result.status.timeline]
+    assert "Map" not in names and "Filter" not in names and result.status.current not in ("Map", "Filter"), names

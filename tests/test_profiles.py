@@ -304,3 +304,19 @@ def test_openrlhfs_older_actor_classes_name_it(tmp_path: Path) -> None:
         "(ActorModelRayActor pid=14820, ip=10.1.8.71) make_experience: 100%|██████████| 128/128 [16:22<00:00,  "
         "7.68s/it]\n")
     assert replay([str(log)], load_config(None)).framework.name == "openrlhf"
+
+
+def test_a_worker_class_two_stacks_share_names_neither_alone(tmp_path: Path) -> None:
+    """open-instruct's trainer `PolicyTrainerRayProcess` drives engines in a `LLMRayActor` class it took from
+    OpenRLHF: with its own worker there it is open-instruct (before: 'OpenRLHF' from `LLMRayActor` alone); an
+    `LLMRayActor` beside OpenRLHF's own actors stays OpenRLHF."""
+    from gkdtop.config import load_config
+    from gkdtop.replay import replay
+
+    engine = "(LLMRayActor pid=5120) INFO 03-02 11:20:04 llm_engine.py:431] init engine took 7.10 seconds"
+    ds = "[2025-03-02 11:20:31,220] [INFO] [config.py:1003:print_user_config]   json = {"
+    log = tmp_path / "train.log"
+    log.write_text(f"{engine}\n(PolicyTrainerRayProcess pid=5077) {ds}\n")
+    assert replay([str(log)], load_config(None)).framework.name == "open-instruct"
+    log.write_text(f"{engine}\n(PolicyModelActor pid=5077) {ds}\n")
+    assert replay([str(log)], load_config(None)).framework.name == "openrlhf"

@@ -889,3 +889,34 @@ def test_a_ray_worker_stopped_by_sigterm_is_stopped_from_outside_not_a_step_that
     assert report.status.state == "failed", report.status
     causes = " ".join(report.status.hint.causes if report.status.hint else [])
     assert "Stopped from outside" in causes and "A step raised" not in causes and "stuck" not in causes, causes
+
+
+def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
+    """wandb.finish() prints `Synced N W&B file(s)`, `Find logs at:` and `View run NAME at:` as the process exits:
+    the run finished (here short of its bar's total, which is said), never a stall after it; after an error it ended
+    nothing. Before: 'ended in training loop', and a snapshot of the quiet file read 'stalled'."""
+    from gkdtop.replay import report_text
+    from tests.test_phase_nesting import text_of
+    from tests.verlrun import live_and_history
+
+    lines = [
+        " 31%|███       | 620/2000 [1:02:00<2:18:00,  6.00s/it]",
+        "wandb: 🚀 View run ppo-small-7 at: https://wandb.ai/team-q/proj/runs/x1y2z3",
+        "wandb: Synced 4 W&B file(s), 0 media file(s), 1 artifact file(s) and 0 other file(s)",
+        "wandb: Find logs at: ./wandb/run-20250301_101010-x1y2z3/logs",
+    ]
+    result = replay([write(tmp_path, lines)], load_config(None))
+    assert result.status.state == "done" and result.status.current == "finished", report_text(result)
+    assert "finished, ended at 620/2000 of the loop's bar" in report_text(result)
+    history, _ = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "finished")
+    assert history.status(1e12).state == "done"
+    crashed = ["Traceback (most recent call last):", '  File "/w/train.py", line 88, in <module>',
+               "ValueError: bad shape (4, 7)", *lines[1:]]
+    failed = replay([write(tmp_path, crashed, "crashed.log")], load_config(None)).status
+    assert failed.state == "failed" and "ValueError" in failed.failure
+    # A Ray actor's wandb finishes as it dies, above its caller's traceback: the run failed where it was.
+    died = [*lines, "Traceback (most recent call last):", '  File "/w/main.py", line 40, in main',
+            "ray.exceptions.RayTaskError(ValueError): ray::run() (pid=8812, ip=10.0.0.5)",
+            "ValueError: bad shape (4, 7)"]
+    status = replay([write(tmp_path, died, "died.log")], load_config(None)).status
+    assert status.state == "failed" and status.current == "training loop", status

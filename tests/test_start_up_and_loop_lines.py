@@ -148,3 +148,71 @@ def test_trls_labelled_data_bars_are_the_dataset_before_the_loop_and_the_loop_af
     report = run(tmp_path, during)
     assert report.status.current == "training loop"
     assert report.status.timeline[-1].name == "training loop"
+
+
+def test_kohyas_model_saved_after_the_loop_is_the_end_and_zero_steps_are_said(tmp_path: Path) -> None:
+    """sd-scripts and musubi-tuner log `model saved.` once, after their loop, from the last model's save: the run
+    finished (before: 'running, likely in checkpoint save'). One that counted zero optimization steps saved without
+    training: a finding says so."""
+    lines = [
+        "running training / 学習開始",
+        "  num epochs / epoch数: 0",
+        "  total optimization steps / 学習ステップ数: 0",
+        "steps: 0it [00:00, ?it/s]",
+        "saving checkpoint: /data/out/style_v2.safetensors",
+        "2025-01-07 10:21:44 INFO     model saved.                                           train_network.py:1012",
+    ]
+    report = run(tmp_path, lines)
+    assert (report.status.current, report.status.state) == ("finished", "done")
+    assert [f.name for f in report.findings] == ["zero-training-steps"]
+    musubi = ["[11:02:40] [STDERR] steps: 100%|██████████| 40/40 [18:02<00:00, 27.05s/it, avr_loss=0.0811]",
+              "[11:02:43] [STDOUT] saving checkpoint: /w/out/wan_lora.safetensors", "[11:02:47] [STDOUT] model saved."]
+    report = run(tmp_path, musubi)
+    assert (report.status.current, report.status.state) == ("finished", "done") and not report.findings
+    # a line that only mentions a model being saved (an epoch's `Best model saved.`) is no end
+    assert run(tmp_path, [*musubi[:2], "[11:02:47] [STDOUT] Best model saved."]).status.state != "done"
+
+
+def test_verls_resume_in_fit_opens_the_loop_and_its_load_is_the_loops_first_part(tmp_path: Path) -> None:
+    """verl's fit() resumes first (`Load from checkpoint folder:`, like `Training from scratch` where there is nothing
+    to resume): every worker is up and the loop began; the load is its first part, and a step's allowance, not a
+    start-up phase's, holds for the silence after it. Before: checkpoint load with no loop (a start-up phase)."""
+    report = run(tmp_path, [
+        "2025-04-11 09:00:02,410\tINFO worker.py:1918 -- Started a local Ray instance.",
+        "(WorkerDict pid=8812) INFO 04-11 09:04:40 [core.py:193] init engine (profile, create kv cache, warmup model)"
+        " took 19.20 seconds",
+        "(TaskRunner pid=8701) Load from checkpoint folder: /ckpt/run7/global_step_120",
+        "(TaskRunner pid=8701) Setting global step to 120",
+        "(TaskRunner pid=8701) Resuming from /ckpt/run7/global_step_120",
+    ])
+    assert (report.status.current, report.status.within) == ("checkpoint load", "training loop")
+    # another stack's load at its start-up (fairseq's) is no loop's
+    report = run(tmp_path, ["| model transformer_lm, criterion CrossEntropyCriterion",
+                            "| loaded checkpoint /ckpt/checkpoint_last.pt (epoch 8 @ 66480 updates)"])
+    assert report.status.within is None
+
+
+def test_hf_trainers_resume_lines_are_in_its_loop(tmp_path: Path) -> None:
+    """HF Trainer prints its resume (`Continuing training from checkpoint …`, `… from global step N`) inside its loop
+    function: a log cut to begin there is in the loop by a rule, not by a guess from words."""
+    report = run(tmp_path, [
+        "[INFO|trainer.py:2128] 2025-02-01 10:00:01,100 >>   Continuing training from checkpoint, will skip to "
+        "saved global_step",
+        "[INFO|trainer.py:2130] 2025-02-01 10:00:01,101 >>   Continuing training from global step 500",
+    ])
+    assert report.status.current == "training loop" and report.status.worded is None
+
+
+def test_a_wait_that_counts_against_its_own_limit_is_no_stall_within_it(tmp_path: Path) -> None:
+    """verl's RayWorkerGroup waits for its register center and says so every 30 s (`Elapsed time: N seconds out of M
+    seconds`): within M the wait is verl's own, no stall; past it, a stall. Before: stalled after 5 minutes whatever M
+    said."""
+    def waits(limit: int, elapsed: list[int]) -> list[str]:
+        return ["2026-03-04 08:00:00,100\tINFO worker.py:2003 -- Started a local Ray instance.",
+                "(TaskRunner pid=5150) colocated worker base class <class 'verl.single_controller.base.worker.Worker'>",
+                *[f"(TaskRunner pid=5150) WARNING:2026-03-04 08:{2 + n // 60:02d}:{n % 60:02d},500:Waiting for "
+                  f"register center actor Qx7_register_center to be ready. Elapsed time: {n} seconds out of {limit} "
+                  "seconds."
+                  for n in elapsed]]
+    assert run(tmp_path, waits(900, [0, 120, 420])).status.state != "stalled"
+    assert run(tmp_path, waits(300, [0, 120, 420])).status.state == "stalled"

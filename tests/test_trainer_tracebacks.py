@@ -234,3 +234,25 @@ def test_grpos_rewards_grouped_per_prompt_are_the_advantage(tmp_path: Path) -> N
     ]
     (tmp_path / "r.log").write_text(text_of(lines))
     assert replay([str(tmp_path / "r.log")], load_config(None)).status.current == "advantage"
+
+
+def test_a_launchers_error_after_its_childs_traceback_is_placed_by_the_childs_frames(tmp_path: Path) -> None:
+    """`accelerate launch` re-raises that its child exited (CalledProcessError) below the child's own traceback, which
+    failed in its backward: the launcher's frames say only where the launcher was, the child's say where it failed.
+    Before: 'FAILED, likely in generation', from a data bar's words above both."""
+    child = _frames("", [("train_sd.py", "main", "accelerator.backward(loss)"),
+                         (f"{SITE}/accelerate/accelerator.py", "backward", "loss.backward(**kwargs)"),
+                         (f"{SITE}/torch/autograd/__init__.py", "backward", "_engine_run_backward(t)")],
+                    "RuntimeError: CUDA error: an illegal memory access was encountered")
+    launcher = _frames("", [("/usr/local/bin/accelerate", "<module>", "sys.exit(main())"),
+                            (f"{SITE}/accelerate/commands/launch.py", "simple_launcher",
+                             "raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)")],
+                       "subprocess.CalledProcessError: Command '['python', 'train_sd.py']' returned non-zero exit "
+                       "status 1.")
+    # (as a notebook captures tqdm: no bar glyphs; the child's header glued to its bar, the bar drawn once more after)
+    bar = "Steps:   0% 3/900 [00:12<1:01:10,  4.10s/it, loss=0.211, lr=1e-6]"
+    lines = ["Generating class images: 100% 9/9 [01:12<00:00,  8.01s/it]", bar + child[0], *child[1:], bar, *launcher]
+    path = tmp_path / "train.log"
+    path.write_text(text_of(lines))
+    status = replay([str(path)], load_config(None)).status
+    assert status.state == "failed" and status.current in ("actor update", "model update")

@@ -1286,3 +1286,24 @@ def test_rollouts_being_collected_are_generation_inside_the_loop(tmp_path: Path)
              "KeyError: 'POST: something'"]
     doc = _replay(_write(tmp_path, "train.log", lines))
     assert doc["current"] == "generation", doc["current"]
+
+
+def test_a_log_that_ends_inside_a_tracebacks_frames_failed_where_they_say(tmp_path: Path) -> None:
+    """A user pasted a traceback's frames alone (no header, no exception line): a log that ends inside them failed, in
+    the phase its frames name (a rollout engine sizing its KV cache under the worker's init), and the headline says
+    the frames were cut. Old code: running, phase unknown."""
+    frames = [("/opt/rl/workers/fsdp_workers.py", "init_model", "self._build_rollout()"),
+              ("/opt/rl/workers/fsdp_workers.py", "_build_rollout", "self.rollout = EngineRollout("),
+              ("/py/site-packages/vllm/engine/llm_engine.py", "_initialize_kv_caches",
+               "self.model_executor.determine_num_available_blocks())"),
+              ("/py/site-packages/torch/distributed/distributed_c10d.py", "broadcast", "work = group.broadcast(x)")]
+    lines = [line for path, func, code in frames for line in (f'  File "{path}", line 77, in {func}', f"    {code}")]
+    ph = _replay(_write(tmp_path, "frames.log", lines))
+    assert ph["state"] == "failed" and ph["current"] in ("rollout init", "engine init")
+    assert "cut" in ph["failure"] and "broadcast" in ph["failure"]
+    # the same frames printed by a process that went on (a stack dump, `Stack (most recent call last):`) are no failure
+    ph = _replay(_write(tmp_path, "stack.log", ["Stack (most recent call last):", *lines]))
+    assert ph["state"] != "failed"
+    # nor are the frames above an exception line a cut traceback (the rules read that one)
+    ph = _replay(_write(tmp_path, "whole.log", ["Traceback (most recent call last):", *lines, "RuntimeError: x"]))
+    assert ph["state"] == "failed" and "cut" not in ph["failure"]

@@ -57,6 +57,9 @@ class AlertEvent:
     guess: bool = False  # the phase was read from a line's words, as replay's `FAILED, likely in …` says
     saving: bool = False  # finished: the log ends in its final save, maybe still running (PhaseStatus.final_save)
     interrupted: bool = False  # failed: stopped from outside (Ctrl+C, SIGTERM), as replay's `INTERRUPTED in …` says
+    # `time` is a bound, no later than the event: replayed lines after the last stamp whose steps state their own
+    # times (verl's timing_s/step) came at least that long after it (audit 24: a failure told at the last stamp)
+    at_least: bool = False
 
     @property
     def where(self) -> str:
@@ -111,7 +114,7 @@ class AlertEvent:
                 "framework": self.framework, "phase": self.phase, "state": self.state, "seconds": self.seconds,
                 "steps": self.steps, "culprit": self.culprit, "hint": self.hint, "dump": self.dump,
                 "lines": self.lines, "title": self.title, "guess": self.guess, "saving": self.saving,
-                "interrupted": self.interrupted}
+                "interrupted": self.interrupted, "at_least": self.at_least}
 
 
 def job_name(store: Store, named: str = "") -> str:

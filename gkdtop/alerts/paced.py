@@ -5,6 +5,7 @@ on a log that did page."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gkdtop.alerts.events import AlertEvent, AlertWatcher
@@ -49,6 +50,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     reach = 0.0  # the longest clock of a steady bar (_steady_bar) among the lines dated at `last`
     steps: dict[tuple[str, int | None], int] = {}  # per writer: the number of its last step line
     undated_in_batch: list[LogLine] = []  # the pending lines that carried no stamp of their own
+    stated_after = 0.0  # seconds the pending unstamped step lines state their steps took, past the last stamp
     for raw in _lines(path, config.max_line * 4):  # up to 4 bytes a character, as the follower keeps
         if not raw.strip():
             continue
@@ -82,6 +84,8 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         if last is not None and (clock := max(reach, steady)) and clock + config.stall_after >= at - last:
             covered = True  # a steady bar's clock spans the gap (but less than a stall): its steps went on through it
         stated = _stated_steps(line, steps)
+        if not dated:
+            stated_after += stated
         if last is not None and stated and stated >= at - last - max(STATED_SLACK, 0.05 * (at - last)):
             covered = True  # the steps since the writer's last step line took the gap, they state: work, no silence
         if last is None or at > last:
@@ -93,7 +97,8 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             # As the lines before the gap arrived (a stall's recovery, a failure, the end are told then: audit 19, a
             # "recovered" told five hours late, by the first check that found no stall), then within the gap.
             runs = watcher.runs_seen
-            events += watcher.check(last)
+            events += _past(watcher.check(last), last, min(stated_after, at - last))
+            stated_after = 0.0
             # A finished run is told when its wait is over, as watch tells it, not at the next stamp (audit 21: a
             # "finished" 8 minutes late, in the second of the failure that followed).
             if (due := watcher.finish_due()) is not None and due < at:
@@ -110,6 +115,8 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
             if before is not None and before > last:
                 events += watcher.check(before)
         pending.append(line)
+        if dated:
+            stated_after = 0.0  # a stamp of its own: the steps before it are behind it
         if stamp is None:
             undated_in_batch.append(line)
         # (a bar's first draw at `0/32 [00:00<?` reckons no time past the stamp before it: it says no more than an
@@ -121,7 +128,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     pending += undated
     if pending:
         store.write_logs(LogBatch(pending, {}, files), local=False)
-    events += watcher.check(last or mtime, final=True)
+    events += _past(watcher.check(last or mtime, final=True), last, min(stated_after, mtime - (last or mtime)))
     return events
 
 
@@ -140,6 +147,14 @@ def _reference(path: str, mtime: float) -> float:
     except OSError:
         return mtime
     return yearless_reference(head + b"\n" + tail, mtime)
+
+
+def _past(events: list[AlertEvent], last: float | None, stated: float) -> list[AlertEvent]:
+    """Events told at the last stamp `last` after unstamped step lines that state their steps took `stated`
+    seconds: they came no earlier than that past it, a bound (never past the next stamp or the file's last write)."""
+    if last is None or stated <= 0:
+        return events
+    return [replace(e, time=e.time + stated, at_least=True) if abs(e.time - last) < 1e-6 else e for e in events]
 
 
 def _lines(path: str, keep: int) -> Iterator[bytes]:

@@ -202,7 +202,7 @@ class HistoryReader:
         bytes; every other named line is left for `_date_chunk` to parse and date."""
         data = extract.data
         records, careful = extract.records, extract.careful
-        confirm = self.matcher.confirm
+        confirm_ascii = self.matcher.confirm_ascii
         bar_only = [self.phases.bar_id]  # a bar's redraws matter live (did it move?), not after the fact
         step_only = [self.phases.step_id]
         quick = self.quick_ids if FAST_HISTORY else frozenset()
@@ -252,7 +252,7 @@ class HistoryReader:
                 # line of the phase the job is in. Read from the bytes (no LogLine) and dated only
                 # where the time is used (see _fast_run).
                 if ids != step_only:
-                    ids = confirm(raw[msg:].decode("ascii"), ids, raw[:msg].decode("ascii"))
+                    ids = confirm_ascii(raw, msg, ids)
                 step = metrics_at = None
                 m = STEP_BYTES_RE.search(raw, msg) if step_id in ids else None
                 if step_id in ids and m is None:  # the pattern matched only inside the Ray prefix

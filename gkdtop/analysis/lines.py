@@ -459,11 +459,28 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     if raw.startswith((b"slurmstepd: ", b"srun: ", b"stdout: ", b"stderr: "), msg):
         return True  # Slurm's kill, stamped inside (_SLURM_RE); a stream's tag before a stamp (stamp_text)
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
-    return colon > 0 and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0
+    # (nor one whose words before it have a blank: a bar's `Processed prompts: `, no host's name)
+    return (colon > 0 and raw.find(b" ", msg, colon) < 0
+            and _host_end(raw[msg : colon + 3].decode("ascii", "replace")) > 0)
+
+
+_RAY_BYTES: dict[bytes, bool] = {}  # message_start: whether a `(...)` at a line's start is a Ray prefix
 
 
 def message_start(raw: bytes) -> int:
     """split_prefix for a raw ASCII line: the offset its message begins at (0 without a prefix)."""
+    if raw[:1] == b"(":  # the usual line of a Ray job: its prefix first, known by its bytes
+        close = raw.find(b")", 1, PREFIX_MAX)
+        if close > 0:
+            ray = _RAY_BYTES.get(key := raw[: close + 1])
+            if ray is None:
+                if len(_RAY_BYTES) > 4096:
+                    _RAY_BYTES.clear()
+                hit = _prefix_cache.get(text := key.decode("ascii"), _NO_PREFIX)
+                ray = _RAY_BYTES[key] = (_prefix_of(text) if hit is _NO_PREFIX else hit) is not None
+            if ray:
+                return close + 2 if raw[close + 1 : close + 2] == b" " else close + 1
+        return 0
     start = 0
     if raw[:1].isdigit() and (kube := _KUBECTL_BYTES_RE.match(raw)) is not None:
         start = kube.end()

@@ -38,6 +38,7 @@ from gkdtop.analysis.lines import (
     MPI_TAG,
     PREFIX_MAX,
     SRUN_LABEL,
+    label_colon,
     may_be_labelled,
     plain_ascii,
 )
@@ -719,13 +720,9 @@ class Matcher:
         paren = message[:1] == "(" or may_be_labelled(message)
         confirm = self._confirm_paren if paren else self._confirm
         if prefix:  # which ids to check depends on the prefix and the ids alone: known once per such line
-            key = (prefix, paren, *ids)
-            check = self._in_prefix.get(key)
+            check = self._in_prefix.get((prefix, paren, *ids))
             if check is None:
-                if len(self._in_prefix) > 10_000:
-                    self._in_prefix.clear()
-                check = self._in_prefix[key] = [i for i in ids if i in confirm
-                                                or self.patterns[i].search(prefix) is not None]
+                check = self._prefix_check(prefix, paren, ids, prefix)
         elif confirm.isdisjoint(ids) and (self._confirm_utf8.isdisjoint(ids) or message.isascii()):
             return ids
         else:
@@ -734,6 +731,36 @@ class Matcher:
             check = check + [i for i in ids if i in self._confirm_utf8 and i not in check]
         if not check:
             return ids
+        patterns = self.patterns
+        return [i for i in ids if i not in check or patterns[i].search(message) is not None]
+
+    def _prefix_check(self, key: str | bytes, paren: bool, ids: list[int], prefix: str) -> list[int]:
+        """Which of `ids` to check on a message after `prefix` (`key`: the prefix, as text or bytes): those
+        for_chunks says need it, and those that match inside the prefix itself."""
+        if len(self._in_prefix) > 10_000:
+            self._in_prefix.clear()
+        confirm = self._confirm_paren if paren else self._confirm
+        check = self._in_prefix[(key, paren, *ids)] = [i for i in ids if i in confirm
+                                                         or self.patterns[i].search(prefix) is not None]
+        return check
+
+    def confirm_ascii(self, raw: bytes, msg: int, ids: list[int]) -> list[int]:
+        """`confirm` for a raw ASCII line whose message begins at `msg` (history's fast path, for every
+        step and bar line of a run): its message is decoded only where a pattern must be run on it."""
+        paren = raw[msg : msg + 1] == b"(" or label_colon(raw, msg) > 0
+        if msg:
+            prefix = raw[:msg]
+            check = self._in_prefix.get((prefix, paren, *ids))
+            if check is None:
+                check = self._prefix_check(prefix, paren, ids, prefix.decode("ascii"))
+        else:
+            confirm = self._confirm_paren if paren else self._confirm
+            if confirm.isdisjoint(ids):
+                return ids
+            check = [i for i in ids if i in confirm]
+        if not check:
+            return ids
+        message = raw[msg:].decode("ascii")
         patterns = self.patterns
         return [i for i in ids if i not in check or patterns[i].search(message) is not None]
 

@@ -32,6 +32,8 @@ from gkdtop.analysis.wordphase import (
     WITHIN_PART,
     Worded,
     after,
+    child_frames,
+    cut_frames,
     dump_words,
     failure_frames,
     failure_tasks,
@@ -194,6 +196,7 @@ PLAIN_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|")
 # An undescribed bar counted in datasets' units (`14.71ba/s`, `ex/s`, `880.5 examples/s`): its map or filter preparing
 # the data, at whatever pace, not the loop's steps (audit 23: a map bar 49 s before HF's `Running training`).
 DATA_BAR_RE = re.compile(r"\s{0,4}\d{1,3}%\|[^|]*\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")
+DATA_RATE_RE = re.compile(r"\| {0,2}\d+/\d+ \[[^\]]*[\d?] ?(?:ba|ex|examples)/s\]")  # any bar in those units
 FAST_BAR_S = 0.01  # seconds an item: 100 items a second or more is data being prepared, not steps
 BAR_RATE_RE = re.compile(r"(\d{1,9}(?:\.\d{1,9})?) ?(s/it|it/s)\b")  # a bar's pace, after its count
 BAR_DONE_PATTERN = r"(?:^|[\s:])100%\|"  # a tqdm bar at its total: the work it counts is done
@@ -247,6 +250,16 @@ NO_DETAIL_RE = re.compile(r"RayTaskError\(\w[\w.]*\): <no detail available>\s*$"
 HF_STEP_RE = re.compile(r"line \d+, in training_step\b|tr_loss_step = self\.training_step\(")
 # torch's cpp_extension building or loading a JIT op (DeepSpeed's): a model's start-up before the loop, part of the step
 # once the loop ran (DeepSpeed-Chat builds transformer_inference at its first generation; review 26)
+# vLLM's model runner dumping the input of an execute_model that raised: a generation once the loop began, but at
+# start-up its profile run executes the model too (an out-of-memory there is the engine's start-up).
+FAILED_EXECUTION_RE = re.compile(r"\bWriting input of failed execution to ")
+# verl's fit() resuming (its _load_checkpoint, the first thing fit does; `Training from scratch` where there is
+# nothing to resume): every worker is up, the loop began, and the load is its first part.
+FIT_RESUME_RE = re.compile(r"\bLoad from checkpoint folder: ")
+CHECKPOINT_LOAD = "checkpoint load"
+# A wait that counts itself against its own limit (verl's `Waiting for register center actor … to be ready. Elapsed
+# time: 120 seconds out of 300 seconds.`): it began N seconds before the line, and is no stall within its limit.
+OWN_WAIT_RE = re.compile(r"\bElapsed time: (\d{1,9}) seconds out of (\d{1,9}) seconds")
 OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build file |\bLoading extension module \w|"
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
@@ -282,9 +295,12 @@ STUCK_HINT = Hint(
     actions=["On a live job press s (py-spy with native frames shows the CUDA call it waits in); check the GPUs pane "
              "and the kernel log (dmesg) for Xid errors on that node."],
 )
-# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`): not "not a hang".
+# wandb's block as its run ends (phases.yaml `finished`): printed from wandb.finish() at exit, after a crash as well.
+WANDB_END_RE = re.compile(r"\bwandb: (?:Synced \d+ W&B file|Synced \S+: https?://|Find logs at: |\S+ View run .+ at: )")
+# An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`, gloo's `Timed out
+# waiting …ms for recv`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
-    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\btimed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
+    r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\b[Tt]imed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
 # A failure whose chain began with a wait giving up (vLLM's engine loop: `asyncio.exceptions.TimeoutError`, then
@@ -413,6 +429,10 @@ ACTOR_DIED_RE = re.compile(r"\b(?:ActorDiedError|RayActorError)\b|" + RAYLET_DEA
 # An actor death's field naming the dead process (`\tpid: 41311` under `ActorDiedError`), and that process's own end
 # (its fatal signal, faulthandler's header) when Ray flushes its last lines after the caller's report.
 DEAD_PID_PATTERN = r"^\s+pid: \d{1,9}\s*$"
+# A process's own report of what failed it in C or CUDA, outside any traceback (vLLM's cumem allocator).
+OWN_ERROR_PATTERN = r"\bCUDA [Ee]rror: |\bout of memory\b"
+OWN_ERROR_S = 300.0  # a dead actor's own error this long before its caller's report still tells what ended it
+MAX_PID_ERRORS = 4096  # processes whose last error line is kept (a flood of them starts the count again)
 FATAL_SIGNAL_PATTERN = r"\*\*\* SIG[A-Z]+ received at time=|^Fatal Python error: "
 FATAL_SIGNAL_RE = re.compile(FATAL_SIGNAL_PATTERN)
 ACTOR_DIED_HINT = Hint(
@@ -607,6 +627,13 @@ def _number_of(found: Worded, tail: list[str], numbers: Sequence[int | None]) ->
                  if tail[k] == found.line or tail[k].startswith(found.line)), None)
 
 
+def _cut_evidence(cut: str, tail: list[str], numbers: Sequence[int | None], line: LogLine | None) -> Evidence:
+    """The last frame of a traceback the log ends in, cut before its exception line: what `failed` stands on."""
+    return Evidence("failed (the log ends inside a traceback's frames, its exception line cut)",
+                    line.source if line else "", _number_of(Worded("", cut, 0, line=cut), tail, numbers),
+                    cut[:EVIDENCE_CHARS])
+
+
 class PhaseEngine:
     def __init__(self, rules: RuleSet, register: Callable[[str | Pattern], int]) -> None:
         self.rules = list(rules.phases)
@@ -619,6 +646,7 @@ class PhaseEngine:
         self.exception_id = register(EXCEPTION_PATTERN)
         self.handling_id = register(HANDLING_PATTERN)
         self.dead_pid_id = register(DEAD_PID_PATTERN)
+        self.own_error_id = register(OWN_ERROR_PATTERN)
         self.what_id = register(r"^\s*what\(\): ")  # C++'s message for the exception `terminate called` names
         # Python's unraisable hook (an error in a `__del__`, at exit): the traceback after it ended nothing
         self.unraisable_id = register(r"Exception ignored in(?::| sys\.unraisablehook)")
@@ -630,6 +658,7 @@ class PhaseEngine:
         self.step_collective_id = register(STEP_COLLECTIVE_PATTERN)
         self.bar_id = register(BAR_PATTERN)  # a tqdm bar's rate: its redraws are compared (_is_progress)
         self.bar_done_id = register(BAR_DONE_PATTERN)
+        self.own_wait_id = register(OWN_WAIT_RE.pattern)
         self.idle_ids = frozenset(register(p) for p in rules.idle_patterns)
         # Hint lines shown only with their evidence (Hint.seen): each pattern's id, and those a line matched.
         self.seen_ids: dict[int, str] = {}
@@ -706,6 +735,11 @@ class PhaseEngine:
         self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
+        # wandb's end-of-run block made it `finished`: what to put back if a failure follows (a Ray actor's wandb
+        # finishes as the actor dies, before its caller's traceback): (that span, the span before, its end and
+        # status, the phase and part under way then)
+        self._wandb_undo: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
+                                PhaseRule | None] | None = None
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
@@ -716,6 +750,7 @@ class PhaseEngine:
         self._busy_engines: set[tuple[str, int | None, str]] = set()  # engines whose stats said requests ran (_engine)
         self._finished: set[str] = set()  # the phases a span was closed for by their own done line
         self._failed_at: float | None = None  # when the current failure was first seen
+        self._own_wait: tuple[float, float] | None = None  # a wait since no progress: when it began, its own limit
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
@@ -724,6 +759,7 @@ class PhaseEngine:
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
         self._dead_pid: int | None = None  # the process an actor death the failure reports names (its `pid:`)
+        self._pid_errors: dict[int, tuple[LogLine, float]] = {}  # a Ray process's error, while it is its last line
         self.actor_named = False  # a line that started actor init named the actor (engine.py: _roleless_load)
         self._unraisable: tuple[str, int | None, float] | None = None  # `Exception ignored in:`: its source, pid, time
         self._failure_line: LogLine | None = None
@@ -803,13 +839,28 @@ class PhaseEngine:
             self._progress(t, line)
         if not ids:
             return
+        if self.own_wait_id in ids and (wait := OWN_WAIT_RE.search(text)) is not None:
+            self._own_wait = (t - float(wait.group(1)), float(wait.group(2)))
         if self.dead_pid_id in ids and ACTOR_DIED_RE.search(self.failure):
             self._dead_pid = int(text.split(":", 1)[1])
+            own, said = self._pid_errors.get(self._dead_pid, (None, t))
+            if own is not None and t - said <= OWN_ERROR_S:
+                # The dead actor's own last error, printed just before its caller's report (Ray interleaves them:
+                # audit 25, cumem's `CUDA Error: out of memory` above ActorDiedError): what ended it is here.
+                self.failure, self._failure_line = own.text.strip(), own
         elif (self.fail_id in ids and line.pid is not None and line.pid == self._dead_pid
               and ACTOR_DIED_RE.search(self.failure) and FATAL_SIGNAL_RE.search(text)):
             # The dead actor's own end, flushed after its caller's report (audit 22: `Cannot load symbol
             # cublasLtGetVersion`, then its SIGABRT): what ended it is here, not only in its own log.
             self.failure, self._failure_line = text.strip(), line
+        if line.pid is not None and line.worker:  # each Ray process's last line, if an error (an actor's own end)
+            if (self.fail_id in ids or self.exception_id in ids or self.own_error_id in ids) and not (
+                    ACTOR_DIED_RE.search(text)):
+                if len(self._pid_errors) >= MAX_PID_ERRORS:
+                    self._pid_errors.clear()
+                self._pid_errors[line.pid] = (line, t)
+            elif line.pid in self._pid_errors:
+                del self._pid_errors[line.pid]
         if self._early < EARLY_LINES and time_is_bound(line):
             self._early += 1  # `t` is no earlier than when the line was written: t minus its elapsed is a bound
             self._note_began(line, t, self.bar_id in ids)
@@ -1153,8 +1204,8 @@ class PhaseEngine:
         62%|… 40/64`): the structure alone gives a phase, until a rule names one."""
         text = RANK_PREFIX_RE.sub("", text, count=1)
         m = BAR_DESC_RE.match(text) or TAGGED_BAR_DESC_RE.search(text, 0, 200)
-        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()):
-            return
+        if m is None or HOST_DESC_RE.fullmatch(desc := m.group(1).strip()) or DATA_RATE_RE.search(text):
+            return  # a bar in datasets' units (`Map:`, `Filter:`) prepares data: no phase of that name
         # A loop's bar (OpenRLHF's `Train epoch`, `Epoch`) is the training loop, whose rule knows the step's parts;
         # any other is named as it says (`Rollout generation`).
         worded = phase_of_words(desc)
@@ -1270,6 +1321,7 @@ class PhaseEngine:
             line = None  # a blank line is no evidence to cite
         if self.last_progress is None or t > self.last_progress:
             self.last_progress, self._progress_line, self._progress_bounded = t, line, False
+            self._own_wait = None  # (a wait that states its limit is over once anything moves)
         elif t == self.last_progress and line is not None:
             self._progress_line = line
 
@@ -1333,21 +1385,29 @@ class PhaseEngine:
             if len(self._busy_engines) > 256:
                 self._busy_engines.clear()
             self._busy_engines.add(self._engine())
+        wandb = rule.terminal and self.current is not rule and WANDB_END_RE.search(text) is not None
+        if wandb and self._failed():
+            return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
+        last = self.timeline[-1] if self.timeline else None
+        undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
         elif rule.terminal and "Train epoch:" in text and not self._epoch_steps:
             return  # a loop's per-epoch bar at its total, not OpenRLHF's bar over the epochs (review of session 22)
         if rule.name in ROLLOUT_PHASES:
             self.rollout_seen = True
+        if rule.name == CHECKPOINT_LOAD and FIT_RESUME_RE.search(text) and self._loop_began() is None and (
+                (loop := next((r for r in self.rules if rule.name in r.inner), None)) is not None):
+            self._start(loop, t)  # verl's fit resumes first: the load is the loop's, and a step follows it
         if self._after_validation(rule):
             # The rollout after a validation that ran before any step (val_before_train) is the first step's: the loop
             # began (EasyR1's `Start generating batch...` after `Finish validation.`, audit 20).
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self.current is None and rule.name in self.step_phases and rule.name not in ROLLOUT_PHASES \
-                and rule.name != VALIDATION:
+                and rule.name not in (VALIDATION, CHECKPOINT_LOAD):
             # A part of a step only a trainer runs (an update, a log-prob pass) with no phase known (a log that begins
             # mid-run): the step is in its loop. An engine's work (generation, wake-up) may be an inference server's,
-            # and an evaluation may run alone (lm-evaluation-harness, audit 18).
+            # and an evaluation may run alone (lm-evaluation-harness, audit 18); a load may be a start-up's.
             self._start(next(r for r in self.rules if rule.name in r.inner), t)
         if self._is_inner(rule):
             self.rollout_in_step |= rule.name == GENERATION
@@ -1376,6 +1436,7 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
+            self._wandb_undo = (span, *undo) if wandb else None
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
         if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
@@ -1465,7 +1526,11 @@ class PhaseEngine:
 
     def _began_before(self, rule: PhaseRule) -> None:
         """A part named by a traceback's frame: it began before the traceback was printed, not at its stamp (audit 11:
-        a generation row at the crash's time, ten minutes after the step it began in)."""
+        a generation row at the crash's time, ten minutes after the step it began in). Not where the frame has no
+        stamp of its own and took the one before it: steps logged after that stamp ran between (audit 25: `≤14:05:41
+        weight sync` after a 63 s step), so it stays "at or after" that stamp."""
+        if stamp_bound(self._line) == "after":
+            return
         if self.inner is rule:
             self.inner_bound = "before"
         elif self.timeline:
@@ -1529,6 +1594,9 @@ class PhaseEngine:
         if rule.name == DATASET and self._line is not None and BAR_RE.search(self._line.text) and (
                 self._loop_began() is not None or self.stats.count):
             return True  # a data bar once the loop began (a DPO run's `Map:` over an eval set): part of the loop
+        if (rule.name == GENERATION and not self.stats.count and self._line is not None
+                and self._loop_began() is None and FAILED_EXECUTION_RE.search(self._line.text)):
+            return True  # the engine's profile run at its start-up, not a rollout (the search last: it runs per bar)
         if rule.name == UPDATE and self.step_rollout and self._line is not None and HF_STEP_RE.search(self._line.text):
             return True  # TRL's GRPO step: HF's training_step generates, scores and updates, not only the update
         if rule.name == WEIGHT_SYNC and underway is not None and underway.name == UPDATE:
@@ -1665,9 +1733,11 @@ class PhaseEngine:
         if self._earlier_than_current(rule) and any(s.name == rule.name for s in self.timeline):
             self._done_by(rule.name)
             return  # a slower rank's "done" for a phase the job has already moved past
-        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested:
+        if self._earlier_than_current(rule) and rule.name not in self._ran and not rule.nested and (
+                self._failed() or self._next_rule(self.current) is not rule):
             return  # the end of a part the job never began, once past it (a server's uvicorn `Application startup
-            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`)
+            # complete.`, which ends a trainer's engine start-up, comes after `Starting vLLM API server`); not the
+            # part that comes next (OpenRLHF builds its actors' DeepSpeed engines after the vLLM engines)
         if rule.nested and self.current is not rule and rule.name in self._finished:
             self._done_by(rule.name)
             return  # another rank's "done" of a nested phase, after the phase it interrupted went on
@@ -1684,6 +1754,8 @@ class PhaseEngine:
             span = self._open(rule.name, t, "done (its start not seen)")
             if self._line is not None and self._line.ts is not None:
                 self._back_date(span, self._line.text)  # `init engine … took 19.41 seconds`: not a span of 0 s
+            if stamp_bound(self._line) != "after":  # (one that took the stamp before it stays "at or after" that)
+                span.start_before = True  # its start went unseen: it began at or before the line, not `0s` there
         self._close_current(t)
         self._done_by(rule.name)
         self._finished.add(rule.name)
@@ -1735,6 +1807,8 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
+        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0]:
+            self._unfinish()
         if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
                 INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
             return  # a Ray worker's signal or death after the run finished: its workers going as the driver exits
@@ -1744,8 +1818,12 @@ class PhaseEngine:
             if self.current is not None and last is not None and last.status == "done":
                 # It finished; what failed came after it and no line says what that was: not "FAILED in" it. After the
                 # run's end (`Training completed.`): loading the best model, the final save or evaluation failed.
-                name = self.current.name
+                name, loop = self.current.name, self.loop_name()
                 after = "after training finished" if self.current.terminal else f"after {name}"
+                if not self.current.terminal and loop is not None and name in self.step_phases and len(
+                        self._ran & self.step_phases) >= 2:
+                    after = loop  # two parts of a step ran (weight sync, then generation) with no loop line: the
+                    # loop ran them, and what failed after the last came in that loop, not after it
                 self.current = self._phase_named(after, self.order.get(name, 0)) or self.current
             span = self._open(self.current.name if self.current else BEFORE_ANY, t, "failed")
             ended = last.end if last is not None else None
@@ -1905,6 +1983,9 @@ class PhaseEngine:
                 stall_after = (worded[0].stall_after if worded[0].stall_after else None) or self.stall_after
             elif rule.stall_after and not self.stall_fixed:
                 stall_after = max(stall_after, rule.stall_after)  # nor later than the worded phase's own allowance
+        if self._own_wait is not None and self.last_progress is not None and not self.stall_fixed:
+            # no stall before the wait's own limit is up (verl's register center: 300 s from the wait's start)
+            stall_after = max(stall_after, sum(self._own_wait) - self.last_progress)
         hint = expected.hint if expected is not None else None
 
         if rule is not None and rule.terminal:
@@ -1917,6 +1998,12 @@ class PhaseEngine:
             state = "stalled"
         else:
             state = "running"
+        failure, cut = self.failure, None
+        if state in ("waiting", "stalled", "running") and tail and (frames := cut_frames(tail)):
+            # The log ends inside a traceback's frames with nothing after them (the user pasted the frames alone): it
+            # failed, where its frames say (_worded reads them), and the exception line is not in the log.
+            state, hint, cut = "failed", CUT_HINT, frames[-1][0]
+            failure = f"a traceback's frames, cut before its exception line; the last: {cut.strip()[:300]}"
         steps = self._steps_summary()
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
@@ -1929,6 +2016,8 @@ class PhaseEngine:
             hang = hint or Hint()
             hint = replace(hang, causes=INTERRUPT_HINT.causes + hang.causes,
                            actions=hang.actions + INTERRUPT_HINT.actions)  # its lines keep their frameworks
+        elif state == "failed" and cut is not None:
+            pass  # CUT_HINT: the frames are all the log holds of the failure
         elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
@@ -1962,6 +2051,8 @@ class PhaseEngine:
         timeline = self._one_loop(self.spans())
         if worded is not None and within is None:
             timeline = self._worded_timeline(timeline, worded, state)
+        elif cut is not None and timeline and timeline[-1].end is None:
+            timeline[-1] = replace(timeline[-1], status="failed")  # the phase the frames were cut in
         return PhaseStatus(
             current=(worded and rule.name) or self._interrupted(span) or (rule.name if rule else None),
             state=state,
@@ -1970,7 +2061,7 @@ class PhaseEngine:
             stalled_for=stalled_for,
             stall_after=stall_after,
             hint=hint if state in ("stalled", "failed") and hint and (hint.causes or hint.actions) else None,
-            failure=self.failure if state == "failed" else "",
+            failure=failure if state == "failed" else "",
             steps_done=self.stats.count,
             last_step=self.last_step,
             step_time=self._step_time(),
@@ -1979,13 +2070,27 @@ class PhaseEngine:
             within=within,
             since_bound=since_bound,
             steps=steps,
-            evidence=self._evidence(state, span) + ([worded[1]] if worded else []) + (
+            evidence=self._evidence(state, span) + (
+                [_cut_evidence(cut, tail or [], numbers, self._line)] if cut else []) + (
+                [worded[1]] if worded else []) + (
                 [final_save] if final_save else []) + ([self.earlier_runs[-1].evidence] if self.earlier_runs else []),
             worded=worded[1] if worded else None,
             final_save=final_save,
             interrupted=interrupted,
             earlier_runs=list(self.earlier_runs),
         )
+
+    def _unfinish(self) -> None:
+        """A failure after wandb's end-of-run block: that block was a process ending with the error, not the run
+        finishing; the phase it ended is under way again and the failure is its (review of audit 25's fix)."""
+        assert self._wandb_undo is not None
+        span, last, end, status, current, inner = self._wandb_undo
+        self._wandb_undo = None
+        self._drop(span)
+        self._ran.discard(span.name)
+        if last is not None:
+            last.end, last.status = end, status
+        self.current, self.inner = current, inner
 
     def _stepping_until(self, t: float | None) -> bool:
         """Steps came at their pace up to `t`: its last step was within the loop's allowance for one (twice its
@@ -2102,7 +2207,10 @@ class PhaseEngine:
         if self._words_read is None or self._words_read[0] != key:
             # The failure's innermost frame that names a phase, deeper than the frame the rules named; else the lines
             # before the failure or the end.
-            frames = failure_frames(tail, failed_by) if failed_by else []
+            # (a log that ends inside a traceback's frames, header and exception line cut: those frames)
+            frames = failure_frames(tail, failed_by) if failed_by else cut_frames(tail)
+            if launcher_frames(frames) and (child := child_frames(tail, failed_by)):
+                frames = child  # a launcher's error says only that its child failed: the child's traceback says where
             framed = frame_words(frames, started, whole_step=WHOLE_STEP_LOSS if self.loss_rollout else WHOLE_STEP
                                  if self.step_rollout else ())
             # After a part of the step, only lines the tail holds after its line: the parts of a step come round.
@@ -2227,6 +2335,12 @@ class PhaseEngine:
         if (rule.name == "rollout init" and actor is not None and self.order[ACTOR_INIT] < self.order[rule.name]
                 and not any(s.name == ACTOR_INIT for s in self.spans())):
             return actor
+        rollout = self.by_name.get("rollout init")
+        if rule is actor and rollout is not None and rollout.name in self._ran and (
+                self.order[ACTOR_INIT] < self.order[rollout.name]):
+            # The engines came first, then the actor (OpenRLHF, open-instruct): what follows both follows the actor
+            # (not the loop for sure: reference and critic models may come next, and the loop's advice is a step's)
+            return self._next_rule(rollout, rl)
         try:
             i = self.rules.index(rule)
         except ValueError:

@@ -170,8 +170,13 @@ class ProfileDetector:
             for j, value in enumerate(values):
                 self._uses.setdefault(register(value.match), []).append(("t", group, j))
         self.ids = frozenset(self._uses)
-        self._workers = {w: p.name for p in self.profiles.profiles for w in p.workers}
-        self.hits: dict[str, set[int]] = {}  # profile -> evidence indices seen (-1: a worker name)
+        # A worker class several stacks name (open-instruct copied OpenRLHF's `LLMRayActor`) counts apart from a
+        # stack's own: the one whose own worker is there too outscores the other; alone, the first listed wins.
+        self._workers: dict[str, list[str]] = {}
+        for p in self.profiles.profiles:
+            for w in p.workers:
+                self._workers.setdefault(w, []).append(p.name)
+        self.hits: dict[str, set[int]] = {}  # profile -> evidence indices seen (-1: its own worker; -2: a shared one)
         self.samples: dict[str, list[str]] = {}
         self.trait_hits: dict[str, set[int]] = {}
         self._workers_seen: set[str] = set()
@@ -187,9 +192,9 @@ class ProfileDetector:
         worker = line.worker
         if worker and worker not in self._workers_seen:
             self._workers_seen.add(worker)
-            name = self._workers.get(worker)
-            if name is not None:
-                self._hit(name, -1, f"({worker} pid=…) actor")
+            names = self._workers.get(worker, ())
+            for name in names:
+                self._hit(name, -1 if len(names) == 1 else -2, f"({worker} pid=…) actor")
         if self.ids.isdisjoint(ids):
             return
         for i in ids:

@@ -96,7 +96,10 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"\bKV cache (?:size|usage|blocks?|(?:is )?allocated|memory|pool)\b|# GPU blocks|\bCUDA graphs?\b"
      r"|\bgraph captur\w*|\bcapturing (?:the model|cudagraph)|\binit engine\b|\bInitializing an LLM engine\b"
      r"|\bcreat(?:e|es|ing) (?:the )?rollout (?:worker|engine|replica)"
-     r"|\bsafetensors checkpoint shards\b"),  # vLLM's own load bar (HF's says `Loading checkpoint shards`)
+     r"|\bsafetensors checkpoint shards\b"  # vLLM's own load bar (HF's says `Loading checkpoint shards`)
+     # an engine sizing its KV cache at start-up (vLLM's `_initialize_kv_caches`), a trainer building its rollout
+     # engine (verl's and EasyR1's `_build_rollout`), as a traceback's frames name them
+     r"|\binitiali[sz]e[_ ]kv[_ ]caches?\b|\bbuild[_ ]rollout\b"),
     ("actor init",
      r"\bLoading (?:checkpoint shards|(?:the )?model|weights|state[_ ]dict)\b|\bfrom_pretrained\b|\bnum_params\b"
      r"|\bfused kernels\b|\bmodel (?:loading|weights)\b|\binitiali[sz]ing (?:the )?model\b"
@@ -384,6 +387,57 @@ def failure_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
             code = _message(block[k + 1]) if k + 1 < len(block) else ""
             frames.append((line, "" if _FRAME_RE.match(code) else code.strip()))
     return frames
+
+
+CHILD_LINES = 60  # lines above a launcher's traceback searched for its child's
+
+
+def child_frames(tail: list[str], failed_by: str) -> list[tuple[str, str]]:
+    """Where the failure is a launcher's (`accelerate launch` or torchrun re-raising that its child exited): the frames
+    of the child's own traceback just above the launcher's, which name where the child failed; [] where none is."""
+    at = _failure_at(tail, failed_by)
+    if at is None:
+        return []
+    top = at
+    while top > 0 and _TRACEBACK_RE.search(_message(tail[top - 1])):
+        top -= 1  # the launcher's traceback (its header may be glued to the line before it)
+    last = next((k for k in range(top - 1, max(-1, top - 1 - CHILD_LINES), -1)
+                 if _FRAME_RE.match(_message(tail[k]))), None)
+    if last is None:
+        return []
+    first = last
+    while first > 0 and (_FRAME_RE.match(m := _message(tail[first - 1])) or m[:1].isspace()):
+        first -= 1
+    block = tail[first:last + 2]
+    return [(line, "" if k + 1 >= len(block) or _FRAME_RE.match(_message(block[k + 1]))
+             else _message(block[k + 1]).strip()) for k, line in enumerate(block) if _FRAME_RE.match(_message(line))]
+
+
+CUT_FRAMES = 2  # frames a log must end in to read as a cut traceback (one frame alone may be anything's)
+
+
+def cut_frames(tail: list[str]) -> list[tuple[str, str]]:
+    """The frames a log ends in where it ends inside a traceback with neither its header above them nor an exception
+    line after (the user pasted only the frames): [] where the last line is not a frame or the code under one, where
+    a header heads them (the rules read that traceback), or where a stack dump does (`Stack (most recent call …`:
+    printed by a process that went on)."""
+    end = len(tail)
+    while end > 0 and not tail[end - 1].strip():
+        end -= 1
+    if end == 0:
+        return []
+    last = [_message(line) for line in tail[max(0, end - 2):end]]
+    if not (_FRAME_RE.match(last[-1]) or (len(last) == 2 and _FRAME_RE.match(last[0]) and last[1][:1].isspace())):
+        return []
+    start = end
+    while start > 0 and ((m := _message(tail[start - 1])) and (_FRAME_RE.match(m) or m[:1].isspace())):
+        start -= 1
+    if start > 0 and "most recent call" in tail[start - 1]:
+        return []
+    block = tail[start:end]
+    frames = [(line, "" if k + 1 >= len(block) or _FRAME_RE.match(_message(block[k + 1]))
+               else _message(block[k + 1]).strip()) for k, line in enumerate(block) if _FRAME_RE.match(_message(line))]
+    return frames if len(frames) >= CUT_FRAMES else []
 
 
 def _traceback_after(tail: list[str], at: int) -> list[str]:

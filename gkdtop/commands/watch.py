@@ -46,6 +46,8 @@ def print_event(event: AlertEvent, as_json: bool) -> None:
         sys.stdout.write("\n")
     else:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+        if event.at_least:
+            stamp = f"≥{stamp} (steps' own times)"  # no earlier than that: the steps after the last stamp took it
         text = f"{stamp} {event.kind:<9} {event.title.removeprefix('gkdtop: ')}"
         if event.culprit and event.kind != "anomaly":  # (an anomaly's title is its text)
             text += f" · {event.culprit}"
