@@ -264,7 +264,6 @@ OP_BUILD_RE = re.compile(r"\bas PyTorch extensions root\b|\bEmitting ninja build
                          r"\bBuilding extension module \w|\bTime to load \w+ op\b")
 UPDATE = "actor update"
 SAVE = "checkpoint save"
-LOAD = "checkpoint load"
 REF_LOG_PROB = "reference log-prob"
 REFERENCE_ACTOR = "ReferenceModel"  # the Ray actor class that holds the reference model (OpenRLHF)
 WEIGHT_SYNC = "weight sync"
@@ -905,7 +904,7 @@ class PhaseEngine:
             if started and self._waited_on(rule, text):
                 continue  # the others' wait timed out on this phase: it failed here (_fail below)
             if started and (self.fail_id in ids or self.exception_id in ids) and rule.name == self.loop_name() and (
-                    self.current is not None and self.current.name == LOAD and not self.stats.count
+                    self.current is not None and self.current.name == CHECKPOINT_LOAD and not self.stats.count
                     and not self.recent_steps):
                 continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
                 # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
@@ -1389,6 +1388,12 @@ class PhaseEngine:
         if wandb and self._failed():
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         last = self.timeline[-1] if self.timeline else None
+        if self._wandb_undo is not None and last is self._wandb_undo[0] and not rule.terminal:
+            if self._wandb_undo[4] is rule and "%|" in text:
+                return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout):
+                # the phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
+            self._unfinish()  # a phase begins after it: the process went on, wandb's line was no end of it
+            last = self.timeline[-1] if self.timeline else None
         undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
