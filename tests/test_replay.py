@@ -894,7 +894,8 @@ def test_a_ray_worker_stopped_by_sigterm_is_stopped_from_outside_not_a_step_that
     assert report.status.state == "failed", report.status
     causes = " ".join(report.status.hint.causes if report.status.hint else [])
     assert "Stopped from outside" in causes and "A step raised" not in causes and "stuck" not in causes, causes
-    assert [s.name for s in report.status.timeline][-1] == "training loop", report.status.timeline
+    names = [s.name for s in report.status.timeline]
+    assert names[-1] == "training loop" and "finished" not in names, names
 
 
 def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
@@ -927,3 +928,16 @@ def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
             "ValueError: bad shape (4, 7)"]
     status = replay([write(tmp_path, died, "died.log")], load_config(None)).status
     assert status.state == "failed" and status.current == "training loop", status
+
+
+def test_a_phase_that_begins_after_wandbs_end_block_says_the_run_went_on(tmp_path: Path) -> None:
+    """Audit 26 #5: wandb's end-of-run block from one process (an actor's run ending), then the job's next phase: the
+    block was no end of the job, so no `finished` row stands before the phase that followed it."""
+    lines = ["(Runner pid=5101) Total training steps: 10",
+             "(Runner pid=5101) Epoch 0:  30%|███       | 3/10 [03:00<07:00, 60.0s/it]",
+             "(Helper pid=5200) wandb: 🚀 View run aux-2 at: https://wandb.ai/lab/proj/runs/zz11yy",
+             "(Helper pid=5200) wandb: Find logs at: ./wandb/run-20250803_100420-zz11yy/logs",
+             "(Runner pid=5101) Start validation..."]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    names = [s.name for s in report.status.timeline]
+    assert "finished" not in names and report.status.state != "done", (names, report.status.state)

@@ -908,6 +908,9 @@ class PhaseEngine:
                     and not self.recent_steps):
                 continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
                 # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
+            if started and not rule.terminal and self._wandb_undo is not None and self.timeline and (
+                    self.timeline[-1] is self._wandb_undo[0]) and not (self._wandb_undo[4] is rule and "%|" in text):
+                self._unfinish()  # a phase begins after wandb's end block: the job went on, it was no end of it
             if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
@@ -1388,12 +1391,10 @@ class PhaseEngine:
         if wandb and self._failed():
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         last = self.timeline[-1] if self.timeline else None
-        if self._wandb_undo is not None and last is self._wandb_undo[0] and not rule.terminal:
-            if self._wandb_undo[4] is rule and "%|" in text:
-                return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout):
-                # the phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
-            self._unfinish()  # a phase begins after it: the process went on, wandb's line was no end of it
-            last = self.timeline[-1] if self.timeline else None
+        if self._wandb_undo is not None and last is self._wandb_undo[0] and self._wandb_undo[4] is rule and (
+                "%|" in text):
+            return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout): the
+            # phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
         undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
