@@ -799,6 +799,40 @@ def test_an_unstamped_last_progress_line_is_silent_only_since_the_first_stamp_af
     assert "no progress for 14m00s before the log ended" in said, said
 
 
+def test_a_first_step_that_compiles_after_a_bare_starting_training_is_no_stall(tmp_path: Path) -> None:
+    """Audit 26 #2: an XLA trainer says `Starting training`, then its step 0 comes 2m20s later (`trace time: …`: the
+    step compiled), step 5 as long after, then every few seconds. Before: 'STALLED for 2m01s' on a run that ran fine:
+    the bare line opened no phase, so the plain 120 s applied instead of the loop's first-step allowance."""
+    head = "[2025-02-11 08:{:02d}:{:02d},100][xla_trainer.base][INFO] - "
+    lines = [head.format(0, 5) + "Starting training", head.format(0, 5) + "    Max step: 40",
+             head.format(2, 25) + "Epoch: 0.0000, step: 0, loss: 1.4100, lr: 1.00e-05, trace time: 138211.40 ms",
+             head.format(4, 44) + "Epoch: 0.0500, step: 5, loss: 1.3800, lr: 2.00e-05, trace time: 1104.10 ms",
+             head.format(4, 49) + "Epoch: 0.1000, step: 10, loss: 1.2900, lr: 3.00e-05, trace time: 807.70 ms"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    end = time.mktime(time.strptime("2025-02-11 08:04:50", "%Y-%m-%d %H:%M:%S"))
+    os.utime(log, (end, end))
+    assert [e.kind for e in paced_events(str(log), load_config(None))] == []
+
+
+def test_a_year_less_first_stamp_takes_the_year_of_the_files_full_dates(tmp_path: Path) -> None:
+    """Audit 26 #4: torchrun's glog warning (`W0514 …`, no year) opens a log whose own stamps say 2024, copied in a
+    later year: the first line was placed in the mtime's year, no 2024 stamp could come after it (a stamp never
+    rewinds), and the failure was dated at the log's first second, in the wrong year."""
+    lines = ["W0514 08:10:02.101000 5511 torch/distributed/run.py:779] *****************************************",
+             "[INFO|trainer.py:2134] 2024-05-14 08:10:40,310 >> ***** Running training *****",
+             " 40%|████      | 200/500 [20:26<30:39,  6.13s/it][INFO|trainer.py:3478] 2024-05-14 08:31:09,020 >> "
+             "Saving model checkpoint to /out/checkpoint-200",
+             "[rank0]: RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk",
+             "E0514 08:31:30.288000 5511 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1)"
+             " local_rank: 0 (pid: 5600) of binary: /usr/bin/python"]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    events = paced_events(str(log), load_config(None))
+    assert [e.kind for e in events] == ["failed"]
+    assert time.strftime("%Y-%m-%d %H:%M", time.localtime(events[0].time)) == "2024-05-14 08:31"
+
+
 def test_a_failure_after_unstamped_steps_is_told_no_earlier_than_their_own_times(tmp_path: Path) -> None:
     """Audit 24 (verl605): after the last stamp, unstamped step lines whose steps state their own times (timing_s/step),
     then a failure: it came at least those times after the stamp. Before: told at the last stamp, as if the steps

@@ -763,3 +763,13 @@ def test_slurms_kill_is_a_finding_after_a_finished_run_and_ends_the_logs_span(tm
     assert (found.fields["reason"], found.fields["id"]) == ("TIME LIMIT", "40217")
     text = report_text(replay([str(tmp_path / "train.log")], load_config(None)))
     assert "to 04:00:17" in text.splitlines()[0] and "\nfinished\n" in text and "slurm-cancelled" in text
+
+
+def test_a_dead_engines_advice_points_at_its_traceback_where_it_is_not_at_a_guessed_cause(tmp_path: Path) -> None:
+    """Audit 26 L1: SGLang prints the scheduler's traceback after `Scheduler hit an exception:`; the advice said to
+    look above it, 'often an OOM or a CUDA error', of a ValueError in a cache lookup printed below."""
+    store = store_after(tmp_path, ["[2026-04-02 08:10:11 TP0] Scheduler hit an exception: Traceback (most recent "
+                                   "call last):", '  File "/venv/sglang/srt/managers/scheduler.py", line 2311, in run',
+                                   "ValueError: prefix length 12 is past the request's 9 tokens"])
+    found = next(f for f in store.findings() if f.name == "engine-dead")
+    assert "above" not in found.fix and "OOM" not in found.fix, found.fix

@@ -779,6 +779,125 @@ def test_a_model_load_no_line_gives_a_role_is_not_called_the_actor_s(tmp_path: P
     assert replay([write(tmp_path, named, "named.log")], load_config(None)).status.current == "actor init"
 
 
+def test_torchtitans_own_exit_lines_finish_the_run(tmp_path: Path) -> None:
+    """Audit 26 #1: torchtitan ends train() with a bare `Training completed`, then `Process group destroyed` (logged
+    only once train() returned): a finished run read 'ended in training loop', and a snapshot said STALLED."""
+    head = "[rank0]:[titan] 2026-03-04 09:10:{:02d},{:03d} - root - INFO - "
+    lines = [head.format(1, 200) + "Training starts at step 1",
+             head.format(2, 300) + "step:  1  loss:  8.1000  grad_norm:  2.1000  memory:  3.10GiB(20.00%)  tps: 901",
+             head.format(3, 400) + "step:  2  loss:  7.9000  grad_norm:  2.0000  memory:  3.10GiB(20.00%)  tps: 905",
+             head.format(3, 500) + "Sleeping 2 seconds for other ranks to complete"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state != "done"
+    for tail in (["Training completed"], ["Training completed", "Process group destroyed"],
+                 ["Process group destroyed"]):
+        ends = [head.format(5 + i, 600) + text for i, text in enumerate(tail)]
+        report = replay([write(tmp_path, lines + ends)], load_config(None))
+        assert (report.status.current, report.status.state) == ("finished", "done"), tail
+
+
+def test_lightnings_training_bar_renamed_epoch_is_the_loops_bar_and_its_sanity_check_is_validation(
+        tmp_path: Path) -> None:
+    """Audit 26 #6: Lightning 1.x draws `Training: 0/N`, then renames the bar `Epoch 0` as it counts; the renamed bar
+    was taken for an inner one ('the loop's bar is at 0/6' at 3/6), and its `Validation sanity check` bar made a
+    timeline row of its own name."""
+    lines = ["Validation sanity check:   0%|          | 0/3 [00:00<?, ?it/s]",
+             "Validation sanity check: 100%|██████████| 3/3 [00:00<00:00, 12.50it/s]",
+             "Training:   0%|          | 0/6 [00:00<00:00, 6100.20it/s]",
+             "Epoch 0:  50%|█████     | 3/6 [00:00<00:00, 14.20it/s, loss=1.87, v_num=7]",
+             "Validating:   0%|          | 0/3 [00:00<?, ?it/s]Traceback (most recent call last):",
+             '  File "/venv/pytorch_lightning/loops/epoch/training_epoch_loop.py", line 219, in advance',
+             "KeyError: 'mask'"]
+    from gkdtop.replay import report_text
+
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert [s.name for s in report.status.timeline] == ["validation", "training loop"]
+    text = report_text(report)
+    assert "the loop's bar is at 3/6" in text and "\nFAILED in validation\n" in text, text
+
+
+def test_an_engine_loop_that_timed_out_then_killed_its_requests_is_a_wait_that_gave_up(tmp_path: Path) -> None:
+    """Audit 26 #7: vLLM's engine loop at 0 tokens/s with requests running hits its iteration timeout; the chain goes
+    CancelledError, TimeoutError, then AsyncEngineDeadError in each request. The last exception was read as 'It failed
+    with an error, not a hang'; the chain began with a wait giving up."""
+    stats = ("INFO 03-02 11:2{}:{}0 metrics.py:406] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: "
+             "0.0 tokens/s, Running: 9 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 4.1%")
+    err = "ERROR 03-02 11:22:10 async_llm_engine.py:56] "
+    lines = ["INFO 03-02 11:20:01 llm_engine.py:174] Initializing an LLM engine (v0.5.3) with config: model='m'",
+             "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+             *(stats.format(m, s) for m in (1, 2) for s in range(6) if (m, s) <= (2, 1)),
+             "ERROR 03-02 11:22:10 async_llm_engine.py:658] Engine iteration timed out. This should never happen!",
+             err + "Engine background task failed", err + "Traceback (most recent call last):",
+             err + '  File "/venv/vllm/engine/async_llm_engine.py", line 631, in run_engine_loop',
+             err + "asyncio.exceptions.CancelledError", err,
+             err + "During handling of the above exception, another exception occurred:", err,
+             err + "Traceback (most recent call last):",
+             err + '  File "/venv/vllm/engine/async_timeout.py", line 95, in __aexit__',
+             err + "asyncio.exceptions.TimeoutError",
+             "", "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):",
+             '  File "/venv/vllm/engine/async_llm_engine.py", line 1064, in generate',
+             "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly."]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed" and report.status.hint is not None
+    assert "not a hang" not in " ".join(report.status.hint.causes)
+    assert "A wait gave up" in " ".join(report.status.hint.causes)
+
+
+def test_a_resume_that_fails_before_any_step_is_no_step_that_raised(tmp_path: Path) -> None:
+    """Audit 26 #10: a PPO actor loads its checkpoint, then its `fit` task fails restoring the data position, before
+    any step: the task error's own line (`ray::ActorModelRayActor.fit()`) opened the training loop and the verdict
+    said 'FAILED in training loop', 'A step raised'. The loop did not run; the resume failed."""
+    actor = "(ActorModelRayActor pid=4410) "
+    lines = ["2025-07-02 09:00:02,118\tINFO worker.py:1654 -- Connecting to existing Ray cluster at address: 10.0.0.2",
+             actor + "[2025-07-02 09:02:10,231] [INFO] [engine.py:3134:_load_zero_checkpoint] loading 4 zero "
+                     "partition checkpoints for rank 0",
+             actor + "Loaded the checkpoint: /ckpt/run3/_actor, consumed_samples: 2048",
+             "Traceback (most recent call last):",
+             '  File "/src/train_ppo_ray.py", line 210, in <module>',
+             "ray.exceptions.RayTaskError(TypeError): ray::ActorModelRayActor.fit() (pid=4410, ip=10.0.0.2)",
+             '  File "/src/openrlhf/trainer/ppo_trainer.py", line 231, in fit',
+             "    self.prompts_dataloader.sampler.set_epoch(",
+             "TypeError: DistributedSampler.set_epoch() got an unexpected keyword argument 'consumed_samples'"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed"
+    spans = report.status.timeline
+    failed = next(s.name for s in spans if s.status == "failed")
+    assert failed == "checkpoint load", [(s.name, s.status) for s in spans]
+    assert report.status.hint is not None and "A step raised" not in " ".join(report.status.hint.causes)
+
+
+@pytest.mark.parametrize(("hooked", "wandb"), [(False, False), (True, False), (True, True)])
+def test_a_ray_worker_stopped_by_sigterm_is_stopped_from_outside_not_a_step_that_raised(
+        tmp_path: Path, hooked: bool, wandb: bool) -> None:
+    """Audit 26 #5: Ray's sigterm_handler raises `SystemExit: Signals.SIGTERM` in a worker as its job ends; printed
+    through the unraisable hook it was read as a late error of a run that went on (a snapshot said STALLED), and glued
+    to a bar it was 'A step raised … Fix what the error names'. The process was stopped from outside."""
+    lines = ["2025-08-03 10:00:01,100\tINFO worker.py:1852 -- Started a local Ray instance.",
+             "(Runner pid=5101) Total training steps: 12",
+             "(pid=5101) Epoch 0:   0%|          | 0.00/12.0 [00:00<?, ?it/s]"]
+    bar = "(pid=5101) Epoch 0:   8%|▊         | 1.00/12.0 [05:02<55:22, 302s/it]"
+    if wandb:  # wandb's end-of-run block as the process exits, the bar's last redraw flushed after it: not finished
+        lines += ["(Runner pid=5101) wandb: 🚀 View run geo-4 at: https://wandb.ai/lab/proj/runs/ab12cd",
+                  "(Runner pid=5101) wandb: Synced 3 W&B file(s), 0 media file(s), 1 artifact file(s) and 0 other "
+                  "file(s)",
+                  "(Runner pid=5101) wandb: Find logs at: ./wandb/run-20250803_100420-ab12cd/logs"]
+    if hooked:
+        lines += [bar, "Exception ignored in sys.unraisablehook: <built-in function unraisablehook>"]
+    else:
+        lines += [bar + "Exception ignored in: Exception ignored in sys.unraisablehook"]
+    lines += ["Traceback (most recent call last):",
+              '  File "/venv/lib/python3.10/site-packages/ray/_private/worker.py", line 1542, in sigterm_handler',
+              "    sys.exit(signal.SIGTERM)",
+              "SystemExit: Signals.SIGTERM"]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    assert report.status.state == "failed", report.status
+    causes = " ".join(report.status.hint.causes if report.status.hint else [])
+    assert "Stopped from outside" in causes and "A step raised" not in causes and "stuck" not in causes, causes
+    names = [s.name for s in report.status.timeline]
+    assert names[-1] == "training loop" and "finished" not in names, names
+
+
 def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
     """wandb.finish() prints `Synced N W&B file(s)`, `Find logs at:` and `View run NAME at:` as the process exits:
     the run finished (here short of its bar's total, which is said), never a stall after it; after an error it ended
@@ -795,7 +914,8 @@ def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
     ]
     result = replay([write(tmp_path, lines)], load_config(None))
     assert result.status.state == "done" and result.status.current == "finished", report_text(result)
-    assert "finished, ended at 620/2000 of the loop's bar" in report_text(result)
+    # (audit 26: only the process's end is known, short of the bar's total: not "finished")
+    assert "ended at 620/2000 of the loop's bar, not finished" in report_text(result)
     history, _ = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "finished")
     assert history.status(1e12).state == "done"
     crashed = ["Traceback (most recent call last):", '  File "/w/train.py", line 88, in <module>',
@@ -808,3 +928,16 @@ def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
             "ValueError: bad shape (4, 7)"]
     status = replay([write(tmp_path, died, "died.log")], load_config(None)).status
     assert status.state == "failed" and status.current == "training loop", status
+
+
+def test_a_phase_that_begins_after_wandbs_end_block_says_the_run_went_on(tmp_path: Path) -> None:
+    """Audit 26 #5: wandb's end-of-run block from one process (an actor's run ending), then the job's next phase: the
+    block was no end of the job, so no `finished` row stands before the phase that followed it."""
+    lines = ["(Runner pid=5101) Total training steps: 10",
+             "(Runner pid=5101) Epoch 0:  30%|███       | 3/10 [03:00<07:00, 60.0s/it]",
+             "(Helper pid=5200) wandb: 🚀 View run aux-2 at: https://wandb.ai/lab/proj/runs/zz11yy",
+             "(Helper pid=5200) wandb: Find logs at: ./wandb/run-20250803_100420-zz11yy/logs",
+             "(Runner pid=5101) Start validation..."]
+    report = replay([write(tmp_path, lines)], load_config(None))
+    names = [s.name for s in report.status.timeline]
+    assert "finished" not in names and report.status.state != "done", (names, report.status.state)

@@ -115,6 +115,10 @@ FORMS = [
      local(2026, 3, 2, 4, 0, 17)),
     ("slurmstepd: error: *** STEP 40217.0 ON gpu-a12 CANCELLED AT 2026-03-02T04:00:17 ***",
      local(2026, 3, 2, 4, 0, 17)),
+    # A test harness's or subprocess wrapper's stream tag before the stamp (audit 26: 'no timestamps').
+    ("stdout: [2026-03-02 04:10:52,006] [INFO] [engine.py:150:__init__] RANK=0 STAGE=0 LAYERS=4",
+     local(2026, 3, 2, 4, 10, 52, micro=6000)),
+    ("stderr: [after training is done] datetime: 2026-03-02 04:10:55 ", local(2026, 3, 2, 4, 10, 55)),
 ]
 
 

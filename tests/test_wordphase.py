@@ -1250,6 +1250,44 @@ def test_a_with_line_whose_context_was_leaving_names_the_work_inside_it() -> Non
     assert frame_words(outer + entering).phase == "weight sync"
 
 
+def test_a_worker_idle_until_asked_names_no_phase(tmp_path: Path) -> None:
+    """Audit 26 #3: torchtitan's async checkpoint process says `Waiting for checkpoint save request...` while it
+    idles; a run at step 70 read 'ended, likely in checkpoint save' with storage advice. A save under way still
+    names its phase."""
+    for idle in ("[rank0]:[0] 2026-01-07 10:02:03,551 - root - INFO - Waiting for checkpoint save request...",
+                 "INFO 01-07 10:02:03 worker.py:88] Waiting for new generation requests",
+                 "Listening for incoming eval jobs"):
+        assert phase_of_words(idle) is None, idle
+    assert phase_of_words("Waiting for the checkpoint save to finish") == ("checkpoint save", False)
+    head = "[rank0]:[titan] 2026-01-07 10:0{}:{:02d},100 - root - INFO - "
+    lines = [head.format(1, 50) + "step: 30  loss:  6.1000  memory: 20.10GiB(40.00%)  tps: 4,100",
+             head.format(2, 2) + "step: 40  loss:  6.0000  memory: 20.10GiB(40.00%)  tps: 4,120",
+             "[rank0]:[0] 2026-01-07 10:02:03,551 - root - INFO - Waiting for checkpoint save request..."]
+    assert _replay(_write(tmp_path, "train.log", lines))["current"] == "training loop"
+
+
+def test_rollouts_being_collected_are_generation_inside_the_loop(tmp_path: Path) -> None:
+    """Audit 26 #8: a PPO trainer's loop bar (its losses as the description) glued to `[RANK 0] Collecting rollouts`,
+    then a `[rollout 40 / 64]` bar, then a traceback through `make_experience` into the reward function: 'FAILED in
+    training loop'; the structure says rollout collection, generation inside the loop."""
+    assert phase_of_words("[rollout 40 / 64]:  62%|██████▎   | 40/64 [03:10<01:54,  4.75s/it]") == ("generation",
+                                                                                                   False)
+    assert phase_of_words("[RANK 0] Collecting rollouts") == ("generation", False)
+    bar = "[losses/total_loss: 0.41 | losses/policy_loss: 0.05]:  30%|███       | 300/1000 [1:02:11<2:25:06, 12.44s/it]"
+    lines = [bar.replace("300/1000", "100/1000") + "[RANK 0] Collecting rollouts",
+             "[rollout 64 / 64]: 100%|██████████| 64/64 [04:58<00:00,  4.66s/it]",
+             bar + "[RANK 0] Collecting rollouts",
+             "[rollout 40 / 64]:  62%|██████▎   | 40/64 [03:10<01:54,  4.75s/it]", "",
+             "Traceback (most recent call last):",
+             '  File "/src/ppo/trainer/ppo_trainer.py", line 301, in make_experience',
+             "    scores = self.reward_fn(samples=texts)",
+             '  File "/src/ppo/train_summaries.py", line 61, in reward_fn',
+             "    refs = [lookup[t] for t in texts]",
+             "KeyError: 'POST: something'"]
+    doc = _replay(_write(tmp_path, "train.log", lines))
+    assert doc["current"] == "generation", doc["current"]
+
+
 def test_a_log_that_ends_inside_a_tracebacks_frames_failed_where_they_say(tmp_path: Path) -> None:
     """A user pasted a traceback's frames alone (no header, no exception line): a log that ends inside them failed, in
     the phase its frames name (a rollout engine sizing its KV cache under the worker's init), and the headline says

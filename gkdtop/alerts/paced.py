@@ -34,6 +34,7 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
     split into silences shorter than the stall limit is no stall the file shows (audits 17 and 18: an agent's
     sandbox output through an 11-minute gap between two stamps, read as a 10-minute STALLED)."""
     mtime = os.stat(path).st_mtime
+    reference = _reference(path, mtime)
     store = Store(config)
     store.log_polls = 2  # the clock is settled: every line arrives on its own stamp
     watcher = AlertWatcher(store, job or os.path.basename(path), config.notify_every)
@@ -54,8 +55,10 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         if not raw.strip():
             continue
         # A year-less stamp (vLLM's `INFO 06-09 05:36:49`) is placed by the line before it, not by the
-        # file's mtime, which may be a checkout's.
-        line = parse_line(clean_line(raw), path, mtime if last is None else min(mtime, last + 3600))
+        # file's mtime, which may be a checkout's; the first one by the file's own full dates where they are far
+        # older than its mtime (audit 26: torchrun's `W1003 …` before 2024 stamps, in a copy made in 2026), as
+        # replay places it.
+        line = parse_line(clean_line(raw), path, reference if last is None else min(mtime, last + 3600))
         stamp = line.ts
         if stamp is not None:
             stamp -= _zone(zones, (line.worker, line.pid), stamp, last)
@@ -127,6 +130,23 @@ def paced_events(path: str, config: Config, job: str = "") -> list[AlertEvent]:
         store.write_logs(LogBatch(pending, {}, files), local=False)
     events += _past(watcher.check(last or mtime, final=True), last, min(stated_after, mtime - (last or mtime)))
     return events
+
+
+def _reference(path: str, mtime: float) -> float:
+    """What places the file's first year-less stamp: its mtime, or its own full dates' year where they are far
+    older (analysis/time.yearless_reference on the file's first and last TAIL_BYTES, as history reads them)."""
+    from gkdtop.analysis.time import TAIL_BYTES, yearless_reference
+    from gkdtop.safeopen import open_regular
+
+    try:
+        with open_regular(path) as fh:
+            head = fh.read(TAIL_BYTES) or b""
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(len(head), size - TAIL_BYTES))
+            tail = fh.read(TAIL_BYTES) or b""
+    except OSError:
+        return mtime
+    return yearless_reference(head + b"\n" + tail, mtime)
 
 
 def _past(events: list[AlertEvent], last: float | None, stated: float) -> list[AlertEvent]:

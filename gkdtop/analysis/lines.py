@@ -346,6 +346,9 @@ def _host_end(text: str) -> int:
     return colon + 2 if any(c.isdigit() for c in text[:colon]) else 0
 
 
+STREAM_TAGS = ("stdout: ", "stderr: ")  # both 8 characters (stamp_text)
+
+
 # srun --label puts the task's number before every line (`0: `, padded to the widest: ` 7: ` of 16 tasks).
 SRUN_LABEL = r" {0,6}\d{1,7}: "
 _SRUN_LABEL_RE = re.compile(SRUN_LABEL)
@@ -402,6 +405,8 @@ def stamp_text(text: str) -> str:
             text = text[at + 12 :]
         elif first == "t" and (m := _FIELD_RE.match(text)) is not None:
             text = text[m.end() :]
+        elif first == "s" and text.startswith(STREAM_TAGS):
+            text = text[8:]  # a test harness's or a subprocess wrapper's stream tag (bigscience's `stdout: `)
         elif first == "s" and (m := _SLURM_RE.match(text)) is not None:
             text = text[m.end() :]  # Slurm's kill of a job or step, at the time it names
         elif first in "DIWEC" and (m := _LEVEL_COLON_RE.match(text)) is not None:
@@ -451,8 +456,8 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     dates a line by the stamp before it, so a line that may have one is read the careful way."""
     if raw[:1] in DIGITS or raw[msg : msg + 1] in STAMP_FIRST:  # a capture stamp, a host's address
         return True
-    if raw.startswith((b"slurmstepd: ", b"srun: "), msg):
-        return True  # Slurm's kill, stamped inside (_SLURM_RE)
+    if raw.startswith((b"slurmstepd: ", b"srun: ", b"stdout: ", b"stderr: "), msg):
+        return True  # Slurm's kill, stamped inside (_SLURM_RE); a stream's tag before a stamp (stamp_text)
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
     # (nor one whose words before it have a blank: a bar's `Processed prompts: `, no host's name)
     return (colon > 0 and raw.find(b" ", msg, colon) < 0

@@ -302,6 +302,9 @@ WAIT_TIMEOUT_RE = re.compile(
     r"^(?:\[rank\d{1,6}\]: ?)?[\w.]*Timeout(?:Error|Exception)?\b|\b[Tt]imed out\b|\b(?:[Ww]ait|[Ww]atchdog) timeout\b"
     r"|\bSocket Timeout\b|\bmonitoredBarrier, but received errors while waiting\b"
 )
+# A failure whose chain began with a wait giving up (vLLM's engine loop: `asyncio.exceptions.TimeoutError`, then
+# `AsyncEngineDeadError` in every request, audit 26): the last exception is the failure, the timeout what it was.
+GAVE_UP_RE = re.compile(f"{TIMEOUT_RE.pattern}|{WAIT_TIMEOUT_RE.pattern}|\\b[\\w.]*Timeout(?:Error|Exception)\\b")
 WAIT_TIMEOUT_HINT = Hint(
     causes=["A wait gave up: what it waited for (a peer rank, a server, a store, a remote call) never answered in "
             "time; the error names what."],
@@ -323,6 +326,8 @@ INTERRUPT_RE = re.compile(
     r"|\bSignal (?:2|15) \(SIG(?:INT|TERM)\) received\b|\b[Rr]eceived (?:signal )?SIG(?:INT|TERM)\b"
     r"|\bSignalException: Process \d+ got signal: (?:2|15)\b"  # torchrun's agent, stopped by a scheduler
     r"|\bReceived Signals\.SIG(?:INT|TERM) death signal\b"  # the same agent, as it begins to shut its workers down
+    # Ray's handler turns a SIGTERM into `sys.exit(signal.SIGTERM)` (audit 26: a job stopped after step 1 of 15)
+    r"|^(?:\[rank\d{1,6}\]: ?)?SystemExit: (?:Signals\.)?SIG(?:INT|TERM)\b|, in sigterm_handler$"
 )
 INTERRUPT_HINT = Hint(
     causes=["Stopped from outside (Ctrl+C, SIGINT or SIGTERM: a person, a scheduler's time limit, a supervisor), not "
@@ -330,6 +335,16 @@ INTERRUPT_HINT = Hint(
             "where the stopped process waited, not why."],
     actions=["Next time, before stopping it, press s (every rank's stack, py-spy) or b (the bundle): a stopped run's "
              "stacks are gone with it."],
+)
+# A handler that turns SIGTERM into SystemExit (Ray's sigterm_handler in every worker): Ray sends it as the driver or
+# the job ends, so the worker's stop says nothing of a hang there (audit 26: STALLED, and "a step raised").
+SIGTERM_EXIT_RE = re.compile(r"\bSystemExit: (?:Signals\.)?SIGTERM\b")
+SIGTERM_EXIT_HINT = Hint(
+    causes=["Stopped from outside: a SIGTERM, which its handler turned into SystemExit (Ray's workers do this when "
+            "their driver or job ends, on `ray stop`, or on a scheduler's kill). Not an error of its own; what sent "
+            "it is not in these lines."],
+    actions=["Look for why the driver or the job ended: the driver's last lines, `ray job status`/`ray job logs`, the "
+             "scheduler's record of the job (a time limit, a preemption)."],
 )
 # ... while its steps still came at their pace (audit 20: 14 steady steps, then a SIGTERM 30 s after the last): no hang
 # to look for; the hang's advice would send the user after one.
@@ -738,6 +753,7 @@ class PhaseEngine:
         self._fail_step = -1  # the last step seen then: a later one says the run went on (_survived)
         self._header_of: tuple[str, bool] = ("", False)  # the failure, and whether it is a traceback's header only
         self.failure = ""
+        self._gave_up = False  # the failure's first line was a wait giving up (vLLM's `Engine iteration timed out`)
         self._want_exception_line = False
         self._handled = False  # the failure is a fault whose handler raised in turn: its exception line is not it
         self._terminated: LogLine | None = None  # a failure that is C++'s `terminate called`: its `what():` names it
@@ -814,6 +830,7 @@ class PhaseEngine:
             return
         elif self.exception_id in ids and (self._want_exception_line or self._failed()) and (
                 _root_cause(text, self.failure) or header_only):
+            self._gave_up = self._gave_up or bool(self.failure and GAVE_UP_RE.search(self.failure))
             self.failure = text.strip()  # the last exception of the chain is the root cause
             self._failure_line = line
             self._want_exception_line = False
@@ -889,6 +906,14 @@ class PhaseEngine:
                 return
             if started and self._waited_on(rule, text):
                 continue  # the others' wait timed out on this phase: it failed here (_fail below)
+            if started and (self.fail_id in ids or self.exception_id in ids) and rule.name == self.loop_name() and (
+                    self.current is not None and self.current.name == CHECKPOINT_LOAD and not self.stats.count
+                    and not self.recent_steps):
+                continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
+                # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
+            if started and not rule.terminal and self._wandb_undo is not None and self.timeline and (
+                    self.timeline[-1] is self._wandb_undo[0]) and not (self._wandb_undo[4] is rule and "%|" in text):
+                self._unfinish()  # a phase begins after wandb's end block: the job went on, it was no end of it
             if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
@@ -1283,9 +1308,10 @@ class PhaseEngine:
                             or int(count.group(1)) < self.bar_count[0]):
             return
         if self._loop_bar not in (None, key) and self.bar_count is not None and self.bar_count[0] < self.bar_count[1] \
-                and (self._loop_bar or self.bar_count != (0, total)):
-            return  # an inner bar while the loop's is open (not the loop's own first draw, before its description
-            # was set: torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17)
+                and (self.bar_count != (0, total) or not int(count.group(1))):
+            return  # an inner bar while the loop's is open (not the loop's own first draw renamed once it counts:
+            # torchtune's `0/161`, then `1|161|Loss: 0.5973: 100%| 161/161`, audit 17; Lightning 1.x's `Training: 0/4`,
+            # then `Epoch 0:  50%| 2/4`, audit 26)
         self._loop_bar, self.bar_count, self._bar_line = key, (int(count.group(1)), total), line
         rate = BAR_RATE_RE.search(text, count.end()) if has_rate(text) else None
         self.bar_rate = None if rate is None or not float(rate.group(1)) else (
@@ -1368,6 +1394,10 @@ class PhaseEngine:
         if wandb and self._failed():
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         last = self.timeline[-1] if self.timeline else None
+        if self._wandb_undo is not None and last is self._wandb_undo[0] and self._wandb_undo[4] is rule and (
+                "%|" in text):
+            return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout): the
+            # phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
         undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
@@ -1526,6 +1556,9 @@ class PhaseEngine:
             return False
         if self.exception_id in ids:
             self._unraisable = None
+            if INTERRUPT_RE.search(line.text.strip()):
+                self._fail(line.text, t)  # a SIGTERM raised as SystemExit in the hook (Ray's sigterm_handler): the
+                # process was stopped from outside, not a late error of a run that went on (audit 26)
             return True
         return self.fail_id in ids
 
@@ -1816,6 +1849,7 @@ class PhaseEngine:
             self._failed_at = t
             self._fail_step = self.recent_steps[-1][0] if self.recent_steps else -1
             self.failure = text.strip()
+            self._gave_up = bool(GAVE_UP_RE.search(text))
             self._failure_line = self._line
             self._want_exception_line = HEADER_RE.search(text) is not None
             self._terminated = self._line if "terminate called after throwing" in text else None
@@ -1983,7 +2017,9 @@ class PhaseEngine:
         if hint is not None:
             hint = hint.for_steps(timed_steps(steps), ran_steps(steps)).for_seen(self.seen_matched)
         interrupted = state == "failed" and INTERRUPT_RE.search(self.failure) is not None
-        if interrupted and self._stepping_until(self._failed_at):
+        if interrupted and SIGTERM_EXIT_RE.search(self.failure):
+            hint = SIGTERM_EXIT_HINT
+        elif interrupted and self._stepping_until(self._failed_at):
             hint = INTERRUPT_STEPPING_HINT
         elif interrupted:  # stopped by hand, most likely while it hung: the phase's hang advice, the interrupt first
             hang = hint or Hint()
@@ -1994,13 +2030,14 @@ class PhaseEngine:
         elif state == "failed":  # a crash, not a hang: the hang's guesses would send the user elsewhere
             hint = failing.fail_hint if failing is not None and failing.fail_hint is not None else FAILED_HINT
             own = failing.timeout_hint if failing is not None else None
-            if own is not None and (TIMEOUT_RE.search(self.failure) or WAIT_TIMEOUT_RE.search(self.failure)):
+            gave_up = self._gave_up or WAIT_TIMEOUT_RE.search(self.failure) is not None
+            if own is not None and (TIMEOUT_RE.search(self.failure) or gave_up):
                 hint = own  # what waits on what in this phase
             elif STUCK_RE.search(self.failure):
                 hint = STUCK_HINT
             elif TIMEOUT_RE.search(self.failure):
                 hint = TIMEOUT_HINT
-            elif WAIT_TIMEOUT_RE.search(self.failure):
+            elif gave_up:
                 hint = WAIT_TIMEOUT_HINT  # a wait gave up in whatever phase: a hang a timer ended, not an error raised
             elif HYDRA_WRAPPER_RE.match(self.failure):
                 hint = HYDRA_CUT_HINT

@@ -59,6 +59,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|Running: [1-9]\d* reqs|\bProcessed prompts\b|\b(?:Received|Added|Finished) request\b"
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
+     # rollouts gathered for the next update (trlx's `[RANK 0] Collecting rollouts` and its `[rollout 80 / 128]` bar;
+     # trlx's and OpenRLHF's `make_experience`, which generates them and scores them)
+     r"|\bcollect(?:s|ing)? (?:the )?rollouts?\b|\brollouts? \d+ ?/ ?\d+\b|\bmake[_ ]experiences?\b"
      # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
      # the model's own `<tool_call>` text, _content's)
      r"|\[tool\] \w+\(|\b(?:[Cc]alling|[Ee]xecuting|[Ii]nvoking) tool \w+"
@@ -120,7 +123,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
           "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
-          "logits", "tool")
+          "logits", "tool", "experience")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function; a log-prob pass runs the update's forward, forward-only (Megatron's
 # `forward_backward_func(forward_only=True)` under verl's compute_log_prob, audit 22). A frame below the part's
@@ -152,6 +155,11 @@ _NOT_RUN_RE = re.compile(
 _SETTING_RE = re.compile(r"\b(?:total|max|number of)[_ ]\w*|\b\w+_(?:steps|epochs|size)\b|Namespace\(|\{'"
                          r"|\bevery \d+ (?:steps|epochs|iterations)\b|\bwill (?:save|evaluate|run|generate)\b",
                          re.IGNORECASE)
+# A worker idle until asked (torchtitan's async checkpoint process: `Waiting for checkpoint save request...`; a
+# server's `Waiting for requests`): the work it names is not running, so the line names no phase.
+_IDLE_RE = re.compile(r"\b(?:waiting|listening|ready) for (?:the |a |an )?(?:next |new |incoming )?(?:[\w-]+ ){0,3}"
+                      r"(?:requests?|jobs?|tasks?|commands?|work)\b(?! to\b)(?!\s*(?:to|from) (?:finish|complete))",
+                      re.IGNORECASE)
 # An engine's periodic stats line (vLLM's, SGLang's), whatever its counts: no step's record.
 _ENGINE_STATS_RE = re.compile(r"\bAvg prompt throughput: |\bPrefix cache hit rate: |#running-req: \d|\bDecode batch\b")
 # An engine's stats line with requests in flight is generation, though it is a record of numbers too.
@@ -216,6 +224,10 @@ def _message(text: str) -> str:
     return _LOGGER_RE.sub("", _OUTER_RE.sub("", message, count=1), count=1)
 
 
+_BRACKETED_RE = re.compile(r"\[([^\[\]]{1,200})\][\s:]*$")
+_CLOCK_RE = re.compile(r"\d:\d\d|<|\bit/s\b|\bs/it\b")
+
+
 def _last_bar(message: str) -> tuple[str, bool] | None:
     """A progress bar's description and whether it reached its total (of the last redraw where several are glued)."""
     bars = list(_BAR_RE.finditer(message))
@@ -224,6 +236,8 @@ def _last_bar(message: str) -> tuple[str, bool] | None:
     found = bars[-1]
     before = message[: found.start()]
     desc = before[before.rfind("]") + 1:] if "]" in before else before  # past a glued redraw's `[00:03<00:09]`
+    if not desc.strip(" :\r") and (own := _BRACKETED_RE.search(before)) and not _CLOCK_RE.search(own[1]):
+        desc = own[1]  # a description in brackets (trlx's `[rollout 80 / 128]:`), not a redraw's clock
     return desc.strip(" :\r"), int(found["n"]) >= int(found["total"]) > 0
 
 
@@ -256,7 +270,7 @@ def phase_of_words(text: str) -> tuple[str, bool] | None:
     if bar is not None:
         phase = _words(bar[0]) if bar[0] else None
         return (phase, bar[1]) if phase is not None else None
-    if _SETTING_RE.search(message):
+    if _SETTING_RE.search(message) or _IDLE_RE.search(message):
         return None
     if _SERVING_RE.search(message):
         return "generation", False
