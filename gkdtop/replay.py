@@ -18,7 +18,7 @@ from gkdtop.analysis.anomalies import watched
 from gkdtop.analysis.curves import Curves
 from gkdtop.analysis.engine import Analysis, ErrorGroup
 from gkdtop.analysis.history import file_range
-from gkdtop.analysis.phases import WANDB_END_RE
+from gkdtop.analysis.phases import ended_short
 from gkdtop.analysis.profiles import Framework
 from gkdtop.analysis.steps import bar_pace, ran_steps, step_pace, timed_steps
 from gkdtop.format import clock, human_duration, shown
@@ -471,12 +471,11 @@ def report_text(report: ReplayReport, why: bool = False) -> str:
     if st.state == "done":
         verdict = "finished" if st.current == "finished" else f"finished: {st.current}"
         bar = report.steps.get("bar")
-        end = st.timeline[-1].evidence if st.timeline else None
-        if bar and bar.get("total") and bar["n"] < bar["total"]:  # it stopped early (max_steps, an early stop, a bug)
+        if short := ended_short(st):  # only the process's end is known (audit 26)
+            verdict = (f"ended at {short} of the loop's bar, not finished: the process ended (wandb's end-of-run "
+                       "block) short of the bar's total")
+        elif bar and bar.get("total") and bar["n"] < bar["total"]:  # it stopped early (max_steps, an early stop, a bug)
             verdict += f", ended at {bar['n']}/{bar['total']} of the loop's bar"
-            if end is not None and WANDB_END_RE.search(end.text):  # only the process's end is known (audit 26)
-                verdict = (f"ended at {bar['n']}/{bar['total']} of the loop's bar, not finished: the process ended "
-                           "(wandb's end-of-run block) short of the bar's total")
     else:
         prefix = {"failed": "FAILED in", "stalled": "stalled in"}.get(st.state, "ended in")  # a log may still print
         if st.interrupted:

@@ -916,6 +916,9 @@ def test_wandbs_end_of_run_block_is_the_process_ending(tmp_path: Path) -> None:
     assert result.status.state == "done" and result.status.current == "finished", report_text(result)
     # (audit 26: only the process's end is known, short of the bar's total: not "finished")
     assert "ended at 620/2000 of the loop's bar, not finished" in report_text(result)
+    from gkdtop.alerts.paced import paced_events  # nor does its alert say "finished" (the review of session 27)
+    told = [e for e in paced_events(write(tmp_path, lines), load_config(None)) if e.kind == "finished"]
+    assert told and "ended at 620/2000 of the loop's bar, not finished" in told[0].title, [e.title for e in told]
     history, _ = live_and_history(tmp_path, text_of(lines), lambda s: s.phase_status().current == "finished")
     assert history.status(1e12).state == "done"
     crashed = ["Traceback (most recent call last):", '  File "/w/train.py", line 88, in <module>',

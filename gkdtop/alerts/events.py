@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from gkdtop.actions.redact import redact_text
 from gkdtop.actions.stacks import stack_targets
 from gkdtop.analysis.lines import parse_line
+from gkdtop.analysis.phases import ended_short
 from gkdtop.format import human_duration, shown
 from gkdtop.model import EVIDENCE_CHARS
 
@@ -60,6 +61,7 @@ class AlertEvent:
     # `time` is a bound, no later than the event: replayed lines after the last stamp whose steps state their own
     # times (verl's timing_s/step) came at least that long after it (audit 24: a failure told at the last stamp)
     at_least: bool = False
+    short: str = ""  # finished: `N/M` of the loop's bar where only the process's end was seen (phases.ended_short)
 
     @property
     def where(self) -> str:
@@ -79,6 +81,8 @@ class AlertEvent:
             return f"gkdtop: {self.job} {'INTERRUPTED' if self.interrupted else 'FAILED'}{where}"
         if self.kind == "recovered":
             return f"gkdtop: {self.job} recovered{where}"
+        if self.kind == "finished" and self.short:
+            return f"gkdtop: {self.job} ended at {self.short} of the loop's bar, not finished (its process ended)"
         if self.kind == "finished":
             return f"gkdtop: {self.job} finished" + (" training; its log ends in the final save" if self.saving else "")
         if self.kind == "anomaly":
@@ -358,7 +362,8 @@ class AlertWatcher:
                           status.current or "", status.state, seconds,
                           _redacted(culprit, LINE_CHARS * 2), [_redacted(h, LINE_CHARS * 2) for h in hint],
                           clean, dump, status.steps_done, guess=status.worded is not None and bool(status.current),
-                          saving=saving, interrupted=kind == "failed" and status.interrupted and ended is None)
+                          saving=saving, interrupted=kind == "failed" and status.interrupted and ended is None,
+                          short=ended_short(status) if kind == "finished" else "")
 
 
 def _stamped(line: LogLine) -> bool:

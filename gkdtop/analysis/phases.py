@@ -296,6 +296,18 @@ STUCK_HINT = Hint(
 )
 # wandb's block as its run ends (phases.yaml `finished`): printed from wandb.finish() at exit, after a crash as well.
 WANDB_END_RE = re.compile(r"\bwandb: (?:Synced \d+ W&B file|Synced \S+: https?://|Find logs at: |\S+ View run .+ at: )")
+
+
+def ended_short(status: PhaseStatus) -> str:
+    """`N/M` of the loop's bar where a run is done only by its process's end (wandb's end-of-run block) short of the
+    bar's total: the process ended, the training did not finish (a preemption, a time limit, an early exit); ''
+    otherwise. Replay's verdict and the "finished" alert say it alike (the review of session 27)."""
+    bar = status.steps.get("bar") if status.steps else None
+    end = status.timeline[-1].evidence if status.timeline else None
+    if (status.state != "done" or not bar or not bar.get("total") or bar["n"] >= bar["total"] or end is None
+            or not WANDB_END_RE.search(end.text)):
+        return ""
+    return f"{bar['n']}/{bar['total']}"
 # An exception that is itself a wait giving up (`TimeoutError: …`, `… timed out after 600s`, gloo's `Timed out
 # waiting …ms for recv`): not "not a hang".
 WAIT_TIMEOUT_RE = re.compile(
