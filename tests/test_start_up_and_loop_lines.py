@@ -171,6 +171,12 @@ def test_kohyas_model_saved_after_the_loop_is_the_end_and_zero_steps_are_said(tm
     assert (report.status.current, report.status.state) == ("finished", "done") and not report.findings
     # a line that only mentions a model being saved (an epoch's `Best model saved.`) is no end
     assert run(tmp_path, [*musubi[:2], "[11:02:47] [STDOUT] Best model saved."]).status.state != "done"
+    # a script that says `model saved.` after each epoch went on: the next epoch's bar takes the loop back (the review
+    # of session 27: "finished" at epoch 1 of 3, and a snapshot hours later still said done)
+    epochs = ["Epoch 1/3: 100%|██████████| 500/500 [50:00<00:00,  6.00s/it, loss=1.20]", "model saved.",
+              "Epoch 2/3:  40%|████      | 200/500 [20:00<30:00,  6.00s/it, loss=1.10]"]
+    report = run(tmp_path, epochs)
+    assert report.status.state != "done" and report.status.current == "training loop", report.status
 
 
 def test_verls_resume_in_fit_opens_the_loop_and_its_load_is_the_loops_first_part(tmp_path: Path) -> None:

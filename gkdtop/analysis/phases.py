@@ -295,6 +295,7 @@ STUCK_HINT = Hint(
              "and the kernel log (dmesg) for Xid errors on that node."],
 )
 # wandb's block as its run ends (phases.yaml `finished`): printed from wandb.finish() at exit, after a crash as well.
+MODEL_SAVED_RE = re.compile(r"(?:^|\s|\] )model saved\.")  # phases.yaml `finished`: sd-scripts' `model saved.`
 WANDB_END_RE = re.compile(r"\bwandb: (?:Synced \d+ W&B file|Synced \S+: https?://|Find logs at: |\S+ View run .+ at: )")
 
 
@@ -751,6 +752,7 @@ class PhaseEngine:
         # status, the phase and part under way then)
         self._wandb_undo: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
                                 PhaseRule | None] | None = None
+        self._saved_end = False  # that finish was a `model saved.` (a script may save after each epoch), not wandb
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
         self.inner_since: float | None = None
@@ -924,8 +926,9 @@ class PhaseEngine:
                 continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
                 # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
             if started and not rule.terminal and self._wandb_undo is not None and self.timeline and (
-                    self.timeline[-1] is self._wandb_undo[0]) and not (self._wandb_undo[4] is rule and "%|" in text):
-                self._unfinish()  # a phase begins after wandb's end block: the job went on, it was no end of it
+                    self.timeline[-1] is self._wandb_undo[0]) and (
+                    self._saved_end or not (self._wandb_undo[4] is rule and "%|" in text)):
+                self._unfinish()  # a phase begins after wandb's end block or a save's: the job went on
             if started:
                 before = self.timeline[-1] if self.timeline else None
                 failure, failure_line = self.failure, self._failure_line
@@ -1407,7 +1410,7 @@ class PhaseEngine:
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         last = self.timeline[-1] if self.timeline else None
         if self._wandb_undo is not None and last is self._wandb_undo[0] and self._wandb_undo[4] is rule and (
-                "%|" in text):
+                "%|" in text) and not self._saved_end:
             return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout): the
             # phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
         undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
@@ -1457,7 +1460,9 @@ class PhaseEngine:
         span = self._open(rule.name, t)
         if rule.terminal:
             span.end, span.status = t, "done"
-            self._wandb_undo = (span, *undo) if wandb else None
+            saved = MODEL_SAVED_RE.search(text) is not None  # (sd-scripts' last words; a script's after each epoch)
+            self._wandb_undo = (span, *undo) if wandb or saved else None
+            self._saved_end = saved and not wandb
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
         if len(self.timeline) == 1 and self._line is not None and not rule.terminal:
@@ -1828,7 +1833,8 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
-        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0]:
+        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0] and (
+                not self._saved_end):  # (an error after the last model was saved: the training was done)
             self._unfinish()
         if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
                 INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
