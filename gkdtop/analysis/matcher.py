@@ -576,7 +576,8 @@ class Matcher:
             quick, anchored = self._quick_parts(chunked)
             self._db = _cached_db(quick, once, markers, after=[loose for _, loose, _ in anchored])
             self._anchored = [i for i, _, _ in anchored]  # the pattern each `after` expression stands for
-            self._after = len(patterns) + len(_NOT_PLAIN) + len(markers)  # the id of the first of them
+            # the id of the first of them: _hyperscan_db lists them after the expressions, _NOT_PLAIN's and the markers
+            self._after = len(patterns) + len(_NOT_PLAIN) + len(markers)
             if anchored:  # the lines those name are scanned again by those branches after a full RAY_HEAD
                 exact = dict.fromkeys(range(len(patterns)))
                 exact.update((i, expression) for i, _, expression in anchored)
@@ -596,23 +597,25 @@ class Matcher:
         anchored: list[tuple[int, bytes, bytes]] = []
         for i, (expression, when) in enumerate(chunked):
             parts = anchored_split(self.patterns[i].text) if "^" in when and "$" not in when else None
-            loose = parts and parts[1] and for_chunks(parts[1], anchor=HEAD_END)  # ('': a `^` in a class only)
-            exact = loose and for_chunks(parts[1])
-            plain = parts and parts[0] and for_chunks(parts[0])
-            if not loose or not exact or "$" in loose[1] + exact[1] or (plain and "$" in plain[1]):
+            if parts is None or not parts[1]:  # no `^` outside a class, or branches that cannot stand apart
                 quick.append(expression)
                 continue
-            quick.append(plain[0] if plain else None)
+            plain, anchors = parts
+            loose, exact = for_chunks(anchors, anchor=HEAD_END), for_chunks(anchors)
+            rest = for_chunks(plain) if plain else None
+            if "$" in loose[1] + exact[1] + (rest[1] if rest else ""):  # a hit could end inside its line
+                quick.append(expression)
+                continue
+            quick.append(rest[0] if rest else None)
             anchored.append((i, loose[0], exact[0]))
         return quick, anchored
 
-    def _scratch(self) -> Any:
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = hyperscan.Scratch(self._db)
-            if self._exact is not None:
-                self._local.exact = hyperscan.Scratch(self._exact)
-        return scratch
+    def _scratch(self, exact: bool = False) -> Any:
+        """This thread's scratch space for the quick scan's database, or (`exact`) the rescan's."""
+        if getattr(self._local, "scratch", None) is None:
+            self._local.scratch = hyperscan.Scratch(self._db)
+            self._local.exact = hyperscan.Scratch(self._exact) if self._exact is not None else None
+        return self._local.exact if exact else self._local.scratch
 
     def scan(self, chunk: bytes) -> list[tuple[int, int, list[int]]]:
         """Candidates: (line start, line end, ids) for each line of `chunk` some pattern may match, in
@@ -705,8 +708,7 @@ class Matcher:
                 known.append(pattern_id)
                 known.sort()
 
-        self._scratch()
-        self._exact.scan(joined, match_event_handler=exact, scratch=self._local.exact)
+        self._exact.scan(joined, match_event_handler=exact, scratch=self._scratch(exact=True))
 
     def _markers_in(self, chunk: bytes) -> set[int]:
         """Which markers `chunk` holds, where Hyperscan did not say (no wheel, an empty rule set)."""
