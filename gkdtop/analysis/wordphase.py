@@ -60,8 +60,9 @@ WORDS: tuple[tuple[str, str], ...] = (
      r"|\bPOST /v1/(?:chat/)?completions\b|\bDecode batch\b|\brolling out\b|\brollout(?:s)? (?:step|batch|of)\b"
      r"|\bagent[_ ]loop\b"  # verl's agent loop: multi-turn rollouts, tool calls among them
      # rollouts gathered for the next update (trlx's `[RANK 0] Collecting rollouts` and its `[rollout 80 / 128]` bar;
-     # trlx's and OpenRLHF's `make_experience`, which generates them and scores them)
-     r"|\bcollect(?:s|ing)? (?:the )?rollouts?\b|\brollouts? \d+ ?/ ?\d+\b|\bmake[_ ]experiences?\b"
+     # not a `make_experience` frame: OpenRLHF's also scores them and takes their log-probs, so a reward model's
+     # failure under it read "likely in generation", two training logs)
+     r"|\bcollect(?:s|ing)? (?:the )?rollouts?\b|\brollouts? \d+ ?/ ?\d+\b"
      # a tool the model called, as the rollout's own code logs it (`[tool] calc(9*9*9) -> 729`, `Calling tool …`; not
      # the model's own `<tool_call>` text, _content's)
      r"|\[tool\] \w+\(|\b(?:[Cc]alling|[Ee]xecuting|[Ii]nvoking) tool \w+"
@@ -123,7 +124,7 @@ _STEMS = ("split", "examples/s", "dataset", "tokeniz", "data", "log", "generat",
           "model", "initiali", "init_process_group", "process group", "rendezvous", "nccl info", "init workers",
           "init_workers", "worker group", "workergroup", "metrics", "broadcast", "weight", "wake", "lora",
           "sharding", "agent", "creat", "prefix cache", "loss", "forward", "advantage", "rewards",
-          "logits", "tool", "experience")
+          "logits", "tool")
 # What a part of the step calls under frames of its own: validation generates; the reference pass and the update call
 # the actor's log-prob function; a log-prob pass runs the update's forward, forward-only (Megatron's
 # `forward_backward_func(forward_only=True)` under verl's compute_log_prob, audit 22). A frame below the part's
