@@ -172,7 +172,8 @@ def test_the_corpus_raises_anomalies_only_where_a_loss_went_nan() -> None:
     # thread is about)
     assert fired == {"verl_grpo_nan_loss.log": ["nonfinite"],
                      "llamafactory_glm4_loss_zero_grad_norm_nan_running.log": ["nonfinite"],
-                     "hf_trainer_pink_stage1_loss_zero_grad_norm_nan.log": ["nonfinite"]}
+                     "hf_trainer_pink_stage1_loss_zero_grad_norm_nan.log": ["nonfinite"],
+                     "llamafactory_npu_910b_loss_zero_grad_norm_nan_bars.log": ["nonfinite"]}
 
 
 def test_score_collapse_and_thresholds_from_the_config(tmp_path: Path) -> None:
