@@ -347,6 +347,7 @@ def _host_end(text: str) -> int:
 
 
 STREAM_TAGS = ("stdout: ", "stderr: ")  # both 8 characters (stamp_text)
+_STREAM_TAG_BYTES = tuple(tag.encode() for tag in STREAM_TAGS)
 
 
 # srun --label puts the task's number before every line (`0: `, padded to the widest: ` 7: ` of 16 tasks).
@@ -456,7 +457,7 @@ def may_carry_stamp(raw: bytes, msg: int) -> bool:
     dates a line by the stamp before it, so a line that may have one is read the careful way."""
     if raw[:1] in DIGITS or raw[msg : msg + 1] in STAMP_FIRST:  # a capture stamp, a host's address
         return True
-    if raw.startswith((b"slurmstepd: ", b"srun: ", b"stdout: ", b"stderr: "), msg):
+    if raw.startswith((b"slurmstepd: ", b"srun: ", *_STREAM_TAG_BYTES), msg):
         return True  # Slurm's kill, stamped inside (_SLURM_RE); a stream's tag before a stamp (stamp_text)
     colon = raw.find(b": ", msg + 1, msg + 130)  # most lines have none: no decode
     # (nor one whose words before it have a blank: a bar's `Processed prompts: `, no host's name)
@@ -473,11 +474,10 @@ def message_start(raw: bytes) -> int:
         close = raw.find(b")", 1, PREFIX_MAX)
         if close > 0:
             ray = _RAY_BYTES.get(key := raw[: close + 1])
-            if ray is None:
+            if ray is None:  # (once per prefix: _prefix_of's answer, by its bytes)
                 if len(_RAY_BYTES) > 4096:
                     _RAY_BYTES.clear()
-                hit = _prefix_cache.get(text := key.decode("ascii"), _NO_PREFIX)
-                ray = _RAY_BYTES[key] = (_prefix_of(text) if hit is _NO_PREFIX else hit) is not None
+                ray = _RAY_BYTES[key] = _prefix_of(key.decode("ascii")) is not None
             if ray:
                 return close + 2 if raw[close + 1 : close + 2] == b" " else close + 1
         return 0

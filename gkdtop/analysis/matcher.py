@@ -579,9 +579,10 @@ class Matcher:
             # the id of the first of them: _hyperscan_db lists them after the expressions, _NOT_PLAIN's and the markers
             self._after = len(patterns) + len(_NOT_PLAIN) + len(markers)
             if anchored:  # the lines those name are scanned again by those branches after a full RAY_HEAD
-                exact = dict.fromkeys(range(len(patterns)))
-                exact.update((i, expression) for i, _, expression in anchored)
-                self._exact = _cached_db(list(exact.values()), plain_check=False)
+                exact: list[bytes | None] = [None] * len(patterns)
+                for i, _, expression in anchored:
+                    exact[i] = expression
+                self._exact = _cached_db(exact, plain_check=False)
         else:
             self._set = re2.Set.SearchSet(_OPTIONS)
             for p in patterns:

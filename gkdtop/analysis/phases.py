@@ -747,11 +747,12 @@ class PhaseEngine:
         self.seen_matched: set[str] = set()  # the hint lines' evidence this run's lines matched (Hint.seen)
         self.timeline: deque[PhaseSpan] = deque(maxlen=MAX_SPANS)
         self.first_spans: list[PhaseSpan] = []  # the start-up sequence survives the bound above
-        # wandb's end-of-run block made it `finished`: what to put back if a failure follows (a Ray actor's wandb
+        # A finish only a process's end (wandb's end-of-run block) or a save's `model saved.` made: what to put back
+        # if the job goes on (a phase begins after it) or, after wandb's, a failure follows (a Ray actor's wandb
         # finishes as the actor dies, before its caller's traceback): (that span, the span before, its end and
         # status, the phase and part under way then)
-        self._wandb_undo: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
-                                PhaseRule | None] | None = None
+        self._soft_finish: tuple[PhaseSpan, PhaseSpan | None, float | None, str, PhaseRule | None,
+                                 PhaseRule | None] | None = None
         self._saved_end = False  # that finish was a `model saved.` (a script may save after each epoch), not wandb
         self.current: PhaseRule | None = None
         self.inner: PhaseRule | None = None  # a per-step sub-phase of `current` (its rule's `inner`)
@@ -925,9 +926,7 @@ class PhaseEngine:
                     and not self.recent_steps):
                 continue  # a task error of the loop's method right after a resume's load, no step run: the loop did
                 # not run; the resume failed (OpenRLHF's fit restores the data position first, audit 26)
-            if started and not rule.terminal and self._wandb_undo is not None and self.timeline and (
-                    self.timeline[-1] is self._wandb_undo[0]) and (
-                    self._saved_end or not (self._wandb_undo[4] is rule and "%|" in text)):
+            if started and not rule.terminal and self._soft_finished() and not self._exit_flush(rule, text):
                 self._unfinish()  # a phase begins after wandb's end block or a save's: the job went on
             if started:
                 before = self.timeline[-1] if self.timeline else None
@@ -1409,10 +1408,8 @@ class PhaseEngine:
         if wandb and self._failed():
             return  # wandb.finish() runs as any process exits, a crashed one too: its block after an error ends nothing
         last = self.timeline[-1] if self.timeline else None
-        if self._wandb_undo is not None and last is self._wandb_undo[0] and self._wandb_undo[4] is rule and (
-                "%|" in text) and not self._saved_end:
-            return  # the loop's own bar flushed as its process exits, after wandb's block (stderr after stdout): the
-            # phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
+        if self._soft_finished() and self._exit_flush(rule, text):
+            return  # the phase wandb ended, not a new one; a stop after it puts that phase back (_fail), audit 26
         undo = (last, last.end if last else None, last.status if last else "", self.current, self.inner)
         if "Train step of epoch" in text:
             self._epoch_steps = True
@@ -1461,7 +1458,7 @@ class PhaseEngine:
         if rule.terminal:
             span.end, span.status = t, "done"
             saved = MODEL_SAVED_RE.search(text) is not None  # (sd-scripts' last words; a script's after each epoch)
-            self._wandb_undo = (span, *undo) if wandb or saved else None
+            self._soft_finish = (span, *undo) if wandb or saved else None
             self._saved_end = saved and not wandb
         elif self._line is not None and self._line.ts is not None:
             self._back_date(span, self._line.text)
@@ -1833,8 +1830,7 @@ class PhaseEngine:
         return None
 
     def _fail(self, text: str, t: float) -> None:
-        if self._wandb_undo is not None and self.timeline and self.timeline[-1] is self._wandb_undo[0] and (
-                not self._saved_end):  # (an error after the last model was saved: the training was done)
+        if self._soft_finished() and not self._saved_end:  # (an error after the last `model saved.`: training was done)
             self._unfinish()
         if self.current is not None and self.current.terminal and self._line is not None and self._line.worker and (
                 INTERRUPT_RE.search(text) or RAYLET_DEATH_RE.search(text)):
@@ -2107,12 +2103,22 @@ class PhaseEngine:
             earlier_runs=list(self.earlier_runs),
         )
 
+    def _soft_finished(self) -> bool:
+        """The last span is a finish only a process's end or a save's line made (`_soft_finish`)."""
+        return self._soft_finish is not None and bool(self.timeline) and self.timeline[-1] is self._soft_finish[0]
+
+    def _exit_flush(self, rule: PhaseRule, text: str) -> bool:
+        """After wandb's end block (`_soft_finished`), the loop's own bar flushed as its process exits (stderr after
+        stdout): no new phase. Not after a `model saved.`: the next epoch's bar is the job going on."""
+        return not self._saved_end and self._soft_finish is not None and self._soft_finish[4] is rule and "%|" in text
+
     def _unfinish(self) -> None:
-        """A failure after wandb's end-of-run block: that block was a process ending with the error, not the run
-        finishing; the phase it ended is under way again and the failure is its (review of audit 25's fix)."""
-        assert self._wandb_undo is not None
-        span, last, end, status, current, inner = self._wandb_undo
-        self._wandb_undo = None
+        """A failure after wandb's end-of-run block, or a phase begun after it or a `model saved.`: that line was a
+        process ending (with the error) or a save, not the run finishing; the phase it ended is under way again
+        (review of audit 25's fix)."""
+        assert self._soft_finish is not None
+        span, last, end, status, current, inner = self._soft_finish
+        self._soft_finish = None
         self._drop(span)
         self._ran.discard(span.name)
         if last is not None:
